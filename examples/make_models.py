@@ -1,0 +1,726 @@
+#!/usr/bin/python3
+"""Export Parallax's example models as ONNX *training graphs*.
+
+Every model is an nn.Module whose forward takes the data inputs (and labels)
+and returns one scalar loss, so the exported graph is the forward pass of a
+training step; Parallax derives the backward pass and the optimizer itself.
+
+Usage (Debian's python, which has python3-torch/-onnx/-torchvision):
+
+    /usr/bin/python3 examples/make_models.py [--out DIR] [NAME ...]
+    /usr/bin/python3 examples/make_models.py --check [NAME ...]
+    /usr/bin/python3 examples/make_models.py --if-stale [NAME ...]
+
+DIR defaults to examples/models next to this script, NAME to every model.
+--check re-verifies existing files (ONNX checker, shape inference, op set,
+inputs, sparse variables) without exporting.  --if-stale exports only when
+DIR/.stamp is missing or stale or a requested file is missing.
+
+DIR/.stamp: line 1 is the sha256 of this script, then one model name per
+line: the models that this exact script version produced in DIR.
+
+Exports are deterministic (fixed seed per model, no timestamps in the
+file), so re-running with the same torch/onnx produces byte-identical files.
+"""
+
+import argparse
+import collections
+import dataclasses
+import hashlib
+import math
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+SCRIPT = Path(__file__).resolve()
+DEFAULT_OUT = SCRIPT.parent / "models"
+OPSET = 17
+
+# The ONNX ops Parallax's importer lowers.  Anything else in an exported
+# graph is an error: rewrite the model with constructs that stay inside.
+ALLOWED_OPS = frozenset("""
+    Gather GatherElements MatMul Gemm Add Sub Mul Div Neg Pow Sqrt Reciprocal
+    Exp Log Abs Relu LeakyRelu Tanh Sigmoid Erf Softmax LogSoftmax
+    SoftmaxCrossEntropyLoss NegativeLogLikelihoodLoss ReduceSum ReduceMean
+    ReduceMax Reshape Flatten Transpose Concat Split Slice Squeeze Unsqueeze
+    Expand Where Equal Less Greater Not Cast Constant ConstantOfShape Shape
+    Range Identity Dropout LayerNormalization BatchNormalization Conv MaxPool
+    AveragePool GlobalAveragePool Clip Max Min
+""".split())
+
+# Committed models have to stay small enough for git.
+COMMITTED_SIZE_LIMIT = 5 * 1024 * 1024
+
+BATCH = "batch"  # marks the dynamic leading dimension of an input
+
+
+@dataclasses.dataclass(frozen=True)
+class Input:
+    """One graph input.  shape[0] == BATCH makes dim 0 dynamic ("batch")."""
+    name: str
+    shape: Tuple
+    dtype: str          # "float32" or "int64"
+    high: int = 0       # int64: values drawn from [0, high); float32 with
+                        # high=2: values drawn from {0., 1.} (binary labels)
+
+    @property
+    def batched(self) -> bool:
+        return len(self.shape) > 0 and self.shape[0] == BATCH
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    build: Callable     # () -> nn.Module (imports torch itself)
+    inputs: Tuple[Input, ...]  # forward()'s arguments, in order
+    batch: int          # batch size of the example inputs used for tracing
+    seed: int
+    committed: bool     # committed to git (small) or generated on demand
+    sparse: Tuple[str, ...] = ()  # initializers that must be read only via
+                                  # Gather(init, ids, axis=0)
+    doc: str = ""
+
+
+# Sizes shared by a builder and its input list in MODELS.
+NMT_SRC_VOCAB, NMT_TGT_VOCAB, NMT_LEN = 8000, 8000, 16
+LM_VOCAB, LM_LEN, LM_SAMPLES = 100_000, 20, 1024
+DLRM_TABLES, DLRM_DENSE = (1_000_000, 100_000, 10_000, 1_000), 13
+
+# --------------------------------------------------------------------------
+# Model builders.  torch is imported lazily (see _torch()) so that --check
+# and an up-to-date --if-stale do not pay for importing it.
+# --------------------------------------------------------------------------
+
+def _torch():
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    return torch, nn, F
+
+
+def build_mlp():
+    torch, nn, F = _torch()
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(64, 128)
+            self.fc2 = nn.Linear(128, 10)
+
+        def forward(self, x, y):
+            return F.cross_entropy(self.fc2(F.relu(self.fc1(x))), y)
+
+    return MLP()
+
+
+def build_cnn():
+    torch, nn, F = _torch()
+
+    class BasicBlock(nn.Module):
+        """ResNet basic block; 1x1 conv + BN shortcut when the shape changes."""
+
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            if stride != 1 or cin != cout:
+                self.shortcut = nn.Sequential(
+                    nn.Conv2d(cin, cout, 1, stride, bias=False),
+                    nn.BatchNorm2d(cout))
+            else:
+                self.shortcut = nn.Identity()  # traced away: no node
+
+        def forward(self, x):
+            out = F.relu(self.bn1(self.conv1(x)))
+            out = self.bn2(self.conv2(out))
+            return F.relu(out + self.shortcut(x))
+
+    class SmallResNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+            self.bn = nn.BatchNorm2d(16)
+            # Shape-preserving max pool: exercises MaxPool (with padding)
+            # without shrinking 32x32 inputs further.
+            self.pool = nn.MaxPool2d(3, stride=1, padding=1)
+            self.layer1 = BasicBlock(16, 16, 1)
+            self.layer2 = BasicBlock(16, 32, 2)
+            self.layer3 = BasicBlock(32, 64, 2)
+            self.avgpool = nn.AdaptiveAvgPool2d(1)  # -> GlobalAveragePool
+            self.fc = nn.Linear(64, 10)
+
+        def forward(self, x, y):
+            h = self.pool(F.relu(self.bn(self.conv(x))))
+            h = self.layer3(self.layer2(self.layer1(h)))
+            h = torch.flatten(self.avgpool(h), 1)
+            return F.cross_entropy(self.fc(h), y)
+
+    return SmallResNet()
+
+
+def _transformer_parts():
+    """Hand-written attention / layers shared by nmt and lm.
+
+    nn.MultiheadAttention and nn.Transformer*Layer are avoided on purpose:
+    their training-mode export goes through baddbmm / chunk / fused paths
+    whose ops are not all in ALLOWED_OPS.  Sequence lengths are passed as
+    Python ints so reshapes get constant shapes (-1 for the batch) instead
+    of Shape/Gather/Concat chains.
+    """
+    torch, nn, F = _torch()
+
+    class Attention(nn.Module):
+        def __init__(self, d, heads, dropout):
+            super().__init__()
+            self.heads, self.dh = heads, d // heads
+            self.q = nn.Linear(d, d)
+            self.k = nn.Linear(d, d)
+            self.v = nn.Linear(d, d)
+            self.o = nn.Linear(d, d)
+            self.drop = nn.Dropout(dropout)
+
+        def _split(self, x, t):  # [B, t, d] -> [B, heads, t, dh]
+            return x.reshape(-1, t, self.heads, self.dh).transpose(1, 2)
+
+        def forward(self, xq, xkv, tq, tk, mask=None):
+            q = self._split(self.q(xq), tq)
+            k = self._split(self.k(xkv), tk)
+            v = self._split(self.v(xkv), tk)
+            scores = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(self.dh))
+            if mask is not None:
+                scores = scores + mask  # additive: 0 or -1e9, broadcast
+            attn = self.drop(F.softmax(scores, dim=-1))
+            out = torch.matmul(attn, v).transpose(1, 2)
+            return self.o(out.reshape(-1, tq, self.heads * self.dh))
+
+    class FeedForward(nn.Module):
+        def __init__(self, d, ffn, dropout, act):
+            super().__init__()
+            self.fc1 = nn.Linear(d, ffn)
+            self.fc2 = nn.Linear(ffn, d)
+            self.drop = nn.Dropout(dropout)
+            self.act = act
+
+        def forward(self, x):
+            return self.fc2(self.drop(self.act(self.fc1(x))))
+
+    def causal_mask(t):
+        # Additive mask, -1e9 above the diagonal.  -1e9 rather than -inf
+        # keeps every intermediate finite.  Registered as a non-persistent
+        # buffer by the callers so the exporter emits a Constant node, not
+        # a (trainable-looking) initializer; torch.triu itself would
+        # export as Trilu, which is not in the op set.
+        return torch.triu(torch.full((t, t), -1e9), diagonal=1)
+
+    def sinusoid(t, d):
+        pos = torch.arange(t, dtype=torch.float32)[:, None]
+        freq = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+        table = torch.zeros(t, d)
+        table[:, 0::2] = torch.sin(pos * freq)
+        table[:, 1::2] = torch.cos(pos * freq)
+        return table
+
+    return Attention, FeedForward, causal_mask, sinusoid
+
+
+def build_nmt():
+    torch, nn, F = _torch()
+    Attention, FeedForward, causal_mask, sinusoid = _transformer_parts()
+    V_SRC, V_TGT, T = NMT_SRC_VOCAB, NMT_TGT_VOCAB, NMT_LEN
+    D, HEADS, FFN, P = 128, 4, 256, 0.1
+
+    class EncoderLayer(nn.Module):  # post-LN, as in "Attention is all you need"
+        def __init__(self):
+            super().__init__()
+            self.attn = Attention(D, HEADS, P)
+            self.ffn = FeedForward(D, FFN, P, F.relu)
+            self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+            self.drop = nn.Dropout(P)
+
+        def forward(self, x):
+            x = self.ln1(x + self.drop(self.attn(x, x, T, T)))
+            return self.ln2(x + self.drop(self.ffn(x)))
+
+    class DecoderLayer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.self_attn = Attention(D, HEADS, P)
+            self.cross_attn = Attention(D, HEADS, P)
+            self.ffn = FeedForward(D, FFN, P, F.relu)
+            self.ln1, self.ln2, self.ln3 = nn.LayerNorm(D), nn.LayerNorm(D), nn.LayerNorm(D)
+            self.drop = nn.Dropout(P)
+
+        def forward(self, x, memory, mask):
+            x = self.ln1(x + self.drop(self.self_attn(x, x, T, T, mask)))
+            x = self.ln2(x + self.drop(self.cross_attn(x, memory, T, T)))
+            return self.ln3(x + self.drop(self.ffn(x)))
+
+    class NMT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.src_embed = nn.Embedding(V_SRC, D)
+            self.tgt_embed = nn.Embedding(V_TGT, D)
+            # Constants, not parameters: exported as Constant nodes.
+            self.register_buffer("pos", sinusoid(T, D), persistent=False)
+            self.register_buffer("mask", causal_mask(T), persistent=False)
+            self.drop = nn.Dropout(P)
+            self.encoder = EncoderLayer()
+            self.decoder = DecoderLayer()
+            self.out = nn.Linear(D, V_TGT)  # full softmax, not tied
+
+        def embed(self, table, ids):
+            return self.drop(table(ids) * math.sqrt(D) + self.pos)
+
+        def forward(self, src, tgt_in, tgt_out):
+            memory = self.encoder(self.embed(self.src_embed, src))
+            h = self.decoder(self.embed(self.tgt_embed, tgt_in), memory, self.mask)
+            logits = self.out(h)  # [B, T, V_TGT]
+            return F.cross_entropy(logits.reshape(-1, V_TGT), tgt_out.reshape(-1))
+
+    return NMT()
+
+
+def build_lm():
+    torch, nn, F = _torch()
+    Attention, FeedForward, causal_mask, _ = _transformer_parts()
+    V, T = LM_VOCAB, LM_LEN
+    D, HEADS, FFN, LAYERS, P = 256, 4, 1024, 2, 0.1
+
+    class Block(nn.Module):  # pre-LN decoder block (GPT-2 style), GELU -> Erf
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+            self.attn = Attention(D, HEADS, P)
+            self.ffn = FeedForward(D, FFN, P, F.gelu)
+            self.drop = nn.Dropout(P)
+
+        def forward(self, x, mask):
+            h = self.ln1(x)
+            x = x + self.drop(self.attn(h, h, T, T, mask))
+            return x + self.drop(self.ffn(self.ln2(x)))
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(V, D)
+            nn.init.normal_(self.embed.weight, std=0.02)
+            self.pos = nn.Parameter(torch.randn(T, D) * 0.02)  # learned, dense
+            self.register_buffer("mask", causal_mask(T), persistent=False)
+            self.drop = nn.Dropout(P)
+            self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
+            self.ln_f = nn.LayerNorm(D)
+            # Sampled-softmax output layer.  Plain parameters read only
+            # through index_select / F.embedding, i.e. Gather(axis 0): the
+            # full [V, D] matrix never enters a MatMul, which is what makes
+            # it a sparse variable.
+            self.w_out = nn.Parameter(torch.randn(V, D) * D ** -0.5)
+            self.b_out = nn.Parameter(torch.zeros(V))
+
+        def forward(self, tokens, targets, sampled):
+            x = self.drop(self.embed(tokens) + self.pos)
+            for block in self.blocks:
+                x = block(x, self.mask)
+            h = self.ln_f(x).reshape(-1, D)                      # [B*T, D]
+            ids = torch.cat([targets.reshape(-1), sampled])      # [B*T + S]
+            w = F.embedding(ids, self.w_out)                     # Gather
+            b = self.b_out.index_select(0, ids)                  # Gather axis 0
+            logits = torch.matmul(h, w.t()) + b                  # [B*T, B*T+S]
+            # Row i's true class is column i (its own target).  The size is
+            # traced from h, so this becomes Shape -> Gather -> Cast -> Range.
+            labels = torch.arange(h.shape[0])
+            return F.cross_entropy(logits, labels)
+
+    return LM()
+
+
+def build_dlrm():
+    torch, nn, F = _torch()
+    TABLES, DENSE, EMB = DLRM_TABLES, DLRM_DENSE, 16
+    N = len(TABLES) + 1  # interacting features: bottom MLP output + tables
+
+    class DLRM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bottom = nn.Sequential(nn.Linear(DENSE, 64), nn.ReLU(),
+                                        nn.Linear(64, EMB), nn.ReLU())
+            self.tables = nn.ModuleList(nn.Embedding(n, EMB) for n in TABLES)
+            for t, n in zip(self.tables, TABLES):  # DLRM reference init
+                nn.init.uniform_(t.weight, -n ** -0.5, n ** -0.5)
+            # Strict upper triangle of the N x N interaction matrix, as flat
+            # indices; a constant (non-persistent buffer -> Constant node)
+            # read by Gather(axis=1).
+            iu = [i * N + j for i in range(N) for j in range(i + 1, N)]
+            self.register_buffer("triu", torch.tensor(iu, dtype=torch.int64),
+                                 persistent=False)
+            self.top = nn.Sequential(nn.Linear(EMB + len(iu), 64), nn.ReLU(),
+                                     nn.Linear(64, 1))
+
+        def forward(self, dense, cat0, cat1, cat2, cat3, label):
+            z = self.bottom(dense)                                   # [B, 16]
+            embs = [t(c) for t, c in zip(self.tables, (cat0, cat1, cat2, cat3))]
+            feats = torch.stack([z] + embs, dim=1)                   # [B, 5, 16]
+            inter = torch.matmul(feats, feats.transpose(1, 2))       # [B, 5, 5]
+            pairs = inter.reshape(-1, N * N).index_select(1, self.triu)  # [B, 10]
+            logit = self.top(torch.cat([z, pairs], dim=1)).reshape(-1)  # [B]
+            # Stable BCE-with-logits written by hand: the builtin exports as
+            # log(sigmoid(z)) and log(1 - sigmoid(z)), which hit log(0) for
+            # large |z|.
+            loss = F.relu(logit) - logit * label + torch.log(1 + torch.exp(-torch.abs(logit)))
+            return loss.mean()
+
+    return DLRM()
+
+
+def _torchvision(factory_name, **kwargs):
+    """A torchvision classifier (random init, no weight download) + loss."""
+    def build():
+        torch, nn, F = _torch()
+        import torchvision
+
+        class WithLoss(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = getattr(torchvision.models, factory_name)(
+                    weights=None, num_classes=10, **kwargs)
+
+            def forward(self, x, y):
+                return F.cross_entropy(self.net(x), y)
+
+        return WithLoss()
+    return build
+
+
+def _classifier_inputs():
+    # 32x32 is enough even for squeezenet1_1, whose last pool ends at 1x1.
+    return (Input("x", (BATCH, 3, 32, 32), "float32"),
+            Input("y", (BATCH,), "int64", 10))
+
+
+MODELS: Dict[str, Model] = {
+    "mlp": Model(build_mlp, batch=32, seed=1, committed=True,
+                 inputs=(Input("x", (BATCH, 64), "float32"),
+                         Input("y", (BATCH,), "int64", 10)),
+                 doc="Linear-ReLU-Linear + softmax cross entropy"),
+    "cnn": Model(build_cnn, batch=16, seed=2, committed=True,
+                 inputs=_classifier_inputs(),
+                 doc="small ResNet (3 basic blocks) with BatchNorm"),
+    "nmt": Model(build_nmt, batch=16, seed=3, committed=True,
+                 inputs=(Input("src", (BATCH, NMT_LEN), "int64", NMT_SRC_VOCAB),
+                         Input("tgt_in", (BATCH, NMT_LEN), "int64", NMT_TGT_VOCAB),
+                         Input("tgt_out", (BATCH, NMT_LEN), "int64", NMT_TGT_VOCAB)),
+                 sparse=("src_embed.weight", "tgt_embed.weight"),
+                 doc="1+1 layer encoder-decoder transformer, full softmax"),
+    "lm": Model(build_lm, batch=8, seed=4, committed=False,
+                inputs=(Input("tokens", (BATCH, LM_LEN), "int64", LM_VOCAB),
+                        Input("targets", (BATCH, LM_LEN), "int64", LM_VOCAB),
+                        # The negative samples are shared by the whole batch:
+                        # dim 0 is not the batch and stays static.
+                        Input("sampled", (LM_SAMPLES,), "int64", LM_VOCAB)),
+                sparse=("embed.weight", "w_out", "b_out"),
+                doc="2-layer decoder LM with sampled softmax (LM1B-style)"),
+    "dlrm": Model(build_dlrm, batch=128, seed=5, committed=False,
+                  inputs=(Input("dense", (BATCH, DLRM_DENSE), "float32"),
+                          *(Input(f"cat{i}", (BATCH,), "int64", n)
+                            for i, n in enumerate(DLRM_TABLES)),
+                          Input("label", (BATCH,), "float32", 2)),
+                  sparse=tuple(f"tables.{i}.weight" for i in range(len(DLRM_TABLES))),
+                  doc="DLRM: bottom MLP, 4 tables, dot interaction, top MLP"),
+    # Models we did not write: import compatibility only.
+    "tv_resnet18": Model(_torchvision("resnet18"), batch=2, seed=6, committed=False,
+                         inputs=_classifier_inputs(), doc="torchvision resnet18"),
+    "tv_mobilenet_v2": Model(_torchvision("mobilenet_v2"), batch=2, seed=7, committed=False,
+                             inputs=_classifier_inputs(), doc="torchvision mobilenet_v2"),
+    "tv_squeezenet": Model(_torchvision("squeezenet1_1"), batch=2, seed=8, committed=False,
+                           inputs=_classifier_inputs(), doc="torchvision squeezenet1_1"),
+}
+
+
+# --------------------------------------------------------------------------
+# Export
+# --------------------------------------------------------------------------
+
+def example_inputs(inputs: List[Input], batch: int):
+    torch, _, _ = _torch()
+    out = []
+    for i in inputs:
+        shape = tuple(batch if d == BATCH else d for d in i.shape)
+        if i.dtype == "int64":
+            out.append(torch.randint(0, i.high, shape, dtype=torch.int64))
+        elif i.high == 2:
+            out.append(torch.randint(0, 2, shape).to(torch.float32))
+        else:
+            out.append(torch.randn(shape))
+    return tuple(out)
+
+
+def export(name: str, model: Model, path: Path) -> dict:
+    torch, _, _ = _torch()
+    torch.manual_seed(model.seed)  # parameters and example inputs
+    module = model.build()
+    inputs = model.inputs
+    args = example_inputs(inputs, model.batch)
+    module.train()
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        _export_to(torch, module, args, inputs, tmp)
+        summary = verify(name, model, tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)  # never leave a half-written or unverified model
+    summary["path"] = path
+    return summary
+
+
+def _export_to(torch, module, args, inputs, path: Path) -> None:
+    with warnings.catch_warnings():
+        # Expected in training mode: BatchNorm's num_batches_tracked += 1 is
+        # dropped (it only matters for momentum=None, which no model uses).
+        warnings.filterwarnings("ignore", message=".*num_batches_tracked.*")
+        torch.onnx.export(
+            module, args, str(path),
+            export_params=True,
+            opset_version=OPSET,
+            training=torch.onnx.TrainingMode.TRAINING,
+            do_constant_folding=False,
+            input_names=[i.name for i in inputs],
+            output_names=["loss"],
+            dynamic_axes={i.name: {0: BATCH} for i in inputs if i.batched})
+
+
+# --------------------------------------------------------------------------
+# Verification
+# --------------------------------------------------------------------------
+
+class ModelError(Exception):
+    pass
+
+
+_ONNX_DTYPES = {1: "float32", 7: "int64", 6: "int32", 9: "bool", 10: "float16", 11: "float64"}
+
+
+def _dims(value_info):
+    out = []
+    for d in value_info.type.tensor_type.shape.dim:
+        out.append(d.dim_param if d.HasField("dim_param") else
+                   d.dim_value if d.HasField("dim_value") else "?")
+    return tuple(out)
+
+
+def _dtype(value_info):
+    t = value_info.type.tensor_type.elem_type
+    return _ONNX_DTYPES.get(t, f"onnx_type_{t}")
+
+
+def _numel(tensor):
+    n = 1
+    for d in tensor.dims:
+        n *= d
+    return n
+
+
+def _gather_axis(node):
+    for a in node.attribute:
+        if a.name == "axis":
+            return a.i
+    return 0  # ONNX default
+
+
+def verify(name: str, model: Model, path: Path) -> dict:
+    """Check one exported file against `model`; raise on any problem.
+
+    Needs only onnx (not torch).  Returns a summary dict for report().
+    """
+    import onnx
+
+    if not path.exists():
+        raise ModelError(f"{name}: {path} does not exist")
+    onnx.checker.check_model(str(path))  # path form also handles >2 GB
+    m = onnx.load(str(path))
+    inferred = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+    g = inferred.graph
+
+    # Op set, default domain, and no subgraphs (If/Loop bodies etc.).
+    ops = collections.Counter()
+    for node in g.node:
+        if node.domain not in ("", "ai.onnx"):
+            raise ModelError(f"{name}: node {node.name} is in domain {node.domain!r}")
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+               for a in node.attribute):
+            raise ModelError(f"{name}: node {node.name} has a subgraph")
+        ops[node.op_type] += 1
+    bad = sorted(set(ops) - ALLOWED_OPS)
+    if bad:
+        raise ModelError(f"{name}: ops outside the allowed set: {', '.join(bad)}")
+
+    # Inputs: names, dtypes, "batch" only on dim 0 of batched inputs.
+    inits = {t.name: t for t in g.initializer}
+    graph_inputs = [i for i in g.input if i.name not in inits]
+    got = [(i.name, _dims(i), _dtype(i)) for i in graph_inputs]
+    want = [(i.name, tuple(i.shape), i.dtype) for i in model.inputs]
+    if got != want:
+        raise ModelError(f"{name}: inputs {got}, expected {want}")
+
+    # A single scalar float output named "loss".
+    outs = [(o.name, _dims(o), _dtype(o)) for o in g.output]
+    if outs != [("loss", (), "float32")]:
+        raise ModelError(f"{name}: outputs {outs}, expected one scalar float32 'loss'")
+
+    # Who reads each initializer?
+    readers = collections.defaultdict(list)
+    for node in g.node:
+        for k, inp in enumerate(node.input):
+            if inp in inits:
+                readers[inp].append((node, k))
+
+    def gather_only(t):
+        rs = readers.get(t)
+        return bool(rs) and all(n.op_type == "Gather" and k == 0 and _gather_axis(n) == 0
+                                for n, k in rs)
+
+    float_inits = [t for t in g.initializer if t.data_type == onnx.TensorProto.FLOAT]
+    sparse = [t.name for t in float_inits if gather_only(t.name)]
+    for s in model.sparse:
+        if s not in inits:
+            raise ModelError(f"{name}: expected sparse variable {s} is not an initializer")
+        if not gather_only(s):
+            uses = [(n.op_type, k) for n, k in readers.get(s, [])]
+            raise ModelError(f"{name}: {s} must be read only by Gather(axis 0, input 0); "
+                             f"readers: {uses}")
+
+    # Parameter groups.  BatchNorm running stats (inputs 3, 4) are state,
+    # not trainable parameters.
+    bn_stats = {t.name for t in float_inits
+                if readers.get(t.name) and all(n.op_type == "BatchNormalization" and k in (3, 4)
+                                               for n, k in readers[t.name])}
+    groups = {"sparse": {s: _numel(inits[s]) for s in sparse}}
+    groups["dense"] = sum(_numel(t) for t in float_inits
+                          if t.name not in bn_stats and t.name not in sparse)
+    groups["bn_stats"] = sum(_numel(inits[s]) for s in bn_stats)
+    unused = [t.name for t in g.initializer if t.name not in readers]
+
+    return {
+        "name": name,
+        "path": path,
+        "size": path.stat().st_size,
+        "inputs": got,
+        "ops": ops,
+        "nodes": len(g.node),
+        "params": sum(_numel(t) for t in float_inits),
+        "groups": groups,
+        "unused": unused,
+        "other_inits": [(t.name, t.data_type) for t in g.initializer
+                        if t.data_type != onnx.TensorProto.FLOAT],
+    }
+
+
+def _fmt_size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        n /= 1024
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}"
+
+
+def report(model: Model, s: dict) -> None:
+    kind = "committed" if model.committed else "generated"
+    print(f"{s['name']}: {s['path']} ({_fmt_size(s['size'])}, {s['size']} bytes, {kind}, "
+          f"default batch {model.batch}, seed {model.seed})")
+    print(f"  {model.doc}")
+    print("  inputs: " + "; ".join(f"{n} [{','.join(map(str, d))}] {t}"
+                                   for n, d, t in s["inputs"]))
+    gr = s["groups"]
+    parts = [f"dense {gr['dense']:,}"]
+    parts += [f"{k} {v:,} (sparse)" for k, v in gr["sparse"].items()]
+    if gr["bn_stats"]:
+        parts.append(f"batchnorm running stats {gr['bn_stats']:,}")
+    print(f"  float initializer elements: {s['params']:,} = " + ", ".join(parts))
+    print(f"  read only via Gather axis 0: {', '.join(gr['sparse']) or 'none'}")
+    if s["other_inits"]:
+        print(f"  non-float initializers: {s['other_inits']}")
+    if s["unused"]:
+        print(f"  unused initializers: {s['unused']}")
+    print(f"  ops ({s['nodes']} nodes): " +
+          ", ".join(f"{op} x{n}" for op, n in sorted(s["ops"].items())))
+    if model.committed and s["size"] > COMMITTED_SIZE_LIMIT:
+        print(f"  WARNING: committed model is larger than {_fmt_size(COMMITTED_SIZE_LIMIT)}")
+
+
+# --------------------------------------------------------------------------
+# Stamp
+# --------------------------------------------------------------------------
+
+def script_hash() -> str:
+    return hashlib.sha256(SCRIPT.read_bytes()).hexdigest()
+
+
+def read_stamp(out: Path):
+    try:
+        lines = (out / ".stamp").read_text().split()
+    except FileNotFoundError:
+        return None, set()
+    return (lines[0] if lines else None), set(lines[1:])
+
+
+def write_stamp(out: Path, names) -> None:
+    digest, have = read_stamp(out)
+    if digest != script_hash():
+        have = set()  # files from another script version are not vouched for
+    tmp = out / ".stamp.tmp"
+    tmp.write_text("\n".join([script_hash()] + sorted(have | set(names))) + "\n")
+    os.replace(tmp, out / ".stamp")
+
+
+# --------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", metavar="NAME",
+                    help=f"models to build (default: all): {', '.join(MODELS)}")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="verify existing files only; do not export")
+    mode.add_argument("--if-stale", action="store_true",
+                      help="export only if DIR/.stamp is stale or a file is missing")
+    args = ap.parse_args(argv)
+
+    names = args.names or list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        ap.error(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    paths = {n: args.out / f"{n}.onnx" for n in names}
+
+    if args.check:
+        failed = 0
+        for n in names:
+            try:
+                report(MODELS[n], verify(n, MODELS[n], paths[n]))
+            except Exception as e:  # report every model, then fail
+                print(f"{n}: FAILED: {e}", file=sys.stderr)
+                failed += 1
+        return 1 if failed else 0
+
+    if args.if_stale:
+        digest, have = read_stamp(args.out)
+        if (digest == script_hash() and set(names) <= have
+                and all(p.exists() for p in paths.values())):
+            print("models up to date")
+            return 0
+
+    torch, _, _ = _torch()
+    torch.set_num_threads(min(4, os.cpu_count() or 1))
+    args.out.mkdir(parents=True, exist_ok=True)
+    for n in names:
+        report(MODELS[n], export(n, MODELS[n], paths[n]))
+        sys.stdout.flush()
+    write_stamp(args.out, names)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+//===- PxShapes.h - shape rules shared by verifiers and importer -*- C++ -*-===//
+//
+// The ONNX shape rules px ops follow, as plain functions over dimension
+// vectors. The op verifiers (through inferReturnTypes) and the ONNX importer
+// (which must compute result shapes of ops whose shape comes from a folded
+// operand, such as Reshape or Expand) use the same code.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_DIALECT_PX_PXSHAPES_H
+#define PARALLAX_DIALECT_PX_PXSHAPES_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace parallax::px {
+
+using Shape = llvm::SmallVector<int64_t, 4>;
+
+/// Multidirectional (numpy) broadcasting of two shapes; nullopt if they do not
+/// broadcast.
+std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
+                                     llvm::ArrayRef<int64_t> b);
+
+/// Normalises an axis in [-rank, rank) to [0, rank); nullopt if out of range.
+std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
+
+/// Output length of one spatial dimension of a convolution or pooling window.
+/// Returns a value < 1 when the window does not fit.
+int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
+                         int64_t padBegin, int64_t padEnd, int64_t dilation,
+                         bool ceilMode);
+
+/// The number of elements of a static shape.
+int64_t numElements(llvm::ArrayRef<int64_t> shape);
+
+/// Renders a shape as "8x20" (or "scalar") for messages and reports.
+std::string shapeToString(llvm::ArrayRef<int64_t> shape);
+
+} // namespace parallax::px
+
+#endif // PARALLAX_DIALECT_PX_PXSHAPES_H

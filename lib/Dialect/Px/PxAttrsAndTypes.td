@@ -1,0 +1,53 @@
+//===- PxAttrsAndTypes.td - px attributes and types ----------*- tablegen -*-===//
+
+#ifndef PARALLAX_DIALECT_PX_PXATTRSANDTYPES_TD
+#define PARALLAX_DIALECT_PX_PXATTRSANDTYPES_TD
+
+include "PxBase.td"
+include "mlir/IR/BuiltinTypeInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+// The initial value of a variable or large constant that stays in the ONNX
+// file it came from (IREE-style external parameters). Keeping a reference
+// instead of a literal keeps multi-hundred-megabyte embeddings out of the IR
+// text; the file is the module's `px.source` attribute.
+def Px_OnnxInitializerAttr : AttrDef<Px_Dialect, "OnnxInitializer"> {
+  let mnemonic = "onnx_initializer";
+  let summary = "Reference to an initializer tensor of the source ONNX model";
+  let parameters = (ins StringRefParameter<"initializer name">:$name);
+  let assemblyFormat = "`<` $name `>`";
+}
+
+def Px_InitialValueAttr : AnyAttrOf<[ElementsAttr, Px_OnnxInitializerAttr]>;
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+// A row-sparse gradient (TensorFlow's IndexedSlices): `rows` rows of a dense
+// tensor, given as indices into its first dimension and the rows' values.
+// Indices may repeat; a repeated row means the sum of its values.
+def Px_SparseGradType : TypeDef<Px_Dialect, "SparseGrad"> {
+  let mnemonic = "sparse_grad";
+  let summary = "Row-sparse gradient of a tensor (indices, row values, dense shape)";
+  let parameters = (ins
+    "int64_t":$rows,
+    "::mlir::RankedTensorType":$denseType
+  );
+  let assemblyFormat = "`<` $rows `,` $denseType `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The type of the row values: rows x denseShape[1:].
+    ::mlir::RankedTensorType getValuesType() const;
+    /// The type of the row indices: a vector of `rows` i64.
+    ::mlir::RankedTensorType getIndicesType() const;
+  }];
+}
+
+def Px_SparseGrad : Type<CPred<"::llvm::isa<::parallax::px::SparseGradType>($_self)">,
+                         "row-sparse gradient", "::parallax::px::SparseGradType">;
+
+#endif // PARALLAX_DIALECT_PX_PXATTRSANDTYPES_TD

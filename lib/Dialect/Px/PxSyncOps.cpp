@@ -1,0 +1,176 @@
+//===- PxSyncOps.cpp - verification of px synchronization ops -------------===//
+//
+// Collectives are checked against the grid they name, as upstream shard
+// collectives are: the grid must exist, the axes must be distinct and in
+// range, and the result shapes must follow from the group size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Dialect/Px/PxShapes.h"
+
+using namespace mlir;
+using namespace parallax::px;
+
+/// Verifies the grid reference and axes of `op`; returns the number of ranks
+/// in each process group.
+static FailureOr<int64_t> verifyGroup(Operation *op, FlatSymbolRefAttr gridRef,
+                                      ArrayRef<int16_t> axes,
+                                      SymbolTableCollection &symbols) {
+  shard::GridOp grid = shard::getGridOrNull(op, gridRef, symbols);
+  if (!grid)
+    return op->emitOpError("grid ") << gridRef << " is not a shard.grid";
+  ArrayRef<int64_t> shape = grid.getShape();
+  SmallVector<bool> seen(shape.size(), false);
+  for (int16_t axis : axes) {
+    if (axis < 0 || axis >= (int64_t)shape.size())
+      return op->emitOpError("grid axis ")
+             << axis << " is out of range for grid " << gridRef << " of rank "
+             << shape.size();
+    if (seen[axis])
+      return op->emitOpError("grid axis ") << axis << " repeats";
+    seen[axis] = true;
+  }
+  int64_t group = 1;
+  if (axes.empty()) {
+    for (int64_t d : shape)
+      group *= d;
+  } else {
+    for (int16_t axis : axes)
+      group *= shape[axis];
+  }
+  if (ShapedType::isDynamic(group) || group < 1)
+    return op->emitOpError("grid ") << gridRef << " must have a static shape";
+  return group;
+}
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
+}
+
+/// Shape of the result of an exchange that multiplies dimension `grow` and
+/// divides dimension `shrink` by the group size (either may be -1).
+static LogicalResult verifyExchange(Operation *op, RankedTensorType in,
+                                    RankedTensorType out, int64_t group,
+                                    int64_t grow, int64_t shrink) {
+  if (in.getElementType() != out.getElementType())
+    return op->emitOpError("result must keep the element type");
+  for (int64_t axis : {grow, shrink})
+    if (axis != -1 && (axis < 0 || axis >= in.getRank()))
+      return op->emitOpError("axis ") << axis << " is out of range for rank "
+                                      << in.getRank();
+  Shape expected(in.getShape());
+  if (shrink != -1) {
+    if (expected[shrink] % group != 0)
+      return op->emitOpError("dimension ")
+             << shrink << " of size " << expected[shrink]
+             << " does not divide among " << group << " ranks";
+    expected[shrink] /= group;
+  }
+  if (grow != -1)
+    expected[grow] *= group;
+  if (out.getShape() != ArrayRef<int64_t>(expected))
+    return op->emitOpError("result shape must be ")
+           << shapeToString(expected) << " for a group of " << group
+           << " ranks, got " << shapeToString(out.getShape());
+  return success();
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto group = verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
+  if (failed(group))
+    return failure();
+  return verifyExchange(*this, getInput().getType(), getOutput().getType(),
+                        *group, getGatherAxis(), -1);
+}
+
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto group = verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
+  if (failed(group))
+    return failure();
+  return verifyExchange(*this, getInput().getType(), getOutput().getType(),
+                        *group, -1, getScatterAxis());
+}
+
+LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto group = verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
+  if (failed(group))
+    return failure();
+  if (getSplitAxis() == getConcatAxis())
+    return verifyExchange(*this, getInput().getType(), getOutput().getType(),
+                          *group, -1, -1);
+  return verifyExchange(*this, getInput().getType(), getOutput().getType(),
+                        *group, getConcatAxis(), getSplitAxis());
+}
+
+/// A gathered sparse gradient has `group` times the rows of each member's.
+static LogicalResult verifyGatheredRows(Operation *op, SparseGradType in,
+                                        SparseGradType out, int64_t group) {
+  if (in.getDenseType() != out.getDenseType())
+    return op->emitOpError("result must have the dense type ")
+           << in.getDenseType();
+  if (out.getRows() != in.getRows() * group)
+    return op->emitOpError("result must have ")
+           << in.getRows() * group << " rows (" << in.getRows() << " x "
+           << group << " ranks), got " << out.getRows();
+  return success();
+}
+
+LogicalResult AllGatherVOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto group = verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
+  if (failed(group))
+    return failure();
+  return verifyGatheredRows(*this, cast<SparseGradType>(getInput().getType()),
+                            cast<SparseGradType>(getOutput().getType()),
+                            *group);
+}
+
+/// Checks `partitions` and `placement` of a table of `rows` rows.
+static LogicalResult verifyPartitioning(Operation *op, int64_t partitions,
+                                        ArrayRef<int64_t> placement,
+                                        int64_t rows, int64_t group) {
+  if (partitions > rows)
+    return op->emitOpError("cannot split ")
+           << rows << " rows into " << partitions << " partitions";
+  if ((int64_t)placement.size() != partitions)
+    return op->emitOpError("placement must name one rank per partition (")
+           << partitions << "), got " << placement.size();
+  for (int64_t rank : placement)
+    if (rank < 0 || rank >= group)
+      return op->emitOpError("placement rank ")
+             << rank << " is outside the group of " << group << " ranks";
+  return success();
+}
+
+LogicalResult PsPullOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto group = verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
+  if (failed(group))
+    return failure();
+  auto table = getTable().getType();
+  if (table.getRank() < 1)
+    return emitOpError("table must have rank >= 1");
+  if (failed(verifyPartitioning(*this, getPartitions(), getPlacement(),
+                                table.getDimSize(0), *group)))
+    return failure();
+  Shape expected(getIds().getType().getShape());
+  llvm::append_range(expected, table.getShape().drop_front());
+  if (getRows().getType() !=
+      RankedTensorType::get(expected, table.getElementType()))
+    return emitOpError("pulled rows must be ")
+           << RankedTensorType::get(expected, table.getElementType());
+  return success();
+}
+
+LogicalResult PsPushOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto group = verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
+  if (failed(group))
+    return failure();
+  auto in = cast<SparseGradType>(getGrad().getType());
+  if (failed(verifyPartitioning(*this, getPartitions(), getPlacement(),
+                                in.getDenseType().getDimSize(0), *group)))
+    return failure();
+  return verifyGatheredRows(*this, in,
+                            cast<SparseGradType>(getServed().getType()),
+                            *group);
+}

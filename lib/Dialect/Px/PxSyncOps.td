@@ -1,0 +1,143 @@
+//===- PxSyncOps.td - px synchronization operations ----------*- tablegen -*-===//
+//
+// The vocabulary the synchronization passes insert. Every op names a
+// `shard.grid` and the grid axes it acts over, with upstream shard semantics:
+// the process group of a rank is every rank that shares its coordinates on
+// the *other* axes, so on a Pr x Pc grid `grid_axes = [0]` is a column
+// communicator and `grid_axes = [1]` a row communicator. An empty axis list
+// means the whole grid. Reductions use shard's `#shard.partial<...>` kinds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_DIALECT_PX_PXSYNCOPS_TD
+#define PARALLAX_DIALECT_PX_PXSYNCOPS_TD
+
+include "PxAttrsAndTypes.td"
+include "mlir/Dialect/Shard/IR/ShardBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Px_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Px_Op<mnemonic, !listconcat(traits,
+          [DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  dag commonArgs = (ins FlatSymbolRefAttr:$grid,
+                        DefaultValuedAttr<Shard_GridAxesAttr, "{}">:$grid_axes);
+}
+
+def Px_AllReduceOp : Px_CollectiveOp<"all_reduce", [Pure, SameOperandsAndResultType]> {
+  let summary = "Dense all-reduce of a gradient, optionally in a fusion bucket";
+  let description = [{
+    Every rank of the group receives the elementwise reduction of the group's
+    inputs. Ops that share a `bucket` id are fused into one collective over a
+    contiguous buffer, issued when the bucket's last member is ready (tensor
+    fusion); buckets are numbered in issue order.
+
+    ```mlir
+    %g = px.all_reduce %dw on @world reduction = <average> bucket = 0 : tensor<256x256xf32>
+    ```
+  }];
+  let arguments = !con(commonArgs, (ins Px_NumericTensor:$input,
+      DefaultValuedAttr<Shard_ReductionKindAttr, "::mlir::shard::ReductionKind::Sum">:$reduction,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$bucket));
+  let results = (outs Px_NumericTensor:$output);
+  let assemblyFormat = [{
+    $input `on` $grid (`grid_axes` `=` $grid_axes^)? (`reduction` `=` $reduction^)?
+    (`bucket` `=` $bucket^)? attr-dict `:` type($input)
+  }];
+}
+
+def Px_AllGatherOp : Px_CollectiveOp<"all_gather", [Pure]> {
+  let summary = "Concatenate the group's tensors along `gather_axis`";
+  let arguments = !con(commonArgs, (ins Px_AnyTensor:$input, I64Attr:$gather_axis));
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = [{
+    $input `on` $grid (`grid_axes` `=` $grid_axes^)? `gather_axis` `=` $gather_axis
+    attr-dict `:` type($input) `->` type($output)
+  }];
+}
+
+def Px_ReduceScatterOp : Px_CollectiveOp<"reduce_scatter", [Pure]> {
+  let summary = "Reduce the group's tensors, then give rank i the i-th slice along `scatter_axis`";
+  let arguments = !con(commonArgs, (ins Px_NumericTensor:$input, I64Attr:$scatter_axis,
+      DefaultValuedAttr<Shard_ReductionKindAttr, "::mlir::shard::ReductionKind::Sum">:$reduction));
+  let results = (outs Px_NumericTensor:$output);
+  let assemblyFormat = [{
+    $input `on` $grid (`grid_axes` `=` $grid_axes^)? (`reduction` `=` $reduction^)?
+    `scatter_axis` `=` $scatter_axis attr-dict `:` type($input) `->` type($output)
+  }];
+}
+
+def Px_AllToAllOp : Px_CollectiveOp<"all_to_all", [Pure]> {
+  let summary = "Split along `split_axis`, exchange, concatenate along `concat_axis`";
+  let arguments = !con(commonArgs, (ins Px_AnyTensor:$input, I64Attr:$split_axis,
+                                        I64Attr:$concat_axis));
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = [{
+    $input `on` $grid (`grid_axes` `=` $grid_axes^)? `split_axis` `=` $split_axis
+    `concat_axis` `=` $concat_axis attr-dict `:` type($input) `->` type($output)
+  }];
+}
+
+def Px_AllGatherVOp : Px_CollectiveOp<"all_gatherv", [Pure]> {
+  let summary = "Gather the group's sparse gradients (Horovod's sparse allreduce)";
+  let description = [{
+    Every rank receives the concatenation, in rank order, of the indices and
+    rows of the group's sparse gradients: `G * rows` rows for a group of `G`.
+    Bytes per rank per step: about alpha * w * (G - 1).
+  }];
+  let arguments = !con(commonArgs, (ins Px_SparseGrad:$input));
+  let results = (outs Px_SparseGrad:$output);
+  let assemblyFormat = [{
+    $input `on` $grid (`grid_axes` `=` $grid_axes^)? attr-dict `:`
+    qualified(type($input)) `->` qualified(type($output))
+  }];
+}
+
+// Row partitioning shared by the parameter-server ops: a table of R rows in P
+// partitions gives partition p the contiguous rows [p*ceil(R/P), (p+1)*ceil(R/P)),
+// and `placement[p]` is the rank (in the group) of the server that owns it.
+class Px_ParameterServerOp<string mnemonic, list<Trait> traits = []>
+    : Px_CollectiveOp<mnemonic, traits> {
+  dag partitionArgs = (ins ConfinedAttr<I64Attr, [IntPositive]>:$partitions,
+                           DenseI64ArrayAttr:$placement);
+}
+
+def Px_PsPullOp : Px_ParameterServerOp<"ps_pull", [Pure]> {
+  let summary = "Pull rows of a row-partitioned variable from their servers";
+  let description = [{
+    Returns `table[ids]` (as `px.gather` on axis 0) where `table` is the
+    variable's value held, partition by partition, by the servers in
+    `placement`. Each rank requests each distinct row once.
+  }];
+  let arguments = !con(commonArgs, partitionArgs,
+                       (ins Px_FloatTensor:$table, Px_IndexTensor:$ids));
+  let results = (outs Px_FloatTensor:$rows);
+  let assemblyFormat = [{
+    $table `[` $ids `]` `on` $grid (`grid_axes` `=` $grid_axes^)?
+    `partitions` `=` $partitions `placement` `=` $placement attr-dict
+    `:` type($table) `,` type($ids) `->` type($rows)
+  }];
+}
+
+def Px_PsPushOp : Px_ParameterServerOp<"ps_push", [Pure]> {
+  let summary = "Push a sparse gradient to the servers of its rows";
+  let description = [{
+    Sends each row of `grad` to the server owning it. With
+    `local_aggregation`, the gradients of the ranks of one machine are summed
+    on that machine first, so a server receives one push per machine. The
+    result, on every rank, is the summed gradient of the rows this rank
+    serves, in a fixed capacity of `G * rows` slots whose unused slots have
+    index -1; a rank that serves no partition gets only unused slots.
+  }];
+  let arguments = !con(commonArgs, partitionArgs,
+                       (ins Px_SparseGrad:$grad, UnitAttr:$local_aggregation));
+  let results = (outs Px_SparseGrad:$served);
+  let assemblyFormat = [{
+    $grad `on` $grid (`grid_axes` `=` $grid_axes^)?
+    `partitions` `=` $partitions `placement` `=` $placement
+    (`local_aggregation` $local_aggregation^)? attr-dict
+    `:` qualified(type($grad)) `->` qualified(type($served))
+  }];
+}
+
+#endif // PARALLAX_DIALECT_PX_PXSYNCOPS_TD

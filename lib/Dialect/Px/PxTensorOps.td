@@ -1,0 +1,457 @@
+//===- PxTensorOps.td - px tensor operations -----------------*- tablegen -*-===//
+//
+// Tensor operations with ONNX semantics. Several ONNX operators map onto one
+// px op (Flatten, Squeeze and Unsqueeze are px.reshape; GlobalAveragePool is
+// px.reduce_mean); docs/dialect.md lists the mapping. Result types are
+// inferred from the operands and attributes wherever ONNX determines them, so
+// the verifier and the importer share one shape function per op.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_DIALECT_PX_PXTENSOROPS_TD
+#define PARALLAX_DIALECT_PX_PXTENSOROPS_TD
+
+include "PxAttrsAndTypes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Graph leaves: variables, data inputs, constants.
+//===----------------------------------------------------------------------===//
+
+def Px_VariableOp : Px_Op<"variable", [Pure]> {
+  let summary = "A named model variable and its initial value";
+  let description = [{
+    Reads a model variable. `trainable` variables are what the autodiff pass
+    differentiates with respect to and what the synchronization passes
+    distribute; variables without it are state updated by the step itself
+    (BatchNormalization's running statistics). `init` is the initial value:
+    an elements attribute, or `#px.onnx_initializer<"name">`, which refers
+    to an initializer of the module's `px.source` ONNX model.
+
+    ```mlir
+    %emb = px.variable "emb" trainable = #px.onnx_initializer<"emb"> : tensor<100000x256xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, Px_InitialValueAttr:$init,
+                       UnitAttr:$trainable);
+  let results = (outs Px_AnyTensor:$output);
+  // Custom: a typed literal carries the type once, as in arith.constant.
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+}
+
+def Px_InputOp : Px_Op<"input", [Pure]> {
+  let summary = "A named data input of the training step";
+  let description = [{
+    One batch of a graph input (tokens, images, labels). Its static shape is
+    the per-step shape after `--batch-size` / `--input-shape` binding.
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = "$name attr-dict `:` type($output)";
+}
+
+def Px_ConstantOp : Px_Op<"constant", [ConstantLike, Pure]> {
+  let summary = "A constant tensor";
+  let description = [{
+    ONNX Constant nodes, non-float and frozen initializers, and values folded
+    at import. `value` is an elements attribute or a reference to a large
+    initializer kept in the source ONNX file.
+  }];
+  let arguments = (ins Px_InitialValueAttr:$value);
+  let results = (outs Px_AnyTensor:$output);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let builders = [OpBuilder<(ins "::mlir::ElementsAttr":$value), [{
+    build($_builder, $_state, value.getType(), value);
+  }]>];
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise operations (multidirectional broadcasting, as in ONNX).
+//===----------------------------------------------------------------------===//
+
+class Px_BinaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
+    : Px_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
+// Arithmetic: the result has the broadcast shape and the operands' element type.
+class Px_ArithOp<string mnemonic, list<Trait> traits = []>
+    : Px_BinaryOp<mnemonic, Px_NumericTensor, traits> {
+  let summary = "Elementwise " # mnemonic # " with broadcasting";
+}
+def Px_AddOp : Px_ArithOp<"add", [Commutative]>;
+def Px_SubOp : Px_ArithOp<"sub">;
+def Px_MulOp : Px_ArithOp<"mul", [Commutative]>;
+def Px_DivOp : Px_ArithOp<"div">;
+def Px_MaxOp : Px_ArithOp<"max", [Commutative]>;
+def Px_MinOp : Px_ArithOp<"min", [Commutative]>;
+
+def Px_PowOp : Px_BinaryOp<"pow", Px_NumericTensor> {
+  let summary = "Elementwise power with broadcasting (ONNX Pow)";
+  let description = [{ The result has the base's element type; the exponent
+    may be of another numeric type. }];
+}
+
+// Comparisons: the result is i1 of the broadcast shape.
+class Px_CompareOp<string mnemonic, Type operandType, list<Trait> traits = []>
+    : Px_BinaryOp<mnemonic, operandType, traits> {
+  let summary = "Elementwise " # mnemonic # " comparison with broadcasting";
+}
+def Px_EqualOp : Px_CompareOp<"equal", Px_AnyTensor, [Commutative]>;
+def Px_LessOp : Px_CompareOp<"less", Px_NumericTensor>;
+def Px_GreaterOp : Px_CompareOp<"greater", Px_NumericTensor>;
+
+def Px_WhereOp : Px_Op<"where", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise select with broadcasting (ONNX Where)";
+  let arguments = (ins Px_BoolTensor:$condition, Px_AnyTensor:$x, Px_AnyTensor:$y);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = [{
+    $condition `,` $x `,` $y attr-dict `:` type($condition) `,` type($x) `,` type($y)
+  }];
+}
+
+class Px_UnaryOp<string mnemonic, Type tensorType, list<Trait> traits = []>
+    : Px_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let summary = "Elementwise " # mnemonic;
+  let arguments = (ins tensorType:$input);
+  let results = (outs tensorType:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+def Px_NegOp : Px_UnaryOp<"neg", Px_NumericTensor>;
+def Px_AbsOp : Px_UnaryOp<"abs", Px_NumericTensor>;
+def Px_SqrtOp : Px_UnaryOp<"sqrt", Px_FloatTensor>;
+def Px_ReciprocalOp : Px_UnaryOp<"reciprocal", Px_FloatTensor>;
+def Px_ExpOp : Px_UnaryOp<"exp", Px_FloatTensor>;
+def Px_LogOp : Px_UnaryOp<"log", Px_FloatTensor>;
+def Px_ReluOp : Px_UnaryOp<"relu", Px_NumericTensor>;
+def Px_TanhOp : Px_UnaryOp<"tanh", Px_FloatTensor>;
+def Px_SigmoidOp : Px_UnaryOp<"sigmoid", Px_FloatTensor>;
+def Px_ErfOp : Px_UnaryOp<"erf", Px_FloatTensor>;
+def Px_NotOp : Px_UnaryOp<"not", Px_BoolTensor>;
+
+def Px_LeakyReluOp : Px_UnaryOp<"leaky_relu", Px_FloatTensor> {
+  let arguments = (ins Px_FloatTensor:$input, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
+}
+
+def Px_ClipOp : Px_UnaryOp<"clip", Px_NumericTensor> {
+  let summary = "Elementwise clamp to [min, max]; an absent bound is unbounded";
+  let arguments = (ins Px_NumericTensor:$input, OptionalAttr<F64Attr>:$min,
+                       OptionalAttr<F64Attr>:$max);
+  let hasVerifier = 1;
+}
+
+def Px_CastOp : Px_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "Elementwise conversion to the result element type (ONNX Cast)";
+  let arguments = (ins Px_AnyTensor:$input);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+}
+
+//===----------------------------------------------------------------------===//
+// Indexing.
+//===----------------------------------------------------------------------===//
+
+def Px_GatherOp : Px_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gather slices of `data` along `axis` (ONNX Gather)";
+  let description = [{
+    result = data[:axis] ++ indices.shape ++ data[axis+1:]. Negative indices
+    count from the end. A `px.variable` read only through `px.gather` on
+    axis 0 has a row-sparse gradient: this is what makes an embedding sparse.
+  }];
+  let arguments = (ins Px_AnyTensor:$data, Px_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = [{
+    $data `[` $indices `]` attr-dict `:` type($data) `,` type($indices)
+  }];
+}
+
+def Px_GatherElementsOp : Px_Op<"gather_elements", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gather single elements along `axis` (ONNX GatherElements)";
+  let arguments = (ins Px_AnyTensor:$data, Px_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = [{
+    $data `[` $indices `]` attr-dict `:` type($data) `,` type($indices)
+  }];
+}
+
+def Px_SliceOp : Px_Op<"slice", [Pure]> {
+  let summary = "Strided slice with one (start, step) per dimension";
+  let description = [{
+    ONNX Slice and Split, with starts normalised to in-range indices and
+    every dimension listed. Result dimension d has `shape[d]` elements
+    `starts[d] + i * steps[d]`; steps may be negative but not zero.
+  }];
+  let arguments = (ins Px_AnyTensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$steps);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = [{
+    $input `starts` `=` $starts `steps` `=` $steps attr-dict `:` type($input) `->` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra.
+//===----------------------------------------------------------------------===//
+
+def Px_MatMulOp : Px_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Matrix product with numpy semantics (ONNX MatMul)";
+  let arguments = (ins Px_NumericTensor:$lhs, Px_NumericTensor:$rhs);
+  let results = (outs Px_NumericTensor:$output);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
+def Px_GemmOp : Px_Op<"gemm", [Pure, InferTypeOpAdaptor]> {
+  let summary = "alpha * op(A) * op(B) + beta * C (ONNX Gemm)";
+  let arguments = (ins Px_FloatTensor:$a, Px_FloatTensor:$b,
+                       Optional<Px_FloatTensor>:$c,
+                       DefaultValuedAttr<F32Attr, "1.0">:$alpha,
+                       DefaultValuedAttr<F32Attr, "1.0">:$beta,
+                       UnitAttr:$trans_a, UnitAttr:$trans_b);
+  let results = (outs Px_FloatTensor:$output);
+  let assemblyFormat = [{
+    $a `,` $b (`,` $c^)? attr-dict `:` type($a) `,` type($b) (`,` type($c)^)?
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation, activation with an axis, losses.
+//===----------------------------------------------------------------------===//
+
+class Px_AxisOp<string mnemonic> : Px_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let arguments = (ins Px_FloatTensor:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs Px_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+def Px_SoftmaxOp : Px_AxisOp<"softmax"> {
+  let summary = "Softmax along one axis (ONNX Softmax, opset 13)";
+}
+def Px_LogSoftmaxOp : Px_AxisOp<"log_softmax"> {
+  let summary = "Log-softmax along one axis (ONNX LogSoftmax, opset 13)";
+}
+
+// "none", "sum" or "mean"; checked by the shape function.
+defvar Px_ReductionAttr = StrAttr;
+
+def Px_SoftmaxCrossEntropyLossOp
+    : Px_Op<"softmax_cross_entropy_loss", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Softmax cross entropy (ONNX SoftmaxCrossEntropyLoss)";
+  let description = [{
+    scores are [N, C, D1...], labels [N, D1...]. `loss` is a scalar for
+    reduction sum or mean and [N, D1...] for none; `log_prob` is the
+    log-softmax of scores along axis 1, kept as a result because the
+    gradient needs it. Labels equal to `ignore_index` contribute nothing and
+    are left out of the mean's denominator.
+  }];
+  let arguments = (ins Px_FloatTensor:$scores, Px_IndexTensor:$labels,
+                       Optional<Px_FloatTensor>:$weights,
+                       DefaultValuedAttr<Px_ReductionAttr, "\"mean\"">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Px_FloatTensor:$loss, Px_FloatTensor:$log_prob);
+  let assemblyFormat = [{
+    $scores `,` $labels (`,` $weights^)? attr-dict `:` type($scores) `,` type($labels) (`,` type($weights)^)?
+  }];
+}
+
+def Px_NegativeLogLikelihoodLossOp
+    : Px_Op<"nll_loss", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Negative log likelihood (ONNX NegativeLogLikelihoodLoss)";
+  let arguments = (ins Px_FloatTensor:$input, Px_IndexTensor:$target,
+                       Optional<Px_FloatTensor>:$weight,
+                       DefaultValuedAttr<Px_ReductionAttr, "\"mean\"">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Px_FloatTensor:$loss);
+  let assemblyFormat = [{
+    $input `,` $target (`,` $weight^)? attr-dict `:` type($input) `,` type($target) (`,` type($weight)^)?
+  }];
+}
+
+def Px_LayerNormOp : Px_Op<"layer_norm", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Layer normalisation over dims [axis, rank) (ONNX LayerNormalization)";
+  let description = [{
+    `mean` and `inv_std_dev` have x's shape with the normalised dimensions
+    set to 1; they are results because the gradient needs them.
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$scale,
+                       Optional<Px_FloatTensor>:$bias,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1e-5">:$epsilon);
+  let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$mean,
+                      Px_FloatTensor:$inv_std_dev);
+  let assemblyFormat = [{
+    $x `,` $scale (`,` $bias^)? attr-dict `:` type($x) `,` type($scale) (`,` type($bias)^)?
+  }];
+}
+
+def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
+    AllTypesMatch<["scale", "bias", "input_mean", "input_var"]>]> {
+  let summary = "Batch normalisation over N and the spatial dims (ONNX BatchNormalization)";
+  let description = [{
+    In `training` mode the batch statistics normalise x, and
+    `running_mean`/`running_var` are the updated running statistics
+    (momentum * old + (1 - momentum) * batch; the variance is unbiased, as
+    in PyTorch). Otherwise the input statistics normalise x and are
+    returned unchanged.
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$scale,
+                       Px_FloatTensor:$bias, Px_FloatTensor:$input_mean,
+                       Px_FloatTensor:$input_var,
+                       DefaultValuedAttr<F32Attr, "1e-5">:$epsilon,
+                       DefaultValuedAttr<F32Attr, "0.9">:$momentum,
+                       UnitAttr:$training);
+  let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$running_mean,
+                      Px_FloatTensor:$running_var);
+  let assemblyFormat = [{
+    $x `,` $scale `,` $bias `,` $input_mean `,` $input_var attr-dict `:` type($x) `,` type($scale)
+  }];
+}
+
+def Px_DropoutOp : Px_Op<"dropout", [InferTypeOpAdaptor]> {
+  let summary = "Training-mode dropout (ONNX Dropout with training_mode = true)";
+  let description = [{
+    Zeroes each element with probability `ratio` and scales the rest by
+    1 / (1 - ratio). `mask` is true where the element was kept. Not Pure:
+    each execution draws a new mask (from `seed` and the step number).
+    Inference-mode Dropout is the identity and is not imported as this op.
+  }];
+  let arguments = (ins Px_FloatTensor:$input,
+                       F32Attr:$ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$seed);
+  let results = (outs Px_FloatTensor:$output, Px_BoolTensor:$mask);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and data movement.
+//===----------------------------------------------------------------------===//
+
+class Px_ReduceOp<string mnemonic> : Px_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "Reduce over `axes` (ONNX Reduce" # mnemonic # ")";
+  let description = [{ `axes` lists every reduced dimension (none may
+    repeat); with `keepdims` they stay as size 1. }];
+  let arguments = (ins Px_NumericTensor:$input, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs Px_NumericTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+def Px_ReduceSumOp : Px_ReduceOp<"reduce_sum">;
+def Px_ReduceMeanOp : Px_ReduceOp<"reduce_mean">;
+def Px_ReduceMaxOp : Px_ReduceOp<"reduce_max">;
+
+def Px_ReshapeOp : Px_Op<"reshape", [Pure]> {
+  let summary = "Reinterpret the shape (ONNX Reshape, Flatten, Squeeze, Unsqueeze)";
+  let arguments = (ins Px_AnyTensor:$input);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Px_TransposeOp : Px_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Permute dimensions: output dim i is input dim perm[i] (ONNX Transpose)";
+  let arguments = (ins Px_AnyTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Px_ConcatOp : Px_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Concatenate along `axis` (ONNX Concat)";
+  let arguments = (ins Variadic<Px_AnyTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+}
+
+def Px_ExpandOp : Px_Op<"expand", [Pure]> {
+  let summary = "Broadcast to the result shape (ONNX Expand)";
+  let arguments = (ins Px_AnyTensor:$input);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling (NCHW; pads are [begin..., end...]).
+//===----------------------------------------------------------------------===//
+
+def Px_ConvOp : Px_Op<"conv", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Grouped N-d convolution (ONNX Conv with explicit pads)";
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$w,
+                       Optional<Px_FloatTensor>:$b,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs Px_FloatTensor:$y);
+  let assemblyFormat = [{
+    $x `,` $w (`,` $b^)? attr-dict `:` type($x) `,` type($w) (`,` type($b)^)?
+  }];
+}
+
+class Px_PoolOp<string mnemonic> : Px_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let results = (outs Px_FloatTensor:$y);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+def Px_MaxPoolOp : Px_PoolOp<"max_pool"> {
+  let summary = "Max pooling (ONNX MaxPool; padding never wins the max)";
+  let arguments = (ins Px_FloatTensor:$x, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, UnitAttr:$ceil_mode);
+}
+def Px_AveragePoolOp : Px_PoolOp<"avg_pool"> {
+  let summary = "Average pooling (ONNX AveragePool)";
+  let arguments = (ins Px_FloatTensor:$x, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       UnitAttr:$ceil_mode, UnitAttr:$count_include_pad);
+}
+
+//===----------------------------------------------------------------------===//
+// Sparse gradients.
+//===----------------------------------------------------------------------===//
+
+def Px_MakeSparseGradOp : Px_Op<"make_sparse_grad", [Pure]> {
+  let summary = "Build a row-sparse gradient from row indices and row values";
+  let description = [{
+    `indices` is a vector of row numbers into the dense tensor's first
+    dimension (-1 marks an unused slot of a fixed-capacity gradient);
+    `values` holds one row per index.
+  }];
+  let arguments = (ins Px_StaticTensorOf<[I64]>:$indices, Px_FloatTensor:$values);
+  let results = (outs Px_SparseGrad:$output);
+  let assemblyFormat = [{
+    $indices `,` $values attr-dict `:` type($indices) `,` type($values) `->` qualified(type($output))
+  }];
+  let hasVerifier = 1;
+}
+
+def Px_SparseGradIndicesOp : Px_Op<"sparse_grad_indices", [Pure, InferTypeOpAdaptor]> {
+  let summary = "The row indices of a sparse gradient";
+  let arguments = (ins Px_SparseGrad:$grad);
+  let results = (outs Px_StaticTensorOf<[I64]>:$indices);
+  let assemblyFormat = "$grad attr-dict `:` qualified(type($grad))";
+}
+
+def Px_SparseGradValuesOp : Px_Op<"sparse_grad_values", [Pure, InferTypeOpAdaptor]> {
+  let summary = "The row values of a sparse gradient";
+  let arguments = (ins Px_SparseGrad:$grad);
+  let results = (outs Px_FloatTensor:$values);
+  let assemblyFormat = "$grad attr-dict `:` qualified(type($grad))";
+}
+
+def Px_DensifyOp : Px_Op<"densify", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Scatter-add a sparse gradient into a dense tensor of zeros";
+  let arguments = (ins Px_SparseGrad:$grad);
+  let results = (outs Px_FloatTensor:$output);
+  let assemblyFormat = "$grad attr-dict `:` qualified(type($grad))";
+}
+
+#endif // PARALLAX_DIALECT_PX_PXTENSOROPS_TD

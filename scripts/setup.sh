@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every Debian package Parallax needs, and nothing that is already there.
+# Idempotent: a second run does no apt work at all. Safe under `set -u` and CI=true.
+set -euo pipefail
+
+# Packages the build, the tests and the example generator need. Keep this list the single
+# source of truth: the README, .ci/run and docs/user-guide.md all go through this script.
+PACKAGES=(
+  build-essential cmake ninja-build ccache git pkg-config
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libcxxopts-dev nlohmann-json3-dev
+  libopenmpi-dev openmpi-bin
+  libopenblas-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-numpy python3-onnx python3-torch python3-torchvision
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
