@@ -407,7 +407,7 @@ MODELS: Dict[str, Model] = {
     "cnn": Model(build_cnn, batch=16, seed=2, committed=True,
                  inputs=_classifier_inputs(),
                  doc="small ResNet (3 basic blocks) with BatchNorm"),
-    "nmt": Model(build_nmt, batch=16, seed=3, committed=True,
+    "nmt": Model(build_nmt, batch=16, seed=3, committed=False,
                  inputs=(Input("src", (BATCH, NMT_LEN), "int64", NMT_SRC_VOCAB),
                          Input("tgt_in", (BATCH, NMT_LEN), "int64", NMT_TGT_VOCAB),
                          Input("tgt_out", (BATCH, NMT_LEN), "int64", NMT_TGT_VOCAB)),
@@ -466,6 +466,7 @@ def export(name: str, model: Model, path: Path) -> dict:
     tmp = path.with_name(path.name + ".tmp")
     try:
         _export_to(torch, module, args, inputs, tmp)
+        _set_default_batch(tmp, model.batch)
         summary = verify(name, model, tmp)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -473,6 +474,19 @@ def export(name: str, model: Model, path: Path) -> dict:
     os.replace(tmp, path)  # never leave a half-written or unverified model
     summary["path"] = path
     return summary
+
+
+def _set_default_batch(path: Path, batch: int) -> None:
+    """Records the example batch size as model metadata.
+
+    parallax-opt binds a dynamic batch dimension from --batch-size, and falls
+    back to this value, so `parallax-opt examples/models/lm.onnx` works as is.
+    """
+    import onnx
+    model = onnx.load(str(path))
+    entry = model.metadata_props.add()
+    entry.key, entry.value = "parallax.batch_size", str(batch)
+    onnx.save(model, str(path))
 
 
 def _export_to(torch, module, args, inputs, path: Path) -> None:

@@ -5,6 +5,7 @@
 
 include "PxBase.td"
 include "mlir/IR/BuiltinTypeInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Attributes
@@ -14,10 +15,14 @@ include "mlir/IR/BuiltinTypeInterfaces.td"
 // file it came from (IREE-style external parameters). Keeping a reference
 // instead of a literal keeps multi-hundred-megabyte embeddings out of the IR
 // text; the file is the module's `px.source` attribute.
-def Px_OnnxInitializerAttr : AttrDef<Px_Dialect, "OnnxInitializer"> {
+// Typed, like dense<...>, so `#px.onnx_initializer<"w"> : tensor<4x4xf32>`
+// reads and prints the same way as a literal initial value.
+def Px_OnnxInitializerAttr : AttrDef<Px_Dialect, "OnnxInitializer",
+                                     [TypedAttrInterface]> {
   let mnemonic = "onnx_initializer";
   let summary = "Reference to an initializer tensor of the source ONNX model";
-  let parameters = (ins StringRefParameter<"initializer name">:$name);
+  let parameters = (ins StringRefParameter<"initializer name">:$name,
+                        AttributeSelfTypeParameter<"">:$type);
   let assemblyFormat = "`<` $name `>`";
 }
 

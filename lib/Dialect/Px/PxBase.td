@@ -32,6 +32,10 @@ def Px_Dialect : Dialect {
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
   let hasConstantMaterializer = 1;
+  // Inherent attributes live in the attribute dictionary, not in properties:
+  // the parser infers result types (InferTypeOpAdaptor) from `attr-dict`
+  // attributes before it would move them into properties.
+  let usePropertiesForAttributes = 0;
 }
 
 class Px_Op<string mnemonic, list<Trait> traits = []>

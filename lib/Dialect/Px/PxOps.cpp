@@ -20,6 +20,16 @@ using namespace parallax::px;
 
 namespace {
 
+/// Default-valued attributes are not yet populated when the parser calls
+/// inferReturnTypes, so shape rules read them through these.
+int64_t intOr(IntegerAttr attr, int64_t dflt) {
+  return attr ? attr.getInt() : dflt;
+}
+bool boolOr(BoolAttr attr, bool dflt) { return attr ? attr.getValue() : dflt; }
+StringRef strOr(StringAttr attr, StringRef dflt) {
+  return attr ? attr.getValue() : dflt;
+}
+
 /// The ranked tensor type of `v`, or an error naming `what`.
 FailureOr<RankedTensorType> ranked(std::optional<Location> loc, Value v,
                                    StringRef what) {
@@ -69,13 +79,12 @@ LogicalResult inferCompare(MLIRContext *ctx, std::optional<Location> loc,
   return inferBroadcast(loc, lhs, rhs, IntegerType::get(ctx, 1), inferred);
 }
 
-/// Checks that an element-wise initial value matches the declared type.
+/// Checks that an initial value has the declared type.
 LogicalResult verifyInitialValue(Operation *op, Attribute value, Type type) {
-  if (auto elements = dyn_cast<ElementsAttr>(value)) {
-    if (elements.getType() != type)
-      return op->emitOpError("initial value of type ")
-             << elements.getType() << " does not match result type " << type;
-  }
+  auto typed = cast<TypedAttr>(value);
+  if (typed.getType() != type)
+    return op->emitOpError("initial value of type ")
+           << typed.getType() << " does not match result type " << type;
   return success();
 }
 
@@ -200,23 +209,23 @@ LogicalResult VariableOp::verify() {
   return verifyInitialValue(*this, getInit(), getType());
 }
 
-/// Parses `<value> [: type]`: a typed literal gives the result type itself;
-/// an external initializer needs the explicit `: type`.
+/// Initial values are typed attributes (`dense<...> : T` or
+/// `#px.onnx_initializer<"w"> : T`); the attribute's type is the result type.
 static ParseResult parseInitialValue(OpAsmParser &parser, Attribute &value,
                                      Type &type) {
+  SMLoc loc = parser.getCurrentLocation();
   if (parser.parseAttribute(value))
     return failure();
-  if (auto typed = dyn_cast<TypedAttr>(value)) {
-    type = typed.getType();
-    return success();
-  }
-  return parser.parseColonType(type);
+  auto typed = dyn_cast<TypedAttr>(value);
+  if (!typed)
+    return parser.emitError(loc, "expected a typed initial value, such as "
+                                 "dense<...> : T or #px.onnx_initializer<\"w\"> : T");
+  type = typed.getType();
+  return success();
 }
 
-static void printInitialValue(OpAsmPrinter &p, Attribute value, Type type) {
+static void printInitialValue(OpAsmPrinter &p, Attribute value, Type) {
   p.printAttribute(value);
-  if (!isa<TypedAttr>(value))
-    p << " : " << type;
 }
 
 // px.variable "name" [trainable] = <value> [: type] [attr-dict]
@@ -226,15 +235,15 @@ ParseResult VariableOp::parse(OpAsmParser &parser, OperationState &result) {
   Type type;
   if (parser.parseString(&name))
     return failure();
-  result.getOrAddProperties<Properties>().name =
-      parser.getBuilder().getStringAttr(name);
+  result.addAttribute(getNameAttrName(result.name),
+                      parser.getBuilder().getStringAttr(name));
   if (succeeded(parser.parseOptionalKeyword("trainable")))
-    result.getOrAddProperties<Properties>().trainable =
-        parser.getBuilder().getUnitAttr();
+    result.addAttribute(getTrainableAttrName(result.name),
+                        parser.getBuilder().getUnitAttr());
   if (parser.parseEqual() || parseInitialValue(parser, init, type) ||
       parser.parseOptionalAttrDict(result.attributes))
     return failure();
-  result.getOrAddProperties<Properties>().init = init;
+  result.addAttribute(getInitAttrName(result.name), init);
   result.addTypes(type);
   return success();
 }
@@ -257,7 +266,7 @@ ParseResult ConstantOp::parse(OpAsmParser &parser, OperationState &result) {
   if (parseInitialValue(parser, value, type) ||
       parser.parseOptionalAttrDict(result.attributes))
     return failure();
-  result.getOrAddProperties<Properties>().value = value;
+  result.addAttribute(getValueAttrName(result.name), value);
   result.addTypes(type);
   return success();
 }
@@ -359,9 +368,10 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   auto indices = ranked(loc, adaptor.getIndices(), "indices");
   if (failed(data) || failed(indices))
     return failure();
-  auto axis = normalizeAxis(adaptor.getAxis(), data->getRank());
+  int64_t axisValue = intOr(adaptor.getAxisAttr(), 0);
+  auto axis = normalizeAxis(axisValue, data->getRank());
   if (data->getRank() < 1 || !axis)
-    return emitOptionalError(loc, "gather axis ", adaptor.getAxis(),
+    return emitOptionalError(loc, "gather axis ", axisValue,
                              " is out of range for data of rank ",
                              data->getRank());
   Shape out(data->getShape().take_front(*axis));
@@ -382,8 +392,9 @@ LogicalResult GatherElementsOp::inferReturnTypes(
     return emitOptionalError(loc, "data and indices must have the same rank "
                                   ">= 1, got ",
                              data->getRank(), " and ", indices->getRank());
-  if (!normalizeAxis(adaptor.getAxis(), data->getRank()))
-    return emitOptionalError(loc, "axis ", adaptor.getAxis(),
+  int64_t axisValue = intOr(adaptor.getAxisAttr(), 0);
+  if (!normalizeAxis(axisValue, data->getRank()))
+    return emitOptionalError(loc, "axis ", axisValue,
                              " is out of range for rank ", data->getRank());
   inferred.push_back(
       RankedTensorType::get(indices->getShape(), data->getElementType()));
@@ -509,7 +520,8 @@ LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
   if (failed(inferLoss(loc, adaptor.getScores(), adaptor.getLabels(),
-                       adaptor.getWeights(), adaptor.getReduction(), inferred)))
+                       adaptor.getWeights(),
+                       strOr(adaptor.getReductionAttr(), "mean"), inferred)))
     return failure();
   inferred.push_back(adaptor.getScores().getType());
   return success();
@@ -519,7 +531,8 @@ LogicalResult NegativeLogLikelihoodLossOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
   return inferLoss(loc, adaptor.getInput(), adaptor.getTarget(),
-                   adaptor.getWeight(), adaptor.getReduction(), inferred);
+                   adaptor.getWeight(), strOr(adaptor.getReductionAttr(), "mean"),
+                   inferred);
 }
 
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
@@ -529,9 +542,10 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
   auto x = ranked(loc, adaptor.getX(), "x");
   if (failed(x))
     return failure();
-  auto axis = normalizeAxis(adaptor.getAxis(), x->getRank());
+  int64_t axisValue = intOr(adaptor.getAxisAttr(), -1);
+  auto axis = normalizeAxis(axisValue, x->getRank());
   if (!axis)
-    return emitOptionalError(loc, "axis ", adaptor.getAxis(),
+    return emitOptionalError(loc, "axis ", axisValue,
                              " is out of range for rank ", x->getRank());
   ArrayRef<int64_t> normalized = x->getShape().drop_front(*axis);
   for (auto [name, v] : {std::pair<StringRef, Value>{"scale", adaptor.getScale()},
@@ -606,7 +620,7 @@ LogicalResult DropoutOp::verify() {
                                      Adaptor adaptor,                          \
                                      SmallVectorImpl<Type> &inferred) {        \
     return inferReduce(loc, adaptor.getInput(), adaptor.getAxes(),             \
-                       adaptor.getKeepdims(), inferred);                       \
+                       boolOr(adaptor.getKeepdimsAttr(), true), inferred);                       \
   }
 PX_REDUCE_INFER(ReduceSumOp)
 PX_REDUCE_INFER(ReduceMeanOp)
@@ -718,7 +732,7 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "conv needs x [N, C, spatial...] and w of "
                                   "the same rank, got ",
                              fmt(x->getShape()), " and ", fmt(w->getShape()));
-  int64_t group = adaptor.getGroup(), c = x->getDimSize(1),
+  int64_t group = intOr(adaptor.getGroupAttr(), 1), c = x->getDimSize(1),
           m = w->getDimSize(0);
   if (group < 1 || c % group != 0 || m % group != 0 ||
       w->getDimSize(1) * group != c)

@@ -1,0 +1,117 @@
+//===- VariableAccess.cpp - how each variable is read ---------------------===//
+
+#include "parallax/Analysis/VariableAccess.h"
+
+#include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Dialect/Px/PxShapes.h"
+
+#include "llvm/Support/Format.h"
+
+using namespace mlir;
+
+namespace parallax {
+
+std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
+  std::vector<VariableInfo> result;
+  module.walk([&](px::VariableOp var) {
+    VariableInfo info;
+    auto type = var.getType();
+    info.name = var.getName().str();
+    info.shape.assign(type.getShape().begin(), type.getShape().end());
+    llvm::raw_string_ostream elem(info.elementType);
+    elem << type.getElementType();
+    info.bytes = type.getNumElements() *
+                 ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+    info.trainable = var.getTrainable();
+    bool any = false, onlyRowGather = true;
+    for (OpOperand &use : var->getUses()) {
+      any = true;
+      auto gather = dyn_cast<px::GatherOp>(use.getOwner());
+      if (gather && use.getOperandNumber() == 0 && gather.getAxis() == 0)
+        info.rowsReadPerStep += gather.getIndices().getType().getNumElements();
+      else
+        onlyRowGather = false;
+    }
+    info.access = !any            ? VariableAccess::Unused
+                  : onlyRowGather ? VariableAccess::RowGather
+                                  : VariableAccess::Dense;
+    if (info.access != VariableAccess::RowGather)
+      info.rowsReadPerStep = 0;
+    result.push_back(std::move(info));
+  });
+  return result;
+}
+
+static std::string humanBytes(int64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB"};
+  double v = bytes;
+  int u = 0;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::format(u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return s;
+}
+
+static std::string describeAccess(const VariableInfo &v) {
+  if (!v.trainable)
+    return "state (not trained)";
+  switch (v.access) {
+  case VariableAccess::RowGather: {
+    int64_t rows = v.shape.empty() ? 0 : v.shape[0];
+    int64_t touched = std::min(v.rowsReadPerStep, rows);
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << "gather rows: sparse, <= " << touched << " of " << rows
+       << " rows/step"
+       << llvm::format(" (alpha <= %.4f)", rows ? (double)touched / rows : 0.0);
+    return s;
+  }
+  case VariableAccess::Dense:
+    return "dense";
+  case VariableAccess::Unused:
+    return "unused";
+  }
+  return "";
+}
+
+void printVariableReport(ArrayRef<VariableInfo> variables, raw_ostream &os) {
+  size_t nameWidth = 8, shapeWidth = 5;
+  for (const auto &v : variables) {
+    nameWidth = std::max(nameWidth, v.name.size());
+    shapeWidth = std::max(shapeWidth, px::shapeToString(v.shape).size() + 4);
+  }
+  auto row = [&](StringRef name, StringRef shape, StringRef bytes,
+                 StringRef access) {
+    os << llvm::left_justify(name, nameWidth) << "  "
+       << llvm::left_justify(shape, shapeWidth) << "  "
+       << llvm::right_justify(bytes, 10) << "  " << access << "\n";
+  };
+  row("variable", "shape", "bytes", "read as");
+  int64_t total = 0, sparse = 0, dense = 0, state = 0, params = 0;
+  int count = 0;
+  for (const auto &v : variables) {
+    row(v.name, px::shapeToString(v.shape) + " " + v.elementType,
+        humanBytes(v.bytes), describeAccess(v));
+    total += v.bytes;
+    if (!v.trainable) {
+      state += v.bytes;
+      continue;
+    }
+    ++count;
+    params += px::numElements(v.shape);
+    (v.access == VariableAccess::RowGather ? sparse : dense) += v.bytes;
+  }
+  os << "\n"
+     << count << " trainable variables, " << params << " parameters, "
+     << humanBytes(sparse + dense) << " (sparse " << humanBytes(sparse)
+     << ", dense " << humanBytes(dense) << ")";
+  if (state)
+    os << "; state " << humanBytes(state);
+  os << "; all variables " << humanBytes(total) << "\n";
+}
+
+} // namespace parallax

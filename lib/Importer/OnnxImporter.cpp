@@ -1,0 +1,519 @@
+//===- OnnxImporter.cpp - ONNX training graph -> px dialect ---------------===//
+//
+// Walks the (topologically sorted) ONNX graph once. Values whose contents are
+// known at compile time (small constants, Shape of a static tensor, and
+// everything computed only from those) are evaluated by ConstantEvaluator and
+// materialised as px.constant only where a tensor op consumes them; all other
+// nodes become px ops whose result types come from the ops' own shape rules.
+//
+//===----------------------------------------------------------------------===//
+
+#include "parallax/Importer/OnnxImporter.h"
+
+#include "GraphImporter.h"
+#include "OnnxModelLoader.h"
+#include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Dialect/Px/PxShapes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace parallax;
+using namespace parallax::detail;
+using onnx::TensorProto;
+
+//===----------------------------------------------------------------------===//
+// Types and constants
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<Type> GraphImporter::elementType(int32_t dtype,
+                                                const llvm::Twine &what) {
+  switch (dtype) {
+  case TensorProto::FLOAT: return b.getF32Type();
+  case TensorProto::DOUBLE: return b.getF64Type();
+  case TensorProto::FLOAT16: return b.getF16Type();
+  case TensorProto::BFLOAT16: return b.getBF16Type();
+  case TensorProto::INT64: return b.getI64Type();
+  case TensorProto::INT32: return b.getI32Type();
+  case TensorProto::INT16: return b.getI16Type();
+  case TensorProto::INT8: return b.getI8Type();
+  case TensorProto::BOOL: return b.getI1Type();
+  default:
+    return fileError(what + " has unsupported element type " +
+                     TensorProto::DataType_Name((TensorProto::DataType)dtype));
+  }
+}
+
+llvm::Expected<RankedTensorType>
+GraphImporter::valueInfoType(const onnx::ValueInfoProto &vi) {
+  if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape())
+    return fileError("value '" + vi.name() + "' has no tensor shape");
+  const auto &tt = vi.type().tensor_type();
+  auto elem = elementType(tt.elem_type(), "value '" + vi.name() + "'");
+  if (!elem)
+    return elem.takeError();
+  SmallVector<int64_t> shape;
+  for (const auto &dim : tt.shape().dim()) {
+    if (!dim.has_dim_value() || dim.dim_value() < 0)
+      return fileError("dimension of '" + vi.name() +
+                       "' is left dynamic after binding");
+    shape.push_back(dim.dim_value());
+  }
+  return RankedTensorType::get(shape, *elem);
+}
+
+llvm::Expected<ElementsAttr>
+GraphImporter::tensorAttr(const TensorProto &tensor, const llvm::Twine &what) {
+  auto elem = elementType(tensor.data_type(), what);
+  if (!elem)
+    return elem.takeError();
+  auto type = RankedTensorType::get(
+      SmallVector<int64_t>(tensor.dims().begin(), tensor.dims().end()), *elem);
+  // Raw little-endian data maps straight onto a dense attribute.
+  if (tensor.has_raw_data() && tensor.data_type() != TensorProto::BOOL) {
+    const std::string &raw = tensor.raw_data();
+    if ((int64_t)raw.size() * 8 !=
+        type.getNumElements() * (int64_t)elem->getIntOrFloatBitWidth())
+      return fileError(what + " has " + llvm::Twine(raw.size()) +
+                       " bytes of data for shape " +
+                       px::shapeToString(type.getShape()));
+    return cast<ElementsAttr>(DenseElementsAttr::getFromRawBuffer(
+        type, ArrayRef<char>(raw.data(), raw.size())));
+  }
+  auto values = readTensor(tensor);
+  if (!values)
+    return fileError(what + " is too large or of an unsupported type to read");
+  ConstTensor t = *values;
+  if (isa<FloatType>(*elem)) {
+    SmallVector<APFloat> fs;
+    for (double v : t.values) {
+      APFloat f(v);
+      bool lost;
+      f.convert(cast<FloatType>(*elem).getFloatSemantics(),
+                APFloat::rmNearestTiesToEven, &lost);
+      fs.push_back(f);
+    }
+    return cast<ElementsAttr>(DenseElementsAttr::get(type, fs));
+  }
+  SmallVector<APInt> is;
+  for (double v : t.values)
+    is.push_back(APInt(elem->getIntOrFloatBitWidth(), (int64_t)v,
+                       /*isSigned=*/true, /*implicitTrunc=*/true));
+  return cast<ElementsAttr>(DenseElementsAttr::get(type, is));
+}
+
+/// Turns a compile-time constant into a px.constant at first tensor use.
+llvm::Expected<Value> GraphImporter::materialize(const std::string &name) {
+  const ConstTensor &t = consts.at(name);
+  TensorProto proto;
+  proto.set_data_type(t.dtype);
+  for (int64_t d : t.shape)
+    proto.add_dims(d);
+  for (double v : t.values) {
+    if (t.dtype == TensorProto::FLOAT)
+      proto.add_float_data((float)v);
+    else if (t.dtype == TensorProto::DOUBLE)
+      proto.add_double_data(v);
+    else if (t.dtype == TensorProto::INT64)
+      proto.add_int64_data((int64_t)v);
+    else
+      proto.add_int32_data((int32_t)v);
+  }
+  auto attr = tensorAttr(proto, "constant '" + name + "'");
+  if (!attr)
+    return attr.takeError();
+  Location loc = NameLoc::get(b.getStringAttr(name));
+  Value v = px::ConstantOp::create(b, loc, *attr).getResult();
+  values[name] = v;
+  return v;
+}
+
+llvm::Expected<Value> GraphImporter::value(const onnx::NodeProto &node,
+                                           int index) {
+  if (index >= node.input_size() || node.input(index).empty())
+    return Value();
+  const std::string &name = node.input(index);
+  auto it = values.find(name);
+  if (it != values.end())
+    return it->second;
+  if (consts.count(name))
+    return materialize(name);
+  return nodeError(node, "input '" + name + "' is not defined before use");
+}
+
+/// An input whose value must be known at compile time (a shape, axes, ...).
+llvm::Expected<std::optional<ConstTensor>>
+GraphImporter::constInput(const onnx::NodeProto &node, int index,
+                          const char *role, bool required) {
+  if (index >= node.input_size() || node.input(index).empty()) {
+    if (required)
+      return nodeError(node, llvm::Twine("missing input '") + role + "'");
+    return std::optional<ConstTensor>();
+  }
+  auto it = consts.find(node.input(index));
+  if (it == consts.end())
+    return nodeError(node, llvm::Twine("input '") + role + "' ('" +
+                               node.input(index) +
+                               "') must be computable at compile time; it "
+                               "depends on runtime data");
+  return std::optional<ConstTensor>(it->second);
+}
+
+//===----------------------------------------------------------------------===//
+// Graph leaves
+//===----------------------------------------------------------------------===//
+
+llvm::Error GraphImporter::importInputs() {
+  for (const auto &input : graph.input()) {
+    if (initializers.count(input.name()))
+      continue;
+    auto type = valueInfoType(input);
+    if (!type)
+      return type.takeError();
+    Location loc = NameLoc::get(b.getStringAttr(input.name()));
+    values[input.name()] =
+        px::InputOp::create(b, loc, *type, b.getStringAttr(input.name()));
+  }
+  return llvm::Error::success();
+}
+
+static bool isFloat(int32_t dtype) {
+  return dtype == TensorProto::FLOAT || dtype == TensorProto::DOUBLE ||
+         dtype == TensorProto::FLOAT16 || dtype == TensorProto::BFLOAT16;
+}
+
+llvm::Error GraphImporter::importInitializers() {
+  for (const std::string &name : options.freeze)
+    if (!initializers.count(name))
+      return fileError("--freeze names '" + name +
+                       "', which is not an initializer of the model");
+  for (const auto &tensor : graph.initializer()) {
+    const std::string &name = tensor.name();
+    if (!uses.count(name))
+      continue; // unused initializers are dropped
+    bool frozen = options.freeze.count(name) > 0;
+    if (!isFloat(tensor.data_type()) || frozen) {
+      // Constants: small ones join compile-time evaluation; big ones stay in
+      // the ONNX file.
+      if (auto t = readTensor(tensor)) {
+        consts[name] = *t;
+        continue;
+      }
+      auto elem = elementType(tensor.data_type(), "initializer '" + name + "'");
+      if (!elem)
+        return elem.takeError();
+      auto type = RankedTensorType::get(
+          SmallVector<int64_t>(tensor.dims().begin(), tensor.dims().end()),
+          *elem);
+      values[name] = px::ConstantOp::create(
+          b, NameLoc::get(b.getStringAttr(name)), type,
+          px::OnnxInitializerAttr::get(&ctx, name, type));
+      continue;
+    }
+    // BatchNormalization's running statistics (inputs 3 and 4) are state the
+    // step updates, not parameters the optimizer trains.
+    bool state = llvm::all_of(uses[name], [](const auto &use) {
+      return use.first->op_type() == "BatchNormalization" && use.second >= 3;
+    });
+    auto elem = elementType(tensor.data_type(), "initializer '" + name + "'");
+    if (!elem)
+      return elem.takeError();
+    auto type = RankedTensorType::get(
+        SmallVector<int64_t>(tensor.dims().begin(), tensor.dims().end()),
+        *elem);
+    auto var = px::VariableOp::create(
+        b, NameLoc::get(b.getStringAttr(name)), type, b.getStringAttr(name),
+        px::OnnxInitializerAttr::get(&ctx, name, type),
+        state ? UnitAttr() : b.getUnitAttr());
+    values[name] = var;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error GraphImporter::importOutputs() {
+  SmallVector<Value> results;
+  int64_t lossIndex = -1;
+  std::string scalars;
+  for (int i = 0; i < graph.output_size(); ++i) {
+    const std::string &name = graph.output(i).name();
+    Value v;
+    auto it = values.find(name);
+    if (it != values.end())
+      v = it->second;
+    else if (consts.count(name)) {
+      auto m = materialize(name);
+      if (!m)
+        return m.takeError();
+      v = *m;
+    } else
+      return fileError("graph output '" + name + "' is never computed");
+    results.push_back(v);
+    auto type = cast<RankedTensorType>(v.getType());
+    bool scalar = type.getNumElements() == 1 && isa<FloatType>(type.getElementType());
+    if (!options.loss.empty()) {
+      if (name == options.loss) {
+        if (!scalar)
+          return fileError("--loss '" + name + "' is not a scalar float: it is " +
+                           px::shapeToString(type.getShape()));
+        lossIndex = i;
+      }
+    } else if (scalar) {
+      if (lossIndex >= 0)
+        return fileError("several scalar outputs ('" +
+                         graph.output(lossIndex).name() + "', '" + name +
+                         "'): choose one with --loss NAME");
+      lossIndex = i;
+    }
+    scalars += (scalars.empty() ? "" : ", ") + name + " [" +
+               px::shapeToString(type.getShape()) + "]";
+  }
+  if (lossIndex < 0) {
+    if (!options.loss.empty())
+      return fileError("--loss '" + options.loss +
+                       "' is not an output of the graph (outputs: " + scalars +
+                       ")");
+    return fileError("no scalar loss: the graph outputs " +
+                     (scalars.empty() ? std::string("nothing") : scalars) +
+                     ", and a training graph must output one scalar float");
+  }
+  func::ReturnOp::create(b, func.getLoc(), results);
+  func.setFunctionType(
+      b.getFunctionType({}, ValueRange(results).getTypes()));
+  func->setAttr("px.loss", b.getI64IntegerAttr(lossIndex));
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Nodes
+//===----------------------------------------------------------------------===//
+
+llvm::Error
+GraphImporter::checkAttributes(const onnx::NodeProto &node,
+                               std::initializer_list<const char *> known) {
+  for (const auto &a : node.attribute()) {
+    bool ok = llvm::any_of(known, [&](const char *k) { return a.name() == k; });
+    if (!ok)
+      return nodeError(node, "unsupported attribute '" + a.name() + "'");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
+  const std::string &op = node.op_type();
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return nodeError(node, "unsupported operator domain '" + node.domain() + "'");
+
+  // Compile-time values: Constant, Shape of a static tensor, and any
+  // foldable op whose inputs are all compile-time constants.
+  if (op == "Constant") {
+    if (auto err = checkAttributes(node, {"value", "value_float", "value_floats",
+                                          "value_int", "value_ints"}))
+      return err;
+    TensorProto tensor;
+    if (const auto *a = attr(node, "value"))
+      tensor = a->t();
+    else if (const auto *a = attr(node, "value_float")) {
+      tensor.set_data_type(TensorProto::FLOAT);
+      tensor.add_float_data(a->f());
+    } else if (const auto *a = attr(node, "value_floats")) {
+      tensor.set_data_type(TensorProto::FLOAT);
+      tensor.add_dims(a->floats_size());
+      for (float f : a->floats())
+        tensor.add_float_data(f);
+    } else if (const auto *a = attr(node, "value_int")) {
+      tensor.set_data_type(TensorProto::INT64);
+      tensor.add_int64_data(a->i());
+    } else if (const auto *a = attr(node, "value_ints")) {
+      tensor.set_data_type(TensorProto::INT64);
+      tensor.add_dims(a->ints_size());
+      for (int64_t i : a->ints())
+        tensor.add_int64_data(i);
+    } else {
+      return nodeError(node, "Constant without a value");
+    }
+    if (auto t = readTensor(tensor)) {
+      consts[node.output(0)] = *t;
+      return llvm::Error::success();
+    }
+    auto a = tensorAttr(tensor, "node '" + nodeName(node) + "'");
+    if (!a)
+      return a.takeError();
+    define(node, 0,
+           px::ConstantOp::create(b, NameLoc::get(b.getStringAttr(nodeName(node))),
+                                  *a));
+    return llvm::Error::success();
+  }
+  if (op == "Shape") {
+    if (auto err = checkAttributes(node, {"start", "end"}))
+      return err;
+    auto x = value(node, 0);
+    if (!x)
+      return x.takeError();
+    auto shape = cast<RankedTensorType>(x->getType()).getShape();
+    int64_t rank = shape.size();
+    int64_t start = attrInt(node, "start", 0), end = attrInt(node, "end", rank);
+    start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
+    end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
+    ConstTensor t{TensorProto::INT64, {std::max<int64_t>(0, end - start)}, {}};
+    for (int64_t d = start; d < end; ++d)
+      t.values.push_back(shape[d]);
+    consts[node.output(0)] = t;
+    return llvm::Error::success();
+  }
+  if (isFoldable(op)) {
+    bool allConst = true;
+    std::vector<std::optional<ConstTensor>> ins;
+    for (const std::string &in : node.input()) {
+      if (in.empty()) {
+        ins.push_back(std::nullopt);
+        continue;
+      }
+      auto it = consts.find(in);
+      if (it == consts.end()) {
+        allConst = false;
+        break;
+      }
+      ins.push_back(it->second);
+    }
+    if (allConst && node.input_size() > 0) {
+      auto outs = evaluateNode(node, ins);
+      if (!outs)
+        return nodeError(node, llvm::toString(outs.takeError()));
+      for (size_t i = 0; i < outs->size(); ++i)
+        consts[node.output(i)] = (*outs)[i];
+      return llvm::Error::success();
+    }
+  }
+  return convert(node);
+}
+
+llvm::Expected<Value> GraphImporter::reshape(const onnx::NodeProto &node,
+                                             Value input,
+                                             ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(input.getType());
+  if (type.getShape() == shape)
+    return input;
+  auto resultType = RankedTensorType::get(shape, type.getElementType());
+  if (resultType.getNumElements() != type.getNumElements())
+    return nodeError(node, "cannot reshape " +
+                               px::shapeToString(type.getShape()) + " into " +
+                               px::shapeToString(shape));
+  auto op = make<px::ReshapeOp>(node, input, {}, resultType);
+  if (!op)
+    return op.takeError();
+  return (*op)->getResult(0);
+}
+
+llvm::Error GraphImporter::convertWindow(const onnx::NodeProto &node, Value x,
+                                         ArrayRef<int64_t> kernel,
+                                         SmallVectorImpl<int64_t> &strides,
+                                         SmallVectorImpl<int64_t> &pads,
+                                         SmallVectorImpl<int64_t> &dilations) {
+  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  int64_t spatial = shape.size() - 2;
+  if (spatial < 1)
+    return nodeError(node, "input must be [N, C, spatial...]");
+  if ((int64_t)kernel.size() != spatial)
+    return nodeError(node, "kernel has " + llvm::Twine(kernel.size()) +
+                               " dimensions for " + llvm::Twine(spatial) +
+                               " spatial dimensions");
+  auto get = [&](const char *name, int64_t n, int64_t def) {
+    auto v = attrInts(node, name);
+    if (v.empty())
+      v.assign(n, def);
+    return SmallVector<int64_t>(v.begin(), v.end());
+  };
+  strides = get("strides", spatial, 1);
+  dilations = get("dilations", spatial, 1);
+  pads = get("pads", 2 * spatial, 0);
+  if ((int64_t)strides.size() != spatial ||
+      (int64_t)dilations.size() != spatial || (int64_t)pads.size() != 2 * spatial)
+    return nodeError(node, "strides, dilations or pads have the wrong length");
+  std::string autoPad = attrString(node, "auto_pad", "NOTSET");
+  if (autoPad == "VALID") {
+    std::fill(pads.begin(), pads.end(), 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (int64_t i = 0; i < spatial; ++i) {
+      int64_t in = shape[2 + i], out = (in + strides[i] - 1) / strides[i];
+      int64_t total = std::max<int64_t>(
+          0, (out - 1) * strides[i] + dilations[i] * (kernel[i] - 1) + 1 - in);
+      int64_t small = total / 2, large = total - small;
+      pads[i] = autoPad == "SAME_UPPER" ? small : large;
+      pads[spatial + i] = autoPad == "SAME_UPPER" ? large : small;
+    }
+  } else if (autoPad != "NOTSET") {
+    return nodeError(node, "unsupported auto_pad value '" + autoPad + "'");
+  }
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// run
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error) {
+      lastDiagnostic = diag.str();
+      for (const Diagnostic &note : diag.getNotes())
+        lastDiagnostic += "; " + note.str();
+    }
+    return success();
+  });
+
+  for (const auto &init : graph.initializer())
+    initializers[init.name()] = &init;
+  for (const auto &node : graph.node())
+    for (int i = 0; i < node.input_size(); ++i)
+      if (!node.input(i).empty())
+        uses[node.input(i)].push_back({&node, i});
+  for (const auto &out : graph.output())
+    uses[out.name()];
+
+  Location fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(fileLoc);
+  module = *owned;
+  module->setAttr("px.source", b.getStringAttr(path));
+  module->setAttr("px.opset", b.getI64IntegerAttr(opset));
+  if (!graph.name().empty())
+    module->setAttr("px.graph", b.getStringAttr(graph.name()));
+  b.setInsertionPointToEnd(module.getBody());
+  func = func::FuncOp::create(b, fileLoc, "main", b.getFunctionType({}, {}));
+  b.setInsertionPointToStart(func.addEntryBlock());
+
+  if (auto err = importInputs())
+    return std::move(err);
+  if (auto err = importInitializers())
+    return std::move(err);
+  for (const auto &node : graph.node()) {
+    if (auto err = importNode(node))
+      return std::move(err);
+    ++nodeIndex;
+  }
+  if (auto err = importOutputs())
+    return std::move(err);
+
+  lastDiagnostic.clear();
+  if (failed(verify(module)))
+    return fileError("the imported IR does not verify: " + lastDiagnostic);
+  return std::move(owned);
+}
+
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+parallax::importOnnxModel(MLIRContext &context, const std::string &path,
+                          const ImportOptions &options) {
+  context.loadDialect<px::PxDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  auto opset = loadOnnxModel(path, options, model);
+  if (!opset)
+    return opset.takeError();
+  GraphImporter importer(context, path, options, model, *opset);
+  return importer.run();
+}

@@ -1,0 +1,231 @@
+//===- OnnxModelLoader.cpp - read, bind and check an ONNX model -----------===//
+
+#include "OnnxModelLoader.h"
+
+#include "onnx/checker.h"
+#include "onnx/defs/parser.h"
+#include "onnx/defs/schema.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+using llvm::createStringError;
+using llvm::inconvertibleErrorCode;
+
+namespace parallax::detail {
+namespace {
+
+llvm::Error fail(const std::string &path, const llvm::Twine &what) {
+  return createStringError(inconvertibleErrorCode(), path + ": " + what);
+}
+
+bool isTextSyntax(const std::string &path) {
+  return llvm::StringRef(path).ends_with(".onnxtxt");
+}
+
+llvm::Error parseModel(const std::string &path, onnx::ModelProto &model) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/true);
+  if (!buffer)
+    return fail(path, "cannot read file: " + buffer.getError().message());
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  if (isTextSyntax(path)) {
+    auto status = onnx::OnnxParser::Parse(model, bytes.data());
+    if (!status.IsOK())
+      return fail(path, "not valid ONNX text syntax: " + status.ErrorMessage());
+  } else {
+    google::protobuf::io::ArrayInputStream array(bytes.data(),
+                                                 (int)bytes.size());
+    google::protobuf::io::CodedInputStream coded(&array);
+    coded.SetTotalBytesLimit(INT32_MAX);
+    if (!model.ParseFromCodedStream(&coded) ||
+        !coded.ConsumedEntireMessage())
+      return fail(path, "not an ONNX model: the protobuf does not parse "
+                        "(corrupt or truncated file?)");
+  }
+  // An empty or unrelated protobuf can parse as an empty ModelProto.
+  if (!model.has_graph() || model.ir_version() <= 0)
+    return fail(path, "not an ONNX model: it has no graph or no IR version");
+  return llvm::Error::success();
+}
+
+/// Reads tensors stored in external files into raw_data, so the rest of the
+/// importer (and the checker) sees one self-contained model.
+llvm::Error inlineExternalData(const std::string &path,
+                               onnx::ModelProto &model) {
+  llvm::SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  for (onnx::TensorProto &tensor : *model.mutable_graph()->mutable_initializer()) {
+    if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
+      continue;
+    std::string location;
+    uint64_t offset = 0;
+    int64_t length = -1;
+    for (const auto &entry : tensor.external_data()) {
+      if (entry.key() == "location")
+        location = entry.value();
+      else if (entry.key() == "offset")
+        offset = std::stoull(entry.value());
+      else if (entry.key() == "length")
+        length = std::stoll(entry.value());
+    }
+    if (location.empty() || llvm::sys::path::is_absolute(location) ||
+        llvm::StringRef(location).contains(".."))
+      return fail(path, "initializer '" + tensor.name() +
+                            "' has an invalid external data location '" +
+                            location + "'");
+    llvm::SmallString<256> file(dir);
+    llvm::sys::path::append(file, location);
+    auto buffer = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
+                                              /*RequiresNullTerminator=*/false);
+    if (!buffer)
+      return fail(path, "cannot read external data '" + std::string(file) +
+                            "' of initializer '" + tensor.name() +
+                            "': " + buffer.getError().message());
+    llvm::StringRef bytes = (*buffer)->getBuffer();
+    if (offset > bytes.size() ||
+        (length >= 0 && offset + (uint64_t)length > bytes.size()))
+      return fail(path, "external data of initializer '" + tensor.name() +
+                            "' lies beyond the end of '" + std::string(file) +
+                            "'");
+    llvm::StringRef data = bytes.substr(offset, length < 0 ? llvm::StringRef::npos
+                                                           : (size_t)length);
+    tensor.set_raw_data(data.data(), data.size());
+    tensor.clear_external_data();
+    tensor.set_data_location(onnx::TensorProto::DEFAULT);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<int64_t> defaultOpset(const std::string &path,
+                                     const onnx::ModelProto &model) {
+  for (const auto &opset : model.opset_import()) {
+    if (opset.domain().empty() || opset.domain() == "ai.onnx") {
+      int64_t v = opset.version();
+      if (v < kMinOpset || v > kMaxOpset)
+        return fail(path, "opset " + std::to_string(v) +
+                              " is outside the supported range " +
+                              std::to_string(kMinOpset) + " to " +
+                              std::to_string(kMaxOpset) +
+                              " (re-export with opset_version in that range)");
+      return v;
+    }
+  }
+  return fail(path, "the model imports no default-domain (ai.onnx) opset");
+}
+
+std::string describeDim(const onnx::TensorShapeProto_Dimension &dim) {
+  if (dim.has_dim_param())
+    return "'" + dim.dim_param() + "'";
+  return "unknown";
+}
+
+/// Replaces every dynamic dimension of the graph inputs with a number.
+llvm::Error bindDimensions(const std::string &path, const ImportOptions &options,
+                           onnx::ModelProto &model) {
+  onnx::GraphProto &graph = *model.mutable_graph();
+  std::set<std::string> initializers;
+  for (const auto &init : graph.initializer())
+    initializers.insert(init.name());
+
+  std::optional<int64_t> batch = options.batchSize;
+  if (!batch)
+    for (const auto &prop : model.metadata_props())
+      if (prop.key() == "parallax.batch_size")
+        batch = std::stoll(prop.value());
+  if (batch && *batch < 1)
+    return fail(path, "batch size must be >= 1, got " + std::to_string(*batch));
+
+  std::set<std::string> shaped;
+  for (onnx::ValueInfoProto &input : *graph.mutable_input()) {
+    if (initializers.count(input.name()))
+      continue; // An IR < 4 style initializer listed as an input.
+    if (!input.type().has_tensor_type())
+      return fail(path, "input '" + input.name() + "' is not a tensor");
+    auto *shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    auto given = options.inputShapes.find(input.name());
+    if (given != options.inputShapes.end()) {
+      shaped.insert(input.name());
+      const std::vector<int64_t> &dims = given->second;
+      if ((int)dims.size() != shape->dim_size())
+        return fail(path, "--input-shape " + input.name() + " has " +
+                              std::to_string(dims.size()) +
+                              " dimensions, the input has rank " +
+                              std::to_string(shape->dim_size()));
+      for (int i = 0; i < shape->dim_size(); ++i) {
+        auto *dim = shape->mutable_dim(i);
+        if (dims[i] < 1)
+          return fail(path, "--input-shape " + input.name() +
+                                ": dimensions must be >= 1");
+        if (dim->has_dim_value() && dim->dim_value() != dims[i])
+          return fail(path, "--input-shape " + input.name() + ": dimension " +
+                                std::to_string(i) + " is fixed at " +
+                                std::to_string(dim->dim_value()) +
+                                " by the model, not " + std::to_string(dims[i]));
+        dim->set_dim_value(dims[i]);
+      }
+      continue;
+    }
+    for (int i = 0; i < shape->dim_size(); ++i) {
+      auto *dim = shape->mutable_dim(i);
+      if (dim->has_dim_value() && dim->dim_value() > 0)
+        continue;
+      if (i == 0 && batch) {
+        dim->set_dim_value(*batch);
+        continue;
+      }
+      return fail(path, "dimension " + std::to_string(i) + " (" +
+                            describeDim(*dim) + ") of input '" + input.name() +
+                            "' is dynamic: pass " +
+                            (i == 0 ? "--batch-size N or " : "") +
+                            "--input-shape " + input.name() + "=d0,d1,...");
+    }
+  }
+  for (const auto &[name, dims] : options.inputShapes)
+    if (!shaped.count(name))
+      return fail(path, "--input-shape names '" + name +
+                            "', which is not a graph input");
+  // Stale intermediate shapes (with the symbolic batch) would conflict with
+  // the bound ones; shape inference recomputes them.
+  graph.clear_value_info();
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<int64_t> loadOnnxModel(const std::string &path,
+                                      const ImportOptions &options,
+                                      onnx::ModelProto &model) {
+  if (llvm::Error err = parseModel(path, model))
+    return std::move(err);
+  auto opset = defaultOpset(path, model);
+  if (!opset)
+    return opset.takeError();
+  if (llvm::Error err = inlineExternalData(path, model))
+    return std::move(err);
+  if (llvm::Error err = bindDimensions(path, options, model))
+    return std::move(err);
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception &e) {
+    return fail(path, llvm::Twine("the ONNX checker rejects the model: ") +
+                          e.what());
+  }
+  try {
+    onnx::ShapeInferenceOptions inference(/*check_type=*/true,
+                                          /*error_mode=*/1,
+                                          /*enable_data_propagation=*/true);
+    onnx::shape_inference::InferShapes(
+        model, onnx::OpSchemaRegistry::Instance(), inference);
+  } catch (const std::exception &e) {
+    return fail(path, llvm::Twine("ONNX shape inference fails: ") + e.what());
+  }
+  return *opset;
+}
+
+} // namespace parallax::detail
