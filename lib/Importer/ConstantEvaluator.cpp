@@ -4,6 +4,8 @@
 
 #include "parallax/Dialect/Px/PxShapes.h"
 
+#include "llvm/ADT/APFloat.h"
+
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -14,8 +16,22 @@ using onnx::TensorProto;
 
 namespace parallax::detail {
 
+int64_t toInt64(double v) {
+  if (std::isnan(v))
+    return 0;
+  if (v >= 0x1p63)
+    return INT64_MAX;
+  if (v <= -0x1p63)
+    return INT64_MIN;
+  return (int64_t)v;
+}
+
 std::vector<int64_t> ConstTensor::asInts() const {
-  return std::vector<int64_t>(values.begin(), values.end());
+  std::vector<int64_t> out;
+  out.reserve(values.size());
+  for (double v : values)
+    out.push_back(toInt64(v));
+  return out;
 }
 
 namespace {
@@ -36,6 +52,18 @@ int64_t product(const std::vector<int64_t> &shape) {
     n *= d;
   return n;
 }
+
+const llvm::fltSemantics *halfSemantics(int32_t dtype) {
+  if (dtype == TensorProto::FLOAT16)
+    return &llvm::APFloat::IEEEhalf();
+  if (dtype == TensorProto::BFLOAT16)
+    return &llvm::APFloat::BFloat();
+  return nullptr;
+}
+
+/// Checks that a result of `shape` may be materialised: no negative
+/// dimension, and at most kMaxEvaluatedElements elements (without overflow).
+llvm::Error checkResultShape(const std::vector<int64_t> &shape);
 
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
   std::vector<int64_t> strides(shape.size(), 1);
@@ -67,25 +95,29 @@ llvm::Error bad(const llvm::Twine &what) {
   return createStringError(inconvertibleErrorCode(), what);
 }
 
+llvm::Error checkResultShape(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return bad("negative dimension " + llvm::Twine(d) + " in shape " +
+                 px::shapeToString(shape));
+    if (d && n > kMaxEvaluatedElements / d)
+      return bad("the result of shape " + px::shapeToString(shape) +
+                 " is too large to evaluate at compile time");
+    n *= d;
+  }
+  if (n > kMaxEvaluatedElements)
+    return bad("the result of shape " + px::shapeToString(shape) +
+               " is too large to evaluate at compile time");
+  return llvm::Error::success();
+}
+
 int64_t attrInt(const onnx::NodeProto &node, const std::string &name,
                 int64_t def) {
   for (const auto &a : node.attribute())
     if (a.name() == name)
       return a.i();
   return def;
-}
-
-double castTo(int32_t dtype, double v) {
-  switch (dtype) {
-  case TensorProto::FLOAT:
-    return (double)(float)v;
-  case TensorProto::DOUBLE:
-    return v;
-  case TensorProto::BOOL:
-    return v != 0.0 ? 1.0 : 0.0;
-  default:
-    return std::trunc(v); // integer types: C-style truncation toward zero
-  }
 }
 
 bool isIntegral(int32_t dtype) {
@@ -103,6 +135,8 @@ elementwise(const std::vector<const ConstTensor *> &ins, int32_t dtype,
       return bad("operand shapes do not broadcast");
     shape.assign(b->begin(), b->end());
   }
+  if (auto err = checkResultShape(shape))
+    return std::move(err);
   ConstTensor out{dtype, shape, {}};
   int64_t n = product(shape);
   out.values.reserve(n);
@@ -133,9 +167,11 @@ llvm::Expected<ConstTensor> gather(const ConstTensor &data,
   out.shape.insert(out.shape.end(), indices.shape.begin(), indices.shape.end());
   out.shape.insert(out.shape.end(), data.shape.begin() + *a + 1,
                    data.shape.end());
+  if (auto err = checkResultShape(out.shape))
+    return std::move(err);
   for (int64_t o = 0; o < outer; ++o)
     for (double fi : indices.values) {
-      int64_t i = (int64_t)fi;
+      int64_t i = toInt64(fi);
       if (i < -dim || i >= dim)
         return bad("index " + llvm::Twine(i) + " is out of range for size " +
                    llvm::Twine(dim));
@@ -193,12 +229,49 @@ normalizeSlice(const std::vector<int64_t> &shape,
   return r;
 }
 
-std::optional<ConstTensor> readTensor(const TensorProto &tensor) {
+double castTo(int32_t dtype, double v) {
+  if (const llvm::fltSemantics *sem = halfSemantics(dtype)) {
+    llvm::APFloat f(v);
+    bool lost;
+    f.convert(*sem, llvm::APFloat::rmNearestTiesToEven, &lost);
+    f.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
+              &lost);
+    return f.convertToDouble();
+  }
+  switch (dtype) {
+  case TensorProto::FLOAT:
+    return (double)(float)v;
+  case TensorProto::DOUBLE:
+    return v;
+  case TensorProto::BOOL:
+    return v != 0.0 ? 1.0 : 0.0;
+  // Integer types: C-style truncation toward zero, then two's complement
+  // wrap-around into the narrower types (as numpy's astype).
+  case TensorProto::INT32:
+    return (double)(int32_t)(uint32_t)(uint64_t)toInt64(v);
+  case TensorProto::INT16:
+    return (double)(int16_t)(uint16_t)(uint64_t)toInt64(v);
+  case TensorProto::INT8:
+    return (double)(int8_t)(uint8_t)(uint64_t)toInt64(v);
+  case TensorProto::UINT8:
+    return (double)(uint8_t)(uint64_t)toInt64(v);
+  default:
+    return std::trunc(v);
+  }
+}
+
+std::optional<ConstTensor> readTensor(const TensorProto &tensor,
+                                      int64_t maxElements) {
   ConstTensor t;
   t.dtype = tensor.data_type();
   t.shape.assign(tensor.dims().begin(), tensor.dims().end());
-  int64_t n = product(t.shape);
-  if (n > kMaxFoldedElements)
+  int64_t n = 1;
+  for (int64_t d : t.shape) {
+    if (d < 0 || (d && n > maxElements / d))
+      return std::nullopt;
+    n *= d;
+  }
+  if (n > maxElements)
     return std::nullopt;
   const std::string &raw = tensor.raw_data();
   switch (t.dtype) {
@@ -238,6 +311,24 @@ std::optional<ConstTensor> readTensor(const TensorProto &tensor) {
       t.values.assign(tensor.int32_data().begin(), tensor.int32_data().end());
     }
     break;
+  case TensorProto::FLOAT16:
+  case TensorProto::BFLOAT16: {
+    // Bit patterns: raw little-endian uint16s, or one per int32_data entry.
+    std::vector<double> bits;
+    if (tensor.has_raw_data())
+      appendRaw<uint16_t>(raw, bits);
+    else
+      bits.assign(tensor.int32_data().begin(), tensor.int32_data().end());
+    for (double b : bits) {
+      llvm::APFloat f(*halfSemantics(t.dtype),
+                      llvm::APInt(16, (uint64_t)b & 0xffff));
+      bool lost;
+      f.convert(llvm::APFloat::IEEEdouble(),
+                llvm::APFloat::rmNearestTiesToEven, &lost);
+      t.values.push_back(f.convertToDouble());
+    }
+    break;
+  }
   default:
     return std::nullopt;
   }
@@ -278,8 +369,11 @@ evaluateNode(const onnx::NodeProto &node,
 
   if (op == "Identity")
     return one(*x);
-  if (op == "Gather")
+  if (op == "Gather") {
+    if (!in(1))
+      return bad("missing indices");
     return one(gather(*x, *in(1), attrInt(node, "axis", 0)));
+  }
 
   if (op == "Unsqueeze" || op == "Squeeze") {
     std::vector<int64_t> axes;
@@ -291,8 +385,8 @@ evaluateNode(const onnx::NodeProto &node,
       std::vector<bool> inserted(rank, false);
       for (int64_t a : axes) {
         auto n = px::normalizeAxis(a, rank);
-        if (!n)
-          return bad("axis out of range");
+        if (!n || inserted[*n])
+          return bad("invalid unsqueeze axis " + llvm::Twine(a));
         inserted[*n] = true;
       }
       out.shape.clear();
@@ -304,8 +398,9 @@ evaluateNode(const onnx::NodeProto &node,
       std::vector<bool> removed(rank, axes.empty());
       for (int64_t a : axes) {
         auto n = px::normalizeAxis(a, rank);
-        if (!n)
-          return bad("axis out of range");
+        if (!n || x->shape[*n] != 1)
+          return bad("cannot squeeze axis " + llvm::Twine(a) + " of shape " +
+                     px::shapeToString(x->shape));
         removed[*n] = true;
       }
       out.shape.clear();
@@ -329,8 +424,19 @@ evaluateNode(const onnx::NodeProto &node,
     int64_t outer = 1;
     for (int64_t d = 0; d < *a; ++d)
       outer *= first->shape[d];
-    for (size_t i = 0; i < inputs.size(); ++i)
-      out.shape[*a] += in(i)->shape[*a];
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const ConstTensor *t = in(i);
+      if (!t)
+        return bad("missing input");
+      if (t->shape.size() != first->shape.size())
+        return bad("inputs differ in rank");
+      for (size_t d = 0; d < t->shape.size(); ++d)
+        if ((int64_t)d != *a && t->shape[d] != first->shape[d])
+          return bad("inputs differ in dimension " + llvm::Twine(d) + ": " +
+                     px::shapeToString(first->shape) + " vs " +
+                     px::shapeToString(t->shape));
+      out.shape[*a] += t->shape[*a];
+    }
     for (int64_t o = 0; o < outer; ++o)
       for (size_t i = 0; i < inputs.size(); ++i) {
         int64_t chunk = in(i)->size() / std::max<int64_t>(outer, 1);
@@ -386,6 +492,8 @@ evaluateNode(const onnx::NodeProto &node,
           fill = v->values[0];
           dtype = v->dtype;
         }
+      if (auto err = checkResultShape(requested))
+        return std::move(err);
       return one(ConstTensor{dtype, requested,
                              std::vector<double>(product(requested), fill)});
     }
@@ -394,6 +502,8 @@ evaluateNode(const onnx::NodeProto &node,
       if (!b)
         return bad("shape does not broadcast");
       std::vector<int64_t> target(b->begin(), b->end());
+      if (auto err = checkResultShape(target))
+        return std::move(err);
       ConstTensor out{x->dtype, target, {}};
       for (int64_t i = 0, n = product(target); i < n; ++i)
         out.values.push_back(broadcastRead(*x, unravel(i, target)));
@@ -401,37 +511,59 @@ evaluateNode(const onnx::NodeProto &node,
     }
     // Reshape: 0 copies the input dimension (allowzero = 0), -1 is inferred.
     std::vector<int64_t> shape = requested;
+    bool allowZero = attrInt(node, "allowzero", 0) != 0;
     int64_t known = 1, inferred = -1;
     for (size_t i = 0; i < shape.size(); ++i) {
-      if (shape[i] == 0 && i < x->shape.size())
+      if (shape[i] == 0 && !allowZero) {
+        if (i >= x->shape.size())
+          return bad("0 in the shape has no input dimension to copy");
         shape[i] = x->shape[i];
-      if (shape[i] == -1)
+      }
+      if (shape[i] == -1) {
+        if (inferred >= 0)
+          return bad("the shape has more than one -1");
         inferred = i;
-      else
+      } else if (shape[i] < 0) {
+        return bad("invalid dimension " + llvm::Twine(shape[i]));
+      } else {
         known *= shape[i];
+      }
     }
-    if (inferred >= 0 && known)
+    if (inferred >= 0) {
+      if (known == 0 || x->size() % known != 0)
+        return bad("cannot infer -1 when reshaping " +
+                   px::shapeToString(x->shape));
       shape[inferred] = x->size() / known;
+    }
     if (product(shape) != x->size())
-      return bad("cannot reshape");
+      return bad("cannot reshape " + px::shapeToString(x->shape) + " into " +
+                 px::shapeToString(requested));
     return one(ConstTensor{x->dtype, shape, x->values});
   }
 
   if (op == "Range") {
-    double start = x->values.at(0), limit = in(1)->values.at(0),
-           delta = in(2)->values.at(0);
+    if (!in(1) || !in(2) || x->size() != 1 || in(1)->size() != 1 ||
+        in(2)->size() != 1)
+      return bad("start, limit and delta must be scalars");
+    double start = x->values[0], limit = in(1)->values[0],
+           delta = in(2)->values[0];
     if (delta == 0)
       return bad("Range delta is zero");
-    int64_t n = std::max<int64_t>(0, (int64_t)std::ceil((limit - start) / delta));
+    int64_t n = std::max<int64_t>(0, toInt64(std::ceil((limit - start) / delta)));
+    if (auto err = checkResultShape({n}))
+      return std::move(err);
     ConstTensor out{x->dtype, {n}, {}};
     for (int64_t i = 0; i < n; ++i)
       out.values.push_back(start + i * delta);
     return one(out);
   }
 
-  if (op == "Where")
+  if (op == "Where") {
+    if (!in(1) || !in(2))
+      return bad("missing input");
     return one(elementwise({x, in(1), in(2)}, in(1)->dtype,
                            [](auto &a) { return a[0] != 0 ? a[1] : a[2]; }));
+  }
   if (op == "Not")
     return one(elementwise({x}, TensorProto::BOOL,
                            [](auto &a) { return a[0] == 0 ? 1.0 : 0.0; }));

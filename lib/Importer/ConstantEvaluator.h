@@ -30,12 +30,26 @@ struct ConstTensor {
   std::vector<int64_t> asInts() const;
 };
 
+/// `v` as an int64, saturating: 2^63 (what INT64_MAX, the usual "slice to
+/// the end" sentinel, becomes as a double) would overflow a plain cast.
+int64_t toInt64(double v);
+
 /// Tensors with more elements than this are not evaluated at import time.
 constexpr int64_t kMaxFoldedElements = 1 << 16;
 
-/// Reads an ONNX tensor (initializer or Constant value) if it is small and of
-/// a numeric type; nullopt otherwise.
-std::optional<ConstTensor> readTensor(const onnx::TensorProto &tensor);
+/// Results of evaluateNode larger than this are an error: a shape
+/// computation never needs them, and the importer would run out of memory.
+constexpr int64_t kMaxEvaluatedElements = 1 << 24;
+
+/// Reads an ONNX tensor (initializer or Constant value) if it has at most
+/// `maxElements` elements and a numeric type; nullopt otherwise. FLOAT16 and
+/// BFLOAT16 values are decoded to their numeric values.
+std::optional<ConstTensor> readTensor(const onnx::TensorProto &tensor,
+                                      int64_t maxElements = kMaxFoldedElements);
+
+/// `v` rounded as a value of element type `dtype` (an onnx::TensorProto
+/// DataType) holds it: float/half precision, integer truncation and wrap.
+double castTo(int32_t dtype, double v);
 
 /// Whether `opType` is one the evaluator knows.
 bool isFoldable(const std::string &opType);

@@ -103,7 +103,7 @@ GraphImporter::tensorAttr(const TensorProto &tensor, const llvm::Twine &what) {
   }
   SmallVector<APInt> is;
   for (double v : t.values)
-    is.push_back(APInt(elem->getIntOrFloatBitWidth(), (int64_t)v,
+    is.push_back(APInt(elem->getIntOrFloatBitWidth(), toInt64(v),
                        /*isSigned=*/true, /*implicitTrunc=*/true));
   return cast<ElementsAttr>(DenseElementsAttr::get(type, is));
 }
@@ -121,7 +121,7 @@ llvm::Expected<Value> GraphImporter::materialize(const std::string &name) {
     else if (t.dtype == TensorProto::DOUBLE)
       proto.add_double_data(v);
     else if (t.dtype == TensorProto::INT64)
-      proto.add_int64_data((int64_t)v);
+      proto.add_int64_data(toInt64(v));
     else
       proto.add_int32_data((int32_t)v);
   }

@@ -263,7 +263,12 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
     int64_t rank = inShape.size();
     SmallVector<int64_t> shape;
     if (op == "Flatten") {
-      auto axis = px::normalizeAxis(attrInt(node, "axis", 1), rank + 1);
+      // Flatten's axis lies in [-r, r]; a negative one counts from the back
+      // of the input's r dimensions (-1 is r - 1), not of r + 1.
+      int64_t axisValue = attrInt(node, "axis", 1);
+      std::optional<int64_t> axis;
+      if (axisValue >= -rank && axisValue <= rank)
+        axis = axisValue < 0 ? axisValue + rank : axisValue;
       if (!axis)
         return nodeError(node, "axis is out of range");
       int64_t outer = 1, inner = 1;

@@ -34,10 +34,12 @@ void PxDialect::initialize() {
 
 Operation *PxDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                           Type type, Location loc) {
-  if (auto elements = dyn_cast<ElementsAttr>(value))
-    if (elements.getType() == type)
-      return ConstantOp::create(builder, loc, type, elements);
-  return nullptr;
+  // Both kinds of px.constant value: a literal, or a reference to an
+  // initializer of the source model (what px.constant folds to).
+  if (!isa<ElementsAttr, OnnxInitializerAttr>(value) ||
+      cast<TypedAttr>(value).getType() != type)
+    return nullptr;
+  return ConstantOp::create(builder, loc, type, value);
 }
 
 //===----------------------------------------------------------------------===//

@@ -30,6 +30,19 @@ StringRef strOr(StringAttr attr, StringRef dflt) {
   return attr ? attr.getValue() : dflt;
 }
 
+/// The parser infers result types before the verifier has checked the
+/// attributes, so a shape rule must not read an attribute that is missing or
+/// of the wrong kind (the adaptor's accessors cast unchecked): the adaptor's
+/// generated verify() checks them first.
+template <typename AdaptorT>
+LogicalResult verifyAttributes(MLIRContext *ctx, std::optional<Location> loc,
+                               AdaptorT &adaptor) {
+  if (loc)
+    return adaptor.verify(*loc);
+  ScopedDiagnosticHandler silence(ctx, [](Diagnostic &) { return success(); });
+  return adaptor.verify(UnknownLoc::get(ctx));
+}
+
 /// The ranked tensor type of `v`, or an error naming `what`.
 FailureOr<RankedTensorType> ranked(std::optional<Location> loc, Value v,
                                    StringRef what) {
@@ -40,6 +53,18 @@ FailureOr<RankedTensorType> ranked(std::optional<Location> loc, Value v,
 }
 
 std::string fmt(ArrayRef<int64_t> shape) { return shapeToString(shape); }
+
+/// ONNX gives these operands one type parameter T: `what` must have the
+/// element type of `reference`.
+LogicalResult sameElementType(std::optional<Location> loc, RankedTensorType t,
+                              RankedTensorType reference, StringRef what,
+                              StringRef referenceName) {
+  if (t.getElementType() != reference.getElementType())
+    return emitOptionalError(loc, what, " must have the element type of ",
+                             referenceName, " (", reference.getElementType(),
+                             "), got ", t.getElementType());
+  return success();
+}
 
 LogicalResult inferBroadcast(std::optional<Location> loc, Value lhs, Value rhs,
                              Type elementType,
@@ -157,7 +182,8 @@ LogicalResult inferLoss(std::optional<Location> loc, Value scoresV,
                              ", got ", fmt(labels->getShape()));
   if (weightsV) {
     auto weights = ranked(loc, weightsV, "weights");
-    if (failed(weights))
+    if (failed(weights) ||
+        failed(sameElementType(loc, *weights, *scores, "weights", "scores")))
       return failure();
     if (weights->getShape() != ArrayRef<int64_t>{scores->getDimSize(1)})
       return emitOptionalError(loc, "weights must have shape [",
@@ -282,10 +308,11 @@ LogicalResult ConstantOp::verify() {
 }
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) {
-  // Only literal values fold; external initializers stay as ops.
-  if (auto elements = dyn_cast<ElementsAttr>(getValue()))
-    return elements;
-  return {};
+  // A ConstantLike op must always fold to its value: m_Constant and the
+  // greedy driver's constant uniquing read the fold result unchecked. An
+  // external initializer folds to the reference itself, which no px folder
+  // interprets (they match ElementsAttr), so it stays a reference.
+  return getValue();
 }
 
 //===----------------------------------------------------------------------===//
@@ -360,10 +387,12 @@ LogicalResult ClipOp::verify() {
 // Indexing
 //===----------------------------------------------------------------------===//
 
-LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *ctx,
                                          std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   auto data = ranked(loc, adaptor.getData(), "data");
   auto indices = ranked(loc, adaptor.getIndices(), "indices");
   if (failed(data) || failed(indices))
@@ -381,9 +410,12 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult GatherElementsOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
+LogicalResult
+GatherElementsOp::inferReturnTypes(MLIRContext *ctx,
+                                   std::optional<Location> loc, Adaptor adaptor,
+                                   SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   auto data = ranked(loc, adaptor.getData(), "data");
   auto indices = ranked(loc, adaptor.getIndices(), "indices");
   if (failed(data) || failed(indices))
@@ -393,9 +425,18 @@ LogicalResult GatherElementsOp::inferReturnTypes(
                                   ">= 1, got ",
                              data->getRank(), " and ", indices->getRank());
   int64_t axisValue = intOr(adaptor.getAxisAttr(), 0);
-  if (!normalizeAxis(axisValue, data->getRank()))
+  auto axis = normalizeAxis(axisValue, data->getRank());
+  if (!axis)
     return emitOptionalError(loc, "axis ", axisValue,
                              " is out of range for rank ", data->getRank());
+  // Off the gather axis, output[i...] reads data at the same position, so
+  // the indices may not be larger than data there (as onnxruntime and
+  // torch.gather require).
+  for (int64_t d = 0; d < data->getRank(); ++d)
+    if (d != *axis && indices->getDimSize(d) > data->getDimSize(d))
+      return emitOptionalError(
+          loc, "indices dimension ", d, " of size ", indices->getDimSize(d),
+          " exceeds the data's size ", data->getDimSize(d));
   inferred.push_back(
       RankedTensorType::get(indices->getShape(), data->getElementType()));
   return success();
@@ -471,16 +512,20 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *ctx,
                                        std::optional<Location> loc,
                                        Adaptor adaptor,
                                        SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   auto a = ranked(loc, adaptor.getA(), "A");
   auto b = ranked(loc, adaptor.getB(), "B");
   if (failed(a) || failed(b))
     return failure();
   if (a->getRank() != 2 || b->getRank() != 2)
     return emitOptionalError(loc, "gemm operands A and B must be matrices");
+  if (failed(sameElementType(loc, *b, *a, "B", "A")))
+    return failure();
   int64_t m = a->getDimSize(adaptor.getTransA() ? 1 : 0);
   int64_t k = a->getDimSize(adaptor.getTransA() ? 0 : 1);
   int64_t kb = b->getDimSize(adaptor.getTransB() ? 1 : 0);
@@ -490,7 +535,7 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
                              " vs ", kb);
   if (Value cv = adaptor.getC()) {
     auto c = ranked(loc, cv, "C");
-    if (failed(c))
+    if (failed(c) || failed(sameElementType(loc, *c, *a, "C", "A")))
       return failure();
     auto shape = broadcastShapes(c->getShape(), {m, n});
     if (!shape || *shape != Shape{m, n})
@@ -507,18 +552,21 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *,
 
 template <typename Op>
 static LogicalResult verifyAxisOp(Op op) {
-  if (!normalizeAxis(op.getAxis(), op.getInput().getType().getRank()))
-    return op.emitOpError("axis ")
-           << op.getAxis() << " is out of range for rank "
-           << op.getInput().getType().getRank();
+  // I64Attr getters return uint64_t: read the axis as signed.
+  int64_t axis = static_cast<int64_t>(op.getAxis());
+  if (!normalizeAxis(axis, op.getInput().getType().getRank()))
+    return op.emitOpError("axis ") << axis << " is out of range for rank "
+                                   << op.getInput().getType().getRank();
   return success();
 }
 LogicalResult SoftmaxOp::verify() { return verifyAxisOp(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxisOp(*this); }
 
 LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   if (failed(inferLoss(loc, adaptor.getScores(), adaptor.getLabels(),
                        adaptor.getWeights(),
                        strOr(adaptor.getReductionAttr(), "mean"), inferred)))
@@ -528,17 +576,21 @@ LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
 }
 
 LogicalResult NegativeLogLikelihoodLossOp::inferReturnTypes(
-    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   return inferLoss(loc, adaptor.getInput(), adaptor.getTarget(),
                    adaptor.getWeight(), strOr(adaptor.getReductionAttr(), "mean"),
                    inferred);
 }
 
-LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *ctx,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   auto x = ranked(loc, adaptor.getX(), "x");
   if (failed(x))
     return failure();
@@ -553,7 +605,7 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
     if (!v)
       continue;
     auto t = ranked(loc, v, name);
-    if (failed(t))
+    if (failed(t) || failed(sameElementType(loc, *t, *x, name, "x")))
       return failure();
     auto b = broadcastShapes(t->getShape(), normalized);
     if (!b || ArrayRef<int64_t>(*b) != normalized)
@@ -568,10 +620,12 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
+LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *ctx,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   auto x = ranked(loc, adaptor.getX(), "x");
   if (failed(x))
     return failure();
@@ -595,6 +649,8 @@ LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,
                                           SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   auto x = ranked(loc, adaptor.getInput(), "input");
   if (failed(x))
     return failure();
@@ -605,7 +661,7 @@ LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx,
 
 LogicalResult DropoutOp::verify() {
   double ratio = getRatio().convertToDouble();
-  if (ratio < 0.0 || ratio >= 1.0)
+  if (!(ratio >= 0.0 && ratio < 1.0)) // also rejects NaN
     return emitOpError("ratio must be in [0, 1), got ")
            << getRatio().convertToDouble();
   return success();
@@ -616,11 +672,13 @@ LogicalResult DropoutOp::verify() {
 //===----------------------------------------------------------------------===//
 
 #define PX_REDUCE_INFER(OP)                                                    \
-  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc,\
-                                     Adaptor adaptor,                          \
-                                     SmallVectorImpl<Type> &inferred) {        \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,          \
+      SmallVectorImpl<Type> &inferred) {                                       \
+    if (failed(verifyAttributes(ctx, loc, adaptor)))                           \
+      return failure();                                                        \
     return inferReduce(loc, adaptor.getInput(), adaptor.getAxes(),             \
-                       boolOr(adaptor.getKeepdimsAttr(), true), inferred);                       \
+                       boolOr(adaptor.getKeepdimsAttr(), true), inferred);     \
   }
 PX_REDUCE_INFER(ReduceSumOp)
 PX_REDUCE_INFER(ReduceMeanOp)
@@ -645,10 +703,12 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   return {};
 }
 
-LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *ctx,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   auto in = ranked(loc, adaptor.getInput(), "input");
   if (failed(in))
     return failure();
@@ -670,18 +730,21 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *ctx,
                                          std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   if (adaptor.getInputs().empty())
     return emitOptionalError(loc, "concat needs at least one input");
   auto first = ranked(loc, adaptor.getInputs().front(), "input");
   if (failed(first))
     return failure();
-  auto axis = normalizeAxis(adaptor.getAxis(), first->getRank());
+  int64_t axisValue = static_cast<int64_t>(adaptor.getAxis());
+  auto axis = normalizeAxis(axisValue, first->getRank());
   if (!axis)
-    return emitOptionalError(loc, "axis ", adaptor.getAxis(),
+    return emitOptionalError(loc, "axis ", axisValue,
                              " is out of range for rank ", first->getRank());
   Shape out(first->getShape());
   out[*axis] = 0;
@@ -720,10 +783,12 @@ LogicalResult ExpandOp::verify() {
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
-LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *ctx,
                                        std::optional<Location> loc,
                                        Adaptor adaptor,
                                        SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   auto x = ranked(loc, adaptor.getX(), "x");
   auto w = ranked(loc, adaptor.getW(), "w");
   if (failed(x) || failed(w))
@@ -732,6 +797,8 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(loc, "conv needs x [N, C, spatial...] and w of "
                                   "the same rank, got ",
                              fmt(x->getShape()), " and ", fmt(w->getShape()));
+  if (failed(sameElementType(loc, *w, *x, "w", "x")))
+    return failure();
   int64_t group = intOr(adaptor.getGroupAttr(), 1), c = x->getDimSize(1),
           m = w->getDimSize(0);
   if (group < 1 || c % group != 0 || m % group != 0 ||
@@ -740,7 +807,7 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
                              ", w is ", fmt(w->getShape()), ", group ", group);
   if (Value bv = adaptor.getB()) {
     auto b = ranked(loc, bv, "b");
-    if (failed(b))
+    if (failed(b) || failed(sameElementType(loc, *b, *x, "b", "x")))
       return failure();
     if (b->getShape() != ArrayRef<int64_t>{m})
       return emitOptionalError(loc, "bias must have shape [", m, "]");
@@ -754,10 +821,12 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *,
+LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *ctx,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,
                                           SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   auto x = ranked(loc, adaptor.getX(), "x");
   if (failed(x))
     return failure();
@@ -772,10 +841,12 @@ LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *,
+LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *ctx,
                                               std::optional<Location> loc,
                                               Adaptor adaptor,
                                               SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
   auto x = ranked(loc, adaptor.getX(), "x");
   if (failed(x))
     return failure();

@@ -31,16 +31,22 @@ static FailureOr<int64_t> verifyGroup(Operation *op, FlatSymbolRefAttr gridRef,
       return op->emitOpError("grid axis ") << axis << " repeats";
     seen[axis] = true;
   }
-  int64_t group = 1;
-  if (axes.empty()) {
-    for (int64_t d : shape)
-      group *= d;
-  } else {
+  // Check each size before multiplying: a dynamic size is a negative
+  // sentinel, and multiplying it overflows.
+  SmallVector<int64_t> sizes;
+  if (axes.empty())
+    sizes.assign(shape.begin(), shape.end());
+  else
     for (int16_t axis : axes)
-      group *= shape[axis];
+      sizes.push_back(shape[axis]);
+  int64_t group = 1;
+  for (int64_t size : sizes) {
+    if (ShapedType::isDynamic(size))
+      return op->emitOpError("grid ") << gridRef << " must have a static shape";
+    if (size < 1)
+      return op->emitOpError("grid ") << gridRef << " has an empty axis";
+    group *= size;
   }
-  if (ShapedType::isDynamic(group) || group < 1)
-    return op->emitOpError("grid ") << gridRef << " must have a static shape";
   return group;
 }
 
@@ -49,26 +55,27 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 /// Shape of the result of an exchange that multiplies dimension `grow` and
-/// divides dimension `shrink` by the group size (either may be -1).
+/// divides dimension `shrink` by the group size (either may be absent).
 static LogicalResult verifyExchange(Operation *op, RankedTensorType in,
                                     RankedTensorType out, int64_t group,
-                                    int64_t grow, int64_t shrink) {
+                                    std::optional<int64_t> grow,
+                                    std::optional<int64_t> shrink) {
   if (in.getElementType() != out.getElementType())
     return op->emitOpError("result must keep the element type");
-  for (int64_t axis : {grow, shrink})
-    if (axis != -1 && (axis < 0 || axis >= in.getRank()))
-      return op->emitOpError("axis ") << axis << " is out of range for rank "
-                                      << in.getRank();
+  for (std::optional<int64_t> axis : {grow, shrink})
+    if (axis && (*axis < 0 || *axis >= in.getRank()))
+      return op->emitOpError("axis ")
+             << *axis << " is out of range for rank " << in.getRank();
   Shape expected(in.getShape());
-  if (shrink != -1) {
-    if (expected[shrink] % group != 0)
+  if (shrink) {
+    if (expected[*shrink] % group != 0)
       return op->emitOpError("dimension ")
-             << shrink << " of size " << expected[shrink]
+             << *shrink << " of size " << expected[*shrink]
              << " does not divide among " << group << " ranks";
-    expected[shrink] /= group;
+    expected[*shrink] /= group;
   }
-  if (grow != -1)
-    expected[grow] *= group;
+  if (grow)
+    expected[*grow] *= group;
   if (out.getShape() != ArrayRef<int64_t>(expected))
     return op->emitOpError("result shape must be ")
            << shapeToString(expected) << " for a group of " << group
@@ -81,7 +88,7 @@ LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (failed(group))
     return failure();
   return verifyExchange(*this, getInput().getType(), getOutput().getType(),
-                        *group, getGatherAxis(), -1);
+                        *group, getGatherAxis(), std::nullopt);
 }
 
 LogicalResult
@@ -90,16 +97,15 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (failed(group))
     return failure();
   return verifyExchange(*this, getInput().getType(), getOutput().getType(),
-                        *group, -1, getScatterAxis());
+                        *group, std::nullopt, getScatterAxis());
 }
 
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
   auto group = verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
   if (failed(group))
     return failure();
-  if (getSplitAxis() == getConcatAxis())
-    return verifyExchange(*this, getInput().getType(), getOutput().getType(),
-                          *group, -1, -1);
+  // With split_axis == concat_axis the shape is unchanged, but the axis must
+  // still be in range and divide among the group.
   return verifyExchange(*this, getInput().getType(), getOutput().getType(),
                         *group, getConcatAxis(), getSplitAxis());
 }
