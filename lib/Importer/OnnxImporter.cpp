@@ -68,6 +68,28 @@ GraphImporter::valueInfoType(const onnx::ValueInfoProto &vi) {
   return RankedTensorType::get(shape, *elem);
 }
 
+/// A dense attribute of `type` holding `values`, numeric values as
+/// ConstTensor keeps them (half floats too), rounded to the element type.
+static ElementsAttr denseAttr(RankedTensorType type, ArrayRef<double> values) {
+  Type elem = type.getElementType();
+  if (auto floatType = dyn_cast<FloatType>(elem)) {
+    SmallVector<APFloat> fs;
+    for (double v : values) {
+      APFloat f(v);
+      bool lost;
+      f.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                &lost);
+      fs.push_back(f);
+    }
+    return cast<ElementsAttr>(DenseElementsAttr::get(type, fs));
+  }
+  SmallVector<APInt> is;
+  for (double v : values)
+    is.push_back(APInt(elem.getIntOrFloatBitWidth(), toInt64(v),
+                       /*isSigned=*/true, /*implicitTrunc=*/true));
+  return cast<ElementsAttr>(DenseElementsAttr::get(type, is));
+}
+
 llvm::Expected<ElementsAttr>
 GraphImporter::tensorAttr(const TensorProto &tensor, const llvm::Twine &what) {
   auto elem = elementType(tensor.data_type(), what);
@@ -89,47 +111,21 @@ GraphImporter::tensorAttr(const TensorProto &tensor, const llvm::Twine &what) {
   auto values = readTensor(tensor);
   if (!values)
     return fileError(what + " is too large or of an unsupported type to read");
-  ConstTensor t = *values;
-  if (isa<FloatType>(*elem)) {
-    SmallVector<APFloat> fs;
-    for (double v : t.values) {
-      APFloat f(v);
-      bool lost;
-      f.convert(cast<FloatType>(*elem).getFloatSemantics(),
-                APFloat::rmNearestTiesToEven, &lost);
-      fs.push_back(f);
-    }
-    return cast<ElementsAttr>(DenseElementsAttr::get(type, fs));
-  }
-  SmallVector<APInt> is;
-  for (double v : t.values)
-    is.push_back(APInt(elem->getIntOrFloatBitWidth(), toInt64(v),
-                       /*isSigned=*/true, /*implicitTrunc=*/true));
-  return cast<ElementsAttr>(DenseElementsAttr::get(type, is));
+  return denseAttr(type, values->values);
 }
 
 /// Turns a compile-time constant into a px.constant at first tensor use.
+/// The attribute is built from the numeric values directly: a detour through
+/// a TensorProto would store half floats' values where ONNX expects their
+/// bit patterns, and would be refused beyond readTensor's size limit.
 llvm::Expected<Value> GraphImporter::materialize(const std::string &name) {
   const ConstTensor &t = consts.at(name);
-  TensorProto proto;
-  proto.set_data_type(t.dtype);
-  for (int64_t d : t.shape)
-    proto.add_dims(d);
-  for (double v : t.values) {
-    if (t.dtype == TensorProto::FLOAT)
-      proto.add_float_data((float)v);
-    else if (t.dtype == TensorProto::DOUBLE)
-      proto.add_double_data(v);
-    else if (t.dtype == TensorProto::INT64)
-      proto.add_int64_data(toInt64(v));
-    else
-      proto.add_int32_data((int32_t)v);
-  }
-  auto attr = tensorAttr(proto, "constant '" + name + "'");
-  if (!attr)
-    return attr.takeError();
+  auto elem = elementType(t.dtype, "constant '" + name + "'");
+  if (!elem)
+    return elem.takeError();
+  auto attr = denseAttr(RankedTensorType::get(t.shape, *elem), t.values);
   Location loc = NameLoc::get(b.getStringAttr(name));
-  Value v = px::ConstantOp::create(b, loc, *attr).getResult();
+  Value v = px::ConstantOp::create(b, loc, attr).getResult();
   values[name] = v;
   return v;
 }
@@ -147,6 +143,11 @@ llvm::Expected<Value> GraphImporter::value(const onnx::NodeProto &node,
   return nodeError(node, "input '" + name + "' is not defined before use");
 }
 
+static bool isFloat(int32_t dtype) {
+  return dtype == TensorProto::FLOAT || dtype == TensorProto::DOUBLE ||
+         dtype == TensorProto::FLOAT16 || dtype == TensorProto::BFLOAT16;
+}
+
 /// An input whose value must be known at compile time (a shape, axes, ...).
 llvm::Expected<std::optional<ConstTensor>>
 GraphImporter::constInput(const onnx::NodeProto &node, int index,
@@ -156,13 +157,25 @@ GraphImporter::constInput(const onnx::NodeProto &node, int index,
       return nodeError(node, llvm::Twine("missing input '") + role + "'");
     return std::optional<ConstTensor>();
   }
-  auto it = consts.find(node.input(index));
-  if (it == consts.end())
-    return nodeError(node, llvm::Twine("input '") + role + "' ('" +
-                               node.input(index) +
-                               "') must be computable at compile time; it "
-                               "depends on runtime data");
-  return std::optional<ConstTensor>(it->second);
+  const std::string &name = node.input(index);
+  auto it = consts.find(name);
+  if (it != consts.end())
+    return std::optional<ConstTensor>(it->second);
+  auto init = initializers.find(name);
+  if (init != initializers.end()) {
+    if (isFloat(init->second->data_type()) && !options.freeze.count(name))
+      return nodeError(node, llvm::Twine("input '") + role + "' ('" + name +
+                                 "') must be computable at compile time, but "
+                                 "it is a float initializer and so a "
+                                 "trainable variable (keep it constant with "
+                                 "--freeze " + name + ")");
+    return nodeError(node, llvm::Twine("input '") + role + "' ('" + name +
+                               "') is an initializer too large to evaluate "
+                               "at compile time");
+  }
+  return nodeError(node, llvm::Twine("input '") + role + "' ('" + name +
+                             "') must be computable at compile time; it "
+                             "depends on runtime data");
 }
 
 //===----------------------------------------------------------------------===//
@@ -181,11 +194,6 @@ llvm::Error GraphImporter::importInputs() {
         px::InputOp::create(b, loc, *type, b.getStringAttr(input.name()));
   }
   return llvm::Error::success();
-}
-
-static bool isFloat(int32_t dtype) {
-  return dtype == TensorProto::FLOAT || dtype == TensorProto::DOUBLE ||
-         dtype == TensorProto::FLOAT16 || dtype == TensorProto::BFLOAT16;
 }
 
 llvm::Error GraphImporter::importInitializers() {
@@ -258,9 +266,14 @@ llvm::Error GraphImporter::importOutputs() {
     bool scalar = type.getNumElements() == 1 && isa<FloatType>(type.getElementType());
     if (!options.loss.empty()) {
       if (name == options.loss) {
-        if (!scalar)
+        if (!scalar) {
+          // Shape and element type, as the variable report writes them:
+          // an integer scalar is a scalar too, just not a float.
+          std::string elem;
+          llvm::raw_string_ostream(elem) << type.getElementType();
           return fileError("--loss '" + name + "' is not a scalar float: it is " +
-                           px::shapeToString(type.getShape()));
+                           px::shapeToString(type.getShape()) + " " + elem);
+        }
         lossIndex = i;
       }
     } else if (scalar) {
@@ -352,10 +365,18 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
   if (op == "Shape") {
     if (auto err = checkAttributes(node, {"start", "end"}))
       return err;
-    auto x = value(node, 0);
-    if (!x)
-      return x.takeError();
-    auto shape = cast<RankedTensorType>(x->getType()).getShape();
+    // The shape of a compile-time constant is known without materialising
+    // it (which would leave a px.constant nothing uses).
+    SmallVector<int64_t> shape;
+    auto known = consts.find(node.input(0));
+    if (known != consts.end()) {
+      shape.assign(known->second.shape.begin(), known->second.shape.end());
+    } else {
+      auto x = value(node, 0);
+      if (!x)
+        return x.takeError();
+      llvm::append_range(shape, cast<RankedTensorType>(x->getType()).getShape());
+    }
     int64_t rank = shape.size();
     int64_t start = attrInt(node, "start", 0), end = attrInt(node, "end", rank);
     start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);

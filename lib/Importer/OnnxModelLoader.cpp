@@ -24,6 +24,23 @@ llvm::Error fail(const std::string &path, const llvm::Twine &what) {
   return createStringError(inconvertibleErrorCode(), path + ": " + what);
 }
 
+/// ONNX's messages (parser, checker, shape inference) span several lines;
+/// an error is one line on stderr, so their lines are joined with "; ".
+std::string oneLine(llvm::StringRef message) {
+  llvm::SmallVector<llvm::StringRef> lines;
+  message.split(lines, '\n', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  std::string joined;
+  for (llvm::StringRef line : lines) {
+    line = line.trim();
+    if (line.empty())
+      continue;
+    if (!joined.empty())
+      joined += "; ";
+    joined += line.str();
+  }
+  return joined;
+}
+
 bool isTextSyntax(const std::string &path) {
   return llvm::StringRef(path).ends_with(".onnxtxt");
 }
@@ -37,7 +54,8 @@ llvm::Error parseModel(const std::string &path, onnx::ModelProto &model) {
   if (isTextSyntax(path)) {
     auto status = onnx::OnnxParser::Parse(model, bytes.data());
     if (!status.IsOK())
-      return fail(path, "not valid ONNX text syntax: " + status.ErrorMessage());
+      return fail(path,
+                  "not valid ONNX text syntax: " + oneLine(status.ErrorMessage()));
   } else {
     google::protobuf::io::ArrayInputStream array(bytes.data(),
                                                  (int)bytes.size());
@@ -67,12 +85,19 @@ llvm::Error inlineExternalData(const std::string &path,
     uint64_t offset = 0;
     int64_t length = -1;
     for (const auto &entry : tensor.external_data()) {
+      // Checked parses: std::stoull would throw, out of any try block.
+      llvm::StringRef value(entry.value());
+      bool invalid = false;
       if (entry.key() == "location")
         location = entry.value();
       else if (entry.key() == "offset")
-        offset = std::stoull(entry.value());
+        invalid = value.getAsInteger(10, offset);
       else if (entry.key() == "length")
-        length = std::stoll(entry.value());
+        invalid = value.getAsInteger(10, length) || length < 0;
+      if (invalid)
+        return fail(path, "initializer '" + tensor.name() +
+                              "' has an invalid external data " + entry.key() +
+                              " '" + entry.value() + "'");
     }
     if (location.empty() || llvm::sys::path::is_absolute(location) ||
         llvm::StringRef(location).contains(".."))
@@ -136,12 +161,28 @@ llvm::Error bindDimensions(const std::string &path, const ImportOptions &options
   std::optional<int64_t> batch = options.batchSize;
   if (!batch)
     for (const auto &prop : model.metadata_props())
-      if (prop.key() == "parallax.batch_size")
-        batch = std::stoll(prop.value());
+      if (prop.key() == "parallax.batch_size") {
+        // Checked parse: std::stoll would throw, out of any try block.
+        int64_t value;
+        if (llvm::StringRef(prop.value()).trim().getAsInteger(10, value))
+          return fail(path, "metadata parallax.batch_size is '" + prop.value() +
+                                "', not an integer");
+        batch = value;
+      }
   if (batch && *batch < 1)
     return fail(path, "batch size must be >= 1, got " + std::to_string(*batch));
 
-  std::set<std::string> shaped;
+  // A misspelt --input-shape name first: otherwise the input it meant to
+  // shape is reported as dynamic, which hides the typo.
+  std::set<std::string> inputs;
+  for (const auto &input : graph.input())
+    if (!initializers.count(input.name()))
+      inputs.insert(input.name());
+  for (const auto &[name, dims] : options.inputShapes)
+    if (!inputs.count(name))
+      return fail(path, "--input-shape names '" + name +
+                            "', which is not a graph input");
+
   for (onnx::ValueInfoProto &input : *graph.mutable_input()) {
     if (initializers.count(input.name()))
       continue; // An IR < 4 style initializer listed as an input.
@@ -150,7 +191,6 @@ llvm::Error bindDimensions(const std::string &path, const ImportOptions &options
     auto *shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
     auto given = options.inputShapes.find(input.name());
     if (given != options.inputShapes.end()) {
-      shaped.insert(input.name());
       const std::vector<int64_t> &dims = given->second;
       if ((int)dims.size() != shape->dim_size())
         return fail(path, "--input-shape " + input.name() + " has " +
@@ -186,10 +226,6 @@ llvm::Error bindDimensions(const std::string &path, const ImportOptions &options
                             "--input-shape " + input.name() + "=d0,d1,...");
     }
   }
-  for (const auto &[name, dims] : options.inputShapes)
-    if (!shaped.count(name))
-      return fail(path, "--input-shape names '" + name +
-                            "', which is not a graph input");
   // Stale intermediate shapes (with the symbolic batch) would conflict with
   // the bound ones; shape inference recomputes them.
   graph.clear_value_info();
@@ -214,7 +250,7 @@ llvm::Expected<int64_t> loadOnnxModel(const std::string &path,
     onnx::checker::check_model(model);
   } catch (const std::exception &e) {
     return fail(path, llvm::Twine("the ONNX checker rejects the model: ") +
-                          e.what());
+                          oneLine(e.what()));
   }
   try {
     onnx::ShapeInferenceOptions inference(/*check_type=*/true,
@@ -223,7 +259,8 @@ llvm::Expected<int64_t> loadOnnxModel(const std::string &path,
     onnx::shape_inference::InferShapes(
         model, onnx::OpSchemaRegistry::Instance(), inference);
   } catch (const std::exception &e) {
-    return fail(path, llvm::Twine("ONNX shape inference fails: ") + e.what());
+    return fail(path,
+                llvm::Twine("ONNX shape inference fails: ") + oneLine(e.what()));
   }
   return *opset;
 }

@@ -11,6 +11,7 @@
 #include "parallax/Dialect/Px/PxShapes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/Format.h"
 
 using namespace mlir;
 using namespace parallax;
@@ -128,10 +129,15 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
     auto x = in(0);
     if (!x)
       return x.takeError();
-    auto elem = elementType((int32_t)attrInt(node, "to", 0),
-                            "Cast target of node '" + nodeName(node) + "'");
-    if (!elem)
-      return nodeError(node, llvm::toString(elem.takeError()));
+    int32_t to = (int32_t)attrInt(node, "to", 0);
+    auto elem = elementType(to, "Cast target");
+    if (!elem) {
+      // elementType's error already names the file; say it once.
+      llvm::consumeError(elem.takeError());
+      return nodeError(node, "unsupported target type " +
+                                 TensorProto::DataType_Name(
+                                     (TensorProto::DataType)to));
+    }
     auto type = RankedTensorType::get(typeOf(*x).getShape(), *elem);
     if (type == x->getType()) {
       define(node, 0, *x);
@@ -573,8 +579,12 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
             std::vector<double>(typeOf(*x).getNumElements(), 1.0)};
       return llvm::Error::success();
     }
-    if (r < 0.0 || r >= 1.0)
-      return nodeError(node, "ratio must be in [0, 1), got " + std::to_string(r));
+    if (r < 0.0 || r >= 1.0) {
+      // %g: "1.5", where std::to_string writes "1.500000".
+      std::string got;
+      llvm::raw_string_ostream(got) << llvm::format("%g", r);
+      return nodeError(node, "ratio must be in [0, 1), got " + got);
+    }
     return define0(make<px::DropoutOp>(
         node, ValueRange{*x},
         {named("ratio", b.getF32FloatAttr(r)),
