@@ -14,6 +14,10 @@ namespace parallax {
 std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
   std::vector<VariableInfo> result;
   module.walk([&](px::VariableOp var) {
+    // Optimizer slots are reported with the memory figures, not as model
+    // variables.
+    if (var->hasAttr("px.optimizer_state_of"))
+      return;
     VariableInfo info;
     auto type = var.getType();
     info.name = var.getName().str();
@@ -25,9 +29,16 @@ std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
     info.trainable = var.getTrainable();
     bool any = false, onlyRowGather = true;
     for (OpOperand &use : var->getUses()) {
+      // Updates write the variable; they do not read it in the step's graph.
+      if (isa<px::GradientOp, px::AssignOp, px::SgdOp, px::MomentumOp,
+              px::AdamOp, px::AdagradOp>(use.getOwner()))
+        continue;
       any = true;
       auto gather = dyn_cast<px::GatherOp>(use.getOwner());
-      if (gather && use.getOperandNumber() == 0 && gather.getAxis() == 0)
+      auto axis = gather ? px::normalizeAxis((int64_t)gather.getAxis(),
+                                             type.getRank())
+                         : std::nullopt;
+      if (gather && use.getOperandNumber() == 0 && axis == 0)
         info.rowsReadPerStep += gather.getIndices().getType().getNumElements();
       else
         onlyRowGather = false;

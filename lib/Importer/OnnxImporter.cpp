@@ -190,8 +190,11 @@ llvm::Error GraphImporter::importInputs() {
     if (!type)
       return type.takeError();
     Location loc = NameLoc::get(b.getStringAttr(input.name()));
-    values[input.name()] =
-        px::InputOp::create(b, loc, *type, b.getStringAttr(input.name()));
+    const auto &dims = input.type().tensor_type().shape().dim();
+    bool batched = !dims.empty() && dims[0].denotation() == kBatchDenotation;
+    values[input.name()] = px::InputOp::create(
+        b, loc, *type, b.getStringAttr(input.name()),
+        batched ? b.getUnitAttr() : UnitAttr());
   }
   return llvm::Error::success();
 }
@@ -286,7 +289,9 @@ llvm::Error GraphImporter::importOutputs() {
     scalars += (scalars.empty() ? "" : ", ") + name + " [" +
                px::shapeToString(type.getShape()) + "]";
   }
-  if (lossIndex < 0) {
+  if (lossIndex < 0 && !options.requireLoss && options.loss.empty()) {
+    // Inference: no loss; every output is a result.
+  } else if (lossIndex < 0) {
     if (!options.loss.empty())
       return fileError("--loss '" + options.loss +
                        "' is not an output of the graph (outputs: " + scalars +
@@ -298,7 +303,12 @@ llvm::Error GraphImporter::importOutputs() {
   func::ReturnOp::create(b, func.getLoc(), results);
   func.setFunctionType(
       b.getFunctionType({}, ValueRange(results).getTypes()));
-  func->setAttr("px.loss", b.getI64IntegerAttr(lossIndex));
+  if (lossIndex >= 0)
+    func->setAttr("px.loss", b.getI64IntegerAttr(lossIndex));
+  SmallVector<Attribute> names;
+  for (const auto &output : graph.output())
+    names.push_back(b.getStringAttr(output.name()));
+  module->setAttr("px.outputs", b.getArrayAttr(names));
   return llvm::Error::success();
 }
 

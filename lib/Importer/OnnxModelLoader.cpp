@@ -197,6 +197,11 @@ llvm::Error bindDimensions(const std::string &path, const ImportOptions &options
                               std::to_string(dims.size()) +
                               " dimensions, the input has rank " +
                               std::to_string(shape->dim_size()));
+      // A dynamic dimension 0 is the batch (what the importer marks
+      // `batched`), whichever way it was bound.
+      if (shape->dim_size() > 0 && !(shape->dim(0).has_dim_value() &&
+                                     shape->dim(0).dim_value() > 0))
+        shape->mutable_dim(0)->set_denotation(kBatchDenotation);
       for (int i = 0; i < shape->dim_size(); ++i) {
         auto *dim = shape->mutable_dim(i);
         if (dims[i] < 1)
@@ -217,6 +222,7 @@ llvm::Error bindDimensions(const std::string &path, const ImportOptions &options
         continue;
       if (i == 0 && batch) {
         dim->set_dim_value(*batch);
+        dim->set_denotation(kBatchDenotation);
         continue;
       }
       return fail(path, "dimension " + std::to_string(i) + " (" +

@@ -16,6 +16,10 @@
 
 namespace parallax::detail {
 
+/// ONNX's standard denotation of a batch dimension; binding puts it on
+/// dimension 0 of every input whose dimension 0 was dynamic.
+constexpr const char *kBatchDenotation = "DATA_BATCH";
+
 /// Loads `path`, inlines external tensor data, checks the opset range, binds
 /// every dynamic input dimension from `options`, and runs the ONNX checker
 /// and strict shape inference. Returns the default-domain opset.

@@ -3,14 +3,18 @@
 // mlir-opt for Parallax. `.mlir` input goes through upstream MlirOptMain (so
 // --split-input-file, --verify-diagnostics and every mlir-opt flag work as
 // usual); `.onnx` / `.onnxtxt` input is imported into the px dialect first
-// and then runs the same pass pipeline options. `--report` prints the
-// variable table after the pipeline.
+// and then runs the same pass pipeline options. `--emit=plan` (or `--train`)
+// first runs the training pipeline (px-autodiff, px-optimizer, cleanup) and
+// writes the plan parallax-run executes. `--report` prints the variable
+// table after the pipeline, and with a plan its memory estimate.
 //
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Analysis/VariableAccess.h"
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Importer/OnnxImporter.h"
+#include "parallax/Target/PlanEmitter.h"
+#include "parallax/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -30,11 +34,49 @@ namespace cl = llvm::cl;
 
 static cl::OptionCategory parallaxCategory("Parallax options");
 
-enum class EmitKind { None, Mlir };
+enum class EmitKind { None, Mlir, Plan };
 static cl::opt<EmitKind> emit(
     "emit", cl::desc("What to write to -o"), cl::init(EmitKind::Mlir),
     cl::values(clEnumValN(EmitKind::Mlir, "mlir", "px dialect IR (default)"),
+               clEnumValN(EmitKind::Plan, "plan",
+                          "the executable plan for parallax-run (runs the "
+                          "training pipeline first)"),
                clEnumValN(EmitKind::None, "none", "nothing")),
+    cl::cat(parallaxCategory));
+static cl::opt<bool> train(
+    "train",
+    cl::desc("Run the training pipeline (px-autodiff, px-optimizer, "
+             "canonicalize, cse) before any other pass; implied by "
+             "--emit=plan"),
+    cl::cat(parallaxCategory));
+static cl::opt<bool> inference(
+    "inference",
+    cl::desc("Compile the forward graph only: no loss is needed, every graph "
+             "output is a result, nothing is trained"),
+    cl::cat(parallaxCategory));
+static cl::opt<std::string> optimizerKind(
+    "optimizer", cl::desc("sgd, momentum, adam or adagrad (default sgd)"),
+    cl::init("sgd"), cl::cat(parallaxCategory));
+static cl::opt<double> lr("lr", cl::desc("Learning rate (default 0.01)"),
+                          cl::init(0.01), cl::cat(parallaxCategory));
+static cl::opt<double> momentum("momentum",
+                                cl::desc("Momentum (default 0.9)"),
+                                cl::init(0.9), cl::cat(parallaxCategory));
+static cl::opt<bool> nesterov("nesterov", cl::desc("Nesterov momentum"),
+                              cl::cat(parallaxCategory));
+static cl::opt<double> beta1("beta1", cl::desc("Adam beta1 (default 0.9)"),
+                             cl::init(0.9), cl::cat(parallaxCategory));
+static cl::opt<double> beta2("beta2", cl::desc("Adam beta2 (default 0.999)"),
+                             cl::init(0.999), cl::cat(parallaxCategory));
+static cl::opt<double> epsilon(
+    "epsilon",
+    cl::desc("Optimizer epsilon (default 1e-8 for adam, 1e-10 for adagrad)"),
+    cl::init(-1.0), cl::cat(parallaxCategory));
+static cl::opt<double> weightDecay("weight-decay",
+                                   cl::desc("L2 weight decay (default 0)"),
+                                   cl::init(0.0), cl::cat(parallaxCategory));
+static cl::opt<int> numRanks(
+    "np", cl::desc("Number of ranks the plan is for (default 1)"), cl::init(1),
     cl::cat(parallaxCategory));
 static cl::opt<bool>
     report("report",
@@ -93,6 +135,7 @@ static llvm::Expected<parallax::ImportOptions> importOptions() {
   }
   options.freeze.insert(freeze.begin(), freeze.end());
   options.loss = loss;
+  options.requireLoss = !inference;
   return options;
 }
 
@@ -124,17 +167,78 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       return 1;
   }
 
+  bool training = !inference && (train || emit == EmitKind::Plan);
+  if (inference && train)
+    return fail("--train and --inference exclude each other");
+  if (numRanks != 1)
+    return fail("--np " + llvm::Twine((int)numRanks) +
+                ": multi-rank plans are not supported yet (one rank only)");
   auto config = MlirOptMainConfig::createFromCLOptions();
   PassManager pm(&context);
-  if (failed(applyPassManagerCLOptions(pm)) ||
-      failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+  if (failed(applyPassManagerCLOptions(pm)))
     return 1;
+  if (training) {
+    parallax::PxOptimizerOptions opt;
+    opt.kind = optimizerKind;
+    opt.lr = lr;
+    opt.momentum = momentum;
+    opt.nesterov = nesterov;
+    opt.beta1 = beta1;
+    opt.beta2 = beta2;
+    opt.epsilon = epsilon;
+    opt.weightDecay = weightDecay;
+    pm.addPass(parallax::createPxAutodiff());
+    pm.addPass(parallax::createPxOptimizer(opt));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  } else if (emit == EmitKind::Plan) {
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
+  if (failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+    return 1;
+
+  std::optional<parallax::rt::Plan> plan;
+  if (emit == EmitKind::Plan) {
+    parallax::PlanEmitOptions planOptions;
+    planOptions.worldSize = numRanks;
+    auto &d = planOptions.description;
+    d["source"] = inputFilename.str();
+    if (training) {
+      d["optimizer"] = optimizerKind;
+      d["lr"] = (double)lr;
+      if (optimizerKind == "momentum") {
+        d["momentum"] = (double)momentum;
+        d["nesterov"] = (bool)nesterov;
+      }
+      if (optimizerKind == "adam") {
+        d["beta1"] = (double)beta1;
+        d["beta2"] = (double)beta2;
+      }
+      if (epsilon >= 0)
+        d["epsilon"] = (double)epsilon;
+      d["weight_decay"] = (double)weightDecay;
+    }
+    auto emitted = parallax::emitPlan(*module, planOptions);
+    if (!emitted)
+      return fail(llvm::toString(emitted.takeError()));
+    plan = std::move(*emitted);
+  }
 
   // With --report alone the table is the output; ask for IR with --emit.
   bool writeIr = emit == EmitKind::Mlir &&
                  (!report || emit.getNumOccurrences() > 0 ||
                   outputFilename != "-");
-  if (writeIr) {
+  if (plan) {
+    if (outputFilename == "-")
+      return fail("--emit=plan writes a binary file: give it with -o FILE");
+    std::string error;
+    auto output = openOutputFile(outputFilename, &error);
+    if (!output)
+      return fail(error);
+    output->os() << parallax::rt::serializePlan(*plan);
+    output->keep();
+  } else if (writeIr) {
     std::string error;
     auto output = openOutputFile(outputFilename, &error);
     if (!output)
@@ -143,9 +247,14 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     output->os() << "\n";
     output->keep();
   }
-  if (report)
+  if (report) {
     parallax::printVariableReport(parallax::analyzeVariables(*module),
                                   llvm::outs());
+    if (plan) {
+      llvm::outs() << "\n";
+      parallax::printMemoryReport(*plan, llvm::outs());
+    }
+  }
   return 0;
 }
 
@@ -154,12 +263,13 @@ int main(int argc, char **argv) {
   registry.insert<parallax::px::PxDialect, func::FuncDialect,
                   shard::ShardDialect>();
   registerTransformsPasses();
+  parallax::registerParallaxPasses();
 
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "Parallax compiler driver: ONNX or px IR in, px IR out",
       registry);
 
-  if (isOnnx(inputFilename) || report)
+  if (isOnnx(inputFilename) || report || emit == EmitKind::Plan || train)
     return compile(registry, inputFilename, outputFilename);
   return asMainReturnCode(
       MlirOptMain(argc, argv, inputFilename, outputFilename, registry));

@@ -7,8 +7,9 @@
 //   }
 //
 // Float initializers become trainable px.variable ops, graph inputs px.input
-// ops; the function returns the graph outputs, and `px.loss` is the index of
-// the loss among them.
+// ops; the function returns the graph outputs, `px.loss` is the index of
+// the loss among them; the module's `px.outputs` lists their ONNX names. Inputs whose
+// dimension 0 was the dynamic batch dimension are `batched`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +39,9 @@ struct ImportOptions {
   std::set<std::string> freeze;
   /// The output to train on; empty means "the single scalar output".
   std::string loss;
+  /// False for inference: a graph without a scalar output imports, and the
+  /// function gets no `px.loss`.
+  bool requireLoss = true;
 };
 
 /// Imports the ONNX model at `path` (binary protobuf, or the ONNX text syntax

@@ -9,6 +9,7 @@
 
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Dialect/Px/PxShapes.h"
+#include "PxOpUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -18,7 +19,8 @@
 using namespace mlir;
 using namespace parallax::px;
 
-namespace {
+// Shared with the other op files through PxOpUtils.h.
+namespace parallax::px::detail {
 
 /// Default-valued attributes are not yet populated when the parser calls
 /// inferReturnTypes, so shape rules read them through these.
@@ -223,7 +225,9 @@ LogicalResult inferReduce(std::optional<Location> loc, Value inputV,
   return success();
 }
 
-} // namespace
+} // namespace parallax::px::detail
+
+using namespace parallax::px::detail;
 
 //===----------------------------------------------------------------------===//
 // Leaves

@@ -3,4 +3,5 @@
 #define PARALLAX_DIALECT_PX_PXOPS_TD
 include "PxTensorOps.td"
 include "PxSyncOps.td"
+include "PxTrainingOps.td"
 #endif

@@ -47,10 +47,18 @@ def Px_InputOp : Px_Op<"input", [Pure]> {
   let description = [{
     One batch of a graph input (tokens, images, labels). Its static shape is
     the per-step shape after `--batch-size` / `--input-shape` binding.
+    `batched` marks an input whose dimension 0 holds the step's samples (it
+    was the model's dynamic batch dimension): data parallelism splits it
+    over the ranks. An input without it (e.g. sampled-softmax candidates) is
+    the same for every sample and every rank.
+
+    ```mlir
+    %tokens = px.input "tokens" : tensor<8x20xi64> batched
+    ```
   }];
-  let arguments = (ins StrAttr:$name);
+  let arguments = (ins StrAttr:$name, UnitAttr:$batched);
   let results = (outs Px_AnyTensor:$output);
-  let assemblyFormat = "$name attr-dict `:` type($output)";
+  let assemblyFormat = "$name attr-dict `:` type($output) (`batched` $batched^)?";
 }
 
 def Px_ConstantOp : Px_Op<"constant", [ConstantLike, Pure]> {

@@ -1,0 +1,140 @@
+//===- Kernel.h - how plan kernels become bound CPU functions --*- C++ -*-===//
+//
+// Each plan kernel is bound once, when a session starts: its factory reads
+// the attributes, checks the tensors, precomputes what it can (strides, BLAS
+// arguments) and returns a closure over raw pointers into the arena and the
+// variables. A training step then only calls closures, so the per-kernel
+// overhead is one indirect call.
+//
+// Factories throw KernelError for anything wrong with the kernel itself (a
+// missing attribute, a shape the kernel cannot handle); closures throw it for
+// bad data (an index out of range). The session adds the kernel's position,
+// op and source location to the message.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_RUNTIME_KERNEL_H
+#define PARALLAX_RUNTIME_KERNEL_H
+
+#include "parallax/Runtime/DType.h"
+#include "parallax/Runtime/Plan.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace parallax::rt {
+
+class KernelError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A tensor as a kernel sees it: dense, row-major, contiguous.
+struct TensorView {
+  void *data = nullptr;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+
+  int64_t numElements() const;
+  int64_t rank() const { return (int64_t)shape.size(); }
+  int64_t dim(int64_t d) const { return shape.at(d); }
+  int64_t bytes() const { return numElements() * (int64_t)sizeOf(dtype); }
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+};
+
+/// Row-major strides (in elements) of `shape`.
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
+
+/// What every kernel may read while it runs; owned by the session.
+struct ExecEnv {
+  int threads = 1;
+  /// The step being run, 1 for the first (Adam's t; dropout's stream).
+  int64_t step = 0;
+  /// --seed: dropout masks and anything else random derive from it.
+  uint64_t seed = 0;
+  int rank = 0, worldSize = 1;
+  /// Offset of this rank's first sample in the global batch, so that a
+  /// per-sample random stream (dropout) is the same whatever the rank count.
+  int64_t sampleOffset = 0;
+  int64_t globalBatch = 0;
+};
+
+using KernelFn = std::function<void()>;
+
+/// A kernel at bind time: its tensors and attributes.
+class KernelArgs {
+public:
+  KernelArgs(const PlanKernel &kernel, std::vector<TensorView> inputs,
+             std::vector<TensorView> outputs, ExecEnv &env)
+      : kernel(kernel), ins(std::move(inputs)), outs(std::move(outputs)),
+        env(env) {}
+
+  const PlanKernel &kernel;
+  /// Absent optional operands have data == nullptr.
+  std::vector<TensorView> ins, outs;
+  ExecEnv &env;
+
+  const TensorView &in(size_t i) const;
+  const TensorView &out(size_t i) const;
+  bool hasIn(size_t i) const { return i < ins.size() && ins[i].data; }
+
+  // Attribute accessors: the *Or forms return the default when absent; the
+  // others throw KernelError naming the attribute when it is missing.
+  bool has(const char *name) const;
+  int64_t i64(const char *name) const;
+  int64_t i64Or(const char *name, int64_t dflt) const;
+  double f64(const char *name) const;
+  double f64Or(const char *name, double dflt) const;
+  std::vector<int64_t> i64s(const char *name) const;
+  std::string str(const char *name) const;
+  std::string strOr(const char *name, const std::string &dflt) const;
+  /// Unit attributes: true when present.
+  bool flag(const char *name) const;
+
+  /// Throws KernelError with `message` (the session adds the location).
+  [[noreturn]] void fail(const std::string &message) const;
+  /// Checks dtype of input/output tensors.
+  void expectDType(const TensorView &t, DType dtype, const char *what) const;
+};
+
+using KernelFactory = std::function<KernelFn(KernelArgs &)>;
+
+/// op name -> factory. Families register themselves from
+/// registerAllKernels (Kernels/Registry.cpp); there are no static
+/// initialisers, which a static library would drop.
+class KernelRegistry {
+public:
+  void add(const std::string &op, KernelFactory factory);
+  const KernelFactory *find(const std::string &op) const;
+  std::vector<std::string> ops() const;
+  static const KernelRegistry &global();
+
+private:
+  std::map<std::string, KernelFactory> factories;
+};
+
+void registerAllKernels(KernelRegistry &registry);
+
+// One function per kernel family (Kernels/*.cpp).
+void registerElementwiseKernels(KernelRegistry &registry);
+void registerShapeKernels(KernelRegistry &registry);
+void registerIndexingKernels(KernelRegistry &registry);
+void registerLinalgKernels(KernelRegistry &registry);
+void registerReductionKernels(KernelRegistry &registry);
+void registerNormKernels(KernelRegistry &registry);
+void registerLossKernels(KernelRegistry &registry);
+void registerConvKernels(KernelRegistry &registry);
+void registerOptimizerKernels(KernelRegistry &registry);
+
+/// Runs body(begin, end) over [0, n) split into contiguous chunks on up to
+/// `threads` OpenMP threads; serial when n is below `grain`.
+void parallelFor(int threads, int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t)> &body);
+
+} // namespace parallax::rt
+
+#endif // PARALLAX_RUNTIME_KERNEL_H

@@ -1,0 +1,177 @@
+//===- Plan.h - the artifact between parallax-opt and parallax-run -*- C++ -*-===//
+//
+// A plan is everything parallax-run needs to execute one training (or
+// inference) step SPMD, and nothing that needs MLIR to read: the tensors with
+// their static storage (an arena offset from the compiler's memory planner, a
+// variable, a constant, a data input, or an alias of another tensor), the
+// variables with where their initial values come from, and the schedule of
+// kernels. Large initial values stay in the source ONNX file and are
+// referenced by initializer name (IREE-style external parameters).
+//
+// On disk (all integers little-endian):
+//
+//   offset 0   "PXPLAN\r\n"            8-byte magic (the \r\n catches text-mode
+//                                      transfers that would corrupt it)
+//   offset 8   u32 format version      kPlanFormatVersion
+//   offset 12  u32 reserved (0)
+//   offset 16  u64 program bytes P     the program, JSON text
+//   offset 24  u64 blob bytes B        constant and initial-value data
+//   offset 32  P bytes of JSON, then B bytes of blobs
+//   end - 4    u32 CRC-32 (zlib) of every byte before it
+//
+// The JSON is text so that a plan can be inspected with ordinary tools
+// (`parallax-run --print-plan` pretty-prints it).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_RUNTIME_PLAN_H
+#define PARALLAX_RUNTIME_PLAN_H
+
+#include "parallax/Runtime/DType.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace parallax::rt {
+
+/// Bumped whenever the program's meaning or layout changes; a runtime reads
+/// exactly its own version and asks for a recompile otherwise.
+constexpr uint32_t kPlanFormatVersion = 1;
+
+/// Alignment of every arena offset and buffer (a cache line; also what
+/// AVX-512 loads like).
+constexpr int64_t kPlanAlignment = 64;
+
+/// Where a variable's or constant's initial value comes from.
+struct InitialValue {
+  enum class Kind { Onnx, Splat, Blob };
+  Kind kind = Kind::Splat;
+  std::string onnxName;  ///< Onnx: initializer name in the source model
+  double splat = 0.0;    ///< Splat: every element
+  uint64_t blobOffset = 0, blobBytes = 0; ///< Blob: a range of Plan::blobs
+};
+
+struct PlanVariable {
+  enum class Role { Parameter, State, OptimizerState };
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  Role role = Role::Parameter;
+  InitialValue init;
+  /// For OptimizerState: the parameter it belongs to.
+  std::string parameter;
+};
+
+struct PlanConstant {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  InitialValue value;
+};
+
+struct PlanInput {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  /// The dimension that holds samples (0), or -1 for an input that is the
+  /// same for every sample of the step (e.g. sampled-softmax candidates).
+  int batchAxis = 0;
+  /// What --synthetic should draw: "normal" floats, "ids" in [0, range)
+  /// (Zipf, for inputs feeding a gather), "labels" in [0, range), "binary"
+  /// 0/1 floats (BCE targets), "index" (any integer in [0, range)).
+  std::string synthetic = "normal";
+  int64_t range = 0;
+};
+
+struct PlanTensor {
+  enum class Kind { Arena, Variable, Constant, Input, Alias };
+  std::string name; ///< for messages: the IR location of the defining op
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  Kind kind = Kind::Arena;
+  int64_t offset = 0; ///< Arena: byte offset; Alias: byte offset in `ref`
+  int32_t ref = -1;   ///< Variable/Constant/Input index, or aliased tensor id
+
+  int64_t numElements() const;
+  int64_t bytes() const { return numElements() * (int64_t)sizeOf(dtype); }
+};
+
+struct PlanKernel {
+  std::string op; ///< the px op's name without "px.", e.g. "matmul"
+  std::vector<int32_t> inputs, outputs; ///< tensor ids; -1 = absent optional
+  nlohmann::json attrs = nlohmann::json::object();
+  std::string loc; ///< source location, for error messages
+};
+
+struct PlanOutput {
+  std::string name;
+  int32_t tensor = -1;
+};
+
+/// Predicted memory per rank, in bytes (what `--report` prints).
+struct MemoryEstimate {
+  int64_t parameters = 0;     ///< trainable variables
+  int64_t state = 0;          ///< non-trainable variables (BN statistics)
+  int64_t optimizerState = 0; ///< moments, accumulators
+  int64_t gradients = 0;      ///< peak bytes of live gradient tensors
+  int64_t arena = 0;          ///< activations + gradients + temporaries
+  int64_t inputs = 0;         ///< one step's data
+  int64_t constants = 0;
+  int64_t peak() const {
+    return parameters + state + optimizerState + arena + inputs + constants;
+  }
+};
+
+struct Plan {
+  enum class Mode { Train, Inference };
+  Mode mode = Mode::Train;
+  int worldSize = 1;
+  /// The ONNX model initial values are read from (as given to parallax-opt,
+  /// made absolute), and its size, checked at load time.
+  std::string sourcePath;
+  uint64_t sourceBytes = 0;
+  /// Free-form description of how the plan was made (optimizer, flags).
+  nlohmann::json options = nlohmann::json::object();
+
+  std::vector<PlanTensor> tensors;
+  std::vector<PlanVariable> variables;
+  std::vector<PlanConstant> constants;
+  std::vector<PlanInput> inputs;
+  std::vector<PlanOutput> outputs;
+  int lossOutput = -1; ///< index into outputs (Train), -1 otherwise
+  std::vector<PlanKernel> kernels;
+  int64_t arenaBytes = 0;
+  MemoryEstimate memory;
+  std::string blobs; ///< raw bytes referenced by InitialValue::Blob
+};
+
+/// Every plan problem the runtime reports: file and reason in one line.
+class PlanError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Serializes `plan` (format above).
+std::string serializePlan(const Plan &plan);
+/// Writes `plan` to `path`; throws PlanError on I/O failure.
+void writePlan(const Plan &plan, const std::string &path);
+
+/// Parses a serialized plan; `what` names it in errors (usually the path).
+/// Refuses, with a PlanError naming `what`: a truncated or corrupt file (bad
+/// magic, sizes that do not add up, checksum mismatch), another format
+/// version, and a program that is inconsistent (tensor ids out of range,
+/// arena offsets outside the arena, shapes that do not match storage).
+Plan parsePlan(const std::string &bytes, const std::string &what);
+Plan readPlan(const std::string &path);
+
+/// The program as JSON (what --print-plan shows); blobs are summarised.
+nlohmann::json planToJson(const Plan &plan);
+
+const char *roleName(PlanVariable::Role role);
+
+} // namespace parallax::rt
+
+#endif // PARALLAX_RUNTIME_PLAN_H

@@ -1,0 +1,118 @@
+//===- Session.h - one rank executing a plan -------------------*- C++ -*-===//
+//
+// A session owns the storage of one rank: the arena the compiler planned,
+// the variables (initialised from the source ONNX model or the plan), the
+// constants and one step's input buffers; it binds every kernel once and then
+// runs steps. Data loading is separate (Data.h): the caller fills the input
+// buffers before each step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_RUNTIME_SESSION_H
+#define PARALLAX_RUNTIME_SESSION_H
+
+#include "parallax/Runtime/Kernel.h"
+#include "parallax/Runtime/Plan.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace parallax::rt {
+
+/// Anything that stops a step: a kernel failure, a missing initializer. The
+/// message names the kernel (index, op, source location) or the file.
+class RuntimeError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+struct SessionOptions {
+  int threads = 1;
+  uint64_t seed = 0;
+  int rank = 0;
+  int worldSize = 1;
+  /// Read initial values from this ONNX file instead of the plan's source.
+  std::string weightsPath;
+};
+
+/// 64-byte aligned, zero-initialised storage.
+class Buffer {
+public:
+  Buffer() = default;
+  explicit Buffer(int64_t bytes);
+  Buffer(Buffer &&) noexcept;
+  Buffer &operator=(Buffer &&) noexcept;
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  ~Buffer();
+  void *data() const { return ptr; }
+  int64_t size() const { return bytes; }
+
+private:
+  void *ptr = nullptr;
+  int64_t bytes = 0;
+};
+
+class Session {
+public:
+  /// Allocates storage, loads initial values and binds every kernel. Throws
+  /// PlanError / RuntimeError with a message naming the problem.
+  Session(Plan plan, SessionOptions options);
+  ~Session();
+
+  const Plan &plan() const { return plan_; }
+  ExecEnv &env() { return env_; }
+
+  /// The buffer of graph input `i` (fill it before runStep).
+  TensorView input(size_t i) const;
+  /// Graph output `i`, valid after runStep until the next one.
+  TensorView output(size_t i) const;
+  /// The loss of the last step (Train mode).
+  double loss() const;
+
+  /// Variable storage, by plan index or name (throws if unknown).
+  TensorView variable(size_t i) const;
+  TensorView variable(const std::string &name) const;
+
+  /// Runs one step: every kernel in schedule order. Advances env().step.
+  void runStep();
+  int64_t stepsRun() const { return env_.step; }
+
+  /// The value of any plan tensor after the last step (tests, debugging);
+  /// arena tensors may have been overwritten by later kernels.
+  TensorView tensor(int32_t id) const;
+
+private:
+  void allocate();
+  void loadInitialValues();
+  void bindKernels();
+  TensorView view(int32_t id) const;
+
+  Plan plan_;
+  SessionOptions options_;
+  ExecEnv env_;
+  Buffer arena_;
+  std::vector<Buffer> variables_, constants_, inputs_;
+  std::vector<KernelFn> bound_;
+};
+
+/// Reads initializers `names` of an ONNX model (embedded or external data)
+/// into `dests` (same order), converting nothing: the element type and size
+/// must match. Throws RuntimeError naming the file and initializer.
+void readOnnxInitializers(const std::string &path,
+                          const std::vector<std::string> &names,
+                          const std::vector<TensorView> &dests);
+
+/// Writes a copy of ONNX model `sourcePath` to `destPath` with the listed
+/// initializers replaced by `values` (all data embedded, external data
+/// references dropped). Throws RuntimeError on failure.
+void saveOnnxWithInitializers(const std::string &sourcePath,
+                              const std::string &destPath,
+                              const std::vector<std::string> &names,
+                              const std::vector<TensorView> &values);
+
+} // namespace parallax::rt
+
+#endif // PARALLAX_RUNTIME_SESSION_H

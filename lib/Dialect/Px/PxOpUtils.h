@@ -1,0 +1,40 @@
+//===- PxOpUtils.h - helpers shared by the px op files ---------*- C++ -*-===//
+//
+// Internal to lib/Dialect/Px: the shape-rule helpers PxOps.cpp defines and
+// the verifiers of the training ops (PxTrainingOps.cpp) reuse, so a gradient
+// op is checked against exactly the window rule of its forward op.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_LIB_DIALECT_PX_PXOPUTILS_H
+#define PARALLAX_LIB_DIALECT_PX_PXOPUTILS_H
+
+#include "parallax/Dialect/Px/PxShapes.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Value.h"
+
+#include <optional>
+#include <string>
+
+namespace parallax::px::detail {
+
+/// The ranked tensor type of `v`, or an error naming `what`.
+mlir::FailureOr<mlir::RankedTensorType>
+ranked(std::optional<mlir::Location> loc, mlir::Value v, llvm::StringRef what);
+
+/// A shape as text for messages ("8x20").
+std::string fmt(llvm::ArrayRef<int64_t> shape);
+
+/// Output shape [N, channels, out...] of a conv/pool window over `x`, with
+/// the window attributes checked.
+mlir::FailureOr<Shape>
+windowShape(std::optional<mlir::Location> loc, mlir::RankedTensorType x,
+            int64_t channels, llvm::ArrayRef<int64_t> kernel,
+            llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> pads,
+            llvm::ArrayRef<int64_t> dilations, bool ceilMode);
+
+} // namespace parallax::px::detail
+
+#endif // PARALLAX_LIB_DIALECT_PX_PXOPUTILS_H

@@ -1,0 +1,228 @@
+//===- Data.cpp - .npy and synthetic data sources -------------------------===//
+
+#include "parallax/Runtime/Data.h"
+#include "parallax/Runtime/Random.h"
+#include "parallax/Runtime/Session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+namespace parallax::rt {
+
+DataSource::~DataSource() = default;
+
+int64_t localBatchOf(const Plan &plan) {
+  for (const PlanInput &in : plan.inputs)
+    if (in.batchAxis == 0 && !in.shape.empty())
+      return in.shape[0];
+  return 1;
+}
+
+namespace {
+
+int64_t product(const std::vector<int64_t> &shape, size_t from = 0) {
+  int64_t n = 1;
+  for (size_t i = from; i < shape.size(); ++i)
+    n *= shape[i];
+  return n;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+//===----------------------------------------------------------------------===//
+// .npy files
+//===----------------------------------------------------------------------===//
+
+class NpyData : public DataSource {
+public:
+  NpyData(const Plan &plan, const std::string &dir, Sharding sharding)
+      : sharding(sharding) {
+    int64_t local = localBatchOf(plan);
+    globalBatch_ = local * sharding.worldSize;
+    for (const PlanInput &in : plan.inputs) {
+      std::string path = (std::filesystem::path(dir) / (in.name + ".npy")).string();
+      if (!std::filesystem::exists(path))
+        throw RuntimeError(path + ": missing data for input '" + in.name +
+                           "' (--data needs one .npy file per graph input)");
+      NpyArray a = readNpy(path);
+      if (a.dtype != in.dtype)
+        throw RuntimeError(path + ": input '" + in.name + "' needs " +
+                           nameOf(in.dtype) + " data, the file holds " +
+                           nameOf(a.dtype));
+      std::vector<int64_t> sample(in.shape.begin() + (in.batchAxis == 0 ? 1 : 0),
+                                  in.shape.end());
+      bool ok;
+      if (in.batchAxis == 0) {
+        ok = a.shape.size() == in.shape.size() &&
+             std::equal(a.shape.begin() + 1, a.shape.end(), sample.begin());
+        if (ok && a.shape[0] < globalBatch_)
+          throw RuntimeError(path + ": input '" + in.name + "' has " +
+                             std::to_string(a.shape[0]) +
+                             " samples, fewer than one global batch of " +
+                             std::to_string(globalBatch_));
+      } else {
+        ok = a.shape == in.shape ||
+             (a.shape.size() == in.shape.size() + 1 &&
+              std::equal(a.shape.begin() + 1, a.shape.end(), in.shape.begin()) &&
+              a.shape[0] > 0);
+      }
+      if (!ok)
+        throw RuntimeError(
+            path + ": input '" + in.name + "' has shape " + shapeText(a.shape) +
+            ", expected " +
+            (in.batchAxis == 0
+                 ? "[samples," + shapeText(sample).substr(1)
+                 : shapeText(in.shape) + " or [steps," +
+                       shapeText(in.shape).substr(1)));
+      files.push_back(std::move(a));
+    }
+  }
+
+  void fill(Session &session, int64_t step) override {
+    const Plan &plan = session.plan();
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+      const PlanInput &in = plan.inputs[i];
+      const NpyArray &a = files[i];
+      TensorView dest = session.input(i);
+      if (in.batchAxis != 0) {
+        int64_t bytes = dest.bytes();
+        int64_t rows = a.shape.size() == in.shape.size() ? 1 : a.shape[0];
+        std::memcpy(dest.data, a.data.data() + (step % rows) * bytes, bytes);
+        continue;
+      }
+      // Samples of this rank's part of global batch `step`, wrapping.
+      int64_t samples = a.shape[0], local = in.shape[0];
+      int64_t sampleBytes = product(in.shape, 1) * (int64_t)sizeOf(in.dtype);
+      int64_t first = step * globalBatch_ + sharding.rank * local;
+      for (int64_t j = 0; j < local; ++j) {
+        int64_t s = (first + j) % samples;
+        std::memcpy(static_cast<char *>(dest.data) + j * sampleBytes,
+                    a.data.data() + s * sampleBytes, sampleBytes);
+      }
+    }
+  }
+
+private:
+  Sharding sharding;
+  std::vector<NpyArray> files;
+};
+
+//===----------------------------------------------------------------------===//
+// Synthetic data
+//===----------------------------------------------------------------------===//
+
+/// Zipf(s = 1) over [0, n): P(k) proportional to 1 / (k + 1).
+class Zipf {
+public:
+  explicit Zipf(int64_t n) : cdf(std::max<int64_t>(n, 1)) {
+    double sum = 0;
+    for (int64_t k = 0; k < (int64_t)cdf.size(); ++k)
+      cdf[k] = sum += 1.0 / double(k + 1);
+    for (double &c : cdf)
+      c /= sum;
+  }
+  int64_t sample(double u) const {
+    return std::min<int64_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin(),
+                             cdf.size() - 1);
+  }
+
+private:
+  std::vector<double> cdf;
+};
+
+class SyntheticData : public DataSource {
+public:
+  SyntheticData(const Plan &plan, uint64_t seed, Sharding sharding)
+      : seed(seed), sharding(sharding) {
+    globalBatch_ = localBatchOf(plan) * sharding.worldSize;
+    for (const PlanInput &in : plan.inputs) {
+      if ((in.synthetic == "ids" || in.synthetic == "labels" ||
+           in.synthetic == "index") &&
+          in.range < 1)
+        throw RuntimeError("input '" + in.name + "': --synthetic needs a value "
+                           "range for integer inputs, and the plan has none");
+      zipf.push_back(in.synthetic == "ids" ? std::make_unique<Zipf>(in.range)
+                                           : nullptr);
+    }
+  }
+
+  void fill(Session &session, int64_t step) override {
+    const Plan &plan = session.plan();
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+      const PlanInput &in = plan.inputs[i];
+      TensorView dest = session.input(i);
+      uint64_t key = splitmix64(splitmix64(seed) ^ ((i + 1) * kGolden));
+      int64_t n = dest.numElements();
+      // The counter of element 0 of this rank's first sample.
+      uint64_t base;
+      if (in.batchAxis == 0) {
+        int64_t perSample = product(in.shape, 1);
+        base = (uint64_t)(step * globalBatch_ + sharding.rank * in.shape[0]) *
+               perSample;
+      } else {
+        base = (uint64_t)step * n;
+      }
+      for (int64_t e = 0; e < n; ++e)
+        store(in, dest, e, draw(in, i, key, base + e));
+    }
+  }
+
+private:
+  double draw(const PlanInput &in, size_t i, uint64_t key, uint64_t counter) {
+    if (in.synthetic == "normal") {
+      // Box-Muller on two uniforms from one counter's two halves.
+      double u1 = uniform53At(key, 2 * counter), u2 = uniform53At(key, 2 * counter + 1);
+      return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2 * M_PI * u2);
+    }
+    double u = uniform53At(key, counter);
+    if (in.synthetic == "ids")
+      return (double)zipf[i]->sample(u);
+    if (in.synthetic == "binary")
+      return u < 0.5 ? 0.0 : 1.0;
+    return std::floor(u * (double)in.range); // labels, index
+  }
+
+  static void store(const PlanInput &in, const TensorView &t, int64_t e,
+                    double v) {
+    switch (in.dtype) {
+    case DType::F32: t.as<float>()[e] = (float)v; break;
+    case DType::F64: t.as<double>()[e] = v; break;
+    case DType::I64: t.as<int64_t>()[e] = (int64_t)v; break;
+    case DType::I32: t.as<int32_t>()[e] = (int32_t)v; break;
+    case DType::I16: t.as<int16_t>()[e] = (int16_t)v; break;
+    case DType::I8: t.as<int8_t>()[e] = (int8_t)v; break;
+    case DType::U8:
+    case DType::Bool: t.as<uint8_t>()[e] = (uint8_t)v; break;
+    default:
+      throw RuntimeError("input '" + in.name + "': --synthetic cannot make " +
+                         nameOf(in.dtype) + " data");
+    }
+  }
+
+  uint64_t seed;
+  Sharding sharding;
+  std::vector<std::unique_ptr<Zipf>> zipf;
+};
+
+} // namespace
+
+std::unique_ptr<DataSource> openNpyData(const Plan &plan, const std::string &dir,
+                                        Sharding sharding) {
+  if (!std::filesystem::is_directory(dir))
+    throw RuntimeError(dir + ": --data must be a directory of .npy files");
+  return std::make_unique<NpyData>(plan, dir, sharding);
+}
+
+std::unique_ptr<DataSource> makeSyntheticData(const Plan &plan, uint64_t seed,
+                                              Sharding sharding) {
+  return std::make_unique<SyntheticData>(plan, seed, sharding);
+}
+
+} // namespace parallax::rt

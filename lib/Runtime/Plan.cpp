@@ -1,0 +1,475 @@
+//===- Plan.cpp - plan serialization and validation -----------------------===//
+//
+// The reader trusts nothing: every size is checked against the file before it
+// is used, the checksum before the JSON is parsed, and every tensor reference
+// and arena range before a session could dereference it. A plan that passes
+// parsePlan cannot make the session read or write outside its buffers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "parallax/Runtime/Plan.h"
+
+#include <zlib.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace parallax::rt {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr char kMagic[8] = {'P', 'X', 'P', 'L', 'A', 'N', '\r', '\n'};
+constexpr size_t kHeaderBytes = 32, kTrailerBytes = 4;
+
+void putU32(std::string &out, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    out.push_back(char((v >> (8 * i)) & 0xff));
+}
+void putU64(std::string &out, uint64_t v) {
+  for (int i = 0; i < 8; ++i)
+    out.push_back(char((v >> (8 * i)) & 0xff));
+}
+uint64_t getLE(const std::string &in, size_t at, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i)
+    v |= uint64_t((unsigned char)in[at + i]) << (8 * i);
+  return v;
+}
+
+uint32_t crc32Of(const char *data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  // zlib takes uInt lengths: feed large buffers in pieces.
+  while (n > 0) {
+    uInt chunk = (uInt)std::min<size_t>(n, 1u << 30);
+    crc = crc32(crc, reinterpret_cast<const Bytef *>(data), chunk);
+    data += chunk;
+    n -= chunk;
+  }
+  return (uint32_t)crc;
+}
+
+const char *kindName(PlanTensor::Kind k) {
+  switch (k) {
+  case PlanTensor::Kind::Arena: return "arena";
+  case PlanTensor::Kind::Variable: return "variable";
+  case PlanTensor::Kind::Constant: return "constant";
+  case PlanTensor::Kind::Input: return "input";
+  case PlanTensor::Kind::Alias: return "alias";
+  }
+  return "?";
+}
+
+json initToJson(const InitialValue &v) {
+  switch (v.kind) {
+  case InitialValue::Kind::Onnx: return {{"onnx", v.onnxName}};
+  case InitialValue::Kind::Splat: return {{"splat", v.splat}};
+  case InitialValue::Kind::Blob:
+    return {{"blob", {v.blobOffset, v.blobBytes}}};
+  }
+  return nullptr;
+}
+
+/// Parse errors inside the program: the JSON is well-formed but wrong.
+struct Reader {
+  const std::string &what;
+  [[noreturn]] void fail(const std::string &msg) const {
+    throw PlanError(what + ": invalid plan: " + msg);
+  }
+  const json &field(const json &j, const char *name, const std::string &ctx) const {
+    if (!j.is_object() || !j.contains(name))
+      fail(ctx + " has no '" + name + "'");
+    return j.at(name);
+  }
+  template <typename T> T get(const json &j, const char *name, const std::string &ctx) const {
+    try {
+      return field(j, name, ctx).get<T>();
+    } catch (const json::exception &e) {
+      fail(ctx + ": '" + name + "' has the wrong type (" + e.what() + ")");
+    }
+  }
+  DType dtype(const json &j, const std::string &ctx) const {
+    auto name = get<std::string>(j, "dtype", ctx);
+    auto t = dtypeFromName(name);
+    if (!t)
+      fail(ctx + ": unknown element type '" + name + "'");
+    return *t;
+  }
+  std::vector<int64_t> shape(const json &j, const std::string &ctx) const {
+    auto s = get<std::vector<int64_t>>(j, "shape", ctx);
+    for (int64_t d : s)
+      if (d < 0)
+        fail(ctx + ": negative dimension");
+    return s;
+  }
+  InitialValue init(const json &j, const std::string &ctx) const {
+    InitialValue v;
+    if (!j.is_object())
+      fail(ctx + ": initial value must be an object");
+    if (j.contains("onnx")) {
+      v.kind = InitialValue::Kind::Onnx;
+      v.onnxName = get<std::string>(j, "onnx", ctx);
+    } else if (j.contains("splat")) {
+      v.kind = InitialValue::Kind::Splat;
+      v.splat = get<double>(j, "splat", ctx);
+    } else if (j.contains("blob")) {
+      v.kind = InitialValue::Kind::Blob;
+      auto range = get<std::vector<uint64_t>>(j, "blob", ctx);
+      if (range.size() != 2)
+        fail(ctx + ": blob must be [offset, bytes]");
+      v.blobOffset = range[0];
+      v.blobBytes = range[1];
+    } else {
+      fail(ctx + ": initial value needs 'onnx', 'splat' or 'blob'");
+    }
+    return v;
+  }
+};
+
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d != 0 && n > (int64_t(1) << 50) / d)
+      return -1; // absurd: reported by the validator
+    n *= d;
+  }
+  return n;
+}
+
+void validate(const Plan &p, const Reader &r) {
+  auto checkBlob = [&](const InitialValue &v, int64_t bytes,
+                       const std::string &ctx) {
+    if (v.kind != InitialValue::Kind::Blob)
+      return;
+    if (v.blobOffset > p.blobs.size() || v.blobBytes > p.blobs.size() - v.blobOffset)
+      r.fail(ctx + ": blob range is outside the plan's data");
+    if ((int64_t)v.blobBytes != bytes)
+      r.fail(ctx + ": blob has " + std::to_string(v.blobBytes) +
+             " bytes for a value of " + std::to_string(bytes));
+  };
+  for (size_t i = 0; i < p.variables.size(); ++i) {
+    const auto &v = p.variables[i];
+    int64_t n = elementsOf(v.shape);
+    if (n < 0)
+      r.fail("variable '" + v.name + "' is too large");
+    checkBlob(v.init, n * (int64_t)sizeOf(v.dtype), "variable '" + v.name + "'");
+  }
+  for (size_t i = 0; i < p.constants.size(); ++i) {
+    const auto &c = p.constants[i];
+    int64_t n = elementsOf(c.shape);
+    if (n < 0)
+      r.fail("constant " + std::to_string(i) + " is too large");
+    checkBlob(c.value, n * (int64_t)sizeOf(c.dtype),
+              "constant " + std::to_string(i));
+  }
+  if (p.arenaBytes < 0)
+    r.fail("negative arena size");
+  for (size_t id = 0; id < p.tensors.size(); ++id) {
+    const PlanTensor &t = p.tensors[id];
+    std::string ctx = "tensor " + std::to_string(id) + " (" + t.name + ")";
+    int64_t n = elementsOf(t.shape);
+    if (n < 0)
+      r.fail(ctx + " is too large");
+    int64_t bytes = n * (int64_t)sizeOf(t.dtype);
+    auto sameAs = [&](DType dtype, const std::vector<int64_t> &shape,
+                      const char *what) {
+      if (dtype != t.dtype || shape != t.shape)
+        r.fail(ctx + " does not match the " + what + " it names");
+    };
+    switch (t.kind) {
+    case PlanTensor::Kind::Arena:
+      if (t.offset < 0 || t.offset % kPlanAlignment != 0 ||
+          bytes > p.arenaBytes - t.offset)
+        r.fail(ctx + ": arena range [" + std::to_string(t.offset) + ", +" +
+               std::to_string(bytes) + ") is outside the arena of " +
+               std::to_string(p.arenaBytes) + " bytes or misaligned");
+      break;
+    case PlanTensor::Kind::Variable:
+      if (t.ref < 0 || t.ref >= (int32_t)p.variables.size())
+        r.fail(ctx + ": no variable " + std::to_string(t.ref));
+      sameAs(p.variables[t.ref].dtype, p.variables[t.ref].shape, "variable");
+      break;
+    case PlanTensor::Kind::Constant:
+      if (t.ref < 0 || t.ref >= (int32_t)p.constants.size())
+        r.fail(ctx + ": no constant " + std::to_string(t.ref));
+      sameAs(p.constants[t.ref].dtype, p.constants[t.ref].shape, "constant");
+      break;
+    case PlanTensor::Kind::Input:
+      if (t.ref < 0 || t.ref >= (int32_t)p.inputs.size())
+        r.fail(ctx + ": no input " + std::to_string(t.ref));
+      sameAs(p.inputs[t.ref].dtype, p.inputs[t.ref].shape, "input");
+      break;
+    case PlanTensor::Kind::Alias: {
+      // Aliases point backwards, so chains end and sizes can be checked
+      // against an already-validated base.
+      if (t.ref < 0 || t.ref >= (int32_t)id)
+        r.fail(ctx + ": aliases tensor " + std::to_string(t.ref) +
+               ", which is not an earlier tensor");
+      int64_t base = p.tensors[t.ref].bytes();
+      if (t.offset < 0 || bytes > base - t.offset)
+        r.fail(ctx + ": alias range is outside tensor " + std::to_string(t.ref));
+      break;
+    }
+    }
+  }
+  auto checkId = [&](int32_t id, bool optional, const std::string &ctx) {
+    if ((optional && id == -1) || (id >= 0 && id < (int32_t)p.tensors.size()))
+      return;
+    r.fail(ctx + " names tensor " + std::to_string(id) + ", which does not exist");
+  };
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const PlanKernel &kernel = p.kernels[k];
+    std::string ctx = "kernel " + std::to_string(k) + " (" + kernel.op + ")";
+    for (int32_t id : kernel.inputs)
+      checkId(id, /*optional=*/true, ctx);
+    for (int32_t id : kernel.outputs)
+      checkId(id, /*optional=*/false, ctx);
+  }
+  for (const PlanOutput &o : p.outputs)
+    checkId(o.tensor, false, "output '" + o.name + "'");
+  if (p.mode == Plan::Mode::Train &&
+      (p.lossOutput < 0 || p.lossOutput >= (int)p.outputs.size()))
+    r.fail("a training plan needs a loss output");
+  if (p.worldSize < 1)
+    r.fail("world size must be >= 1");
+}
+
+} // namespace
+
+int64_t PlanTensor::numElements() const { return elementsOf(shape); }
+
+const char *roleName(PlanVariable::Role role) {
+  switch (role) {
+  case PlanVariable::Role::Parameter: return "parameter";
+  case PlanVariable::Role::State: return "state";
+  case PlanVariable::Role::OptimizerState: return "optimizer_state";
+  }
+  return "?";
+}
+
+json planToJson(const Plan &p) {
+  json j;
+  j["mode"] = p.mode == Plan::Mode::Train ? "train" : "inference";
+  j["world_size"] = p.worldSize;
+  j["source"] = {{"path", p.sourcePath}, {"bytes", p.sourceBytes}};
+  j["options"] = p.options;
+  json vars = json::array();
+  for (const auto &v : p.variables) {
+    json e = {{"name", v.name}, {"dtype", nameOf(v.dtype)}, {"shape", v.shape},
+              {"role", roleName(v.role)}, {"init", initToJson(v.init)}};
+    if (!v.parameter.empty())
+      e["parameter"] = v.parameter;
+    vars.push_back(e);
+  }
+  j["variables"] = vars;
+  json consts = json::array();
+  for (const auto &c : p.constants)
+    consts.push_back({{"dtype", nameOf(c.dtype)}, {"shape", c.shape},
+                      {"value", initToJson(c.value)}});
+  j["constants"] = consts;
+  json inputs = json::array();
+  for (const auto &in : p.inputs)
+    inputs.push_back({{"name", in.name}, {"dtype", nameOf(in.dtype)},
+                      {"shape", in.shape}, {"batch_axis", in.batchAxis},
+                      {"synthetic", in.synthetic}, {"range", in.range}});
+  j["inputs"] = inputs;
+  json outputs = json::array();
+  for (const auto &o : p.outputs)
+    outputs.push_back({{"name", o.name}, {"tensor", o.tensor}});
+  j["outputs"] = outputs;
+  j["loss"] = p.lossOutput;
+  json tensors = json::array();
+  for (const auto &t : p.tensors)
+    tensors.push_back({{"name", t.name}, {"dtype", nameOf(t.dtype)},
+                       {"shape", t.shape}, {"kind", kindName(t.kind)},
+                       {"offset", t.offset}, {"ref", t.ref}});
+  j["tensors"] = tensors;
+  json kernels = json::array();
+  for (const auto &k : p.kernels)
+    kernels.push_back({{"op", k.op}, {"in", k.inputs}, {"out", k.outputs},
+                       {"attrs", k.attrs}, {"loc", k.loc}});
+  j["kernels"] = kernels;
+  j["arena_bytes"] = p.arenaBytes;
+  const MemoryEstimate &m = p.memory;
+  j["memory"] = {{"parameters", m.parameters},    {"state", m.state},
+                 {"optimizer_state", m.optimizerState},
+                 {"gradients", m.gradients},      {"arena", m.arena},
+                 {"inputs", m.inputs},            {"constants", m.constants},
+                 {"peak", m.peak()}};
+  return j;
+}
+
+std::string serializePlan(const Plan &plan) {
+  std::string program = planToJson(plan).dump();
+  std::string out(kMagic, sizeof(kMagic));
+  putU32(out, kPlanFormatVersion);
+  putU32(out, 0);
+  putU64(out, program.size());
+  putU64(out, plan.blobs.size());
+  out += program;
+  out += plan.blobs;
+  putU32(out, crc32Of(out.data(), out.size()));
+  return out;
+}
+
+void writePlan(const Plan &plan, const std::string &path) {
+  std::string bytes = serializePlan(plan);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f)
+    throw PlanError(path + ": cannot open for writing: " + std::strerror(errno));
+  f.write(bytes.data(), (std::streamsize)bytes.size());
+  f.close();
+  if (!f)
+    throw PlanError(path + ": write failed: " + std::strerror(errno));
+}
+
+Plan parsePlan(const std::string &bytes, const std::string &what) {
+  if (bytes.size() < sizeof(kMagic) ||
+      std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
+    throw PlanError(what + ": not a Parallax plan (bad magic); make one with "
+                           "parallax-opt MODEL.onnx --emit=plan -o FILE");
+  if (bytes.size() < kHeaderBytes + kTrailerBytes)
+    throw PlanError(what + ": truncated plan (" + std::to_string(bytes.size()) +
+                    " bytes)");
+  uint32_t version = (uint32_t)getLE(bytes, 8, 4);
+  if (version != kPlanFormatVersion)
+    throw PlanError(what + ": plan format version " + std::to_string(version) +
+                    ", but this parallax-run reads version " +
+                    std::to_string(kPlanFormatVersion) +
+                    "; recompile the model with this parallax-opt");
+  uint64_t programBytes = getLE(bytes, 16, 8), blobBytes = getLE(bytes, 24, 8);
+  uint64_t body = bytes.size() - kHeaderBytes - kTrailerBytes;
+  if (programBytes > body || blobBytes != body - programBytes)
+    throw PlanError(what + ": truncated or corrupt plan: the header announces " +
+                    std::to_string(programBytes + blobBytes) +
+                    " bytes of program and data, the file holds " +
+                    std::to_string(body));
+  uint32_t stored = (uint32_t)getLE(bytes, bytes.size() - kTrailerBytes, 4);
+  if (crc32Of(bytes.data(), bytes.size() - kTrailerBytes) != stored)
+    throw PlanError(what + ": corrupt plan: checksum mismatch");
+
+  json j;
+  try {
+    j = json::parse(bytes.begin() + kHeaderBytes,
+                    bytes.begin() + kHeaderBytes + programBytes);
+  } catch (const json::exception &e) {
+    throw PlanError(what + ": corrupt plan program: " + e.what());
+  }
+  Reader r{what};
+  Plan p;
+  std::string mode = r.get<std::string>(j, "mode", "plan");
+  if (mode != "train" && mode != "inference")
+    r.fail("unknown mode '" + mode + "'");
+  p.mode = mode == "train" ? Plan::Mode::Train : Plan::Mode::Inference;
+  p.worldSize = r.get<int>(j, "world_size", "plan");
+  const json &source = r.field(j, "source", "plan");
+  p.sourcePath = r.get<std::string>(source, "path", "source");
+  p.sourceBytes = r.get<uint64_t>(source, "bytes", "source");
+  if (j.contains("options"))
+    p.options = j["options"];
+  p.blobs = bytes.substr(kHeaderBytes + programBytes, blobBytes);
+
+  for (const json &v : r.get<json>(j, "variables", "plan")) {
+    PlanVariable var;
+    var.name = r.get<std::string>(v, "name", "variable");
+    std::string ctx = "variable '" + var.name + "'";
+    var.dtype = r.dtype(v, ctx);
+    var.shape = r.shape(v, ctx);
+    std::string role = r.get<std::string>(v, "role", ctx);
+    if (role == "parameter")
+      var.role = PlanVariable::Role::Parameter;
+    else if (role == "state")
+      var.role = PlanVariable::Role::State;
+    else if (role == "optimizer_state")
+      var.role = PlanVariable::Role::OptimizerState;
+    else
+      r.fail(ctx + ": unknown role '" + role + "'");
+    var.init = r.init(r.field(v, "init", ctx), ctx);
+    if (v.contains("parameter"))
+      var.parameter = r.get<std::string>(v, "parameter", ctx);
+    p.variables.push_back(std::move(var));
+  }
+  for (const json &c : r.get<json>(j, "constants", "plan")) {
+    PlanConstant constant;
+    std::string ctx = "constant " + std::to_string(p.constants.size());
+    constant.dtype = r.dtype(c, ctx);
+    constant.shape = r.shape(c, ctx);
+    constant.value = r.init(r.field(c, "value", ctx), ctx);
+    p.constants.push_back(std::move(constant));
+  }
+  for (const json &in : r.get<json>(j, "inputs", "plan")) {
+    PlanInput input;
+    input.name = r.get<std::string>(in, "name", "input");
+    std::string ctx = "input '" + input.name + "'";
+    input.dtype = r.dtype(in, ctx);
+    input.shape = r.shape(in, ctx);
+    input.batchAxis = r.get<int>(in, "batch_axis", ctx);
+    input.synthetic = r.get<std::string>(in, "synthetic", ctx);
+    input.range = r.get<int64_t>(in, "range", ctx);
+    if (input.batchAxis >= (int)input.shape.size() || input.batchAxis < -1)
+      r.fail(ctx + ": batch axis out of range");
+    p.inputs.push_back(std::move(input));
+  }
+  for (const json &o : r.get<json>(j, "outputs", "plan"))
+    p.outputs.push_back({r.get<std::string>(o, "name", "output"),
+                         r.get<int32_t>(o, "tensor", "output")});
+  p.lossOutput = r.get<int>(j, "loss", "plan");
+  for (const json &t : r.get<json>(j, "tensors", "plan")) {
+    PlanTensor tensor;
+    std::string ctx = "tensor " + std::to_string(p.tensors.size());
+    tensor.name = r.get<std::string>(t, "name", ctx);
+    tensor.dtype = r.dtype(t, ctx);
+    tensor.shape = r.shape(t, ctx);
+    std::string kind = r.get<std::string>(t, "kind", ctx);
+    bool known = false;
+    for (auto k : {PlanTensor::Kind::Arena, PlanTensor::Kind::Variable,
+                   PlanTensor::Kind::Constant, PlanTensor::Kind::Input,
+                   PlanTensor::Kind::Alias})
+      if (kind == kindName(k)) {
+        tensor.kind = k;
+        known = true;
+      }
+    if (!known)
+      r.fail(ctx + ": unknown kind '" + kind + "'");
+    tensor.offset = r.get<int64_t>(t, "offset", ctx);
+    tensor.ref = r.get<int32_t>(t, "ref", ctx);
+    p.tensors.push_back(std::move(tensor));
+  }
+  for (const json &k : r.get<json>(j, "kernels", "plan")) {
+    PlanKernel kernel;
+    std::string ctx = "kernel " + std::to_string(p.kernels.size());
+    kernel.op = r.get<std::string>(k, "op", ctx);
+    kernel.inputs = r.get<std::vector<int32_t>>(k, "in", ctx);
+    kernel.outputs = r.get<std::vector<int32_t>>(k, "out", ctx);
+    kernel.attrs = r.get<json>(k, "attrs", ctx);
+    kernel.loc = r.get<std::string>(k, "loc", ctx);
+    p.kernels.push_back(std::move(kernel));
+  }
+  p.arenaBytes = r.get<int64_t>(j, "arena_bytes", "plan");
+  if (j.contains("memory")) {
+    const json &m = j["memory"];
+    auto num = [&](const char *k) { return m.value(k, int64_t(0)); };
+    p.memory.parameters = num("parameters");
+    p.memory.state = num("state");
+    p.memory.optimizerState = num("optimizer_state");
+    p.memory.gradients = num("gradients");
+    p.memory.arena = num("arena");
+    p.memory.inputs = num("inputs");
+    p.memory.constants = num("constants");
+  }
+  validate(p, r);
+  return p;
+}
+
+Plan readPlan(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    throw PlanError(path + ": cannot open plan: " + std::strerror(errno));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parsePlan(ss.str(), path);
+}
+
+} // namespace parallax::rt

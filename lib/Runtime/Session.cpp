@@ -1,0 +1,247 @@
+//===- Session.cpp - storage, initial values, kernel binding, steps -------===//
+
+#include "parallax/Runtime/Session.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+namespace parallax::rt {
+
+//===----------------------------------------------------------------------===//
+// Buffer
+//===----------------------------------------------------------------------===//
+
+Buffer::Buffer(int64_t size) : bytes(size) {
+  if (size <= 0)
+    return;
+  size_t rounded = (size_t(size) + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
+  ptr = std::aligned_alloc(kPlanAlignment, rounded);
+  if (!ptr)
+    throw RuntimeError("out of memory allocating " + std::to_string(size) +
+                       " bytes");
+  std::memset(ptr, 0, rounded);
+}
+Buffer::Buffer(Buffer &&o) noexcept : ptr(o.ptr), bytes(o.bytes) {
+  o.ptr = nullptr;
+  o.bytes = 0;
+}
+Buffer &Buffer::operator=(Buffer &&o) noexcept {
+  std::swap(ptr, o.ptr);
+  std::swap(bytes, o.bytes);
+  return *this;
+}
+Buffer::~Buffer() { std::free(ptr); }
+
+//===----------------------------------------------------------------------===//
+// Session
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+void fillSplat(const TensorView &t, double value) {
+  int64_t n = t.numElements();
+  auto fill = [&](auto *p, auto v) { std::fill(p, p + n, v); };
+  switch (t.dtype) {
+  case DType::F32: fill(t.as<float>(), (float)value); return;
+  case DType::F64: fill(t.as<double>(), value); return;
+  case DType::I64: fill(t.as<int64_t>(), (int64_t)value); return;
+  case DType::I32: fill(t.as<int32_t>(), (int32_t)value); return;
+  case DType::I16: fill(t.as<int16_t>(), (int16_t)value); return;
+  case DType::I8: fill(t.as<int8_t>(), (int8_t)value); return;
+  case DType::U8: fill(t.as<uint8_t>(), (uint8_t)value); return;
+  case DType::Bool: fill(t.as<uint8_t>(), (uint8_t)(value != 0)); return;
+  case DType::F16:
+  case DType::BF16:
+    if (value == 0.0) {
+      std::memset(t.data, 0, t.bytes());
+      return;
+    }
+    break;
+  }
+  throw RuntimeError(std::string("cannot fill a ") + nameOf(t.dtype) +
+                     " tensor with " + std::to_string(value));
+}
+
+std::string describe(const PlanKernel &k, size_t index) {
+  std::string s = "kernel " + std::to_string(index) + " (" + k.op;
+  if (!k.loc.empty())
+    s += " at " + k.loc;
+  return s + ")";
+}
+
+} // namespace
+
+Session::Session(Plan plan, SessionOptions options)
+    : plan_(std::move(plan)), options_(std::move(options)) {
+  if (plan_.worldSize != options_.worldSize)
+    throw PlanError("the plan was compiled for " +
+                    std::to_string(plan_.worldSize) + " rank(s), but " +
+                    std::to_string(options_.worldSize) +
+                    " are running it; recompile with --np " +
+                    std::to_string(options_.worldSize));
+  env_.threads = std::max(1, options_.threads);
+  env_.seed = options_.seed;
+  env_.rank = options_.rank;
+  env_.worldSize = options_.worldSize;
+  allocate();
+  loadInitialValues();
+  bindKernels();
+}
+
+Session::~Session() = default;
+
+void Session::allocate() {
+  arena_ = Buffer(plan_.arenaBytes);
+  auto bytesOf = [](DType t, const std::vector<int64_t> &shape) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n * (int64_t)sizeOf(t);
+  };
+  for (const auto &v : plan_.variables)
+    variables_.emplace_back(bytesOf(v.dtype, v.shape));
+  for (const auto &c : plan_.constants)
+    constants_.emplace_back(bytesOf(c.dtype, c.shape));
+  for (const auto &in : plan_.inputs)
+    inputs_.emplace_back(bytesOf(in.dtype, in.shape));
+}
+
+void Session::loadInitialValues() {
+  std::vector<std::string> onnxNames;
+  std::vector<TensorView> onnxDests;
+  auto load = [&](const InitialValue &init, const TensorView &dest) {
+    switch (init.kind) {
+    case InitialValue::Kind::Splat:
+      fillSplat(dest, init.splat);
+      break;
+    case InitialValue::Kind::Blob:
+      std::memcpy(dest.data, plan_.blobs.data() + init.blobOffset,
+                  init.blobBytes);
+      break;
+    case InitialValue::Kind::Onnx:
+      onnxNames.push_back(init.onnxName);
+      onnxDests.push_back(dest);
+      break;
+    }
+  };
+  for (size_t i = 0; i < plan_.variables.size(); ++i)
+    load(plan_.variables[i].init, variable(i));
+  for (size_t i = 0; i < plan_.constants.size(); ++i) {
+    const auto &c = plan_.constants[i];
+    load(c.value, TensorView{constants_[i].data(), c.dtype, c.shape});
+  }
+  if (onnxNames.empty())
+    return;
+  std::string path = options_.weightsPath;
+  if (path.empty()) {
+    path = plan_.sourcePath;
+    std::error_code ec;
+    uint64_t size = std::filesystem::file_size(path, ec);
+    if (ec)
+      throw RuntimeError(path + ": cannot read the model the plan takes its "
+                                "initial values from: " + ec.message() +
+                         " (pass --weights FILE if it moved)");
+    if (size != plan_.sourceBytes)
+      throw RuntimeError(path + ": the model changed since the plan was "
+                                "compiled (" + std::to_string(size) +
+                         " bytes, the plan expects " +
+                         std::to_string(plan_.sourceBytes) +
+                         "); recompile the plan");
+  }
+  readOnnxInitializers(path, onnxNames, onnxDests);
+}
+
+TensorView Session::view(int32_t id) const {
+  const PlanTensor &t = plan_.tensors.at(id);
+  TensorView v{nullptr, t.dtype, t.shape};
+  switch (t.kind) {
+  case PlanTensor::Kind::Arena:
+    v.data = static_cast<char *>(arena_.data()) + t.offset;
+    break;
+  case PlanTensor::Kind::Variable:
+    v.data = variables_[t.ref].data();
+    break;
+  case PlanTensor::Kind::Constant:
+    v.data = constants_[t.ref].data();
+    break;
+  case PlanTensor::Kind::Input:
+    v.data = inputs_[t.ref].data();
+    break;
+  case PlanTensor::Kind::Alias:
+    v.data = static_cast<char *>(view(t.ref).data) + t.offset;
+    break;
+  }
+  // Empty tensors have no storage; give kernels a valid pointer anyway so
+  // "absent operand" (nullptr) stays distinguishable.
+  if (!v.data)
+    v.data = const_cast<char *>(plan_.blobs.data());
+  return v;
+}
+
+void Session::bindKernels() {
+  const KernelRegistry &registry = KernelRegistry::global();
+  for (size_t i = 0; i < plan_.kernels.size(); ++i) {
+    const PlanKernel &k = plan_.kernels[i];
+    const KernelFactory *factory = registry.find(k.op);
+    if (!factory)
+      throw RuntimeError(describe(k, i) +
+                         ": this parallax-run has no kernel for '" + k.op + "'");
+    std::vector<TensorView> ins, outs;
+    for (int32_t id : k.inputs)
+      ins.push_back(id < 0 ? TensorView{} : view(id));
+    for (int32_t id : k.outputs)
+      outs.push_back(view(id));
+    KernelArgs args(k, std::move(ins), std::move(outs), env_);
+    try {
+      bound_.push_back((*factory)(args));
+    } catch (const KernelError &e) {
+      throw RuntimeError(describe(k, i) + ": " + e.what());
+    }
+  }
+}
+
+TensorView Session::input(size_t i) const {
+  const PlanInput &in = plan_.inputs.at(i);
+  return TensorView{inputs_[i].data(), in.dtype, in.shape};
+}
+
+TensorView Session::output(size_t i) const {
+  return view(plan_.outputs.at(i).tensor);
+}
+
+double Session::loss() const {
+  if (plan_.lossOutput < 0)
+    throw RuntimeError("an inference plan has no loss");
+  TensorView t = output(plan_.lossOutput);
+  return t.dtype == DType::F64 ? *t.as<double>() : (double)*t.as<float>();
+}
+
+TensorView Session::variable(size_t i) const {
+  const PlanVariable &v = plan_.variables.at(i);
+  return TensorView{variables_[i].data(), v.dtype, v.shape};
+}
+
+TensorView Session::variable(const std::string &name) const {
+  for (size_t i = 0; i < plan_.variables.size(); ++i)
+    if (plan_.variables[i].name == name)
+      return variable(i);
+  throw RuntimeError("the plan has no variable '" + name + "'");
+}
+
+TensorView Session::tensor(int32_t id) const { return view(id); }
+
+void Session::runStep() {
+  ++env_.step;
+  for (size_t i = 0; i < bound_.size(); ++i) {
+    try {
+      bound_[i]();
+    } catch (const KernelError &e) {
+      throw RuntimeError("step " + std::to_string(env_.step) + ", " +
+                         describe(plan_.kernels[i], i) + ": " + e.what());
+    }
+  }
+}
+
+} // namespace parallax::rt

@@ -1,0 +1,576 @@
+//===- PlanEmitter.cpp - px IR -> executable plan -------------------------===//
+
+#include "parallax/Target/PlanEmitter.h"
+
+#include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+
+#include <filesystem>
+
+using namespace mlir;
+using json = nlohmann::json;
+
+namespace parallax {
+
+namespace {
+
+llvm::Error fail(Operation *op, const llvm::Twine &msg) {
+  std::string loc;
+  llvm::raw_string_ostream os(loc);
+  op->getLoc().print(os);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "cannot emit a plan for '" +
+                                     op->getName().getStringRef() + "' at " +
+                                     loc + ": " + msg);
+}
+
+/// A short source location for messages: the ONNX node name when there is
+/// one, else file:line:col.
+std::string shortLoc(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().getValue() + ":" + llvm::Twine(file.getLine()) +
+            ":" + llvm::Twine(file.getColumn()))
+        .str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::string s = shortLoc(inner); !s.empty())
+        return s;
+  return "";
+}
+
+llvm::Expected<rt::DType> dtypeOf(Operation *op, Type elem) {
+  if (elem.isF32()) return rt::DType::F32;
+  if (elem.isF64()) return rt::DType::F64;
+  if (elem.isF16()) return rt::DType::F16;
+  if (elem.isBF16()) return rt::DType::BF16;
+  if (elem.isInteger(64)) return rt::DType::I64;
+  if (elem.isInteger(32)) return rt::DType::I32;
+  if (elem.isInteger(16)) return rt::DType::I16;
+  if (elem.isInteger(8)) return rt::DType::I8;
+  if (elem.isInteger(1)) return rt::DType::Bool;
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << elem;
+  return fail(op, "unsupported element type " + s);
+}
+
+/// Attribute values the kernels read; shard enums and symbol names as text.
+llvm::Expected<json> attrToJson(Operation *op, Attribute a) {
+  if (auto v = dyn_cast<BoolAttr>(a)) return json(v.getValue());
+  if (auto v = dyn_cast<IntegerAttr>(a)) return json(v.getValue().getSExtValue());
+  if (auto v = dyn_cast<FloatAttr>(a)) return json(v.getValueAsDouble());
+  if (auto v = dyn_cast<StringAttr>(a)) return json(v.getValue().str());
+  if (isa<UnitAttr>(a)) return json(true);
+  if (auto v = dyn_cast<DenseI64ArrayAttr>(a)) return json(v.asArrayRef().vec());
+  if (auto v = dyn_cast<DenseI16ArrayAttr>(a)) {
+    std::vector<int64_t> out(v.asArrayRef().begin(), v.asArrayRef().end());
+    return json(out);
+  }
+  if (auto v = dyn_cast<FlatSymbolRefAttr>(a)) return json(v.getValue().str());
+  if (auto v = dyn_cast<shard::ReductionKindAttr>(a))
+    return json(shard::stringifyReductionKind(v.getValue()).str());
+  if (auto v = dyn_cast<ArrayAttr>(a)) {
+    json out = json::array();
+    for (Attribute e : v) {
+      auto j = attrToJson(op, e);
+      if (!j)
+        return j.takeError();
+      out.push_back(*j);
+    }
+    return out;
+  }
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << a;
+  return fail(op, "unsupported attribute " + s);
+}
+
+class Emitter {
+public:
+  Emitter(ModuleOp module, const PlanEmitOptions &options)
+      : module(module), options(options) {}
+  llvm::Expected<rt::Plan> run();
+
+private:
+  llvm::Error emitOp(Operation *op);
+  llvm::Error emitVariable(px::VariableOp op);
+  llvm::Error emitInput(px::InputOp op);
+  llvm::Error emitConstant(px::ConstantOp op);
+  llvm::Error emitKernel(Operation *op);
+  llvm::Error emitReturn(func::ReturnOp op);
+  llvm::Expected<rt::InitialValue> initialValue(Operation *op, Attribute value,
+                                                 rt::DType dtype);
+  llvm::Expected<int32_t> newTensor(Operation *op, Value v, rt::PlanTensor::Kind kind,
+                                    int32_t ref, int64_t offset = 0);
+  llvm::Expected<int32_t> tensorFor(Operation *user, Value v);
+  void planMemory();
+
+  ModuleOp module;
+  const PlanEmitOptions &options;
+  rt::Plan plan;
+  llvm::DenseMap<Value, int32_t> tensors;
+  llvm::DenseMap<Value, std::pair<int32_t, int32_t>> sparse; // indices, values
+  std::vector<int64_t> definedBy; // per tensor: defining kernel, or -1
+  int64_t dropoutStreams = 0;
+  std::vector<int32_t> gradientTensors;
+};
+
+llvm::Expected<int32_t> Emitter::newTensor(Operation *op, Value v,
+                                           rt::PlanTensor::Kind kind,
+                                           int32_t ref, int64_t offset) {
+  auto type = cast<RankedTensorType>(v.getType());
+  auto dtype = dtypeOf(op, type.getElementType());
+  if (!dtype)
+    return dtype.takeError();
+  rt::PlanTensor t;
+  t.name = op->getName().getStringRef().str();
+  if (std::string loc = shortLoc(op->getLoc()); !loc.empty())
+    t.name += " at " + loc;
+  t.dtype = *dtype;
+  t.shape.assign(type.getShape().begin(), type.getShape().end());
+  t.kind = kind;
+  t.ref = ref;
+  t.offset = offset;
+  int32_t id = plan.tensors.size();
+  plan.tensors.push_back(std::move(t));
+  definedBy.push_back(-1);
+  tensors[v] = id;
+  return id;
+}
+
+llvm::Expected<int32_t> Emitter::tensorFor(Operation *user, Value v) {
+  auto it = tensors.find(v);
+  if (it == tensors.end())
+    return fail(user, "an operand is not a value the plan knows");
+  return it->second;
+}
+
+llvm::Expected<rt::InitialValue>
+Emitter::initialValue(Operation *op, Attribute value, rt::DType dtype) {
+  rt::InitialValue init;
+  if (auto ref = dyn_cast<px::OnnxInitializerAttr>(value)) {
+    init.kind = rt::InitialValue::Kind::Onnx;
+    init.onnxName = ref.getName().str();
+    return init;
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (!dense)
+    return fail(op, "initial values must be dense literals or ONNX initializers");
+  Type elem = dense.getElementType();
+  if (dense.isSplat()) {
+    double v = isa<FloatType>(elem)
+                   ? dense.getSplatValue<APFloat>().convertToDouble()
+               : elem.isInteger(1)
+                   ? (double)dense.getSplatValue<bool>()
+                   : (double)dense.getSplatValue<APInt>().getSExtValue();
+    // The runtime fills half floats only with zeros; others go as blobs.
+    bool half = dtype == rt::DType::F16 || dtype == rt::DType::BF16;
+    if (!half || v == 0.0) {
+      init.kind = rt::InitialValue::Kind::Splat;
+      init.splat = v;
+      return init;
+    }
+  }
+  std::string bytes;
+  auto put = [&](const void *p, size_t n) {
+    bytes.append(static_cast<const char *>(p), n);
+  };
+  if (auto f = dyn_cast<FloatType>(elem)) {
+    for (APFloat v : dense.getValues<APFloat>()) {
+      if (dtype == rt::DType::F32) {
+        float x = v.convertToFloat();
+        put(&x, 4);
+      } else if (dtype == rt::DType::F64) {
+        double x = v.convertToDouble();
+        put(&x, 8);
+      } else {
+        uint16_t x = (uint16_t)v.bitcastToAPInt().getZExtValue();
+        put(&x, 2);
+      }
+    }
+  } else if (elem.isInteger(1)) {
+    for (bool v : dense.getValues<bool>()) {
+      uint8_t x = v;
+      put(&x, 1);
+    }
+  } else {
+    unsigned width = elem.getIntOrFloatBitWidth();
+    for (APInt v : dense.getValues<APInt>()) {
+      int64_t x = v.getSExtValue();
+      put(&x, width / 8); // little-endian: the low bytes
+    }
+  }
+  // Keep every blob aligned so kernels may read constants in place.
+  while (plan.blobs.size() % rt::kPlanAlignment)
+    plan.blobs.push_back('\0');
+  init.kind = rt::InitialValue::Kind::Blob;
+  init.blobOffset = plan.blobs.size();
+  init.blobBytes = bytes.size();
+  plan.blobs += bytes;
+  return init;
+}
+
+llvm::Error Emitter::emitVariable(px::VariableOp op) {
+  auto type = op.getOutput().getType();
+  auto dtype = dtypeOf(op, type.getElementType());
+  if (!dtype)
+    return dtype.takeError();
+  rt::PlanVariable var;
+  var.name = op.getName().str();
+  var.dtype = *dtype;
+  var.shape.assign(type.getShape().begin(), type.getShape().end());
+  if (op.getTrainable()) {
+    var.role = rt::PlanVariable::Role::Parameter;
+  } else if (auto of = op->getAttrOfType<StringAttr>("px.optimizer_state_of")) {
+    var.role = rt::PlanVariable::Role::OptimizerState;
+    var.parameter = of.getValue().str();
+  } else {
+    var.role = rt::PlanVariable::Role::State;
+  }
+  auto init = initialValue(op, op.getInit(), *dtype);
+  if (!init)
+    return init.takeError();
+  var.init = *init;
+  int32_t index = plan.variables.size();
+  plan.variables.push_back(std::move(var));
+  return newTensor(op, op.getOutput(), rt::PlanTensor::Kind::Variable, index)
+      .takeError();
+}
+
+llvm::Error Emitter::emitInput(px::InputOp op) {
+  auto type = op.getOutput().getType();
+  auto dtype = dtypeOf(op, type.getElementType());
+  if (!dtype)
+    return dtype.takeError();
+  rt::PlanInput in;
+  in.name = op.getName().str();
+  in.dtype = *dtype;
+  in.shape.assign(type.getShape().begin(), type.getShape().end());
+  in.batchAxis = op.getBatched() ? 0 : -1;
+  // What --synthetic should generate, from how the input is used.
+  if (isa<FloatType>(type.getElementType())) {
+    in.synthetic = "normal";
+  } else if (type.getElementType().isInteger(1)) {
+    in.synthetic = "binary";
+  } else {
+    in.synthetic = "index";
+    in.range = 1;
+    for (OpOperand &use : op.getOutput().getUses()) {
+      Operation *user = use.getOwner();
+      auto dimOf = [](Value v, int64_t axis) {
+        auto t = cast<RankedTensorType>(v.getType());
+        if (axis < 0)
+          axis += t.getRank();
+        return t.getDimSize(axis);
+      };
+      if (auto g = dyn_cast<px::GatherOp>(user); g && use.getOperandNumber() == 1) {
+        in.synthetic = "ids";
+        in.range = dimOf(g.getData(), (int64_t)g.getAxis());
+        break;
+      }
+      if (isa<px::SoftmaxCrossEntropyLossOp, px::NegativeLogLikelihoodLossOp>(user) &&
+          use.getOperandNumber() == 1) {
+        in.synthetic = "labels";
+        in.range = dimOf(user->getOperand(0), 1);
+        break;
+      }
+      if (auto g = dyn_cast<px::GatherElementsOp>(user); g && use.getOperandNumber() == 1)
+        in.range = dimOf(g.getData(), (int64_t)g.getAxis());
+    }
+  }
+  int32_t index = plan.inputs.size();
+  plan.inputs.push_back(std::move(in));
+  return newTensor(op, op.getOutput(), rt::PlanTensor::Kind::Input, index)
+      .takeError();
+}
+
+llvm::Error Emitter::emitConstant(px::ConstantOp op) {
+  auto type = op.getOutput().getType();
+  auto dtype = dtypeOf(op, type.getElementType());
+  if (!dtype)
+    return dtype.takeError();
+  rt::PlanConstant c;
+  c.dtype = *dtype;
+  c.shape.assign(type.getShape().begin(), type.getShape().end());
+  auto value = initialValue(op, op.getValue(), *dtype);
+  if (!value)
+    return value.takeError();
+  c.value = *value;
+  int32_t index = plan.constants.size();
+  plan.constants.push_back(std::move(c));
+  return newTensor(op, op.getOutput(), rt::PlanTensor::Kind::Constant, index)
+      .takeError();
+}
+
+llvm::Error Emitter::emitKernel(Operation *op) {
+  rt::PlanKernel k;
+  k.op = op->getName().stripDialect().str();
+  k.loc = shortLoc(op->getLoc());
+  int64_t index = plan.kernels.size();
+  for (Value v : op->getOperands()) {
+    if (isa<px::SparseGradType>(v.getType())) {
+      auto it = sparse.find(v);
+      if (it == sparse.end())
+        return fail(op, "a sparse gradient operand has no components");
+      k.inputs.push_back(it->second.first);
+      k.inputs.push_back(it->second.second);
+      continue;
+    }
+    auto id = tensorFor(op, v);
+    if (!id)
+      return id.takeError();
+    k.inputs.push_back(*id);
+  }
+  if (isa<px::SgdOp, px::MomentumOp, px::AdamOp, px::AdagradOp>(op)) {
+    Value grad = op->getOperand(op->getNumOperands() - 1);
+    if (auto it = sparse.find(grad); it != sparse.end()) {
+      gradientTensors.push_back(it->second.first);
+      gradientTensors.push_back(it->second.second);
+    } else if (auto t = tensors.find(grad); t != tensors.end()) {
+      gradientTensors.push_back(t->second);
+    }
+  }
+  for (Value r : op->getResults()) {
+    if (auto sg = dyn_cast<px::SparseGradType>(r.getType())) {
+      // A sparse result is two arena tensors: indices then rows.
+      auto idx = newTensor(op, r, rt::PlanTensor::Kind::Arena, -1);
+      if (!idx)
+        return idx.takeError();
+      plan.tensors[*idx].shape = {sg.getRows()};
+      plan.tensors[*idx].dtype = rt::DType::I64;
+      auto vals = newTensor(op, r, rt::PlanTensor::Kind::Arena, -1);
+      if (!vals)
+        return vals.takeError();
+      auto vt = sg.getValuesType();
+      auto dtype = dtypeOf(op, vt.getElementType());
+      if (!dtype)
+        return dtype.takeError();
+      plan.tensors[*vals].shape.assign(vt.getShape().begin(), vt.getShape().end());
+      plan.tensors[*vals].dtype = *dtype;
+      tensors.erase(r);
+      sparse[r] = {*idx, *vals};
+      definedBy[*idx] = definedBy[*vals] = index;
+      k.outputs.push_back(*idx);
+      k.outputs.push_back(*vals);
+      continue;
+    }
+    auto id = newTensor(op, r, rt::PlanTensor::Kind::Arena, -1);
+    if (!id)
+      return id.takeError();
+    definedBy[*id] = index;
+    k.outputs.push_back(*id);
+  }
+  for (NamedAttribute a : op->getAttrs()) {
+    if (a.getName().getValue().contains('.'))
+      continue; // discardable annotations, not kernel parameters
+    auto j = attrToJson(op, a.getValue());
+    if (!j)
+      return j.takeError();
+    k.attrs[a.getName().str()] = *j;
+  }
+  if (isa<px::DropoutOp>(op))
+    k.attrs["stream"] = dropoutStreams++;
+  plan.kernels.push_back(std::move(k));
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::emitReturn(func::ReturnOp op) {
+  auto names = module->getAttrOfType<ArrayAttr>("px.outputs");
+  for (auto [i, v] : llvm::enumerate(op.getOperands())) {
+    auto id = tensorFor(op, v);
+    if (!id)
+      return id.takeError();
+    std::string name = "output" + std::to_string(i);
+    if (names && i < names.size())
+      if (auto s = dyn_cast<StringAttr>(names[i]))
+        name = s.getValue().str();
+    plan.outputs.push_back({name, *id});
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Emitter::emitOp(Operation *op) {
+  return TypeSwitch<Operation *, llvm::Error>(op)
+      .Case([&](px::VariableOp o) { return emitVariable(o); })
+      .Case([&](px::InputOp o) { return emitInput(o); })
+      .Case([&](px::ConstantOp o) { return emitConstant(o); })
+      .Case([&](px::ReshapeOp o) -> llvm::Error {
+        // Row-major data does not move: the result aliases the input.
+        auto base = tensorFor(o, o.getInput());
+        if (!base)
+          return base.takeError();
+        return newTensor(o, o.getOutput(), rt::PlanTensor::Kind::Alias, *base)
+            .takeError();
+      })
+      .Case([&](px::MakeSparseGradOp o) -> llvm::Error {
+        auto idx = tensorFor(o, o.getIndices());
+        auto vals = tensorFor(o, o.getValues());
+        if (!idx || !vals)
+          return !idx ? idx.takeError() : vals.takeError();
+        sparse[o.getOutput()] = {*idx, *vals};
+        return llvm::Error::success();
+      })
+      .Case([&](px::SparseGradIndicesOp o) -> llvm::Error {
+        tensors[o.getIndices()] = sparse.lookup(o.getGrad()).first;
+        return llvm::Error::success();
+      })
+      .Case([&](px::SparseGradValuesOp o) -> llvm::Error {
+        tensors[o.getValues()] = sparse.lookup(o.getGrad()).second;
+        return llvm::Error::success();
+      })
+      .Case([&](px::GradientOp o) {
+        return fail(o, "gradients must be consumed by an optimizer: run "
+                       "--px-optimizer (parallax-opt --emit=plan does)");
+      })
+      .Case([&](func::ReturnOp o) { return emitReturn(o); })
+      .Case([&](shard::GridOp) { return llvm::Error::success(); })
+      .Default([&](Operation *o) -> llvm::Error {
+        if (o->getDialect() &&
+            o->getDialect()->getNamespace() == px::PxDialect::getDialectNamespace())
+          return emitKernel(o);
+        return fail(o, "only px ops can be executed");
+      });
+}
+
+void Emitter::planMemory() {
+  int64_t end = plan.kernels.size();
+  // Resolve aliases to the arena tensor whose storage they share.
+  auto base = [&](int32_t id) {
+    while (plan.tensors[id].kind == rt::PlanTensor::Kind::Alias)
+      id = plan.tensors[id].ref;
+    return id;
+  };
+  std::vector<int64_t> last(plan.tensors.size(), -1);
+  for (int64_t k = 0; k < end; ++k)
+    for (int32_t id : plan.kernels[k].inputs)
+      if (id >= 0)
+        last[base(id)] = std::max(last[base(id)], k);
+  for (const rt::PlanOutput &o : plan.outputs)
+    last[base(o.tensor)] = end; // read after the step
+
+  std::vector<BufferLifetime> buffers;
+  std::vector<int32_t> ids;
+  for (size_t id = 0; id < plan.tensors.size(); ++id) {
+    if (plan.tensors[id].kind != rt::PlanTensor::Kind::Arena)
+      continue;
+    BufferLifetime b;
+    b.bytes = plan.tensors[id].bytes();
+    b.first = definedBy[id];
+    b.last = std::max(last[id], b.first);
+    buffers.push_back(b);
+    ids.push_back(id);
+  }
+  plan.arenaBytes = planArena(buffers);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    plan.tensors[ids[i]].offset = buffers[i].offset;
+
+  // Peak bytes of gradients alive at once.
+  std::vector<int64_t> live(end + 1, 0);
+  for (int32_t g : gradientTensors) {
+    int32_t id = base(g);
+    if (plan.tensors[id].kind != rt::PlanTensor::Kind::Arena)
+      continue;
+    for (int64_t k = definedBy[id]; k <= std::max(last[id], definedBy[id]); ++k)
+      live[k] += plan.tensors[id].bytes();
+  }
+  rt::MemoryEstimate &m = plan.memory;
+  m.gradients = live.empty() ? 0 : *std::max_element(live.begin(), live.end());
+  m.arena = plan.arenaBytes;
+  auto bytes = [](rt::DType t, const std::vector<int64_t> &shape) {
+    int64_t n = (int64_t)rt::sizeOf(t);
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  };
+  for (const auto &v : plan.variables) {
+    int64_t n = bytes(v.dtype, v.shape);
+    switch (v.role) {
+    case rt::PlanVariable::Role::Parameter: m.parameters += n; break;
+    case rt::PlanVariable::Role::State: m.state += n; break;
+    case rt::PlanVariable::Role::OptimizerState: m.optimizerState += n; break;
+    }
+  }
+  for (const auto &in : plan.inputs)
+    m.inputs += bytes(in.dtype, in.shape);
+  for (const auto &c : plan.constants)
+    m.constants += bytes(c.dtype, c.shape);
+}
+
+llvm::Expected<rt::Plan> Emitter::run() {
+  func::FuncOp func = getEntryFunction(module);
+  if (!func || func.getBody().empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot emit a plan: the module has no "
+                                   "step function");
+  if (!func.getBody().hasOneBlock())
+    return fail(func, "the step function must have one block");
+  plan.worldSize = options.worldSize;
+  plan.options = options.description;
+  if (auto loss = func->getAttrOfType<IntegerAttr>("px.loss")) {
+    plan.mode = rt::Plan::Mode::Train;
+    plan.lossOutput = loss.getInt();
+  } else {
+    plan.mode = rt::Plan::Mode::Inference;
+  }
+  if (auto source = module->getAttrOfType<StringAttr>("px.source")) {
+    std::error_code ec;
+    auto path = std::filesystem::absolute(source.getValue().str(), ec);
+    plan.sourcePath = ec ? source.getValue().str() : path.string();
+    uint64_t size = std::filesystem::file_size(plan.sourcePath, ec);
+    plan.sourceBytes = ec ? 0 : size;
+  }
+  for (Operation &op : func.getBody().front())
+    if (auto err = emitOp(&op))
+      return std::move(err);
+  planMemory();
+  return std::move(plan);
+}
+
+} // namespace
+
+llvm::Expected<rt::Plan> emitPlan(ModuleOp module,
+                                  const PlanEmitOptions &options) {
+  Emitter emitter(module, options);
+  return emitter.run();
+}
+
+void printMemoryReport(const rt::Plan &plan, llvm::raw_ostream &os) {
+  auto human = [](int64_t bytes) {
+    std::string s;
+    llvm::raw_string_ostream o(s);
+    double b = (double)bytes;
+    if (b >= 1024.0 * 1024 * 1024)
+      o << llvm::format("%.1f GiB", b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024)
+      o << llvm::format("%.1f MiB", b / (1024.0 * 1024));
+    else if (b >= 1024.0)
+      o << llvm::format("%.1f KiB", b / 1024.0);
+    else
+      o << bytes << " B";
+    return s;
+  };
+  const rt::MemoryEstimate &m = plan.memory;
+  os << "memory per rank (predicted):\n";
+  auto line = [&](const char *what, int64_t bytes, const char *note = "") {
+    os << llvm::format("  %-18s %12s", what, human(bytes).c_str()) << note
+       << "\n";
+  };
+  line("parameters", m.parameters);
+  line("optimizer state", m.optimizerState);
+  line("state", m.state, "  (BatchNorm statistics)");
+  line("gradients", m.gradients, "  (peak live, inside the arena)");
+  line("arena", m.arena, "  (activations, gradients, temporaries; reused by liveness)");
+  line("inputs", m.inputs, "  (one step's data)");
+  line("constants", m.constants);
+  line("peak", m.peak());
+  os << "  " << plan.kernels.size() << " kernels\n";
+}
+
+} // namespace parallax

@@ -1,0 +1,2 @@
+// Tests of the Conv kernels (to be written).
+#include "KernelTestUtil.h"

@@ -1,0 +1,2 @@
+// Data loading tests (to be written).
+#include "KernelTestUtil.h"

@@ -1,0 +1,2 @@
+// Tests of the Elementwise kernels (to be written).
+#include "KernelTestUtil.h"

@@ -1,0 +1,2 @@
+// Tests of the Indexing kernels (to be written).
+#include "KernelTestUtil.h"

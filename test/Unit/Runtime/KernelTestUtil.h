@@ -1,0 +1,154 @@
+//===- KernelTestUtil.h - run one runtime kernel in a unit test -*- C++ -*-===//
+//
+// Kernel tests build tensors as std::vector<double> (whatever the element
+// type), run one kernel through the registry exactly as a session binds it,
+// and compare against a naive reference written in the test.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_TEST_UNIT_RUNTIME_KERNELTESTUTIL_H
+#define PARALLAX_TEST_UNIT_RUNTIME_KERNELTESTUTIL_H
+
+#include "parallax/Runtime/Kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace parallax::rt::test {
+
+/// A tensor owned by a test. Values are stored in the element type; `values`
+/// converts for convenience.
+struct TestTensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<char> bytes;
+  bool absent = false; ///< an absent optional operand
+
+  TestTensor() = default;
+  TestTensor(DType dtype, std::vector<int64_t> shape,
+             const std::vector<double> &values = {})
+      : dtype(dtype), shape(std::move(shape)) {
+    int64_t n = numElements();
+    bytes.assign(n * sizeOf(dtype) + 64, 0); // slack: never a null pointer
+    for (int64_t i = 0; i < (int64_t)values.size() && i < n; ++i)
+      set(i, values[i]);
+  }
+  static TestTensor none() {
+    TestTensor t;
+    t.absent = true;
+    return t;
+  }
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  void *data() { return bytes.data(); }
+  double get(int64_t i) const {
+    const char *p = bytes.data();
+    switch (dtype) {
+    case DType::F32: return reinterpret_cast<const float *>(p)[i];
+    case DType::F64: return reinterpret_cast<const double *>(p)[i];
+    case DType::I64: return (double)reinterpret_cast<const int64_t *>(p)[i];
+    case DType::I32: return reinterpret_cast<const int32_t *>(p)[i];
+    case DType::I16: return reinterpret_cast<const int16_t *>(p)[i];
+    case DType::I8: return reinterpret_cast<const int8_t *>(p)[i];
+    case DType::U8:
+    case DType::Bool: return reinterpret_cast<const uint8_t *>(p)[i];
+    default: ADD_FAILURE() << "unsupported test dtype"; return 0;
+    }
+  }
+  void set(int64_t i, double v) {
+    char *p = bytes.data();
+    switch (dtype) {
+    case DType::F32: reinterpret_cast<float *>(p)[i] = (float)v; break;
+    case DType::F64: reinterpret_cast<double *>(p)[i] = v; break;
+    case DType::I64: reinterpret_cast<int64_t *>(p)[i] = (int64_t)v; break;
+    case DType::I32: reinterpret_cast<int32_t *>(p)[i] = (int32_t)v; break;
+    case DType::I16: reinterpret_cast<int16_t *>(p)[i] = (int16_t)v; break;
+    case DType::I8: reinterpret_cast<int8_t *>(p)[i] = (int8_t)v; break;
+    case DType::U8:
+    case DType::Bool: reinterpret_cast<uint8_t *>(p)[i] = (uint8_t)v; break;
+    default: ADD_FAILURE() << "unsupported test dtype";
+    }
+  }
+  std::vector<double> values() const {
+    std::vector<double> v(numElements());
+    for (int64_t i = 0; i < numElements(); ++i)
+      v[i] = get(i);
+    return v;
+  }
+  TensorView view() {
+    if (absent)
+      return TensorView{};
+    return TensorView{data(), dtype, shape};
+  }
+};
+
+/// Random values in [lo, hi) from a fixed seed.
+inline std::vector<double> randomValues(int64_t n, uint64_t seed,
+                                        double lo = -1.0, double hi = 1.0) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(n);
+  for (double &x : v)
+    x = dist(gen);
+  return v;
+}
+
+/// Binds `op` with `attrs` over `inputs` and `outputs` and runs it once.
+/// Inputs are passed by reference: optimizer kernels update them in place.
+inline void runKernel(const std::string &op, std::vector<TestTensor *> inputs,
+                      std::vector<TestTensor *> outputs,
+                      nlohmann::json attrs = nlohmann::json::object(),
+                      ExecEnv env = {}) {
+  const KernelFactory *factory = KernelRegistry::global().find(op);
+  ASSERT_NE(factory, nullptr) << "no kernel '" << op << "'";
+  PlanKernel kernel;
+  kernel.op = op;
+  kernel.attrs = std::move(attrs);
+  std::vector<TensorView> ins, outs;
+  for (TestTensor *t : inputs)
+    ins.push_back(t->view());
+  for (TestTensor *t : outputs)
+    outs.push_back(t->view());
+  if (env.step == 0)
+    env.step = 1;
+  KernelArgs args(kernel, ins, outs, env);
+  KernelFn fn = (*factory)(args);
+  fn();
+}
+
+/// As runKernel, but returns the KernelError message (bind or run time), or
+/// "" if the kernel succeeded.
+inline std::string kernelError(const std::string &op,
+                               std::vector<TestTensor *> inputs,
+                               std::vector<TestTensor *> outputs,
+                               nlohmann::json attrs = nlohmann::json::object()) {
+  try {
+    runKernel(op, std::move(inputs), std::move(outputs), std::move(attrs));
+  } catch (const KernelError &e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// Elementwise comparison with |a - b| <= atol + rtol * |b|.
+inline void expectNear(const std::vector<double> &actual,
+                       const std::vector<double> &expected, double rtol = 1e-5,
+                       double atol = 1e-6, const std::string &what = "") {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < actual.size(); ++i)
+    ASSERT_LE(std::abs(actual[i] - expected[i]), atol + rtol * std::abs(expected[i]))
+        << what << " element " << i << ": " << actual[i] << " vs "
+        << expected[i];
+}
+
+} // namespace parallax::rt::test
+
+#endif // PARALLAX_TEST_UNIT_RUNTIME_KERNELTESTUTIL_H

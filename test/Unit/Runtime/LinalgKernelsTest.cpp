@@ -1,0 +1,2 @@
+// Tests of the Linalg kernels (to be written).
+#include "KernelTestUtil.h"

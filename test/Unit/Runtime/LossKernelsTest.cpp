@@ -1,0 +1,2 @@
+// Tests of the Loss kernels (to be written).
+#include "KernelTestUtil.h"

@@ -1,0 +1,2 @@
+// Tests of the Norm kernels (to be written).
+#include "KernelTestUtil.h"

@@ -1,0 +1,2 @@
+// Tests of the Optimizer kernels (to be written).
+#include "KernelTestUtil.h"

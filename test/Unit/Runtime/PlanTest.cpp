@@ -1,0 +1,2 @@
+// Plan format tests (to be written).
+#include "KernelTestUtil.h"

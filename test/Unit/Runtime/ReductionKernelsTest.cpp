@@ -1,0 +1,2 @@
+// Tests of the Reduction kernels (to be written).
+#include "KernelTestUtil.h"

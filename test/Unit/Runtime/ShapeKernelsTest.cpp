@@ -1,0 +1,2 @@
+// Tests of the Shape kernels (to be written).
+#include "KernelTestUtil.h"
