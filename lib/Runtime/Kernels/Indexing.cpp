@@ -1,9 +1,428 @@
-//===- Indexing.cpp - Indexing kernels (stub until implemented) -----------------===//
+//===- Indexing.cpp - gather, gather_elements and their gradients ---------===//
+//
+// px.gather (ONNX Gather; on axis 0 the embedding lookup: one memcpy per
+// row), px.gather_elements (ONNX GatherElements), and their dense
+// gradients px.scatter_add and px.scatter_elements_add, which start from
+// zeros and accumulate (repeated indices add up). The scatters split work
+// only over dimensions where distinct work items write distinct output
+// elements, so they need no atomics.
+//
+//===----------------------------------------------------------------------===//
 
 #include "parallax/Runtime/Kernel.h"
 
-namespace parallax::rt {
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <sstream>
 
-void registerIndexingKernels(KernelRegistry &) {}
+namespace parallax::rt {
+namespace {
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+int64_t product(const std::vector<int64_t> &v, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i)
+    n *= v[i];
+  return n;
+}
+
+int64_t normalizeAxis(const KernelArgs &args, int64_t axis, int64_t rank,
+                      const char *op) {
+  if (axis < -rank || axis >= rank)
+    args.fail(std::string(op) + ": axis " + std::to_string(axis) +
+              " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+[[noreturn]] void badIndex(const char *op, int64_t index, int64_t position,
+                           int64_t size, int64_t axis) {
+  throw KernelError(std::string(op) + ": index " + std::to_string(index) +
+                    " (at position " + std::to_string(position) +
+                    " of indices) is out of range [" + std::to_string(-size) +
+                    ", " + std::to_string(size) + ") of axis " +
+                    std::to_string(axis));
+}
+
+/// Index `v` wrapped into [0, size), or a KernelError.
+inline int64_t wrapIndex(int64_t v, int64_t size, const char *op,
+                         int64_t position, int64_t axis) {
+  int64_t w = v < 0 ? v + size : v;
+  if (w < 0 || w >= size)
+    badIndex(op, v, position, size, axis);
+  return w;
+}
+
+/// Fixed-size element copies for the common element sizes.
+template <int Size> struct Elem;
+template <> struct Elem<1> { using type = uint8_t; };
+template <> struct Elem<2> { using type = uint16_t; };
+template <> struct Elem<4> { using type = uint32_t; };
+template <> struct Elem<8> { using type = uint64_t; };
+
+//===----------------------------------------------------------------------===//
+// gather
+//===----------------------------------------------------------------------===//
+
+/// ElemSize > 0: each row is one element of that size; 0: memcpy rows.
+template <typename I, int ElemSize>
+KernelFn gatherImpl(const char *data, const I *idx, char *out, int64_t outer,
+                    int64_t axisLen, int64_t nIdx, int64_t rowBytes,
+                    int64_t axis, int threads) {
+  int64_t rows = outer * nIdx;
+  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(rowBytes, 1));
+  return [=] {
+    parallelFor(threads, rows, grain, [&](int64_t r0, int64_t r1) {
+      int64_t o = r0 / nIdx, p = r0 % nIdx;
+      for (int64_t r = r0; r < r1; ++r) {
+        int64_t i = wrapIndex((int64_t)idx[p], axisLen, "gather", p, axis);
+        const char *src = data + (o * axisLen + i) * rowBytes;
+        char *dst = out + r * rowBytes;
+        if constexpr (ElemSize > 0) {
+          using E = typename Elem<ElemSize>::type;
+          *reinterpret_cast<E *>(dst) = *reinterpret_cast<const E *>(src);
+        } else {
+          std::memcpy(dst, src, rowBytes);
+        }
+        if (++p == nIdx) {
+          p = 0;
+          ++o;
+        }
+      }
+    });
+  };
+}
+
+template <typename I>
+KernelFn gatherTyped(KernelArgs &args, int64_t axis) {
+  const TensorView &data = args.in(0), &indices = args.in(1), &out = args.out(0);
+  int64_t outer = product(data.shape, 0, axis), axisLen = data.dim(axis);
+  int64_t inner = product(data.shape, axis + 1, data.shape.size());
+  int64_t nIdx = indices.numElements();
+  int64_t es = (int64_t)sizeOf(data.dtype), rowBytes = inner * es;
+  const char *d = static_cast<const char *>(data.data);
+  const I *idx = indices.as<I>();
+  char *o = static_cast<char *>(out.data);
+  int threads = args.env.threads;
+  if (inner == 1) {
+    switch (es) {
+    case 1: return gatherImpl<I, 1>(d, idx, o, outer, axisLen, nIdx, es, axis, threads);
+    case 2: return gatherImpl<I, 2>(d, idx, o, outer, axisLen, nIdx, es, axis, threads);
+    case 4: return gatherImpl<I, 4>(d, idx, o, outer, axisLen, nIdx, es, axis, threads);
+    case 8: return gatherImpl<I, 8>(d, idx, o, outer, axisLen, nIdx, es, axis, threads);
+    }
+  }
+  return gatherImpl<I, 0>(d, idx, o, outer, axisLen, nIdx, rowBytes, axis,
+                          threads);
+}
+
+void checkIndexType(const KernelArgs &args, const TensorView &indices,
+                    const char *op) {
+  if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
+    args.fail(std::string(op) + ": indices must be i32 or i64, got " +
+              nameOf(indices.dtype));
+}
+
+KernelFn gatherFactory(KernelArgs &args) {
+  const TensorView &data = args.in(0), &indices = args.in(1), &out = args.out(0);
+  checkIndexType(args, indices, "gather");
+  if (data.rank() < 1)
+    args.fail("gather: data must have rank >= 1");
+  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), data.rank(), "gather");
+  if (out.dtype != data.dtype)
+    args.fail(std::string("gather: result must have the data's element type ") +
+              nameOf(data.dtype) + ", got " + nameOf(out.dtype));
+  std::vector<int64_t> expected(data.shape.begin(), data.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), data.shape.begin() + axis + 1, data.shape.end());
+  if (out.shape != expected)
+    args.fail("gather: result shape " + shapeStr(out.shape) + " must be " +
+              shapeStr(expected));
+  return indices.dtype == DType::I64 ? gatherTyped<int64_t>(args, axis)
+                                     : gatherTyped<int32_t>(args, axis);
+}
+
+//===----------------------------------------------------------------------===//
+// Element-wise indexing (gather_elements, scatter_elements_add): the
+// indices are split into "lines" along the axis; each line has fixed
+// coordinates off the axis, so it reads (or writes) one line of the data.
+//===----------------------------------------------------------------------===//
+
+struct Lines {
+  int64_t count = 0;    ///< number of lines
+  int64_t length = 0;   ///< indices' size along the axis
+  int64_t idxStep = 0;  ///< indices stride along the axis
+  int64_t dataStep = 0; ///< data stride along the axis
+  int64_t dataLen = 0;  ///< data size along the axis
+  int64_t axis = 0;
+  std::vector<int64_t> dims, idxStrides, dataStrides; ///< off-axis dims
+
+  Lines(const std::vector<int64_t> &idxShape,
+        const std::vector<int64_t> &dataShape, int64_t axis)
+      : axis(axis) {
+    auto is = stridesOf(idxShape), ds = stridesOf(dataShape);
+    count = 1;
+    for (size_t d = 0; d < idxShape.size(); ++d) {
+      if ((int64_t)d == axis)
+        continue;
+      dims.push_back(idxShape[d]);
+      idxStrides.push_back(is[d]);
+      dataStrides.push_back(ds[d]);
+      count *= idxShape[d];
+    }
+    length = idxShape[axis];
+    idxStep = is[axis];
+    dataStep = ds[axis];
+    dataLen = dataShape[axis];
+  }
+
+  /// Offsets of line `l`'s first element in the indices and in the data.
+  void offsets(int64_t l, int64_t &idxBase, int64_t &dataBase) const {
+    idxBase = dataBase = 0;
+    for (size_t d = dims.size(); d-- > 0;) {
+      int64_t c = l % dims[d];
+      l /= dims[d];
+      idxBase += c * idxStrides[d];
+      dataBase += c * dataStrides[d];
+    }
+  }
+};
+
+/// Checks the shapes common to gather_elements and scatter_elements_add.
+void checkElementShapes(const KernelArgs &args, const TensorView &indices,
+                        const TensorView &data, int64_t axis, const char *op,
+                        const char *dataName) {
+  if (indices.rank() != data.rank())
+    args.fail(std::string(op) + ": " + dataName + " " + shapeStr(data.shape) +
+              " and indices " + shapeStr(indices.shape) +
+              " must have the same rank");
+  for (int64_t d = 0; d < data.rank(); ++d)
+    if (d != axis && indices.dim(d) > data.dim(d))
+      args.fail(std::string(op) + ": indices dimension " + std::to_string(d) +
+                " of size " + std::to_string(indices.dim(d)) + " exceeds the " +
+                dataName + "'s size " + std::to_string(data.dim(d)));
+}
+
+template <typename I, typename E>
+KernelFn gatherElementsImpl(KernelArgs &args, int64_t axis) {
+  const TensorView &data = args.in(0), &indices = args.in(1), &out = args.out(0);
+  auto lines = std::make_shared<Lines>(indices.shape, data.shape, axis);
+  const E *d = static_cast<const E *>(data.data);
+  const I *idx = indices.as<I>();
+  E *o = static_cast<E *>(out.data);
+  int threads = args.env.threads;
+  int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, lines->length));
+  return [=] {
+    const Lines &L = *lines;
+    parallelFor(threads, L.count, grain, [&](int64_t l0, int64_t l1) {
+      for (int64_t l = l0; l < l1; ++l) {
+        int64_t ib, db;
+        L.offsets(l, ib, db);
+        for (int64_t j = 0; j < L.length; ++j) {
+          int64_t pos = ib + j * L.idxStep;
+          int64_t i = wrapIndex((int64_t)idx[pos], L.dataLen,
+                                "gather_elements", pos, L.axis);
+          o[pos] = d[db + i * L.dataStep];
+        }
+      }
+    });
+  };
+}
+
+template <typename I>
+KernelFn gatherElementsTyped(KernelArgs &args, int64_t axis) {
+  switch (sizeOf(args.in(0).dtype)) {
+  case 1: return gatherElementsImpl<I, uint8_t>(args, axis);
+  case 2: return gatherElementsImpl<I, uint16_t>(args, axis);
+  case 4: return gatherElementsImpl<I, uint32_t>(args, axis);
+  case 8: return gatherElementsImpl<I, uint64_t>(args, axis);
+  }
+  args.fail("gather_elements: unsupported element size");
+}
+
+KernelFn gatherElementsFactory(KernelArgs &args) {
+  const TensorView &data = args.in(0), &indices = args.in(1), &out = args.out(0);
+  checkIndexType(args, indices, "gather_elements");
+  if (data.rank() < 1)
+    args.fail("gather_elements: data must have rank >= 1");
+  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), data.rank(),
+                               "gather_elements");
+  checkElementShapes(args, indices, data, axis, "gather_elements", "data");
+  if (out.dtype != data.dtype || out.shape != indices.shape)
+    args.fail(std::string("gather_elements: result must be ") +
+              nameOf(data.dtype) + " " + shapeStr(indices.shape) + ", got " +
+              nameOf(out.dtype) + " " + shapeStr(out.shape));
+  return indices.dtype == DType::I64 ? gatherElementsTyped<int64_t>(args, axis)
+                                     : gatherElementsTyped<int32_t>(args, axis);
+}
+
+//===----------------------------------------------------------------------===//
+// scatter_add, scatter_elements_add
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void zeroFill(T *p, int64_t n, int threads) {
+  parallelFor(threads, n, 1 << 16, [&](int64_t b, int64_t e) {
+    std::fill(p + b, p + e, T(0));
+  });
+}
+
+template <typename T, typename I>
+KernelFn scatterAddTyped(KernelArgs &args, int64_t axis) {
+  const TensorView &indices = args.in(0), &updates = args.in(1), &out = args.out(0);
+  int64_t outer = product(out.shape, 0, axis), axisLen = out.dim(axis);
+  int64_t inner = product(out.shape, axis + 1, out.shape.size());
+  int64_t nIdx = indices.numElements(), total = out.numElements();
+  const I *idx = indices.as<I>();
+  const T *u = updates.as<T>();
+  T *o = out.as<T>();
+  int threads = args.env.threads;
+  auto wrapped = std::make_shared<std::vector<int64_t>>(nIdx);
+  // Rows of the output (outer) are independent; when there are too few of
+  // them, split the columns (inner) instead: never the indices, which may
+  // repeat.
+  bool byOuter = outer >= 2 * threads || inner < 4 * threads;
+  return [=] {
+    int64_t *w = wrapped->data();
+    for (int64_t p = 0; p < nIdx; ++p)
+      w[p] = wrapIndex((int64_t)idx[p], axisLen, "scatter_add", p, axis);
+    zeroFill(o, total, threads);
+    if (byOuter) {
+      int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, nIdx * inner));
+      parallelFor(threads, outer, grain, [&](int64_t o0, int64_t o1) {
+        for (int64_t b = o0; b < o1; ++b)
+          for (int64_t p = 0; p < nIdx; ++p) {
+            T *dst = o + (b * axisLen + w[p]) * inner;
+            const T *src = u + (b * nIdx + p) * inner;
+            for (int64_t j = 0; j < inner; ++j)
+              dst[j] += src[j];
+          }
+      });
+    } else {
+      int64_t grain = std::max<int64_t>(
+          16, 32768 / std::max<int64_t>(1, nIdx * outer));
+      parallelFor(threads, inner, grain, [&](int64_t c0, int64_t c1) {
+        for (int64_t b = 0; b < outer; ++b)
+          for (int64_t p = 0; p < nIdx; ++p) {
+            T *dst = o + (b * axisLen + w[p]) * inner;
+            const T *src = u + (b * nIdx + p) * inner;
+            for (int64_t j = c0; j < c1; ++j)
+              dst[j] += src[j];
+          }
+      });
+    }
+  };
+}
+
+template <typename T, typename I>
+KernelFn scatterElementsAddTyped(KernelArgs &args, int64_t axis) {
+  const TensorView &indices = args.in(0), &updates = args.in(1), &out = args.out(0);
+  auto lines = std::make_shared<Lines>(indices.shape, out.shape, axis);
+  const I *idx = indices.as<I>();
+  const T *u = updates.as<T>();
+  T *o = out.as<T>();
+  int64_t total = out.numElements();
+  int threads = args.env.threads;
+  int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, lines->length));
+  return [=] {
+    const Lines &L = *lines;
+    zeroFill(o, total, threads);
+    // Distinct lines have distinct off-axis coordinates, so they write
+    // distinct output elements.
+    parallelFor(threads, L.count, grain, [&](int64_t l0, int64_t l1) {
+      for (int64_t l = l0; l < l1; ++l) {
+        int64_t ib, ob;
+        L.offsets(l, ib, ob);
+        for (int64_t j = 0; j < L.length; ++j) {
+          int64_t pos = ib + j * L.idxStep;
+          int64_t i = wrapIndex((int64_t)idx[pos], L.dataLen,
+                                "scatter_elements_add", pos, L.axis);
+          o[ob + i * L.dataStep] += u[pos];
+        }
+      }
+    });
+  };
+}
+
+template <template <typename, typename> class Impl>
+KernelFn dispatchScatter(KernelArgs &args, int64_t axis, const char *op) {
+  const TensorView &indices = args.in(0), &updates = args.in(1);
+  bool i64 = indices.dtype == DType::I64;
+  switch (updates.dtype) {
+  case DType::F32:
+    return i64 ? Impl<float, int64_t>::make(args, axis)
+               : Impl<float, int32_t>::make(args, axis);
+  case DType::F64:
+    return i64 ? Impl<double, int64_t>::make(args, axis)
+               : Impl<double, int32_t>::make(args, axis);
+  default:
+    args.fail(std::string(op) + ": element type " + nameOf(updates.dtype) +
+              " is not supported by the CPU runtime");
+  }
+}
+
+template <typename T, typename I> struct ScatterAdd {
+  static KernelFn make(KernelArgs &a, int64_t axis) {
+    return scatterAddTyped<T, I>(a, axis);
+  }
+};
+template <typename T, typename I> struct ScatterElementsAdd {
+  static KernelFn make(KernelArgs &a, int64_t axis) {
+    return scatterElementsAddTyped<T, I>(a, axis);
+  }
+};
+
+void checkScatterTypes(const KernelArgs &args, const char *op) {
+  const TensorView &indices = args.in(0), &updates = args.in(1), &out = args.out(0);
+  checkIndexType(args, indices, op);
+  if (out.dtype != updates.dtype)
+    args.fail(std::string(op) + ": result must have the updates' element type " +
+              nameOf(updates.dtype) + ", got " + nameOf(out.dtype));
+  if (out.rank() < 1)
+    args.fail(std::string(op) + ": the result must have rank >= 1");
+}
+
+KernelFn scatterAddFactory(KernelArgs &args) {
+  checkScatterTypes(args, "scatter_add");
+  const TensorView &indices = args.in(0), &updates = args.in(1), &out = args.out(0);
+  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), out.rank(), "scatter_add");
+  std::vector<int64_t> expected(out.shape.begin(), out.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), out.shape.begin() + axis + 1, out.shape.end());
+  if (updates.shape != expected)
+    args.fail("scatter_add: updates must have shape " + shapeStr(expected) +
+              ", got " + shapeStr(updates.shape));
+  return dispatchScatter<ScatterAdd>(args, axis, "scatter_add");
+}
+
+KernelFn scatterElementsAddFactory(KernelArgs &args) {
+  checkScatterTypes(args, "scatter_elements_add");
+  const TensorView &indices = args.in(0), &updates = args.in(1), &out = args.out(0);
+  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), out.rank(),
+                               "scatter_elements_add");
+  if (updates.shape != indices.shape)
+    args.fail("scatter_elements_add: updates " + shapeStr(updates.shape) +
+              " and indices " + shapeStr(indices.shape) +
+              " must have the same shape");
+  checkElementShapes(args, indices, out, axis, "scatter_elements_add", "output");
+  return dispatchScatter<ScatterElementsAdd>(args, axis, "scatter_elements_add");
+}
+
+} // namespace
+
+void registerIndexingKernels(KernelRegistry &r) {
+  r.add("gather", gatherFactory);
+  r.add("gather_elements", gatherElementsFactory);
+  r.add("scatter_add", scatterAddFactory);
+  r.add("scatter_elements_add", scatterElementsAddFactory);
+}
 
 } // namespace parallax::rt

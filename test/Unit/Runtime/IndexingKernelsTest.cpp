@@ -1,2 +1,373 @@
-// Tests of the Indexing kernels (to be written).
+// Tests of the Indexing kernels (gather, gather_elements, scatter_add,
+// scatter_elements_add) against naive references.
 #include "KernelTestUtil.h"
+
+using namespace parallax::rt;
+using namespace parallax::rt::test;
+
+namespace {
+
+int64_t count(const std::vector<int64_t> &s, int64_t b = 0, int64_t e = -1) {
+  int64_t size = (int64_t)s.size();
+  if (e < 0 || e > size)
+    e = size;
+  int64_t n = 1;
+  for (int64_t i = b; i < e; ++i)
+    n *= s.at(i);
+  return n;
+}
+
+/// Random integer indices in [lo, hi].
+std::vector<double> randomIndices(int64_t n, uint64_t seed, int64_t lo, int64_t hi) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int64_t> dist(lo, hi);
+  std::vector<double> v(n);
+  for (double &x : v)
+    x = (double)dist(gen);
+  return v;
+}
+
+std::vector<int64_t> gatherShape(const std::vector<int64_t> &data,
+                                 const std::vector<int64_t> &idx, int64_t axis) {
+  std::vector<int64_t> s(data.begin(), data.begin() + axis);
+  s.insert(s.end(), idx.begin(), idx.end());
+  s.insert(s.end(), data.begin() + axis + 1, data.end());
+  return s;
+}
+
+/// Values representable exactly in every element type used below.
+std::vector<double> smallValues(int64_t n, uint64_t seed, DType dt) {
+  if (dt == DType::Bool)
+    return randomIndices(n, seed, 0, 1);
+  return randomIndices(n, seed, -100, 100);
+}
+
+std::vector<double> refGather(const std::vector<int64_t> &ds,
+                              const std::vector<double> &data,
+                              const std::vector<double> &idx, int64_t axis) {
+  int64_t outer = count(ds, 0, axis), len = ds[axis], inner = count(ds, axis + 1);
+  int64_t n = (int64_t)idx.size();
+  std::vector<double> out(outer * n * inner);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t p = 0; p < n; ++p) {
+      int64_t i = (int64_t)idx[p];
+      if (i < 0)
+        i += len;
+      for (int64_t j = 0; j < inner; ++j)
+        out[(o * n + p) * inner + j] = data[(o * len + i) * inner + j];
+    }
+  return out;
+}
+
+void checkGather(DType dt, DType it, std::vector<int64_t> ds,
+                 std::vector<int64_t> is, int64_t axis, int threads = 1,
+                 bool setAxis = true) {
+  SCOPED_TRACE(::testing::Message() << nameOf(dt) << "/" << nameOf(it) << " "
+                                    << ::testing::PrintToString(ds) << " "
+                                    << ::testing::PrintToString(is) << " axis "
+                                    << axis);
+  int64_t rank = (int64_t)ds.size(), a = axis < 0 ? axis + rank : axis;
+  TestTensor data(dt, ds, smallValues(count(ds), 7, dt));
+  TestTensor idx(it, is, randomIndices(count(is), 8, -ds[a], ds[a] - 1));
+  TestTensor out(dt, gatherShape(ds, is, a));
+  nlohmann::json attrs = nlohmann::json::object();
+  if (setAxis)
+    attrs["axis"] = axis;
+  ExecEnv env;
+  env.threads = threads;
+  runKernel("gather", {&data, &idx}, {&out}, attrs, env);
+  expectNear(out.values(), refGather(ds, data.values(), idx.values(), a), 0, 0);
+}
+
+TEST(IndexingKernels, GatherAxis0EmbeddingRows) {
+  for (DType it : {DType::I64, DType::I32}) {
+    checkGather(DType::F32, it, {7, 5}, {4}, 0);
+    checkGather(DType::F32, it, {7, 5}, {2, 3}, 0);
+    checkGather(DType::F64, it, {7, 3, 2}, {6}, 0);
+    checkGather(DType::F32, it, {7, 5}, {}, 0); // scalar index
+    checkGather(DType::F32, it, {7}, {3, 2}, 0); // one-element rows
+  }
+  checkGather(DType::F32, DType::I64, {9, 4}, {5, 2}, 0, 1, /*setAxis=*/false);
+  checkGather(DType::F32, DType::I64, {50, 16}, {40, 30}, 0, /*threads=*/2);
+}
+
+TEST(IndexingKernels, GatherOtherAxesAndTypes) {
+  for (DType dt : {DType::F32, DType::F64, DType::I64, DType::I32, DType::I16,
+                   DType::I8, DType::Bool}) {
+    checkGather(dt, DType::I64, {2, 5, 3}, {4}, 1);
+    checkGather(dt, DType::I32, {2, 5, 3}, {2, 2}, -2);
+    checkGather(dt, DType::I64, {2, 3, 4}, {3}, -1); // one element per row
+    checkGather(dt, DType::I32, {3, 4}, {2, 2}, 1);
+  }
+  checkGather(DType::F32, DType::I64, {20, 30, 5}, {7}, 1, /*threads=*/2);
+  checkGather(DType::F64, DType::I32, {20, 300}, {70}, -1, /*threads=*/2);
+}
+
+TEST(IndexingKernels, GatherF16IsCopiedBitwise) {
+  TestTensor data(DType::F16, {3, 2}), idx(DType::I64, {2}, {2, -3}),
+      out(DType::F16, {2, 2});
+  auto *d = reinterpret_cast<uint16_t *>(data.data());
+  for (int i = 0; i < 6; ++i)
+    d[i] = (uint16_t)(0x3c00 + i);
+  runKernel("gather", {&data, &idx}, {&out});
+  auto *o = reinterpret_cast<uint16_t *>(out.data());
+  EXPECT_EQ(o[0], 0x3c04);
+  EXPECT_EQ(o[1], 0x3c05);
+  EXPECT_EQ(o[2], 0x3c00);
+  EXPECT_EQ(o[3], 0x3c01);
+}
+
+TEST(IndexingKernels, GatherErrors) {
+  TestTensor data(DType::F32, {5, 3}), out(DType::F32, {2, 3});
+  TestTensor bad(DType::I64, {2}, {1, 5});
+  std::string e = kernelError("gather", {&data, &bad}, {&out});
+  EXPECT_NE(e.find("index 5"), std::string::npos) << e;
+  EXPECT_NE(e.find("[-5, 5)"), std::string::npos) << e;
+  TestTensor neg(DType::I32, {2}, {-6, 0});
+  e = kernelError("gather", {&data, &neg}, {&out});
+  EXPECT_NE(e.find("index -6"), std::string::npos) << e;
+  TestTensor ok(DType::I64, {2}, {-5, 4});
+  EXPECT_EQ(kernelError("gather", {&data, &ok}, {&out}), "");
+  EXPECT_NE(kernelError("gather", {&data, &ok}, {&out}, {{"axis", 2}}).find("axis 2"),
+            std::string::npos);
+  TestTensor fidx(DType::F32, {2});
+  EXPECT_NE(kernelError("gather", {&data, &fidx}, {&out}).find("i32 or i64"),
+            std::string::npos);
+  TestTensor wrong(DType::F32, {3, 2});
+  EXPECT_NE(kernelError("gather", {&data, &ok}, {&wrong}).find("shape"),
+            std::string::npos);
+  TestTensor wrongType(DType::F64, {2, 3});
+  EXPECT_NE(kernelError("gather", {&data, &ok}, {&wrongType}).find("element type"),
+            std::string::npos);
+  // Out of range on a later, threaded row.
+  TestTensor big(DType::F32, {100, 8}), bigIdx(DType::I64, {400}),
+      bigOut(DType::F32, {400, 8});
+  for (int i = 0; i < 400; ++i)
+    bigIdx.set(i, i % 100);
+  bigIdx.set(399, 100);
+  ExecEnv env;
+  env.threads = 2;
+  EXPECT_THROW(runKernel("gather", {&big, &bigIdx}, {&bigOut}, {}, env),
+               KernelError);
+}
+
+//===----------------------------------------------------------------------===//
+// gather_elements / scatter_elements_add
+//===----------------------------------------------------------------------===//
+
+/// For each position of the indices: (flat index position, flat data
+/// position) with the axis coordinate replaced by the (wrapped) index.
+std::vector<std::pair<int64_t, int64_t>>
+elementPairs(const std::vector<int64_t> &ds, const std::vector<int64_t> &is,
+             const std::vector<double> &idx, int64_t axis) {
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  int64_t rank = (int64_t)is.size();
+  for (int64_t p = 0; p < count(is); ++p) {
+    std::vector<int64_t> c(rank);
+    int64_t rem = p;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      c[d] = rem % is[d];
+      rem /= is[d];
+    }
+    int64_t i = (int64_t)idx[p];
+    c[axis] = i < 0 ? i + ds[axis] : i;
+    int64_t q = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      q = q * ds[d] + c[d];
+    pairs.push_back({p, q});
+  }
+  return pairs;
+}
+
+void checkGatherElements(DType dt, DType it, std::vector<int64_t> ds,
+                         std::vector<int64_t> is, int64_t axis, int threads = 1) {
+  SCOPED_TRACE(::testing::Message() << nameOf(dt) << "/" << nameOf(it) << " "
+                                    << ::testing::PrintToString(ds) << " "
+                                    << ::testing::PrintToString(is) << " axis "
+                                    << axis);
+  int64_t a = axis < 0 ? axis + (int64_t)ds.size() : axis;
+  TestTensor data(dt, ds, smallValues(count(ds), 11, dt));
+  TestTensor idx(it, is, randomIndices(count(is), 12, -ds[a], ds[a] - 1));
+  TestTensor out(dt, is);
+  ExecEnv env;
+  env.threads = threads;
+  runKernel("gather_elements", {&data, &idx}, {&out}, {{"axis", axis}}, env);
+  std::vector<double> ref(count(is)), dv = data.values();
+  for (auto [p, q] : elementPairs(ds, is, idx.values(), a))
+    ref[p] = dv[q];
+  expectNear(out.values(), ref, 0, 0);
+}
+
+TEST(IndexingKernels, GatherElementsMatchesReference) {
+  for (DType it : {DType::I64, DType::I32}) {
+    checkGatherElements(DType::F32, it, {3, 4}, {2, 4}, 0);
+    checkGatherElements(DType::F32, it, {3, 4}, {3, 6}, 1);
+    checkGatherElements(DType::F64, it, {3, 4}, {2, 3}, -1);
+    checkGatherElements(DType::I64, it, {2, 5, 3}, {2, 7, 2}, 1);
+    checkGatherElements(DType::I8, it, {2, 5, 3}, {1, 2, 3}, 0);
+    checkGatherElements(DType::Bool, it, {2, 5, 3}, {2, 5, 4}, 2);
+    checkGatherElements(DType::I16, it, {4}, {6}, 0);
+  }
+  checkGatherElements(DType::F32, DType::I64, {30, 40, 6}, {30, 40, 5}, 2, 2);
+  // Default axis (0).
+  TestTensor data(DType::F32, {3, 2}, {1, 2, 3, 4, 5, 6}),
+      idx(DType::I64, {2, 2}, {2, 0, -1, 1}), out(DType::F32, {2, 2});
+  runKernel("gather_elements", {&data, &idx}, {&out});
+  expectNear(out.values(), {5, 2, 5, 4}, 0, 0);
+}
+
+TEST(IndexingKernels, GatherElementsErrors) {
+  TestTensor data(DType::F32, {3, 4}), idx(DType::I64, {2, 4}), out(DType::F32, {2, 4});
+  idx.set(5, 4);
+  std::string e = kernelError("gather_elements", {&data, &idx}, {&out});
+  EXPECT_NE(e.find("index 4"), std::string::npos) << e;
+  EXPECT_NE(e.find("[-3, 3)"), std::string::npos) << e;
+  TestTensor idx3(DType::I64, {2, 4, 1}), out3(DType::F32, {2, 4, 1});
+  EXPECT_NE(kernelError("gather_elements", {&data, &idx3}, {&out3}).find("same rank"),
+            std::string::npos);
+  TestTensor wide(DType::I64, {2, 5}), outw(DType::F32, {2, 5});
+  EXPECT_NE(kernelError("gather_elements", {&data, &wide}, {&outw}).find("exceeds"),
+            std::string::npos);
+  TestTensor good(DType::I64, {2, 4});
+  EXPECT_NE(kernelError("gather_elements", {&data, &good}, {&out}, {{"axis", -3}})
+                .find("axis -3"),
+            std::string::npos);
+  TestTensor badOut(DType::F32, {4, 2});
+  EXPECT_NE(kernelError("gather_elements", {&data, &good}, {&badOut}).find("result"),
+            std::string::npos);
+  EXPECT_EQ(kernelError("gather_elements", {&data, &good}, {&out}), "");
+}
+
+void checkScatterElementsAdd(DType dt, DType it, std::vector<int64_t> os,
+                             std::vector<int64_t> is, int64_t axis,
+                             int threads = 1) {
+  SCOPED_TRACE(::testing::Message() << nameOf(dt) << "/" << nameOf(it) << " "
+                                    << ::testing::PrintToString(os) << " "
+                                    << ::testing::PrintToString(is) << " axis "
+                                    << axis);
+  int64_t a = axis < 0 ? axis + (int64_t)os.size() : axis;
+  // Few distinct indices: many repeats.
+  TestTensor idx(it, is, randomIndices(count(is), 13, -2, 1));
+  TestTensor upd(dt, is, randomValues(count(is), 14));
+  TestTensor out(dt, os);
+  for (int64_t i = 0; i < out.numElements(); ++i)
+    out.set(i, 99); // garbage
+  ExecEnv env;
+  env.threads = threads;
+  runKernel("scatter_elements_add", {&idx, &upd}, {&out}, {{"axis", axis}}, env);
+  std::vector<double> ref(count(os), 0.0), uv = upd.values();
+  for (auto [p, q] : elementPairs(os, is, idx.values(), a))
+    ref[q] += uv[p];
+  expectNear(out.values(), ref, dt == DType::F32 ? 1e-6 : 1e-14, 1e-6);
+}
+
+TEST(IndexingKernels, ScatterElementsAddAccumulates) {
+  for (DType dt : {DType::F32, DType::F64})
+    for (DType it : {DType::I64, DType::I32}) {
+      checkScatterElementsAdd(dt, it, {3, 4}, {5, 4}, 0);
+      checkScatterElementsAdd(dt, it, {3, 4}, {2, 7}, 1);
+      checkScatterElementsAdd(dt, it, {3, 4}, {3, 3}, -1);
+      checkScatterElementsAdd(dt, it, {2, 5, 3}, {2, 6, 2}, 1);
+      checkScatterElementsAdd(dt, it, {6}, {9}, 0);
+    }
+  checkScatterElementsAdd(DType::F32, DType::I64, {40, 30, 4}, {40, 30, 9}, 2, 2);
+  checkScatterElementsAdd(DType::F64, DType::I32, {4, 300}, {20, 300}, 0, 2);
+}
+
+TEST(IndexingKernels, ScatterElementsAddErrors) {
+  TestTensor idx(DType::I64, {2, 2}, {0, 1, 2, 3}), upd(DType::F32, {2, 2}),
+      out(DType::F32, {3, 3});
+  std::string e = kernelError("scatter_elements_add", {&idx, &upd}, {&out});
+  EXPECT_NE(e.find("index 3"), std::string::npos) << e;
+  EXPECT_NE(e.find("[-3, 3)"), std::string::npos) << e;
+  TestTensor upd2(DType::F32, {2, 3});
+  EXPECT_NE(kernelError("scatter_elements_add", {&idx, &upd2}, {&out}).find("same shape"),
+            std::string::npos);
+  TestTensor updi(DType::I32, {2, 2}), outi(DType::I32, {3, 3});
+  EXPECT_NE(kernelError("scatter_elements_add", {&idx, &updi}, {&outi}).find("not supported"),
+            std::string::npos);
+  TestTensor out1(DType::F32, {1, 3});
+  idx.set(3, 0);
+  EXPECT_NE(kernelError("scatter_elements_add", {&idx, &upd}, {&out1}, {{"axis", 1}})
+                .find("exceeds"),
+            std::string::npos);
+  EXPECT_EQ(kernelError("scatter_elements_add", {&idx, &upd}, {&out}), "");
+}
+
+//===----------------------------------------------------------------------===//
+// scatter_add
+//===----------------------------------------------------------------------===//
+
+void checkScatterAdd(DType dt, DType it, std::vector<int64_t> os,
+                     std::vector<int64_t> is, int64_t axis, int threads = 1,
+                     int64_t lo = -2, int64_t hi = 2) {
+  SCOPED_TRACE(::testing::Message() << nameOf(dt) << "/" << nameOf(it) << " "
+                                    << ::testing::PrintToString(os) << " "
+                                    << ::testing::PrintToString(is) << " axis "
+                                    << axis << " threads " << threads);
+  int64_t a = axis < 0 ? axis + (int64_t)os.size() : axis;
+  std::vector<int64_t> us = gatherShape(os, is, a);
+  TestTensor idx(it, is, randomIndices(count(is), 15, std::max(lo, -os[a]),
+                                       std::min(hi, os[a] - 1)));
+  TestTensor upd(dt, us, randomValues(count(us), 16));
+  TestTensor out(dt, os);
+  for (int64_t i = 0; i < out.numElements(); ++i)
+    out.set(i, -7); // garbage
+  ExecEnv env;
+  env.threads = threads;
+  runKernel("scatter_add", {&idx, &upd}, {&out}, {{"axis", axis}}, env);
+  int64_t outer = count(os, 0, a), len = os[a], inner = count(os, a + 1);
+  int64_t n = count(is);
+  std::vector<double> ref(count(os), 0.0), uv = upd.values(), iv = idx.values();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t p = 0; p < n; ++p) {
+      int64_t i = (int64_t)iv[p];
+      if (i < 0)
+        i += len;
+      for (int64_t j = 0; j < inner; ++j)
+        ref[(o * len + i) * inner + j] += uv[(o * n + p) * inner + j];
+    }
+  expectNear(out.values(), ref, dt == DType::F32 ? 1e-6 : 1e-14, 1e-5);
+}
+
+TEST(IndexingKernels, ScatterAddIsTheGradientOfGather) {
+  for (DType dt : {DType::F32, DType::F64})
+    for (DType it : {DType::I64, DType::I32}) {
+      checkScatterAdd(dt, it, {6, 4}, {5}, 0);
+      checkScatterAdd(dt, it, {6, 4}, {2, 3}, 0);
+      checkScatterAdd(dt, it, {2, 5, 3}, {2, 2}, 1);
+      checkScatterAdd(dt, it, {2, 3, 4}, {5}, -1);
+      checkScatterAdd(dt, it, {7}, {}, 0); // scalar index
+    }
+  // Threaded: split over columns (one outer row) and over outer rows.
+  checkScatterAdd(DType::F32, DType::I64, {10, 64}, {300}, 0, 2, -10, 9);
+  checkScatterAdd(DType::F64, DType::I32, {10, 64}, {30, 10}, 0, 2, -3, 3);
+  checkScatterAdd(DType::F32, DType::I64, {8, 6, 2}, {40}, 1, 2);
+  checkScatterAdd(DType::F64, DType::I64, {50, 9, 3}, {4, 5}, -2, 2);
+}
+
+TEST(IndexingKernels, ScatterAddErrors) {
+  TestTensor idx(DType::I64, {3}, {0, -1, 4}), upd(DType::F32, {3, 2}),
+      out(DType::F32, {4, 2});
+  std::string e = kernelError("scatter_add", {&idx, &upd}, {&out});
+  EXPECT_NE(e.find("index 4"), std::string::npos) << e;
+  EXPECT_NE(e.find("[-4, 4)"), std::string::npos) << e;
+  idx.set(2, -5);
+  e = kernelError("scatter_add", {&idx, &upd}, {&out});
+  EXPECT_NE(e.find("index -5"), std::string::npos) << e;
+  idx.set(2, 3);
+  EXPECT_EQ(kernelError("scatter_add", {&idx, &upd}, {&out}), "");
+  TestTensor upd2(DType::F32, {2, 2});
+  EXPECT_NE(kernelError("scatter_add", {&idx, &upd2}, {&out}).find("updates must have shape"),
+            std::string::npos);
+  EXPECT_NE(kernelError("scatter_add", {&idx, &upd}, {&out}, {{"axis", 5}}).find("axis 5"),
+            std::string::npos);
+  TestTensor updi(DType::I64, {3, 2}), outi(DType::I64, {4, 2});
+  EXPECT_NE(kernelError("scatter_add", {&idx, &updi}, {&outi}).find("not supported"),
+            std::string::npos);
+  TestTensor outd(DType::F64, {4, 2});
+  EXPECT_NE(kernelError("scatter_add", {&idx, &upd}, {&outd}).find("element type"),
+            std::string::npos);
+}
+
+} // namespace
