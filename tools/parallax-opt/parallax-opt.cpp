@@ -57,8 +57,11 @@ static cl::opt<bool> inference(
 static cl::opt<std::string> optimizerKind(
     "optimizer", cl::desc("sgd, momentum, adam or adagrad (default sgd)"),
     cl::init("sgd"), cl::cat(parallaxCategory));
-static cl::opt<double> lr("lr", cl::desc("Learning rate (default 0.01)"),
-                          cl::init(0.01), cl::cat(parallaxCategory));
+static cl::opt<double> lr(
+    "lr",
+    cl::desc("Learning rate (default as torch.optim: 0.01 for sgd, momentum "
+             "and adagrad, 0.001 for adam)"),
+    cl::init(-1.0), cl::cat(parallaxCategory));
 static cl::opt<double> momentum("momentum",
                                 cl::desc("Momentum (default 0.9)"),
                                 cl::init(0.9), cl::cat(parallaxCategory));
@@ -99,6 +102,13 @@ static cl::opt<std::string>
     loss("loss", cl::desc("The graph output to use as the loss (default: the "
                           "single scalar output)"),
          cl::cat(parallaxCategory));
+
+/// --lr, or torch.optim's default for the chosen optimizer.
+static double learningRate() {
+  if (lr >= 0)
+    return lr;
+  return optimizerKind == "adam" ? 0.001 : 0.01;
+}
 
 static int fail(const llvm::Twine &message) {
   llvm::WithColor::error(llvm::errs(), "parallax-opt") << message << "\n";
@@ -180,7 +190,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   if (training) {
     parallax::PxOptimizerOptions opt;
     opt.kind = optimizerKind;
-    opt.lr = lr;
+    opt.lr = learningRate();
     opt.momentum = momentum;
     opt.nesterov = nesterov;
     opt.beta1 = beta1;
@@ -206,7 +216,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     d["source"] = inputFilename.str();
     if (training) {
       d["optimizer"] = optimizerKind;
-      d["lr"] = (double)lr;
+      d["lr"] = learningRate();
       if (optimizerKind == "momentum") {
         d["momentum"] = (double)momentum;
         d["nesterov"] = (bool)nesterov;
