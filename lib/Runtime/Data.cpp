@@ -36,6 +36,12 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
+/// "[name,d0,d1]" (or "[name]" for an empty shape).
+std::string withLeading(const std::string &name, const std::vector<int64_t> &shape) {
+  std::string rest = shapeText(shape).substr(1); // "d0,d1]" or "]"
+  return "[" + name + (shape.empty() ? "" : ",") + rest;
+}
+
 //===----------------------------------------------------------------------===//
 // .npy files
 //===----------------------------------------------------------------------===//
@@ -78,9 +84,8 @@ public:
             path + ": input '" + in.name + "' has shape " + shapeText(a.shape) +
             ", expected " +
             (in.batchAxis == 0
-                 ? "[samples," + shapeText(sample).substr(1)
-                 : shapeText(in.shape) + " or [steps," +
-                       shapeText(in.shape).substr(1)));
+                 ? withLeading("samples", sample)
+                 : shapeText(in.shape) + " or " + withLeading("steps", in.shape)));
       files.push_back(std::move(a));
     }
   }
