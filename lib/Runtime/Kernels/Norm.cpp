@@ -1,9 +1,591 @@
-//===- Norm.cpp - Norm kernels (stub until implemented) -----------------===//
+//===- Norm.cpp - softmax, layer and batch normalisation ------------------===//
+//
+// px.softmax / px.log_softmax (ONNX opset 13: along one axis) and their
+// gradients, px.layer_norm (ONNX LayerNormalization) and its gradient,
+// px.batch_norm (ONNX BatchNormalization-15, biased batch variance in the
+// running statistics as in the ONNX reference) and its training-mode
+// gradient. Sums (denominators, means, variances, parameter gradients) are
+// accumulated in double and rounded once.
+//
+//===----------------------------------------------------------------------===//
 
 #include "parallax/Runtime/Kernel.h"
 
-namespace parallax::rt {
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <sstream>
 
-void registerNormKernels(KernelRegistry &) {}
+namespace parallax::rt {
+namespace {
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+int64_t product(const std::vector<int64_t> &v, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i)
+    n *= v[i];
+  return n;
+}
+
+int64_t normalizeAxis(const KernelArgs &args, int64_t axis, int64_t rank,
+                      const std::string &op) {
+  if (axis < -rank || axis >= rank)
+    args.fail(op + ": axis " + std::to_string(axis) +
+              " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+void checkFloat(const KernelArgs &args, DType dt, const std::string &op) {
+  if (dt != DType::F32 && dt != DType::F64)
+    args.fail(op + ": element type " + nameOf(dt) +
+              " is not supported by the CPU runtime");
+}
+
+void expectLike(const KernelArgs &args, const TensorView &t,
+                const TensorView &like, const std::string &op,
+                const char *what, const char *likeName) {
+  if (t.dtype != like.dtype || t.shape != like.shape)
+    args.fail(op + ": " + what + " must be " + nameOf(like.dtype) + " " +
+              shapeStr(like.shape) + " like " + likeName + ", got " +
+              nameOf(t.dtype) + " " + shapeStr(t.shape));
+}
+
+/// Splits [0, n) into `chunks` contiguous ranges; chunk c is [first, last).
+inline void chunkRange(int64_t n, int64_t chunks, int64_t c, int64_t &first,
+                       int64_t &last) {
+  first = n * c / chunks;
+  last = n * (c + 1) / chunks;
+}
+
+//===----------------------------------------------------------------------===//
+// softmax, log_softmax and their gradients
+//===----------------------------------------------------------------------===//
+
+enum class AxisKind { Softmax, LogSoftmax, SoftmaxGrad, LogSoftmaxGrad };
+
+/// One line of `len` elements `stride` apart. Stride is a template argument
+/// when it is 1 so that the contiguous case vectorises.
+template <typename T, AxisKind K, bool Unit>
+inline void axisLine(const T *a, const T *b, T *out, int64_t len,
+                     int64_t stride) {
+  const int64_t s = Unit ? 1 : stride;
+  if constexpr (K == AxisKind::Softmax || K == AxisKind::LogSoftmax) {
+    const T *x = a;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < len; ++j)
+      mx = std::max(mx, x[j * s]);
+    double sum = 0;
+    if constexpr (K == AxisKind::Softmax) {
+      for (int64_t j = 0; j < len; ++j) {
+        T e = std::exp(x[j * s] - mx);
+        out[j * s] = e;
+        sum += e;
+      }
+      T inv = (T)(1.0 / sum);
+      for (int64_t j = 0; j < len; ++j)
+        out[j * s] *= inv;
+    } else {
+      for (int64_t j = 0; j < len; ++j)
+        sum += std::exp(x[j * s] - mx);
+      T shift = (T)((double)mx + std::log(sum));
+      for (int64_t j = 0; j < len; ++j)
+        out[j * s] = x[j * s] - shift;
+    }
+  } else if constexpr (K == AxisKind::SoftmaxGrad) {
+    const T *y = a, *dy = b;
+    double sum = 0;
+    for (int64_t j = 0; j < len; ++j)
+      sum += (double)dy[j * s] * (double)y[j * s];
+    T ts = (T)sum;
+    for (int64_t j = 0; j < len; ++j)
+      out[j * s] = y[j * s] * (dy[j * s] - ts);
+  } else {
+    const T *y = a, *dy = b;
+    double sum = 0;
+    for (int64_t j = 0; j < len; ++j)
+      sum += dy[j * s];
+    T ts = (T)sum;
+    for (int64_t j = 0; j < len; ++j)
+      out[j * s] = dy[j * s] - std::exp(y[j * s]) * ts;
+  }
+}
+
+template <typename T, AxisKind K>
+KernelFn axisTyped(KernelArgs &args, int64_t axis) {
+  const TensorView &in0 = args.in(0), &out = args.out(0);
+  const T *a = in0.as<T>();
+  const T *b = (K == AxisKind::SoftmaxGrad || K == AxisKind::LogSoftmaxGrad)
+                   ? args.in(1).as<T>()
+                   : nullptr;
+  T *y = out.as<T>();
+  int64_t outer = product(in0.shape, 0, axis), len = in0.dim(axis);
+  int64_t inner = product(in0.shape, axis + 1, in0.shape.size());
+  int64_t lines = outer * inner;
+  int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(len, 1));
+  int threads = args.env.threads;
+  if (inner == 1)
+    return [=] {
+      parallelFor(threads, lines, grain, [&](int64_t l0, int64_t l1) {
+        for (int64_t l = l0; l < l1; ++l)
+          axisLine<T, K, true>(a + l * len, b ? b + l * len : nullptr,
+                               y + l * len, len, 1);
+      });
+    };
+  return [=] {
+    parallelFor(threads, lines, grain, [&](int64_t l0, int64_t l1) {
+      for (int64_t l = l0; l < l1; ++l) {
+        int64_t base = (l / inner) * len * inner + l % inner;
+        axisLine<T, K, false>(a + base, b ? b + base : nullptr, y + base, len,
+                              inner);
+      }
+    });
+  };
+}
+
+template <AxisKind K> KernelFn axisFactory(KernelArgs &args) {
+  static const char *names[] = {"softmax", "log_softmax", "softmax_grad",
+                                "log_softmax_grad"};
+  std::string op = names[(int)K];
+  const TensorView &in0 = args.in(0), &out = args.out(0);
+  checkFloat(args, in0.dtype, op);
+  if (K == AxisKind::SoftmaxGrad || K == AxisKind::LogSoftmaxGrad)
+    expectLike(args, args.in(1), in0, op, "dy", "y");
+  expectLike(args, out, in0, op, "the result", "the input");
+  int64_t axis = normalizeAxis(args, args.i64Or("axis", -1), in0.rank(), op);
+  if (in0.dtype == DType::F32)
+    return axisTyped<float, K>(args, axis);
+  return axisTyped<double, K>(args, axis);
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm and layer_norm_grad
+//===----------------------------------------------------------------------===//
+
+/// For a parameter (scale, bias) broadcast to the normalised shape: empty
+/// when it already has one element per normalised element, else the
+/// parameter's flat index for each normalised flat index.
+std::vector<int64_t> broadcastMap(const KernelArgs &args, const TensorView &p,
+                                  const std::vector<int64_t> &normalized,
+                                  const std::string &op, const char *name) {
+  int64_t pr = p.rank(), nr = (int64_t)normalized.size();
+  bool ok = pr <= nr;
+  for (int64_t d = 0; ok && d < pr; ++d) {
+    int64_t pd = p.dim(pr - 1 - d), nd = normalized[nr - 1 - d];
+    ok = pd == nd || pd == 1;
+  }
+  if (!ok)
+    args.fail(op + ": " + name + " of shape " + shapeStr(p.shape) +
+              " does not broadcast to the normalised shape " +
+              shapeStr(normalized));
+  int64_t len = product(normalized, 0, normalized.size());
+  if (p.numElements() == len)
+    return {};
+  // Strides of p aligned to the normalised dims (0 where broadcast).
+  std::vector<int64_t> ps = stridesOf(p.shape), str(nr, 0);
+  for (int64_t d = 0; d < pr; ++d)
+    if (p.dim(d) != 1)
+      str[nr - pr + d] = ps[d];
+  std::vector<int64_t> map(len);
+  std::vector<int64_t> idx(nr, 0);
+  for (int64_t j = 0; j < len; ++j) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < nr; ++d)
+      off += idx[d] * str[d];
+    map[j] = off;
+    for (int64_t d = nr; d-- > 0;) {
+      if (++idx[d] < normalized[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return map;
+}
+
+/// A parameter as one value per normalised element: the tensor itself, or
+/// a scratch copy expanded through the broadcast map.
+template <typename T> struct Param {
+  const T *data = nullptr;
+  std::shared_ptr<std::vector<int64_t>> map;
+  std::shared_ptr<std::vector<T>> expanded;
+
+  Param() = default;
+  Param(const T *data, std::vector<int64_t> m) : data(data) {
+    if (!m.empty()) {
+      expanded = std::make_shared<std::vector<T>>(m.size());
+      map = std::make_shared<std::vector<int64_t>>(std::move(m));
+    }
+  }
+  /// Call once per run, before reading.
+  const T *get() const {
+    if (!map)
+      return data;
+    T *e = expanded->data();
+    const int64_t *m = map->data();
+    for (size_t j = 0; j < map->size(); ++j)
+      e[j] = data[m[j]];
+    return e;
+  }
+};
+
+struct LayerNormShape {
+  int64_t axis, rows, len;
+  std::vector<int64_t> normalized, stats;
+};
+
+LayerNormShape layerNormShape(KernelArgs &args, const TensorView &x,
+                              const std::string &op) {
+  LayerNormShape s;
+  s.axis = normalizeAxis(args, args.i64Or("axis", -1), x.rank(), op);
+  s.rows = product(x.shape, 0, s.axis);
+  s.len = product(x.shape, s.axis, x.shape.size());
+  s.normalized.assign(x.shape.begin() + s.axis, x.shape.end());
+  s.stats = x.shape;
+  for (size_t d = s.axis; d < s.stats.size(); ++d)
+    s.stats[d] = 1;
+  return s;
+}
+
+void expectShape(const KernelArgs &args, const TensorView &t, DType dt,
+                 const std::vector<int64_t> &shape, const std::string &op,
+                 const char *what) {
+  if (t.dtype != dt || t.shape != shape)
+    args.fail(op + ": " + what + " must be " + nameOf(dt) + " " +
+              shapeStr(shape) + ", got " + nameOf(t.dtype) + " " +
+              shapeStr(t.shape));
+}
+
+template <typename T> KernelFn layerNormTyped(KernelArgs &args) {
+  const std::string op = "layer_norm";
+  const TensorView &x = args.in(0);
+  LayerNormShape s = layerNormShape(args, x, op);
+  expectShape(args, args.in(1), x.dtype, args.in(1).shape, op, "scale");
+  Param<T> scale(args.in(1).as<T>(),
+                 broadcastMap(args, args.in(1), s.normalized, op, "scale"));
+  bool hasBias = args.hasIn(2);
+  Param<T> bias;
+  if (hasBias) {
+    expectShape(args, args.in(2), x.dtype, args.in(2).shape, op, "bias");
+    bias = Param<T>(args.in(2).as<T>(),
+                    broadcastMap(args, args.in(2), s.normalized, op, "bias"));
+  }
+  expectShape(args, args.out(0), x.dtype, x.shape, op, "y");
+  expectShape(args, args.out(1), x.dtype, s.stats, op, "mean");
+  expectShape(args, args.out(2), x.dtype, s.stats, op, "inv_std_dev");
+  double eps = args.f64Or("epsilon", 1e-5);
+  const T *xp = x.as<T>();
+  T *y = args.out(0).as<T>(), *mean = args.out(1).as<T>(),
+    *invStd = args.out(2).as<T>();
+  int64_t rows = s.rows, len = s.len;
+  int threads = args.env.threads;
+  int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1));
+  return [=] {
+    const T *sc = scale.get();
+    const T *bi = hasBias ? bias.get() : nullptr;
+    parallelFor(threads, rows, grain, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T *xr = xp + r * len;
+        T *yr = y + r * len;
+        double sum = 0;
+        for (int64_t j = 0; j < len; ++j)
+          sum += xr[j];
+        double mu = sum / (double)len, sq = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          double d = (double)xr[j] - mu;
+          sq += d * d;
+        }
+        double inv = 1.0 / std::sqrt(sq / (double)len + eps);
+        mean[r] = (T)mu;
+        invStd[r] = (T)inv;
+        T m = (T)mu, iv = (T)inv;
+        if (bi)
+          for (int64_t j = 0; j < len; ++j)
+            yr[j] = (xr[j] - m) * iv * sc[j] + bi[j];
+        else
+          for (int64_t j = 0; j < len; ++j)
+            yr[j] = (xr[j] - m) * iv * sc[j];
+      }
+    });
+  };
+}
+
+KernelFn layerNormFactory(KernelArgs &args) {
+  checkFloat(args, args.in(0).dtype, "layer_norm");
+  if (args.in(0).dtype == DType::F32)
+    return layerNormTyped<float>(args);
+  return layerNormTyped<double>(args);
+}
+
+template <typename T> KernelFn layerNormGradTyped(KernelArgs &args) {
+  const std::string op = "layer_norm_grad";
+  const TensorView &dy = args.in(0), &x = args.in(1), &scaleT = args.in(2);
+  LayerNormShape s = layerNormShape(args, x, op);
+  expectLike(args, dy, x, op, "dy", "x");
+  expectShape(args, scaleT, x.dtype, scaleT.shape, op, "scale");
+  std::vector<int64_t> map = broadcastMap(args, scaleT, s.normalized, op, "scale");
+  expectShape(args, args.in(3), x.dtype, s.stats, op, "mean");
+  expectShape(args, args.in(4), x.dtype, s.stats, op, "inv_std_dev");
+  expectShape(args, args.out(0), x.dtype, x.shape, op, "dx");
+  expectShape(args, args.out(1), x.dtype, scaleT.shape, op, "dscale");
+  expectShape(args, args.out(2), x.dtype, scaleT.shape, op, "dbias");
+  Param<T> scale(scaleT.as<T>(), map);
+  auto pmap = std::make_shared<std::vector<int64_t>>(std::move(map));
+  int64_t rows = s.rows, len = s.len, nScale = scaleT.numElements();
+  int threads = args.env.threads;
+  // Row chunks, each with its own partial sums of dscale and dbias.
+  int64_t chunks = std::max<int64_t>(
+      1, std::min<int64_t>(threads, rows * len / 16384));
+  chunks = std::min<int64_t>(chunks, std::max<int64_t>(rows, 1));
+  auto partial = std::make_shared<std::vector<double>>(chunks * 2 * len);
+  auto reduced = std::make_shared<std::vector<double>>(2 * nScale);
+  const T *dyp = dy.as<T>(), *xp = x.as<T>(), *meanp = args.in(3).as<T>(),
+          *invp = args.in(4).as<T>();
+  T *dx = args.out(0).as<T>(), *dscale = args.out(1).as<T>(),
+    *dbias = args.out(2).as<T>();
+  return [=] {
+    const T *sc = scale.get();
+    double *part = partial->data();
+    parallelFor(threads, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        double *ds = part + c * 2 * len, *db = ds + len;
+        std::fill(ds, ds + 2 * len, 0.0);
+        int64_t first, last;
+        chunkRange(rows, chunks, c, first, last);
+        for (int64_t r = first; r < last; ++r) {
+          const T *xr = xp + r * len, *dyr = dyp + r * len;
+          T *dxr = dx + r * len;
+          T m = meanp[r], iv = invp[r];
+          double sg = 0, sgx = 0;
+          for (int64_t j = 0; j < len; ++j) {
+            T xh = (xr[j] - m) * iv;
+            T g = dyr[j] * sc[j];
+            sg += g;
+            sgx += (double)g * xh;
+            ds[j] += (double)dyr[j] * xh;
+            db[j] += dyr[j];
+          }
+          T mg = (T)(sg / (double)len), mgx = (T)(sgx / (double)len);
+          for (int64_t j = 0; j < len; ++j) {
+            T xh = (xr[j] - m) * iv;
+            dxr[j] = iv * (dyr[j] * sc[j] - mg - xh * mgx);
+          }
+        }
+      }
+    });
+    // Sum the chunks, then fold the normalised shape onto scale's shape.
+    double *red = reduced->data();
+    std::fill(red, red + 2 * nScale, 0.0);
+    const std::vector<int64_t> &m = *pmap;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const double *ds = part + c * 2 * len, *db = ds + len;
+      for (int64_t j = 0; j < len; ++j) {
+        int64_t k = m.empty() ? j : m[j];
+        red[k] += ds[j];
+        red[nScale + k] += db[j];
+      }
+    }
+    for (int64_t k = 0; k < nScale; ++k) {
+      dscale[k] = (T)red[k];
+      dbias[k] = (T)red[nScale + k];
+    }
+  };
+}
+
+KernelFn layerNormGradFactory(KernelArgs &args) {
+  checkFloat(args, args.in(1).dtype, "layer_norm_grad");
+  if (args.in(1).dtype == DType::F32)
+    return layerNormGradTyped<float>(args);
+  return layerNormGradTyped<double>(args);
+}
+
+//===----------------------------------------------------------------------===//
+// batch_norm and batch_norm_grad
+//===----------------------------------------------------------------------===//
+
+struct BatchShape {
+  int64_t n, c, spatial;
+};
+
+BatchShape batchShape(KernelArgs &args, const TensorView &x,
+                      const std::string &op) {
+  if (x.rank() < 2)
+    args.fail(op + ": x must be [N, C, ...], got " + shapeStr(x.shape));
+  return {x.dim(0), x.dim(1), product(x.shape, 2, x.shape.size())};
+}
+
+/// Mean and biased variance of channel `ch` (two passes, in double).
+template <typename T>
+void channelStats(const T *x, const BatchShape &s, int64_t ch, double &mean,
+                  double &var) {
+  double sum = 0;
+  for (int64_t n = 0; n < s.n; ++n) {
+    const T *p = x + (n * s.c + ch) * s.spatial;
+    for (int64_t i = 0; i < s.spatial; ++i)
+      sum += p[i];
+  }
+  double count = (double)(s.n * s.spatial);
+  mean = sum / count;
+  double sq = 0;
+  for (int64_t n = 0; n < s.n; ++n) {
+    const T *p = x + (n * s.c + ch) * s.spatial;
+    for (int64_t i = 0; i < s.spatial; ++i) {
+      double d = (double)p[i] - mean;
+      sq += d * d;
+    }
+  }
+  var = sq / count;
+}
+
+template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
+  const std::string op = "batch_norm";
+  const TensorView &x = args.in(0);
+  BatchShape s = batchShape(args, x, op);
+  std::vector<int64_t> cs{s.c};
+  const char *names[] = {"scale", "bias", "input_mean", "input_var"};
+  for (int i = 1; i <= 4; ++i)
+    expectShape(args, args.in(i), x.dtype, cs, op, names[i - 1]);
+  expectShape(args, args.out(0), x.dtype, x.shape, op, "y");
+  expectShape(args, args.out(1), x.dtype, cs, op, "running_mean");
+  expectShape(args, args.out(2), x.dtype, cs, op, "running_var");
+  double eps = args.f64Or("epsilon", 1e-5);
+  double momentum = args.f64Or("momentum", 0.9);
+  bool training = args.flag("training");
+  if (training && s.n * s.spatial == 0 && s.c > 0)
+    args.fail(op + ": training needs at least one value per channel, x is " +
+              shapeStr(x.shape));
+  const T *xp = x.as<T>(), *scale = args.in(1).as<T>(),
+          *bias = args.in(2).as<T>(), *inMean = args.in(3).as<T>(),
+          *inVar = args.in(4).as<T>();
+  T *y = args.out(0).as<T>(), *runMean = args.out(1).as<T>(),
+    *runVar = args.out(2).as<T>();
+  int threads = args.env.threads;
+  // y = a[c] * x + b[c]
+  auto coef = std::make_shared<std::vector<T>>(2 * s.c);
+  int64_t planes = s.n * s.c;
+  int64_t planeGrain = std::max<int64_t>(1, 16384 / std::max<int64_t>(s.spatial, 1));
+  int64_t chanGrain =
+      std::max<int64_t>(1, 16384 / std::max<int64_t>(s.n * s.spatial, 1));
+  return [=] {
+    T *a = coef->data(), *b = a + s.c;
+    if (training) {
+      parallelFor(threads, s.c, chanGrain, [&](int64_t c0, int64_t c1) {
+        for (int64_t ch = c0; ch < c1; ++ch) {
+          double mean, var;
+          channelStats(xp, s, ch, mean, var);
+          double inv = 1.0 / std::sqrt(var + eps);
+          a[ch] = (T)((double)scale[ch] * inv);
+          b[ch] = (T)((double)bias[ch] - mean * (double)scale[ch] * inv);
+          runMean[ch] = (T)(momentum * inMean[ch] + (1.0 - momentum) * mean);
+          runVar[ch] = (T)(momentum * inVar[ch] + (1.0 - momentum) * var);
+        }
+      });
+    } else {
+      for (int64_t ch = 0; ch < s.c; ++ch) {
+        double inv = 1.0 / std::sqrt((double)inVar[ch] + eps);
+        a[ch] = (T)((double)scale[ch] * inv);
+        b[ch] = (T)((double)bias[ch] - (double)inMean[ch] * scale[ch] * inv);
+        runMean[ch] = inMean[ch];
+        runVar[ch] = inVar[ch];
+      }
+    }
+    parallelFor(threads, planes, planeGrain, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        int64_t ch = p % s.c;
+        T ac = a[ch], bc = b[ch];
+        const T *xr = xp + p * s.spatial;
+        T *yr = y + p * s.spatial;
+        for (int64_t i = 0; i < s.spatial; ++i)
+          yr[i] = ac * xr[i] + bc;
+      }
+    });
+  };
+}
+
+KernelFn batchNormFactory(KernelArgs &args) {
+  checkFloat(args, args.in(0).dtype, "batch_norm");
+  if (args.in(0).dtype == DType::F32)
+    return batchNormTyped<float>(args);
+  return batchNormTyped<double>(args);
+}
+
+template <typename T> KernelFn batchNormGradTyped(KernelArgs &args) {
+  const std::string op = "batch_norm_grad";
+  const TensorView &dy = args.in(0), &x = args.in(1);
+  BatchShape s = batchShape(args, x, op);
+  std::vector<int64_t> cs{s.c};
+  expectLike(args, dy, x, op, "dy", "x");
+  expectShape(args, args.in(2), x.dtype, cs, op, "scale");
+  expectShape(args, args.out(0), x.dtype, x.shape, op, "dx");
+  expectShape(args, args.out(1), x.dtype, cs, op, "dscale");
+  expectShape(args, args.out(2), x.dtype, cs, op, "dbias");
+  if (s.n * s.spatial == 0 && s.c > 0)
+    args.fail(op + ": needs at least one value per channel, x is " +
+              shapeStr(x.shape));
+  double eps = args.f64Or("epsilon", 1e-5);
+  const T *dyp = dy.as<T>(), *xp = x.as<T>(), *scale = args.in(2).as<T>();
+  T *dx = args.out(0).as<T>(), *dscale = args.out(1).as<T>(),
+    *dbias = args.out(2).as<T>();
+  int threads = args.env.threads;
+  int64_t chanGrain =
+      std::max<int64_t>(1, 8192 / std::max<int64_t>(s.n * s.spatial, 1));
+  return [=] {
+    parallelFor(threads, s.c, chanGrain, [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        double mean, var;
+        channelStats(xp, s, ch, mean, var);
+        double inv = 1.0 / std::sqrt(var + eps);
+        double sdy = 0, sdyx = 0;
+        for (int64_t n = 0; n < s.n; ++n) {
+          int64_t off = (n * s.c + ch) * s.spatial;
+          for (int64_t i = 0; i < s.spatial; ++i) {
+            sdy += dyp[off + i];
+            sdyx += (double)dyp[off + i] * ((double)xp[off + i] - mean);
+          }
+        }
+        double ds = sdyx * inv, count = (double)(s.n * s.spatial);
+        dbias[ch] = (T)sdy;
+        dscale[ch] = (T)ds;
+        // dx = scale * inv * (dy - mean(dy) - xhat * mean(dy * xhat))
+        T k = (T)((double)scale[ch] * inv), mdy = (T)(sdy / count),
+          m = (T)mean, iv = (T)inv, mdx = (T)(ds / count);
+        for (int64_t n = 0; n < s.n; ++n) {
+          int64_t off = (n * s.c + ch) * s.spatial;
+          for (int64_t i = 0; i < s.spatial; ++i) {
+            T xh = (xp[off + i] - m) * iv;
+            dx[off + i] = k * (dyp[off + i] - mdy - xh * mdx);
+          }
+        }
+      }
+    });
+  };
+}
+
+KernelFn batchNormGradFactory(KernelArgs &args) {
+  checkFloat(args, args.in(1).dtype, "batch_norm_grad");
+  if (args.in(1).dtype == DType::F32)
+    return batchNormGradTyped<float>(args);
+  return batchNormGradTyped<double>(args);
+}
+
+} // namespace
+
+void registerNormKernels(KernelRegistry &r) {
+  r.add("softmax", axisFactory<AxisKind::Softmax>);
+  r.add("log_softmax", axisFactory<AxisKind::LogSoftmax>);
+  r.add("softmax_grad", axisFactory<AxisKind::SoftmaxGrad>);
+  r.add("log_softmax_grad", axisFactory<AxisKind::LogSoftmaxGrad>);
+  r.add("layer_norm", layerNormFactory);
+  r.add("layer_norm_grad", layerNormGradFactory);
+  r.add("batch_norm", batchNormFactory);
+  r.add("batch_norm_grad", batchNormGradFactory);
+}
 
 } // namespace parallax::rt
