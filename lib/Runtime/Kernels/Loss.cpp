@@ -1,9 +1,310 @@
-//===- Loss.cpp - Loss kernels (stub until implemented) -----------------===//
+//===- Loss.cpp - softmax cross entropy and negative log likelihood -------===//
+//
+// px.softmax_cross_entropy_loss and px.nll_loss (ONNX SoftmaxCrossEntropyLoss
+// and NegativeLogLikelihoodLoss) and their gradients. Scores are viewed as
+// [N, C, D] with D the product of the trailing dims, labels as [N, D]; a
+// "line" is one (n, d): its C class values are D apart.
+//
+// As in the ONNX reference implementations, an element whose label equals
+// ignore_index contributes 0 to the loss and 0 to the mean's denominator,
+// which is the sum of the class weights of the other elements (their count
+// without weights). Per-element losses go to a scratch buffer and are summed
+// in double, serially, so the result does not depend on the thread count.
+//
+//===----------------------------------------------------------------------===//
 
 #include "parallax/Runtime/Kernel.h"
 
-namespace parallax::rt {
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <sstream>
 
-void registerLossKernels(KernelRegistry &) {}
+namespace parallax::rt {
+namespace {
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+enum class Reduction { None, Sum, Mean };
+
+/// What the factories of all four kernels check and precompute.
+struct LossSetup {
+  int64_t n = 0, c = 0, d = 1;
+  Reduction reduction = Reduction::Mean;
+  bool hasIgnore = false;
+  int64_t ignoreIndex = 0;
+  std::vector<int64_t> labelShape; ///< [N, D...]: also the "none" loss shape
+  DType labelType = DType::I64;
+  DType floatType = DType::F32;
+};
+
+/// `scores` is the [N, C, D...] tensor (scores, log_prob, input or dinput);
+/// `labels` the [N, D...] one; `weights` optional, [C].
+LossSetup lossSetup(const KernelArgs &args, const TensorView &scores,
+                    const TensorView &labels, const TensorView *weights,
+                    const std::string &op) {
+  LossSetup s;
+  std::string red = args.strOr("reduction", "mean");
+  if (red == "none")
+    s.reduction = Reduction::None;
+  else if (red == "sum")
+    s.reduction = Reduction::Sum;
+  else if (red == "mean")
+    s.reduction = Reduction::Mean;
+  else
+    args.fail(op + ": reduction must be none, sum or mean, got '" + red + "'");
+  if (args.has("ignore_index")) {
+    s.hasIgnore = true;
+    s.ignoreIndex = args.i64("ignore_index");
+  }
+  if (scores.dtype != DType::F32 && scores.dtype != DType::F64)
+    args.fail(op + ": element type " + nameOf(scores.dtype) +
+              " is not supported by the CPU runtime");
+  s.floatType = scores.dtype;
+  if (scores.rank() < 2)
+    args.fail(op + ": scores must have rank >= 2 ([N, C, ...]), got " +
+              shapeStr(scores.shape));
+  s.n = scores.dim(0);
+  s.c = scores.dim(1);
+  s.labelShape = {s.n};
+  for (int64_t i = 2; i < scores.rank(); ++i) {
+    s.labelShape.push_back(scores.dim(i));
+    s.d *= scores.dim(i);
+  }
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    args.fail(op + ": labels must be i32 or i64, got " + nameOf(labels.dtype));
+  s.labelType = labels.dtype;
+  if (labels.shape != s.labelShape)
+    args.fail(op + ": labels must have shape " + shapeStr(s.labelShape) +
+              " for scores " + shapeStr(scores.shape) + ", got " +
+              shapeStr(labels.shape));
+  if (weights && (weights->dtype != scores.dtype ||
+                  weights->shape != std::vector<int64_t>{s.c}))
+    args.fail(op + ": weights must be " + nameOf(scores.dtype) + " [" +
+              std::to_string(s.c) + "], got " + nameOf(weights->dtype) + " " +
+              shapeStr(weights->shape));
+  return s;
+}
+
+/// The loss's (or dloss's) shape for the reduction.
+void checkLossShape(const KernelArgs &args, const LossSetup &s,
+                    const TensorView &loss, const std::string &op,
+                    const char *what) {
+  std::vector<int64_t> expected =
+      s.reduction == Reduction::None ? s.labelShape : std::vector<int64_t>{};
+  if (loss.dtype != s.floatType || loss.shape != expected)
+    args.fail(op + ": " + what + " must be " + nameOf(s.floatType) + " " +
+              shapeStr(expected) + ", got " + nameOf(loss.dtype) + " " +
+              shapeStr(loss.shape));
+}
+
+/// The class of line `line`, or -1 when it is ignored; throws for a label
+/// outside [0, C).
+template <typename I>
+inline int64_t classOf(const I *labels, int64_t line, const LossSetup &s,
+                       const char *op) {
+  int64_t label = (int64_t)labels[line];
+  if (s.hasIgnore && label == s.ignoreIndex)
+    return -1;
+  if (label < 0 || label >= s.c) {
+    std::string msg = std::string(op) + ": label " + std::to_string(label) +
+                      " (at position " + std::to_string(line) +
+                      " of the labels) is out of range [0, " +
+                      std::to_string(s.c) + ")";
+    if (s.hasIgnore)
+      msg += " and is not ignore_index " + std::to_string(s.ignoreIndex);
+    throw KernelError(msg);
+  }
+  return label;
+}
+
+//===----------------------------------------------------------------------===//
+// Forward: softmax_cross_entropy_loss and nll_loss
+//===----------------------------------------------------------------------===//
+
+/// LogSoftmax: true for softmax_cross_entropy_loss (which also writes
+/// log_prob), false for nll_loss (whose input already is log-probabilities).
+template <typename T, typename I, bool LogSoftmax>
+KernelFn lossTyped(KernelArgs &args, const LossSetup &s, const char *op) {
+  const T *in = args.in(0).as<T>();
+  const I *labels = args.in(1).as<I>();
+  const T *w = args.hasIn(2) ? args.in(2).as<T>() : nullptr;
+  T *loss = args.out(0).as<T>();
+  T *logProb = LogSoftmax ? args.out(1).as<T>() : nullptr;
+  int64_t lines = s.n * s.d;
+  // Per-line loss and weight, summed after the parallel loop.
+  auto scratch = std::make_shared<std::vector<double>>(
+      s.reduction == Reduction::None ? 0 : 2 * lines);
+  int threads = args.env.threads;
+  int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(s.c, 1));
+  return [=] {
+    double *lineLoss = scratch->data(), *lineW = lineLoss + lines;
+    parallelFor(threads, lines, grain, [&](int64_t l0, int64_t l1) {
+      for (int64_t l = l0; l < l1; ++l) {
+        int64_t nn = l / s.d, dd = l % s.d;
+        int64_t base = nn * s.c * s.d + dd; // class k at base + k * s.d
+        const T *lp = in;
+        if constexpr (LogSoftmax) {
+          const T *x = in + base;
+          T *y = logProb + base;
+          T mx = -std::numeric_limits<T>::infinity();
+          for (int64_t k = 0; k < s.c; ++k)
+            mx = std::max(mx, x[k * s.d]);
+          double sum = 0;
+          for (int64_t k = 0; k < s.c; ++k)
+            sum += std::exp(x[k * s.d] - mx);
+          T shift = (T)((double)mx + std::log(sum));
+          for (int64_t k = 0; k < s.c; ++k)
+            y[k * s.d] = x[k * s.d] - shift;
+          lp = logProb;
+        }
+        int64_t cls = classOf(labels, l, s, op);
+        double wl = cls < 0 ? 0.0 : (w ? (double)w[cls] : 1.0);
+        double value = cls < 0 ? 0.0 : -(double)lp[base + cls * s.d] * wl;
+        if (s.reduction == Reduction::None) {
+          loss[l] = (T)value;
+        } else {
+          lineLoss[l] = value;
+          lineW[l] = wl;
+        }
+      }
+    });
+    if (s.reduction == Reduction::None)
+      return;
+    double total = 0, totalW = 0;
+    for (int64_t l = 0; l < lines; ++l) {
+      total += lineLoss[l];
+      totalW += lineW[l];
+    }
+    // Mean over zero total weight is 0/0 = NaN, as in ONNX and PyTorch.
+    loss[0] = (T)(s.reduction == Reduction::Sum ? total : total / totalW);
+  };
+}
+
+template <bool LogSoftmax> KernelFn lossFactory(KernelArgs &args) {
+  const char *op = LogSoftmax ? "softmax_cross_entropy_loss" : "nll_loss";
+  const TensorView &scores = args.in(0), &labels = args.in(1);
+  const TensorView *weights = args.hasIn(2) ? &args.in(2) : nullptr;
+  LossSetup s = lossSetup(args, scores, labels, weights, op);
+  checkLossShape(args, s, args.out(0), op, "loss");
+  if (LogSoftmax && (args.out(1).dtype != scores.dtype ||
+                     args.out(1).shape != scores.shape))
+    args.fail(std::string(op) + ": log_prob must be " + nameOf(scores.dtype) +
+              " " + shapeStr(scores.shape) + ", got " +
+              nameOf(args.out(1).dtype) + " " + shapeStr(args.out(1).shape));
+  bool i64 = s.labelType == DType::I64;
+  if (s.floatType == DType::F32)
+    return i64 ? lossTyped<float, int64_t, LogSoftmax>(args, s, op)
+               : lossTyped<float, int32_t, LogSoftmax>(args, s, op);
+  return i64 ? lossTyped<double, int64_t, LogSoftmax>(args, s, op)
+             : lossTyped<double, int32_t, LogSoftmax>(args, s, op);
+}
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+/// Softmax: dscores = (exp(log_prob) - onehot) * w * dloss', the
+/// gradient of softmax_cross_entropy_loss; otherwise dinput = -onehot * w *
+/// dloss', the gradient of nll_loss. dloss' is dloss / total weight for
+/// mean, dloss for sum, dloss[n, d] for none.
+template <typename T, typename I, bool Softmax>
+KernelFn lossGradTyped(KernelArgs &args, const LossSetup &s, const char *op) {
+  // softmax_cross_entropy_loss_grad(dloss, log_prob, labels, weights?)
+  // nll_loss_grad(dloss, target, weight?)
+  const int li = Softmax ? 2 : 1;
+  const T *dloss = args.in(0).as<T>();
+  const T *logProb = Softmax ? args.in(1).as<T>() : nullptr;
+  const I *labels = args.in(li).as<I>();
+  const T *w = args.hasIn(li + 1) ? args.in(li + 1).as<T>() : nullptr;
+  T *out = args.out(0).as<T>();
+  int64_t lines = s.n * s.d;
+  int threads = args.env.threads;
+  int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(s.c, 1));
+  return [=] {
+    double scale = 0; // dloss' for sum and mean
+    if (s.reduction == Reduction::Mean) {
+      double totalW = 0;
+      for (int64_t l = 0; l < lines; ++l) {
+        int64_t cls = classOf(labels, l, s, op);
+        if (cls >= 0)
+          totalW += w ? (double)w[cls] : 1.0;
+      }
+      // With zero total weight every contribution has weight 0 (or is
+      // ignored): the gradient is zero rather than 0 * inf.
+      scale = totalW == 0 ? 0.0 : (double)dloss[0] / totalW;
+    } else if (s.reduction == Reduction::Sum) {
+      scale = (double)dloss[0];
+    }
+    parallelFor(threads, lines, grain, [&](int64_t l0, int64_t l1) {
+      for (int64_t l = l0; l < l1; ++l) {
+        int64_t nn = l / s.d, dd = l % s.d;
+        int64_t base = nn * s.c * s.d + dd;
+        T *o = out + base;
+        int64_t cls = classOf(labels, l, s, op);
+        double f = 0;
+        if (cls >= 0) {
+          double wl = w ? (double)w[cls] : 1.0;
+          f = wl * (s.reduction == Reduction::None ? (double)dloss[l] : scale);
+        }
+        if (cls < 0 || f == 0) {
+          for (int64_t k = 0; k < s.c; ++k)
+            o[k * s.d] = T(0);
+          continue;
+        }
+        T tf = (T)f;
+        if constexpr (Softmax) {
+          const T *lp = logProb + base;
+          for (int64_t k = 0; k < s.c; ++k)
+            o[k * s.d] = std::exp(lp[k * s.d]) * tf;
+          o[cls * s.d] = (T)(((double)std::exp(lp[cls * s.d]) - 1.0) * f);
+        } else {
+          for (int64_t k = 0; k < s.c; ++k)
+            o[k * s.d] = T(0);
+          o[cls * s.d] = -tf;
+        }
+      }
+    });
+  };
+}
+
+template <bool Softmax> KernelFn lossGradFactory(KernelArgs &args) {
+  const char *op = Softmax ? "softmax_cross_entropy_loss_grad" : "nll_loss_grad";
+  const int li = Softmax ? 2 : 1;
+  const TensorView &dloss = args.in(0), &labels = args.in(li);
+  const TensorView &scores = Softmax ? args.in(1) : args.out(0);
+  const TensorView *weights = args.hasIn(li + 1) ? &args.in(li + 1) : nullptr;
+  LossSetup s = lossSetup(args, scores, labels, weights, op);
+  checkLossShape(args, s, dloss, op, "dloss");
+  const TensorView &out = args.out(0);
+  if (out.dtype != scores.dtype || out.shape != scores.shape)
+    args.fail(std::string(op) + ": the result must be " + nameOf(scores.dtype) +
+              " " + shapeStr(scores.shape) + ", got " + nameOf(out.dtype) + " " +
+              shapeStr(out.shape));
+  bool i64 = s.labelType == DType::I64;
+  if (s.floatType == DType::F32)
+    return i64 ? lossGradTyped<float, int64_t, Softmax>(args, s, op)
+               : lossGradTyped<float, int32_t, Softmax>(args, s, op);
+  return i64 ? lossGradTyped<double, int64_t, Softmax>(args, s, op)
+             : lossGradTyped<double, int32_t, Softmax>(args, s, op);
+}
+
+} // namespace
+
+void registerLossKernels(KernelRegistry &r) {
+  r.add("softmax_cross_entropy_loss", lossFactory<true>);
+  r.add("nll_loss", lossFactory<false>);
+  r.add("softmax_cross_entropy_loss_grad", lossGradFactory<true>);
+  r.add("nll_loss_grad", lossGradFactory<false>);
+}
 
 } // namespace parallax::rt
