@@ -1,9 +1,910 @@
-//===- Elementwise.cpp - Elementwise kernels (stub until implemented) -----------------===//
+//===- Elementwise.cpp - broadcasting binary ops, unary ops, cast, dropout ===//
+//
+// Binary ops broadcast their operands to the result shape with numpy rules.
+// The factory turns the shapes into a Geometry: the result's dimensions with
+// size-1 dimensions dropped and adjacent dimensions merged wherever every
+// operand is contiguous across them, plus each operand's stride (0 where it
+// is broadcast) per merged dimension. Same-shape operands become one
+// contiguous dimension, a single-element operand a stride-0 dimension, and
+// the bias case [N, C] + [C] two dimensions whose inner one has strides
+// (1, 1) or (1, 0); the innermost stride of every operand is always 0 or 1,
+// so the inner loops below are plain (vectorizable) contiguous loops. The
+// general N-d case walks the outer dimensions with an odometer.
+//
+//===----------------------------------------------------------------------===//
 
 #include "parallax/Runtime/Kernel.h"
+#include "parallax/Runtime/Random.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 namespace parallax::rt {
+namespace {
 
-void registerElementwiseKernels(KernelRegistry &) {}
+constexpr int kMaxDims = 16;
+constexpr int kMaxOperands = 3;
+/// Elements per thread below which a loop stays serial.
+constexpr int64_t kCheapGrain = 1 << 15;  // add, mul, compare, copy-like
+constexpr int64_t kCostlyGrain = 1 << 12; // exp, tanh, erf, pow, dropout
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Tag for i1 tensors (one byte holding 0 or 1).
+struct BoolT {};
+template <typename T> struct StorageOf { using type = T; };
+template <> struct StorageOf<BoolT> { using type = uint8_t; };
+template <typename T> using Storage = typename StorageOf<T>::type;
+
+[[noreturn]] void failType(const KernelArgs &args, const std::string &what,
+                           DType t, const char *expected) {
+  if (t == DType::F16 || t == DType::BF16)
+    args.fail(what + ": " + nameOf(t) + " is not supported by the CPU runtime");
+  args.fail(what + ": element type " + nameOf(t) + " is not supported (expects " +
+            expected + ")");
+}
+
+template <typename F>
+KernelFn dispatchFloat(const KernelArgs &args, DType t, const std::string &what,
+                       F &&f) {
+  switch (t) {
+  case DType::F32: return f(float{});
+  case DType::F64: return f(double{});
+  default: failType(args, what, t, "f32 or f64");
+  }
+}
+
+template <typename F>
+KernelFn dispatchNumeric(const KernelArgs &args, DType t,
+                         const std::string &what, F &&f) {
+  switch (t) {
+  case DType::F32: return f(float{});
+  case DType::F64: return f(double{});
+  case DType::I64: return f(int64_t{});
+  case DType::I32: return f(int32_t{});
+  case DType::I16: return f(int16_t{});
+  case DType::I8: return f(int8_t{});
+  case DType::U8: return f(uint8_t{});
+  default: failType(args, what, t, "a float or integer type");
+  }
+}
+
+template <typename F>
+KernelFn dispatchAny(const KernelArgs &args, DType t, const std::string &what,
+                     F &&f) {
+  if (t == DType::Bool)
+    return f(BoolT{});
+  return dispatchNumeric(args, t, what, std::forward<F>(f));
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcast geometry.
+//===----------------------------------------------------------------------===//
+
+struct Geometry {
+  int nd = 1, nin = 0;
+  int64_t numel = 0;
+  int64_t dims[kMaxDims] = {1};
+  int64_t strides[kMaxOperands][kMaxDims] = {};
+};
+
+/// Broadcasts every operand shape to `out` (numpy rules). With `exact`, `out`
+/// must be exactly the broadcast of the operands (binary ops, where);
+/// otherwise it may be larger (expand).
+Geometry broadcastGeometry(const KernelArgs &args, const std::string &what,
+                           const std::vector<int64_t> &out,
+                           const std::vector<const std::vector<int64_t> *> &ins,
+                           bool exact) {
+  const size_t rank = out.size();
+  const int nin = (int)ins.size();
+  std::vector<std::vector<int64_t>> s(nin, std::vector<int64_t>(rank, 0));
+  std::vector<int64_t> expected(rank, 1);
+  size_t maxRank = 0;
+  for (int k = 0; k < nin; ++k) {
+    const std::vector<int64_t> &sh = *ins[k];
+    maxRank = std::max(maxRank, sh.size());
+    if (sh.size() > rank)
+      args.fail(what + ": operand " + std::to_string(k) + " of shape " +
+                shapeStr(sh) + " has a higher rank than the result " +
+                shapeStr(out));
+    std::vector<int64_t> cs = stridesOf(sh);
+    size_t off = rank - sh.size();
+    for (size_t i = 0; i < sh.size(); ++i) {
+      int64_t od = out[off + i];
+      if (sh[i] == od)
+        s[k][off + i] = cs[i];
+      else if (sh[i] == 1)
+        s[k][off + i] = 0;
+      else
+        args.fail(what + ": operand " + std::to_string(k) + " of shape " +
+                  shapeStr(sh) + " does not broadcast to the result shape " +
+                  shapeStr(out));
+      if (sh[i] != 1)
+        expected[off + i] = sh[i];
+    }
+  }
+  if (exact && (maxRank != rank || expected != out)) {
+    std::string shapes;
+    for (int k = 0; k < nin; ++k)
+      shapes += (k ? ", " : "") + shapeStr(*ins[k]);
+    args.fail(what + ": the result shape " + shapeStr(out) +
+              " is not the broadcast of the operand shapes " + shapes);
+  }
+
+  Geometry g;
+  g.nin = nin;
+  g.numel = 1;
+  for (int64_t d : out)
+    g.numel *= d;
+  std::vector<int64_t> dims;
+  std::vector<std::vector<int64_t>> st(nin);
+  for (size_t i = 0; i < rank; ++i) {
+    if (out[i] == 1)
+      continue;
+    bool merge = !dims.empty();
+    for (int k = 0; k < nin && merge; ++k)
+      merge = st[k].back() == s[k][i] * out[i];
+    if (merge) {
+      dims.back() *= out[i];
+      for (int k = 0; k < nin; ++k)
+        st[k].back() = s[k][i];
+    } else {
+      dims.push_back(out[i]);
+      for (int k = 0; k < nin; ++k)
+        st[k].push_back(s[k][i]);
+    }
+  }
+  if (dims.size() > (size_t)kMaxDims)
+    args.fail(what + ": too many dimensions after merging (" +
+              std::to_string(dims.size()) + ", at most " +
+              std::to_string(kMaxDims) + ")");
+  if (dims.empty()) {
+    g.nd = 1;
+    g.dims[0] = 1;
+    for (int k = 0; k < nin; ++k)
+      g.strides[k][0] = 0;
+  } else {
+    g.nd = (int)dims.size();
+    for (int d = 0; d < g.nd; ++d) {
+      g.dims[d] = dims[d];
+      for (int k = 0; k < nin; ++k)
+        g.strides[k][d] = st[k][d];
+    }
+  }
+  return g;
+}
+
+/// Calls seg(outOffset, operandOffsets, length, innerStrides) for the runs
+/// of the innermost dimension that cover result elements [begin, end).
+template <typename Seg>
+inline void forSegments(const Geometry &g, int64_t begin, int64_t end,
+                        Seg &&seg) {
+  const int nd = g.nd, nin = g.nin;
+  const int64_t inner = g.dims[nd - 1];
+  int64_t idx[kMaxDims] = {};
+  int64_t row[kMaxOperands] = {}, off[kMaxOperands] = {},
+          inc[kMaxOperands] = {};
+  int64_t r = begin / inner, j = begin % inner;
+  for (int d = nd - 2; d >= 0; --d) {
+    idx[d] = r % g.dims[d];
+    r /= g.dims[d];
+    for (int k = 0; k < nin; ++k)
+      row[k] += idx[d] * g.strides[k][d];
+  }
+  for (int k = 0; k < nin; ++k)
+    inc[k] = g.strides[k][nd - 1];
+  int64_t pos = begin;
+  while (pos < end) {
+    int64_t len = std::min(inner - j, end - pos);
+    for (int k = 0; k < nin; ++k)
+      off[k] = row[k] + j * inc[k];
+    seg(pos, off, len, inc);
+    pos += len;
+    j = 0;
+    if (pos >= end)
+      break;
+    for (int d = nd - 2; d >= 0; --d) {
+      for (int k = 0; k < nin; ++k)
+        row[k] += g.strides[k][d];
+      if (++idx[d] < g.dims[d])
+        break;
+      for (int k = 0; k < nin; ++k)
+        row[k] -= g.strides[k][d] * g.dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Binary operations.
+//===----------------------------------------------------------------------===//
+
+// Integer arithmetic wraps (two's complement) instead of overflowing, which
+// would be undefined behaviour on signed types.
+template <typename T> inline T wrapAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return (T)((std::make_unsigned_t<T>)a + (std::make_unsigned_t<T>)b);
+  else
+    return a + b;
+}
+template <typename T> inline T wrapSub(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return (T)((std::make_unsigned_t<T>)a - (std::make_unsigned_t<T>)b);
+  else
+    return a - b;
+}
+template <typename T> inline T wrapMul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    // Promote to at least unsigned int so that uint16 * uint16 cannot
+    // overflow a signed int.
+    using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
+                                 std::make_unsigned_t<T>>;
+    return (T)((U)(std::make_unsigned_t<T>)a * (U)(std::make_unsigned_t<T>)b);
+  } else {
+    return a * b;
+  }
+}
+template <typename T> inline T wrapNeg(T a) {
+  if constexpr (std::is_integral_v<T>)
+    return (T)(std::make_unsigned_t<T>(0) - (std::make_unsigned_t<T>)a);
+  else
+    return -a;
+}
+
+struct AddOp {
+  template <typename T> T operator()(T a, T b) const { return wrapAdd(a, b); }
+};
+struct SubOp {
+  template <typename T> T operator()(T a, T b) const { return wrapSub(a, b); }
+};
+struct MulOp {
+  template <typename T> T operator()(T a, T b) const { return wrapMul(a, b); }
+};
+struct DivOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0)
+        throw KernelError("div: integer division by zero (a divisor element is 0)");
+      if constexpr (std::is_signed_v<T>)
+        if (b == T(-1))
+          return wrapNeg(a); // INT_MIN / -1 would overflow
+      return (T)(a / b);     // C division truncates toward zero, as ONNX
+    } else {
+      return a / b;
+    }
+  }
+};
+// Max and min propagate NaN (as numpy.maximum / torch.maximum).
+struct MaxOp {
+  template <typename T> T operator()(T a, T b) const {
+    return (a > b || a != a) ? a : b;
+  }
+};
+struct MinOp {
+  template <typename T> T operator()(T a, T b) const {
+    return (a < b || a != a) ? a : b;
+  }
+};
+struct SquareOp { // pow with the scalar exponent 2
+  template <typename T, typename E> T operator()(T a, E) const {
+    return wrapMul(a, a);
+  }
+};
+
+/// Saturating float -> integer conversion: truncation toward zero, NaN -> 0,
+/// out-of-range values clamp to the target's range. Never undefined.
+template <typename To, typename From> inline To saturatingCast(From v) {
+  static_assert(std::is_integral_v<To> && std::is_floating_point_v<From>);
+  double d = (double)v;
+  if (!(d == d))
+    return 0;
+  constexpr double lo = (double)std::numeric_limits<To>::min();
+  // 2^digits is one past the maximum and exactly representable.
+  const double hiExcl = std::ldexp(1.0, std::numeric_limits<To>::digits);
+  if (d <= lo)
+    return std::numeric_limits<To>::min();
+  if (d >= hiExcl)
+    return std::numeric_limits<To>::max();
+  return (To)d;
+}
+
+/// ONNX Pow: the result has the base's type; the exponent is cast to it.
+struct PowOp {
+  template <typename T, typename E> T operator()(T a, E b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::pow(a, (T)b);
+    } else {
+      int64_t e;
+      if constexpr (std::is_floating_point_v<E>)
+        e = saturatingCast<int64_t>(b);
+      else
+        e = (int64_t)b;
+      if (e < 0) {
+        if (a == 0)
+          throw KernelError("pow: integer 0 raised to a negative power");
+        if (a == 1)
+          return 1;
+        if constexpr (std::is_signed_v<T>)
+          if (a == T(-1))
+            return (e & 1) ? T(-1) : T(1);
+        return 0; // |a| > 1: 1 / a^|e| truncates to 0
+      }
+      T result = 1, base = a;
+      while (e) {
+        if (e & 1)
+          result = wrapMul(result, base);
+        base = wrapMul(base, base);
+        e >>= 1;
+      }
+      return result;
+    }
+  }
+};
+
+struct EqualOp {
+  template <typename T> bool operator()(T a, T b) const { return a == b; }
+};
+struct EqualBoolOp {
+  bool operator()(uint8_t a, uint8_t b) const { return (a != 0) == (b != 0); }
+};
+struct LessOp {
+  template <typename T> bool operator()(T a, T b) const { return a < b; }
+};
+struct GreaterOp {
+  template <typename T> bool operator()(T a, T b) const { return a > b; }
+};
+
+template <typename TA, typename TB, typename TO, typename Op>
+inline void binaryRun(const TA *a, int64_t sa, const TB *b, int64_t sb, TO *o,
+                      int64_t n, const Op &op) {
+  if (sa && sb) {
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = op(a[i], b[i]);
+  } else if (sa) {
+    const TB bv = *b;
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = op(a[i], bv);
+  } else if (sb) {
+    const TA av = *a;
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = op(av, b[i]);
+  } else {
+    const TO v = op(*a, *b);
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = v;
+  }
+}
+
+/// A binary kernel over storage types TA, TB -> TO.
+template <typename TA, typename TB, typename TO, typename Op>
+KernelFn makeBinary(const Geometry &g, const TensorView &a, const TensorView &b,
+                    const TensorView &o, int threads, int64_t grain, Op op) {
+  struct State {
+    Geometry g;
+    const TA *a;
+    const TB *b;
+    TO *o;
+    int threads;
+    int64_t grain;
+    Op op;
+  };
+  auto st = std::make_shared<State>(
+      State{g, a.as<const TA>(), b.as<const TB>(), o.as<TO>(), threads, grain, op});
+  return [st] {
+    const State &s = *st;
+    if (s.g.numel == 0)
+      return;
+    parallelFor(s.threads, s.g.numel, s.grain, [&s](int64_t begin, int64_t end) {
+      forSegments(s.g, begin, end,
+                  [&s](int64_t oo, const int64_t *off, int64_t n, const int64_t *inc) {
+                    binaryRun(s.a + off[0], inc[0], s.b + off[1], inc[1], s.o + oo,
+                              n, s.op);
+                  });
+    });
+  };
+}
+
+enum class Bin { Add, Sub, Mul, Div, Max, Min };
+
+KernelFactory arithFactory(std::string name, Bin kind) {
+  return [name, kind](KernelArgs &args) -> KernelFn {
+    const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
+    if (a.dtype != b.dtype)
+      args.fail(name + ": operand element types differ (" +
+                nameOf(a.dtype) + " and " + nameOf(b.dtype) + ")");
+    args.expectDType(o, a.dtype, (name + " result").c_str());
+    Geometry g = broadcastGeometry(args, name, o.shape, {&a.shape, &b.shape}, true);
+    int threads = args.env.threads;
+    return dispatchNumeric(args, a.dtype, name, [&](auto tag) -> KernelFn {
+      using T = decltype(tag);
+      int64_t grain = std::is_integral_v<T> && kind == Bin::Div ? kCostlyGrain
+                                                                 : kCheapGrain;
+      switch (kind) {
+      case Bin::Add: return makeBinary<T, T, T>(g, a, b, o, threads, grain, AddOp{});
+      case Bin::Sub: return makeBinary<T, T, T>(g, a, b, o, threads, grain, SubOp{});
+      case Bin::Mul: return makeBinary<T, T, T>(g, a, b, o, threads, grain, MulOp{});
+      case Bin::Div: return makeBinary<T, T, T>(g, a, b, o, threads, grain, DivOp{});
+      case Bin::Max: return makeBinary<T, T, T>(g, a, b, o, threads, grain, MaxOp{});
+      case Bin::Min: return makeBinary<T, T, T>(g, a, b, o, threads, grain, MinOp{});
+      }
+      args.fail(name + ": unknown operation");
+    });
+  };
+}
+
+KernelFn powFactory(KernelArgs &args) {
+  const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
+  args.expectDType(o, a.dtype, "pow result");
+  Geometry g = broadcastGeometry(args, "pow", o.shape, {&a.shape, &b.shape}, true);
+  int threads = args.env.threads;
+  const bool scalarExponent = b.numElements() == 1;
+  const DType edt = b.dtype;
+  const void *bdata = b.data;
+  return dispatchNumeric(args, a.dtype, "pow base", [&](auto base) -> KernelFn {
+    using T = decltype(base);
+    return dispatchNumeric(args, edt, "pow exponent", [&](auto exp) -> KernelFn {
+      using E = decltype(exp);
+      KernelFn general = makeBinary<T, E, T>(g, a, b, o, threads, kCostlyGrain, PowOp{});
+      if (!scalarExponent)
+        return general;
+      // x^2 (LayerNorm variances, squared errors) as one multiplication.
+      KernelFn square = makeBinary<T, E, T>(g, a, b, o, threads, kCheapGrain, SquareOp{});
+      const E *e = static_cast<const E *>(bdata);
+      return [general, square, e] {
+        if (*e == E(2))
+          square();
+        else
+          general();
+      };
+    });
+  });
+}
+
+enum class Cmp { Equal, Less, Greater };
+
+KernelFactory compareFactory(std::string name, Cmp kind) {
+  return [name, kind](KernelArgs &args) -> KernelFn {
+    const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
+    if (a.dtype != b.dtype)
+      args.fail(name + ": operand element types differ (" +
+                nameOf(a.dtype) + " and " + nameOf(b.dtype) + ")");
+    args.expectDType(o, DType::Bool, (name + " result").c_str());
+    Geometry g = broadcastGeometry(args, name, o.shape, {&a.shape, &b.shape}, true);
+    int threads = args.env.threads;
+    if (a.dtype == DType::Bool) {
+      if (kind != Cmp::Equal)
+        args.fail(name + ": i1 operands are not ordered (expects a numeric type)");
+      return makeBinary<uint8_t, uint8_t, uint8_t>(g, a, b, o, threads, kCheapGrain,
+                                                   EqualBoolOp{});
+    }
+    return dispatchNumeric(args, a.dtype, name, [&](auto tag) -> KernelFn {
+      using T = decltype(tag);
+      switch (kind) {
+      case Cmp::Equal:
+        return makeBinary<T, T, uint8_t>(g, a, b, o, threads, kCheapGrain, EqualOp{});
+      case Cmp::Less:
+        return makeBinary<T, T, uint8_t>(g, a, b, o, threads, kCheapGrain, LessOp{});
+      case Cmp::Greater:
+        return makeBinary<T, T, uint8_t>(g, a, b, o, threads, kCheapGrain, GreaterOp{});
+      }
+      args.fail(name + ": unknown comparison");
+    });
+  };
+}
+
+//===----------------------------------------------------------------------===//
+// where(condition, x, y).
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+KernelFn makeWhere(const Geometry &g, const TensorView &c, const TensorView &x,
+                   const TensorView &y, const TensorView &o, int threads) {
+  struct State {
+    Geometry g;
+    const uint8_t *c;
+    const T *x, *y;
+    T *o;
+    int threads;
+  };
+  auto st = std::make_shared<State>(State{g, c.as<const uint8_t>(), x.as<const T>(),
+                                          y.as<const T>(), o.as<T>(), threads});
+  return [st] {
+    const State &s = *st;
+    if (s.g.numel == 0)
+      return;
+    parallelFor(s.threads, s.g.numel, kCheapGrain, [&s](int64_t begin, int64_t end) {
+      forSegments(s.g, begin, end,
+                  [&s](int64_t oo, const int64_t *off, int64_t n, const int64_t *inc) {
+                    const uint8_t *c = s.c + off[0];
+                    const T *x = s.x + off[1], *y = s.y + off[2];
+                    T *o = s.o + oo;
+                    if (inc[0] && inc[1] && inc[2]) {
+                      for (int64_t i = 0; i < n; ++i)
+                        o[i] = c[i] ? x[i] : y[i];
+                    } else {
+                      const int64_t sc = inc[0], sx = inc[1], sy = inc[2];
+                      for (int64_t i = 0; i < n; ++i)
+                        o[i] = c[i * sc] ? x[i * sx] : y[i * sy];
+                    }
+                  });
+    });
+  };
+}
+
+KernelFn whereFactory(KernelArgs &args) {
+  const TensorView &c = args.in(0), &x = args.in(1), &y = args.in(2), &o = args.out(0);
+  args.expectDType(c, DType::Bool, "where condition");
+  if (x.dtype != y.dtype)
+    args.fail(std::string("where: x and y element types differ (") +
+              nameOf(x.dtype) + " and " + nameOf(y.dtype) + ")");
+  args.expectDType(o, x.dtype, "where result");
+  if (x.dtype == DType::F16 || x.dtype == DType::BF16)
+    failType(args, "where", x.dtype, "");
+  Geometry g =
+      broadcastGeometry(args, "where", o.shape, {&c.shape, &x.shape, &y.shape}, true);
+  int threads = args.env.threads;
+  switch (sizeOf(x.dtype)) {
+  case 1: return makeWhere<uint8_t>(g, c, x, y, o, threads);
+  case 2: return makeWhere<uint16_t>(g, c, x, y, o, threads);
+  case 4: return makeWhere<uint32_t>(g, c, x, y, o, threads);
+  case 8: return makeWhere<uint64_t>(g, c, x, y, o, threads);
+  default: args.fail("where: unsupported element size");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Unary operations (same shape and type in and out).
+//===----------------------------------------------------------------------===//
+
+template <typename TI, typename TO, typename Op>
+KernelFn makeUnary(const TensorView &in, const TensorView &out, int threads,
+                   int64_t grain, Op op) {
+  struct State {
+    const TI *x;
+    TO *y;
+    int64_t n;
+    int threads;
+    int64_t grain;
+    Op op;
+  };
+  auto st = std::make_shared<State>(
+      State{in.as<const TI>(), out.as<TO>(), in.numElements(), threads, grain, op});
+  return [st] {
+    const State &s = *st;
+    parallelFor(s.threads, s.n, s.grain, [&s](int64_t begin, int64_t end) {
+      const TI *x = s.x;
+      TO *y = s.y;
+      for (int64_t i = begin; i < end; ++i)
+        y[i] = s.op(x[i]);
+    });
+  };
+}
+
+void checkSameShape(const KernelArgs &args, const std::string &what,
+                    const TensorView &in, const TensorView &out) {
+  if (in.shape != out.shape)
+    args.fail(what + ": the result shape " + shapeStr(out.shape) +
+              " differs from the input shape " + shapeStr(in.shape));
+}
+
+struct NegF {
+  template <typename T> T operator()(T x) const { return wrapNeg(x); }
+};
+struct AbsF {
+  template <typename T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return std::abs(x);
+    else if constexpr (std::is_unsigned_v<T>)
+      return x;
+    else
+      return x < 0 ? wrapNeg(x) : x; // abs(INT_MIN) wraps to INT_MIN
+  }
+};
+struct ReluF {
+  template <typename T> T operator()(T x) const { return x > T(0) ? x : T(0); }
+};
+struct SqrtF {
+  template <typename T> T operator()(T x) const { return std::sqrt(x); }
+};
+struct ReciprocalF {
+  template <typename T> T operator()(T x) const { return T(1) / x; }
+};
+struct ExpF {
+  template <typename T> T operator()(T x) const { return std::exp(x); }
+};
+struct LogF {
+  template <typename T> T operator()(T x) const { return std::log(x); }
+};
+struct TanhF {
+  template <typename T> T operator()(T x) const { return std::tanh(x); }
+};
+struct SigmoidF {
+  // exp of a non-positive argument only: no overflow for large |x|.
+  template <typename T> T operator()(T x) const {
+    if (x >= T(0))
+      return T(1) / (T(1) + std::exp(-x));
+    T e = std::exp(x);
+    return e / (T(1) + e);
+  }
+};
+struct ErfF {
+  template <typename T> T operator()(T x) const { return std::erf(x); }
+};
+template <typename T> struct LeakyReluF {
+  T alpha;
+  T operator()(T x) const { return x >= T(0) ? x : alpha * x; }
+};
+template <typename T> struct ClipF {
+  T lo, hi;
+  T operator()(T x) const {
+    T y = x < lo ? lo : x;
+    return y > hi ? hi : y;
+  }
+};
+struct NotF {
+  uint8_t operator()(uint8_t x) const { return x == 0; }
+};
+
+template <typename Op, bool FloatOnly>
+KernelFactory unaryFactory(std::string name, int64_t grain) {
+  return [name, grain](KernelArgs &args) -> KernelFn {
+    const TensorView &x = args.in(0), &y = args.out(0);
+    args.expectDType(y, x.dtype, (name + " result").c_str());
+    checkSameShape(args, name, x, y);
+    int threads = args.env.threads;
+    auto make = [&](auto tag) -> KernelFn {
+      using T = decltype(tag);
+      return makeUnary<T, T>(x, y, threads, grain, Op{});
+    };
+    if constexpr (FloatOnly)
+      return dispatchFloat(args, x.dtype, name, make);
+    else
+      return dispatchNumeric(args, x.dtype, name, make);
+  };
+}
+
+KernelFn leakyReluFactory(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  args.expectDType(y, x.dtype, "leaky_relu result");
+  checkSameShape(args, "leaky_relu", x, y);
+  // The ODS default is the f32 value 0.01.
+  double alpha = args.f64Or("alpha", (double)0.01f);
+  int threads = args.env.threads;
+  return dispatchFloat(args, x.dtype, "leaky_relu", [&](auto tag) -> KernelFn {
+    using T = decltype(tag);
+    return makeUnary<T, T>(x, y, threads, kCheapGrain, LeakyReluF<T>{(T)alpha});
+  });
+}
+
+KernelFn clipFactory(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  args.expectDType(y, x.dtype, "clip result");
+  checkSameShape(args, "clip", x, y);
+  const bool hasMin = args.has("min"), hasMax = args.has("max");
+  const double mn = hasMin ? args.f64("min") : 0.0, mx = hasMax ? args.f64("max") : 0.0;
+  if ((hasMin && std::isnan(mn)) || (hasMax && std::isnan(mx)))
+    args.fail("clip: a NaN bound");
+  int threads = args.env.threads;
+  return dispatchNumeric(args, x.dtype, "clip", [&](auto tag) -> KernelFn {
+    using T = decltype(tag);
+    T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+    if constexpr (std::is_floating_point_v<T>) {
+      lo = -std::numeric_limits<T>::infinity();
+      hi = std::numeric_limits<T>::infinity();
+      if (hasMin)
+        lo = (T)mn;
+      if (hasMax)
+        hi = (T)mx;
+    } else {
+      // An integer x satisfies x >= min iff x >= ceil(min).
+      if (hasMin)
+        lo = saturatingCast<T>(std::ceil(mn));
+      if (hasMax)
+        hi = saturatingCast<T>(std::floor(mx));
+    }
+    return makeUnary<T, T>(x, y, threads, kCheapGrain, ClipF<T>{lo, hi});
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// cast.
+//===----------------------------------------------------------------------===//
+
+/// One element of From as To: float -> int truncates toward zero (NaN -> 0,
+/// out of range clamps); -> bool is value != 0; bool -> number is 0/1;
+/// int -> narrower int wraps (two's complement, as numpy's astype).
+template <typename To, typename From> struct CastF {
+  Storage<To> operator()(Storage<From> v) const {
+    if constexpr (std::is_same_v<To, BoolT>) {
+      return v != 0;
+    } else if constexpr (std::is_same_v<From, BoolT>) {
+      return (To)(v != 0);
+    } else if constexpr (std::is_floating_point_v<To>) {
+      return (To)v;
+    } else if constexpr (std::is_floating_point_v<From>) {
+      return saturatingCast<To>(v);
+    } else if constexpr (sizeof(To) > sizeof(From)) {
+      return (To)v; // widening: value preserving (U8 is never the target)
+    } else {
+      return (To)(std::make_unsigned_t<To>)v; // modular
+    }
+  }
+};
+
+KernelFn castFactory(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  checkSameShape(args, "cast", x, y);
+  int threads = args.env.threads;
+  if (x.dtype == y.dtype && x.dtype != DType::F16 && x.dtype != DType::BF16) {
+    void *dst = y.data;
+    const void *src = x.data;
+    int64_t bytes = x.bytes();
+    return [dst, src, bytes, threads] {
+      parallelFor(threads, bytes, 1 << 18, [=](int64_t b, int64_t e) {
+        std::memcpy((char *)dst + b, (const char *)src + b, e - b);
+      });
+    };
+  }
+  return dispatchAny(args, x.dtype, "cast input", [&](auto from) -> KernelFn {
+    using From = decltype(from);
+    return dispatchAny(args, y.dtype, "cast result", [&](auto to) -> KernelFn {
+      using To = decltype(to);
+      return makeUnary<Storage<From>, Storage<To>>(x, y, threads, kCheapGrain,
+                                                   CastF<To, From>{});
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// dropout and dropout_grad.
+//===----------------------------------------------------------------------===//
+
+double checkedRatio(const KernelArgs &args, const char *what) {
+  double ratio = args.f64("ratio");
+  if (!(ratio >= 0.0 && ratio <= 1.0))
+    args.fail(std::string(what) + ": ratio must be in [0, 1], got " +
+              std::to_string(ratio));
+  return ratio;
+}
+
+// The dropout mask, bit for bit (a Python reference reproduces it):
+//
+//   key       = streamKey(env.seed ^ seed_attr, stream_attr, env.step)
+//   perSample = numel / dim0      (dim0 = input dimension 0; 1 for rank 0)
+//   g         = env.sampleOffset * perSample + e   (e: row-major element index)
+//   kept[e]   = uniformAt(key, g) >= float(ratio)  (24-bit uniform in [0, 1))
+//   output[e] = kept[e] ? x[e] / T(1 - ratio) : 0  (1 - ratio in double)
+//
+// with streamKey / uniformAt / splitmix64 from Random.h (all arithmetic mod
+// 2^64). Because the counter counts from the global sample offset, a sample
+// gets the same mask whichever rank runs it and however the batch is split.
+KernelFn dropoutFactory(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0), &m = args.out(1);
+  const double ratio = checkedRatio(args, "dropout");
+  const uint64_t seedAttr = (uint64_t)args.i64Or("seed", 0);
+  const uint64_t stream = (uint64_t)args.i64Or("stream", 0);
+  args.expectDType(y, x.dtype, "dropout output");
+  args.expectDType(m, DType::Bool, "dropout mask");
+  checkSameShape(args, "dropout", x, y);
+  checkSameShape(args, "dropout mask", x, m);
+  const int64_t n = x.numElements();
+  const int64_t dim0 = x.rank() ? x.shape[0] : 1;
+  const int64_t perSample = dim0 > 0 ? n / dim0 : 0;
+  const ExecEnv *env = &args.env;
+  int threads = args.env.threads;
+  return dispatchFloat(args, x.dtype, "dropout", [&](auto tag) -> KernelFn {
+    using T = decltype(tag);
+    struct State {
+      const T *x;
+      T *y;
+      uint8_t *m;
+      int64_t n, perSample;
+      float threshold;
+      T denom;
+      uint64_t seedAttr, stream;
+      const ExecEnv *env;
+      int threads;
+    };
+    auto st = std::make_shared<State>(State{x.as<const T>(), y.as<T>(), m.as<uint8_t>(),
+                                            n, perSample, (float)ratio,
+                                            (T)(1.0 - ratio), seedAttr, stream, env,
+                                            threads});
+    return [st] {
+      const State &s = *st;
+      const uint64_t key =
+          streamKey(s.env->seed ^ s.seedAttr, s.stream, (uint64_t)s.env->step);
+      const uint64_t base = (uint64_t)s.env->sampleOffset * (uint64_t)s.perSample;
+      parallelFor(s.threads, s.n, kCostlyGrain,
+                  [&s, key, base](int64_t begin, int64_t end) {
+                    for (int64_t e = begin; e < end; ++e) {
+                      bool keep = uniformAt(key, base + (uint64_t)e) >= s.threshold;
+                      s.y[e] = keep ? s.x[e] / s.denom : T(0);
+                      s.m[e] = keep;
+                    }
+                  });
+    };
+  });
+}
+
+KernelFn dropoutGradFactory(KernelArgs &args) {
+  const TensorView &dy = args.in(0), &m = args.in(1), &dx = args.out(0);
+  const double ratio = checkedRatio(args, "dropout_grad");
+  args.expectDType(m, DType::Bool, "dropout_grad mask");
+  args.expectDType(dx, dy.dtype, "dropout_grad result");
+  checkSameShape(args, "dropout_grad mask", dy, m);
+  checkSameShape(args, "dropout_grad", dy, dx);
+  int threads = args.env.threads;
+  return dispatchFloat(args, dy.dtype, "dropout_grad", [&](auto tag) -> KernelFn {
+    using T = decltype(tag);
+    struct State {
+      const T *dy;
+      const uint8_t *m;
+      T *dx;
+      int64_t n;
+      T denom;
+      int threads;
+    };
+    auto st = std::make_shared<State>(State{dy.as<const T>(), m.as<const uint8_t>(),
+                                            dx.as<T>(), dy.numElements(),
+                                            (T)(1.0 - ratio), threads});
+    return [st] {
+      const State &s = *st;
+      parallelFor(s.threads, s.n, kCheapGrain, [&s](int64_t begin, int64_t end) {
+        for (int64_t e = begin; e < end; ++e)
+          s.dx[e] = s.m[e] ? s.dy[e] / s.denom : T(0);
+      });
+    };
+  });
+}
+
+} // namespace
+
+void registerElementwiseKernels(KernelRegistry &r) {
+  r.add("add", arithFactory("add", Bin::Add));
+  r.add("sub", arithFactory("sub", Bin::Sub));
+  r.add("mul", arithFactory("mul", Bin::Mul));
+  r.add("div", arithFactory("div", Bin::Div));
+  r.add("max", arithFactory("max", Bin::Max));
+  r.add("min", arithFactory("min", Bin::Min));
+  r.add("pow", powFactory);
+  r.add("equal", compareFactory("equal", Cmp::Equal));
+  r.add("less", compareFactory("less", Cmp::Less));
+  r.add("greater", compareFactory("greater", Cmp::Greater));
+  r.add("where", whereFactory);
+
+  r.add("neg", unaryFactory<NegF, false>("neg", kCheapGrain));
+  r.add("abs", unaryFactory<AbsF, false>("abs", kCheapGrain));
+  r.add("relu", unaryFactory<ReluF, false>("relu", kCheapGrain));
+  r.add("sqrt", unaryFactory<SqrtF, true>("sqrt", kCheapGrain));
+  r.add("reciprocal", unaryFactory<ReciprocalF, true>("reciprocal", kCheapGrain));
+  r.add("exp", unaryFactory<ExpF, true>("exp", kCostlyGrain));
+  r.add("log", unaryFactory<LogF, true>("log", kCostlyGrain));
+  r.add("tanh", unaryFactory<TanhF, true>("tanh", kCostlyGrain));
+  r.add("sigmoid", unaryFactory<SigmoidF, true>("sigmoid", kCostlyGrain));
+  r.add("erf", unaryFactory<ErfF, true>("erf", kCostlyGrain));
+  r.add("leaky_relu", leakyReluFactory);
+  r.add("clip", clipFactory);
+  r.add("not", [](KernelArgs &args) -> KernelFn {
+    const TensorView &x = args.in(0), &y = args.out(0);
+    args.expectDType(x, DType::Bool, "not input");
+    args.expectDType(y, DType::Bool, "not result");
+    checkSameShape(args, "not", x, y);
+    return makeUnary<uint8_t, uint8_t>(x, y, args.env.threads, kCheapGrain, NotF{});
+  });
+  r.add("cast", castFactory);
+  r.add("dropout", dropoutFactory);
+  r.add("dropout_grad", dropoutGradFactory);
+}
 
 } // namespace parallax::rt
