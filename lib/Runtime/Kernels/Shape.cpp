@@ -1,9 +1,476 @@
-//===- Shape.cpp - Shape kernels (stub until implemented) -----------------===//
+//===- Shape.cpp - transpose, concat, expand, slice, slice_grad -----------===//
+//
+// Data movement for any element type: elements are copied as unsigned
+// integers of their size, so bits (NaN payloads, i1 bytes) move unchanged.
+//
+// transpose, expand, slice and slice_grad are all one strided copy: the
+// destination's index space (merged where both sides are contiguous across
+// dimensions) with a source and a destination stride per dimension. The
+// innermost run is a memcpy when both strides are 1, a fill when the source
+// stride is 0, and an element loop otherwise. When the destination's
+// innermost dimension reads the source with a large stride (a transpose that
+// moves the last dimension) the copy goes through square tiles so that both
+// sides stay in cache.
+//
+//===----------------------------------------------------------------------===//
 
 #include "parallax/Runtime/Kernel.h"
 
-namespace parallax::rt {
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
 
-void registerShapeKernels(KernelRegistry &) {}
+namespace parallax::rt {
+namespace {
+
+constexpr int kMaxDims = 16;
+/// Bytes per thread below which a copy stays serial.
+constexpr int64_t kCopyGrainBytes = 1 << 17;
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+void checkElementType(const KernelArgs &args, const std::string &what, DType t) {
+  if (t == DType::F16 || t == DType::BF16)
+    args.fail(what + ": " + nameOf(t) + " is not supported by the CPU runtime");
+}
+
+/// A copy dst[dstBase + sum i_d * dst_d] = src[srcBase + sum i_d * src_d]
+/// over the index space `dims` (strides in elements, possibly 0 or negative).
+struct CopyGeometry {
+  int nd = 1;
+  int64_t numel = 0;
+  int64_t dims[kMaxDims] = {1};
+  int64_t src[kMaxDims] = {}, dst[kMaxDims] = {};
+  int64_t srcBase = 0, dstBase = 0;
+  /// Tiled transpose: the dimension whose source stride is 1 while the
+  /// innermost (destination-contiguous) dimension has a source stride > 1.
+  int tileDim = -1;
+};
+
+CopyGeometry makeCopyGeometry(const KernelArgs &args, const std::string &what,
+                              const std::vector<int64_t> &dims,
+                              const std::vector<int64_t> &src,
+                              const std::vector<int64_t> &dst, int64_t srcBase,
+                              int64_t dstBase) {
+  CopyGeometry g;
+  g.srcBase = srcBase;
+  g.dstBase = dstBase;
+  g.numel = 1;
+  for (int64_t d : dims)
+    g.numel *= d;
+  std::vector<int64_t> d, s, t;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 1)
+      continue;
+    if (!d.empty() && s.back() == src[i] * dims[i] && t.back() == dst[i] * dims[i]) {
+      d.back() *= dims[i];
+      s.back() = src[i];
+      t.back() = dst[i];
+    } else {
+      d.push_back(dims[i]);
+      s.push_back(src[i]);
+      t.push_back(dst[i]);
+    }
+  }
+  if (d.size() > (size_t)kMaxDims)
+    args.fail(what + ": too many dimensions after merging (" +
+              std::to_string(d.size()) + ", at most " + std::to_string(kMaxDims) +
+              ")");
+  if (d.empty()) {
+    d = {1};
+    s = {0};
+    t = {0};
+  }
+  g.nd = (int)d.size();
+  for (int i = 0; i < g.nd; ++i) {
+    g.dims[i] = d[i];
+    g.src[i] = s[i];
+    g.dst[i] = t[i];
+  }
+  const int l = g.nd - 1;
+  if (g.dst[l] == 1 && g.src[l] != 1 && g.src[l] != 0 && g.dims[l] >= 8)
+    for (int i = 0; i < l; ++i)
+      if (g.src[i] == 1 && g.dims[i] >= 8)
+        g.tileDim = i;
+  return g;
+}
+
+template <typename T>
+inline void copyRun(const T *s, int64_t ss, T *d, int64_t ds, int64_t n) {
+  if (ss == 1 && ds == 1) {
+    std::memcpy(d, s, n * sizeof(T));
+  } else if (ss == 0 && ds == 1) {
+    const T v = *s;
+    std::fill(d, d + n, v);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      d[i * ds] = s[i * ss];
+  }
+}
+
+/// Copies destination-index-space elements [begin, end).
+template <typename T>
+void copyRange(const CopyGeometry &g, const T *src, T *dst, int64_t begin,
+               int64_t end) {
+  const int nd = g.nd;
+  const int64_t inner = g.dims[nd - 1];
+  int64_t idx[kMaxDims] = {};
+  int64_t rs = g.srcBase, rd = g.dstBase;
+  int64_t r = begin / inner, j = begin % inner;
+  for (int d = nd - 2; d >= 0; --d) {
+    idx[d] = r % g.dims[d];
+    r /= g.dims[d];
+    rs += idx[d] * g.src[d];
+    rd += idx[d] * g.dst[d];
+  }
+  const int64_t is = g.src[nd - 1], id = g.dst[nd - 1];
+  int64_t pos = begin;
+  while (pos < end) {
+    int64_t len = std::min(inner - j, end - pos);
+    copyRun(src + rs + j * is, is, dst + rd + j * id, id, len);
+    pos += len;
+    j = 0;
+    if (pos >= end)
+      break;
+    for (int d = nd - 2; d >= 0; --d) {
+      rs += g.src[d];
+      rd += g.dst[d];
+      if (++idx[d] < g.dims[d])
+        break;
+      rs -= g.src[d] * g.dims[d];
+      rd -= g.dst[d] * g.dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/// The tiled path: dimensions q = tileDim (source stride 1) and l = the
+/// innermost (destination stride 1) are walked in B x B tiles; the other
+/// dimensions and the tile rows along q are the parallel work units.
+template <typename T>
+void copyTiled(const CopyGeometry &g, const T *src, T *dst, int threads) {
+  struct Tiles {
+    const CopyGeometry &g;
+    const T *src;
+    T *dst;
+    int64_t B, Q, L, dq, sl, qBlocks;
+    int od[kMaxDims];
+    int no;
+  };
+  Tiles t{g, src, dst, sizeof(T) <= 2 ? 64 : 32, 0, 0, 0, 0, 0, {}, 0};
+  const int q = g.tileDim, l = g.nd - 1;
+  t.Q = g.dims[q];
+  t.L = g.dims[l];
+  t.dq = g.dst[q];
+  t.sl = g.src[l];
+  int64_t outer = 1;
+  for (int d = 0; d < l; ++d)
+    if (d != q) {
+      t.od[t.no++] = d;
+      outer *= g.dims[d];
+    }
+  t.qBlocks = (t.Q + t.B - 1) / t.B;
+  const int64_t units = outer * t.qBlocks;
+  const int64_t grain =
+      std::max<int64_t>(1, kCopyGrainBytes / (t.B * t.L * (int64_t)sizeof(T)));
+  parallelFor(threads, units, grain, [&t](int64_t begin, int64_t end) {
+    const CopyGeometry &g = t.g;
+    const int64_t B = t.B, Q = t.Q, L = t.L, dq = t.dq, sl = t.sl;
+    for (int64_t u = begin; u < end; ++u) {
+      int64_t o = u / t.qBlocks, q0 = (u % t.qBlocks) * B;
+      int64_t so = g.srcBase, doff = g.dstBase;
+      for (int k = t.no - 1; k >= 0; --k) {
+        int d = t.od[k];
+        int64_t i = o % g.dims[d];
+        o /= g.dims[d];
+        so += i * g.src[d];
+        doff += i * g.dst[d];
+      }
+      const int64_t q1 = std::min(Q, q0 + B);
+      for (int64_t l0 = 0; l0 < L; l0 += B) {
+        const int64_t l1 = std::min(L, l0 + B);
+        for (int64_t i = q0; i < q1; ++i) {
+          const T *s = t.src + so + i;
+          T *d = t.dst + doff + i * dq;
+          for (int64_t j = l0; j < l1; ++j)
+            d[j] = s[j * sl];
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+KernelFn makeCopy(const CopyGeometry &g, const void *src, void *dst, int threads) {
+  struct State {
+    CopyGeometry g;
+    const T *src;
+    T *dst;
+    int threads;
+  };
+  auto st = std::make_shared<State>(
+      State{g, static_cast<const T *>(src), static_cast<T *>(dst), threads});
+  return [st] {
+    const State &s = *st;
+    if (s.g.numel == 0)
+      return;
+    if (s.g.tileDim >= 0) {
+      copyTiled(s.g, s.src, s.dst, s.threads);
+      return;
+    }
+    const int64_t grain =
+        std::max<int64_t>(1, kCopyGrainBytes / (int64_t)sizeof(T));
+    parallelFor(s.threads, s.g.numel, grain, [&s](int64_t begin, int64_t end) {
+      copyRange(s.g, s.src, s.dst, begin, end);
+    });
+  };
+}
+
+KernelFn makeCopyBySize(const KernelArgs &args, const std::string &what,
+                        size_t elementSize, const CopyGeometry &g,
+                        const void *src, void *dst) {
+  int threads = args.env.threads;
+  switch (elementSize) {
+  case 1: return makeCopy<uint8_t>(g, src, dst, threads);
+  case 2: return makeCopy<uint16_t>(g, src, dst, threads);
+  case 4: return makeCopy<uint32_t>(g, src, dst, threads);
+  case 8: return makeCopy<uint64_t>(g, src, dst, threads);
+  default: args.fail(what + ": unsupported element size");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// transpose.
+//===----------------------------------------------------------------------===//
+
+KernelFn transposeFactory(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  checkElementType(args, "transpose", x.dtype);
+  args.expectDType(y, x.dtype, "transpose result");
+  std::vector<int64_t> perm = args.i64s("perm");
+  const int64_t rank = x.rank();
+  if ((int64_t)perm.size() != rank)
+    args.fail("transpose: perm has " + std::to_string(perm.size()) +
+              " entries for an input of rank " + std::to_string(rank));
+  std::vector<bool> seen(rank, false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p])
+      args.fail("transpose: perm " + shapeStr(perm) +
+                " is not a permutation of the input's " + std::to_string(rank) +
+                " dimensions");
+    seen[p] = true;
+  }
+  std::vector<int64_t> expected(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    expected[i] = x.shape[perm[i]];
+  if (y.shape != expected)
+    args.fail("transpose: the result shape " + shapeStr(y.shape) + " should be " +
+              shapeStr(expected) + " (input " + shapeStr(x.shape) + ", perm " +
+              shapeStr(perm) + ")");
+  std::vector<int64_t> inStrides = stridesOf(x.shape), src(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    src[i] = inStrides[perm[i]];
+  CopyGeometry g =
+      makeCopyGeometry(args, "transpose", y.shape, src, stridesOf(y.shape), 0, 0);
+  return makeCopyBySize(args, "transpose", sizeOf(x.dtype), g, x.data, y.data);
+}
+
+//===----------------------------------------------------------------------===//
+// concat.
+//===----------------------------------------------------------------------===//
+
+KernelFn concatFactory(KernelArgs &args) {
+  const TensorView &y = args.out(0);
+  checkElementType(args, "concat", y.dtype);
+  if (args.ins.empty())
+    args.fail("concat: no inputs");
+  const int64_t rank = y.rank();
+  if (rank == 0)
+    args.fail("concat: rank-0 tensors cannot be concatenated");
+  int64_t axis = args.i64("axis");
+  if (axis < -rank || axis >= rank)
+    args.fail("concat: axis " + std::to_string(axis) + " is out of range for rank " +
+              std::to_string(rank));
+  if (axis < 0)
+    axis += rank;
+  const int64_t es = (int64_t)sizeOf(y.dtype);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= y.shape[d];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= y.shape[d];
+  struct Part {
+    const char *src;
+    int64_t bytes;  // per outer index
+    int64_t offset; // in the output row, bytes
+  };
+  std::vector<Part> parts;
+  int64_t total = 0;
+  for (size_t k = 0; k < args.ins.size(); ++k) {
+    const TensorView &x = args.in(k);
+    std::string what = "concat input " + std::to_string(k);
+    args.expectDType(x, y.dtype, what.c_str());
+    bool ok = x.rank() == rank;
+    for (int64_t d = 0; ok && d < rank; ++d)
+      ok = d == axis || x.shape[d] == y.shape[d];
+    if (!ok)
+      args.fail(what + " of shape " + shapeStr(x.shape) +
+                " does not match the result shape " + shapeStr(y.shape) +
+                " outside axis " + std::to_string(axis));
+    int64_t bytes = x.shape[axis] * inner * es;
+    parts.push_back({static_cast<const char *>(x.data), bytes, total});
+    total += bytes;
+  }
+  if (total != y.shape[axis] * inner * es)
+    args.fail("concat: the inputs' sizes along axis " + std::to_string(axis) +
+              " do not add up to the result's " + std::to_string(y.shape[axis]));
+  struct State {
+    std::vector<Part> parts;
+    char *dst;
+    int64_t outer, rowBytes;
+    int threads;
+  };
+  auto st = std::make_shared<State>(
+      State{std::move(parts), static_cast<char *>(y.data), outer, total, args.env.threads});
+  return [st] {
+    const State &s = *st;
+    if (s.rowBytes == 0)
+      return;
+    const int64_t grain = std::max<int64_t>(1, kCopyGrainBytes / s.rowBytes);
+    parallelFor(s.threads, s.outer, grain, [&s](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        char *row = s.dst + o * s.rowBytes;
+        for (const Part &p : s.parts)
+          if (p.bytes)
+            std::memcpy(row + p.offset, p.src + o * p.bytes, p.bytes);
+      }
+    });
+  };
+}
+
+//===----------------------------------------------------------------------===//
+// expand.
+//===----------------------------------------------------------------------===//
+
+KernelFn expandFactory(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  checkElementType(args, "expand", x.dtype);
+  args.expectDType(y, x.dtype, "expand result");
+  const size_t rank = y.shape.size();
+  if (x.shape.size() > rank)
+    args.fail("expand: the input " + shapeStr(x.shape) +
+              " has a higher rank than the result " + shapeStr(y.shape));
+  std::vector<int64_t> inStrides = stridesOf(x.shape), src(rank, 0);
+  const size_t off = rank - x.shape.size();
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    if (x.shape[i] == y.shape[off + i])
+      src[off + i] = inStrides[i];
+    else if (x.shape[i] != 1)
+      args.fail("expand: the input " + shapeStr(x.shape) +
+                " does not broadcast to the result shape " + shapeStr(y.shape));
+  }
+  CopyGeometry g = makeCopyGeometry(args, "expand", y.shape, src, stridesOf(y.shape), 0, 0);
+  return makeCopyBySize(args, "expand", sizeOf(x.dtype), g, x.data, y.data);
+}
+
+//===----------------------------------------------------------------------===//
+// slice and slice_grad.
+//===----------------------------------------------------------------------===//
+
+/// Checks that the slice of `full` with `starts`/`steps` and result shape
+/// `part` stays inside `full`; returns the offset of the first element and
+/// the strides (in `full`) of each result dimension.
+std::pair<int64_t, std::vector<int64_t>>
+sliceLayout(const KernelArgs &args, const std::string &what,
+            const std::vector<int64_t> &full, const std::vector<int64_t> &part) {
+  std::vector<int64_t> starts = args.i64s("starts"), steps = args.i64s("steps");
+  const size_t rank = full.size();
+  if (part.size() != rank)
+    args.fail(what + ": the sliced shape " + shapeStr(part) +
+              " and the full shape " + shapeStr(full) + " differ in rank");
+  if (starts.size() != rank || steps.size() != rank)
+    args.fail(what + ": starts and steps need one entry per dimension (" +
+              std::to_string(rank) + "), got " + std::to_string(starts.size()) +
+              " and " + std::to_string(steps.size()));
+  std::vector<int64_t> fullStrides = stridesOf(full), strides(rank);
+  int64_t base = 0;
+  bool empty = false;
+  for (size_t d = 0; d < rank; ++d) {
+    if (steps[d] == 0)
+      args.fail(what + ": step of dimension " + std::to_string(d) + " is 0");
+    if (part[d] < 0)
+      args.fail(what + ": negative dimension in " + shapeStr(part));
+    if (part[d] == 0) {
+      empty = true;
+      continue;
+    }
+    int64_t span, last;
+    bool overflow = __builtin_mul_overflow(part[d] - 1, steps[d], &span) ||
+                    __builtin_add_overflow(starts[d], span, &last);
+    if (starts[d] < 0 || starts[d] >= full[d] || overflow || last < 0 ||
+        last >= full[d])
+      args.fail(what + ": dimension " + std::to_string(d) + " takes " +
+                std::to_string(part[d]) + " elements from " +
+                std::to_string(starts[d]) + " in steps of " +
+                std::to_string(steps[d]) + ", outside [0, " +
+                std::to_string(full[d]) + ")");
+    base += starts[d] * fullStrides[d];
+    strides[d] = steps[d] * fullStrides[d];
+  }
+  if (empty) {
+    base = 0;
+    std::fill(strides.begin(), strides.end(), 0);
+  }
+  return {base, strides};
+}
+
+KernelFn sliceFactory(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  checkElementType(args, "slice", x.dtype);
+  args.expectDType(y, x.dtype, "slice result");
+  auto [base, strides] = sliceLayout(args, "slice", x.shape, y.shape);
+  CopyGeometry g =
+      makeCopyGeometry(args, "slice", y.shape, strides, stridesOf(y.shape), base, 0);
+  return makeCopyBySize(args, "slice", sizeOf(x.dtype), g, x.data, y.data);
+}
+
+KernelFn sliceGradFactory(KernelArgs &args) {
+  const TensorView &dy = args.in(0), &dx = args.out(0);
+  checkElementType(args, "slice_grad", dy.dtype);
+  args.expectDType(dx, dy.dtype, "slice_grad result");
+  auto [base, strides] = sliceLayout(args, "slice_grad", dx.shape, dy.shape);
+  CopyGeometry g =
+      makeCopyGeometry(args, "slice_grad", dy.shape, stridesOf(dy.shape), strides, 0, base);
+  KernelFn scatter = makeCopyBySize(args, "slice_grad", sizeOf(dy.dtype), g, dy.data, dx.data);
+  // Slice positions are distinct, so a dy as large as dx covers all of it.
+  const bool covers = dy.numElements() == dx.numElements();
+  char *dst = static_cast<char *>(dx.data);
+  const int64_t bytes = dx.bytes();
+  const int threads = args.env.threads;
+  return [scatter, covers, dst, bytes, threads] {
+    if (!covers)
+      parallelFor(threads, bytes, 1 << 20, [dst](int64_t b, int64_t e) {
+        std::memset(dst + b, 0, e - b);
+      });
+    scatter();
+  };
+}
+
+} // namespace
+
+void registerShapeKernels(KernelRegistry &r) {
+  r.add("transpose", transposeFactory);
+  r.add("concat", concatFactory);
+  r.add("expand", expandFactory);
+  r.add("slice", sliceFactory);
+  r.add("slice_grad", sliceGradFactory);
+}
 
 } // namespace parallax::rt

@@ -1,2 +1,303 @@
-// Tests of the Shape kernels (to be written).
+// Tests of the Shape kernels: transpose, concat, expand, slice and
+// slice_grad, against naive index arithmetic written here.
 #include "KernelTestUtil.h"
+
+#include <numeric>
+
+using namespace parallax::rt;
+using namespace parallax::rt::test;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+int64_t numel(const Shape &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+std::vector<int64_t> unravel(int64_t flat, const Shape &s) {
+  std::vector<int64_t> idx(s.size());
+  for (int64_t d = (int64_t)s.size() - 1; d >= 0; --d) {
+    idx[d] = flat % s[d];
+    flat /= s[d];
+  }
+  return idx;
+}
+
+int64_t ravel(const std::vector<int64_t> &idx, const Shape &s) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < s.size(); ++d)
+    flat = flat * s[d] + idx[d];
+  return flat;
+}
+
+/// Distinct values that every type holds exactly (i8: small, wrapping ok).
+std::vector<double> distinct(DType t, int64_t n) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t) {
+    case DType::Bool: v[i] = (i * 7 + i / 3) % 2; break;
+    case DType::I8: v[i] = (i % 251) - 125; break;
+    case DType::U8: v[i] = i % 251; break;
+    case DType::I16: v[i] = (i % 30011) - 15000; break;
+    case DType::I32:
+    case DType::I64: v[i] = (double)i * 3 - 1000; break;
+    default: v[i] = (double)i * 0.5 - 7.25; break;
+    }
+  }
+  return v;
+}
+
+const std::vector<DType> kAllTypes = {DType::F32, DType::F64, DType::I64, DType::I32,
+                                      DType::I16, DType::I8,  DType::U8,  DType::Bool};
+
+void checkTranspose(DType t, const Shape &in, const Shape &perm, int threads = 1) {
+  SCOPED_TRACE(std::string(nameOf(t)) + " " + ::testing::PrintToString(in) + " perm " +
+               ::testing::PrintToString(perm));
+  Shape out(in.size());
+  for (size_t i = 0; i < in.size(); ++i)
+    out[i] = in[perm[i]];
+  TestTensor x(t, in, distinct(t, numel(in))), y(t, out);
+  ExecEnv env;
+  env.threads = threads;
+  runKernel("transpose", {&x}, {&y}, {{"perm", perm}}, env);
+  std::vector<double> expected(numel(out));
+  for (int64_t o = 0; o < numel(out); ++o) {
+    std::vector<int64_t> oi = unravel(o, out), ii(in.size());
+    for (size_t i = 0; i < in.size(); ++i)
+      ii[perm[i]] = oi[i];
+    expected[o] = x.get(ravel(ii, in));
+  }
+  ASSERT_EQ(y.values(), expected);
+}
+
+TEST(ShapeTranspose, AllTypesAndPaths) {
+  for (DType t : kAllTypes) {
+    checkTranspose(t, {}, {});
+    checkTranspose(t, {5}, {0});
+    checkTranspose(t, {3, 4}, {1, 0});
+    checkTranspose(t, {37, 70}, {1, 0});       // tiled 2-d, partial tiles
+    checkTranspose(t, {2, 3, 45, 33}, {0, 1, 3, 2}); // swap the last two (tiled)
+    checkTranspose(t, {2, 3, 4, 5}, {0, 2, 1, 3});   // last dim stays: row copies
+    checkTranspose(t, {4, 9, 10}, {2, 0, 1});
+    checkTranspose(t, {4, 9, 10}, {1, 2, 0});
+    checkTranspose(t, {2, 1, 3, 1, 4}, {4, 3, 0, 2, 1}); // size-1 dims
+    checkTranspose(t, {2, 3, 2, 3, 2, 2}, {5, 1, 3, 0, 4, 2});
+    checkTranspose(t, {3, 0, 4}, {2, 1, 0}); // empty
+  }
+  for (int threads : {2, 4}) {
+    checkTranspose(DType::F32, {300, 513}, {1, 0}, threads);
+    checkTranspose(DType::F64, {4, 8, 64, 100}, {0, 1, 3, 2}, threads);
+    checkTranspose(DType::I64, {8, 128, 8, 64}, {0, 2, 1, 3}, threads);
+    checkTranspose(DType::F32, {20, 30, 40}, {2, 0, 1}, threads);
+  }
+}
+
+TEST(ShapeTranspose, Errors) {
+  TestTensor x(DType::F32, {2, 3}), y(DType::F32, {3, 2}), z(DType::F32, {2, 3});
+  EXPECT_NE(kernelError("transpose", {&x}, {&y}).find("'perm'"), std::string::npos);
+  EXPECT_NE(kernelError("transpose", {&x}, {&y}, {{"perm", {0}}}).find("entries"),
+            std::string::npos);
+  EXPECT_NE(kernelError("transpose", {&x}, {&y}, {{"perm", {1, 1}}}).find("not a permutation"),
+            std::string::npos);
+  EXPECT_NE(kernelError("transpose", {&x}, {&y}, {{"perm", {0, 2}}}).find("not a permutation"),
+            std::string::npos);
+  EXPECT_NE(kernelError("transpose", {&x}, {&z}, {{"perm", {1, 0}}}).find("should be [3, 2]"),
+            std::string::npos);
+  TestTensor yi(DType::I32, {3, 2});
+  EXPECT_NE(kernelError("transpose", {&x}, {&yi}, {{"perm", {1, 0}}}).find("must be f32"),
+            std::string::npos);
+}
+
+void checkConcat(DType t, const std::vector<Shape> &ins, int64_t axis, int threads = 1) {
+  SCOPED_TRACE(std::string(nameOf(t)) + " axis " + std::to_string(axis));
+  int64_t rank = ins[0].size();
+  int64_t a = axis < 0 ? axis + rank : axis;
+  Shape out = ins[0];
+  out[a] = 0;
+  for (const Shape &s : ins)
+    out[a] += s[a];
+  std::vector<TestTensor> xs;
+  int64_t seed = 0;
+  for (const Shape &s : ins) {
+    std::vector<double> v = distinct(t, numel(s) + seed);
+    xs.emplace_back(t, s, std::vector<double>(v.begin() + seed, v.end()));
+    seed += 17;
+  }
+  std::vector<TestTensor *> ptrs;
+  for (TestTensor &x : xs)
+    ptrs.push_back(&x);
+  TestTensor y(t, out);
+  ExecEnv env;
+  env.threads = threads;
+  runKernel("concat", ptrs, {&y}, {{"axis", axis}}, env);
+  std::vector<double> expected(numel(out));
+  for (int64_t o = 0; o < numel(out); ++o) {
+    std::vector<int64_t> idx = unravel(o, out);
+    size_t k = 0;
+    while (idx[a] >= ins[k][a])
+      idx[a] -= ins[k++][a];
+    expected[o] = xs[k].get(ravel(idx, ins[k]));
+  }
+  ASSERT_EQ(y.values(), expected);
+}
+
+TEST(ShapeConcat, AxesAndTypes) {
+  for (DType t : kAllTypes) {
+    checkConcat(t, {{2, 3}, {4, 3}}, 0);
+    checkConcat(t, {{2, 3}, {2, 1}, {2, 5}}, 1);
+    checkConcat(t, {{2, 3}, {2, 1}, {2, 5}}, -1);
+    checkConcat(t, {{2, 3, 4}, {2, 2, 4}, {2, 0, 4}, {2, 1, 4}}, -2);
+    checkConcat(t, {{5}}, 0);
+  }
+  checkConcat(DType::F32, {{400, 64}, {400, 200}}, 1, 4);
+}
+
+TEST(ShapeConcat, Errors) {
+  TestTensor a(DType::F32, {2, 3}), b(DType::F32, {3, 3}), y(DType::F32, {5, 3});
+  EXPECT_NE(kernelError("concat", {&a, &b}, {&y}, {{"axis", 1}}).find("does not match"),
+            std::string::npos);
+  EXPECT_NE(kernelError("concat", {&a, &b}, {&y}, {{"axis", 2}}).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(kernelError("concat", {&a, &b}, {&y}).find("'axis'"), std::string::npos);
+  TestTensor y6(DType::F32, {6, 3});
+  EXPECT_NE(kernelError("concat", {&a, &b}, {&y6}, {{"axis", 0}}).find("add up"),
+            std::string::npos);
+  TestTensor bi(DType::I32, {3, 3});
+  EXPECT_NE(kernelError("concat", {&a, &bi}, {&y}, {{"axis", 0}}).find("must be f32"),
+            std::string::npos);
+}
+
+void checkExpand(DType t, const Shape &in, const Shape &out, int threads = 1) {
+  SCOPED_TRACE(std::string(nameOf(t)) + " " + ::testing::PrintToString(in) + " -> " +
+               ::testing::PrintToString(out));
+  TestTensor x(t, in, distinct(t, numel(in))), y(t, out);
+  ExecEnv env;
+  env.threads = threads;
+  runKernel("expand", {&x}, {&y}, nlohmann::json::object(), env);
+  std::vector<double> expected(numel(out));
+  for (int64_t o = 0; o < numel(out); ++o) {
+    std::vector<int64_t> oi = unravel(o, out), ii(in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      size_t od = i + out.size() - in.size();
+      ii[i] = in[i] == 1 ? 0 : oi[od];
+    }
+    expected[o] = x.get(ravel(ii, in));
+  }
+  ASSERT_EQ(y.values(), expected);
+}
+
+TEST(ShapeExpand, Broadcasts) {
+  for (DType t : kAllTypes) {
+    checkExpand(t, {}, {2, 3});
+    checkExpand(t, {3}, {4, 3});
+    checkExpand(t, {4, 1}, {4, 5});
+    checkExpand(t, {1, 3, 1}, {2, 3, 4});
+    checkExpand(t, {2, 3}, {2, 3});
+    checkExpand(t, {3, 1}, {2, 2, 3, 5});
+    checkExpand(t, {1}, {0, 3});
+  }
+  checkExpand(DType::F32, {1, 300, 1}, {8, 300, 64}, 4);
+}
+
+TEST(ShapeExpand, Errors) {
+  TestTensor x(DType::F32, {3}), y(DType::F32, {4, 2}), z(DType::F32, {3, 4});
+  EXPECT_NE(kernelError("expand", {&x}, {&y}).find("does not broadcast"), std::string::npos);
+  EXPECT_NE(kernelError("expand", {&z}, {&x}).find("higher rank"), std::string::npos);
+}
+
+struct SliceCase {
+  Shape in, out, starts, steps;
+};
+
+const std::vector<SliceCase> kSliceCases = {
+    {{10}, {3}, {2}, {1}},
+    {{10}, {4}, {9}, {-2}},
+    {{10}, {10}, {9}, {-1}},                // reverse
+    {{6, 8}, {2, 8}, {3, 0}, {1, 1}},       // rows: contiguous
+    {{6, 8}, {6, 3}, {0, 1}, {1, 3}},
+    {{6, 8}, {3, 4}, {5, 7}, {-2, -2}},
+    {{4, 5, 6}, {2, 5, 3}, {1, 0, 5}, {2, 1, -2}},
+    {{4, 5, 6}, {4, 0, 6}, {0, 0, 0}, {1, 1, 1}}, // empty
+    {{2, 1, 7}, {2, 1, 2}, {0, 0, 6}, {1, 1, -5}},
+    {{}, {}, {}, {}},
+};
+
+TEST(ShapeSlice, StridedAndNegativeSteps) {
+  for (DType t : kAllTypes) {
+    for (const SliceCase &c : kSliceCases) {
+      SCOPED_TRACE(std::string(nameOf(t)) + " " + ::testing::PrintToString(c.in) + " starts " +
+                   ::testing::PrintToString(c.starts) + " steps " +
+                   ::testing::PrintToString(c.steps));
+      TestTensor x(t, c.in, distinct(t, numel(c.in))), y(t, c.out);
+      runKernel("slice", {&x}, {&y}, {{"starts", c.starts}, {"steps", c.steps}});
+      std::vector<double> expected(numel(c.out));
+      for (int64_t o = 0; o < numel(c.out); ++o) {
+        std::vector<int64_t> idx = unravel(o, c.out);
+        for (size_t d = 0; d < idx.size(); ++d)
+          idx[d] = c.starts[d] + idx[d] * c.steps[d];
+        expected[o] = x.get(ravel(idx, c.in));
+      }
+      ASSERT_EQ(y.values(), expected);
+    }
+  }
+}
+
+TEST(ShapeSlice, GradScattersIntoZeros) {
+  for (DType t : {DType::F32, DType::F64, DType::I32, DType::Bool}) {
+    for (const SliceCase &c : kSliceCases) {
+      SCOPED_TRACE(std::string(nameOf(t)) + " " + ::testing::PrintToString(c.in) + " starts " +
+                   ::testing::PrintToString(c.starts));
+      TestTensor dy(t, c.out, distinct(t, numel(c.out)));
+      TestTensor dx(t, c.in, std::vector<double>(numel(c.in), 1)); // garbage: must be zeroed
+      runKernel("slice_grad", {&dy}, {&dx}, {{"starts", c.starts}, {"steps", c.steps}});
+      std::vector<double> expected(numel(c.in), 0.0);
+      for (int64_t o = 0; o < numel(c.out); ++o) {
+        std::vector<int64_t> idx = unravel(o, c.out);
+        for (size_t d = 0; d < idx.size(); ++d)
+          idx[d] = c.starts[d] + idx[d] * c.steps[d];
+        expected[ravel(idx, c.in)] = dy.get(o);
+      }
+      ASSERT_EQ(dx.values(), expected);
+    }
+  }
+}
+
+TEST(ShapeSlice, LargeParallel) {
+  Shape in = {64, 512}, out = {32, 200};
+  TestTensor x(DType::F32, in, distinct(DType::F32, numel(in))), y(DType::F32, out);
+  ExecEnv env;
+  env.threads = 4;
+  runKernel("slice", {&x}, {&y}, {{"starts", {63, 10}}, {"steps", {-2, 2}}}, env);
+  for (int64_t i = 0; i < 32; ++i)
+    for (int64_t j = 0; j < 200; ++j)
+      ASSERT_EQ(y.get(i * 200 + j), x.get((63 - 2 * i) * 512 + 10 + 2 * j));
+}
+
+TEST(ShapeSlice, Errors) {
+  TestTensor x(DType::F32, {10}), y(DType::F32, {4});
+  auto err = [&](nlohmann::json attrs, TestTensor &out) {
+    return kernelError("slice", {&x}, {&out}, std::move(attrs));
+  };
+  EXPECT_NE(err({{"starts", {8}}, {"steps", {1}}}, y).find("outside [0, 10)"), std::string::npos);
+  EXPECT_NE(err({{"starts", {2}}, {"steps", {-1}}}, y).find("outside [0, 10)"), std::string::npos);
+  EXPECT_NE(err({{"starts", {-1}}, {"steps", {1}}}, y).find("outside"), std::string::npos);
+  EXPECT_NE(err({{"starts", {0}}, {"steps", {0}}}, y).find("step of dimension 0 is 0"),
+            std::string::npos);
+  EXPECT_NE(err({{"starts", {0, 0}}, {"steps", {1, 1}}}, y).find("one entry per dimension"),
+            std::string::npos);
+  EXPECT_NE(err({{"starts", {0}}, {"steps", {4611686018427387904}}}, y).find("outside"),
+            std::string::npos);
+  EXPECT_NE(err({{"steps", {1}}}, y).find("'starts'"), std::string::npos);
+  TestTensor y2(DType::F32, {2, 2});
+  EXPECT_NE(err({{"starts", {0}}, {"steps", {1}}}, y2).find("rank"), std::string::npos);
+  TestTensor dy(DType::F32, {4}), dx(DType::F32, {10});
+  EXPECT_NE(kernelError("slice_grad", {&dy}, {&dx}, {{"starts", {9}}, {"steps", {2}}})
+                .find("outside [0, 10)"),
+            std::string::npos);
+}
+
+} // namespace
