@@ -1,9 +1,416 @@
-//===- Optimizer.cpp - Optimizer kernels (stub until implemented) -----------------===//
+//===- Optimizer.cpp - optimizer updates and state assignment -------------===//
+//
+// sgd, momentum, adam, adagrad and assign write their variable inputs in
+// place and have no outputs. Updates follow torch.optim's single-tensor CPU
+// code (PyTorch 1.13) operation by operation, in the element type, with a
+// fused multiply-add wherever PyTorch's AVX2 kernels fuse one (add with
+// alpha, addcmul), so that f32 runs agree with PyTorch to the last bit in
+// practice:
+//
+//   g' = g + wd * w                                  (weight decay)
+//   sgd:      w = w + (-lr) * g'
+//   momentum: buf = buf * mu + g';  w = w + (-lr) * (nesterov ? g' + mu * buf : buf)
+//   adam:     m = m * b1 + (1 - b1) * g';  v = v * b2 + (1 - b2) * g' * g'
+//             w = w + (-lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)
+//   adagrad:  s = s + g' * g';  w = w + (-lr) * g' / (sqrt(s) + eps)
+//
+// A sparse gradient arrives as two inputs, indices (i64 [n], -1 = unused
+// slot) and rows [n, variable.shape[1:]...]. Its rows are coalesced (repeated
+// indices summed in position order, as torch's coalesce) and only those rows
+// change (lazily: torch.optim.SparseAdam's update for adam, torch's sparse
+// Adagrad for adagrad); weight decay applies to the touched rows only, once
+// per row. (sgd without weight decay adds each entry in turn, as PyTorch's
+// dense += sparse does; the sum is the same.)
+// Coalescing sorts (row, position) pairs in a buffer owned by the closure, so
+// a step allocates nothing.
+//
+//===----------------------------------------------------------------------===//
 
 #include "parallax/Runtime/Kernel.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace parallax::rt {
 
-void registerOptimizerKernels(KernelRegistry &) {}
+namespace {
+
+constexpr int64_t kGrain = 1 << 15;
+
+std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+enum class Kind { Sgd, Momentum, Adam, Adagrad };
+
+const char *kindName(Kind k) {
+  switch (k) {
+  case Kind::Sgd: return "sgd";
+  case Kind::Momentum: return "momentum";
+  case Kind::Adam: return "adam";
+  case Kind::Adagrad: return "adagrad";
+  }
+  return "?";
+}
+
+int stateCount(Kind k) {
+  switch (k) {
+  case Kind::Sgd: return 0;
+  case Kind::Momentum: return 1;
+  case Kind::Adam: return 2;
+  case Kind::Adagrad: return 1;
+  }
+  return 0;
+}
+
+/// Hyperparameters as read from the attributes (doubles).
+struct Hyper {
+  double lr = 0, wd = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0;
+  bool nesterov = false;
+};
+
+/// Per-step scalars in the element type, computed as torch does (in double,
+/// then rounded once to T).
+template <typename T> struct Scalars {
+  T negLr, wd, mu, b1, omb1, b2, omb2, eps, bc2sqrt, negStep;
+  bool hasWd, nesterov;
+};
+
+template <typename T>
+Scalars<T> scalarsFor(Kind kind, const Hyper &h, int64_t step, bool sparse) {
+  Scalars<T> s{};
+  s.negLr = T(-h.lr);
+  s.wd = T(h.wd);
+  s.hasWd = h.wd != 0.0;
+  s.mu = T(h.momentum);
+  s.nesterov = h.nesterov;
+  s.eps = T(h.eps);
+  if (kind == Kind::Adam) {
+    s.b1 = T(h.beta1);
+    s.omb1 = T(1.0 - h.beta1);
+    s.b2 = T(h.beta2);
+    s.omb2 = T(1.0 - h.beta2);
+    double bc1 = 1.0 - std::pow(h.beta1, (double)step);
+    double bc2 = 1.0 - std::pow(h.beta2, (double)step);
+    s.bc2sqrt = T(std::sqrt(bc2));
+    double stepSize = sparse ? h.lr * std::sqrt(bc2) / bc1 : h.lr / bc1;
+    s.negStep = T(-stepSize);
+  }
+  return s;
+}
+
+/// a * b + c rounded once, as the fused multiply-adds of PyTorch's AVX2
+/// kernels (add with alpha, addcmul). For f32 the double product is exact, so
+/// only a double-rounding tie (about 2^-29 of cases) can differ from fmaf;
+/// unlike std::fma without -mfma this stays inline and vectorizes.
+inline float madd(float a, float b, float c) {
+  return float(double(a) * double(b) + double(c));
+}
+inline double madd(double a, double b, double c) { return std::fma(a, b, c); }
+
+/// One element's update given its (coalesced) gradient g. `s0`/`s1` are the
+/// state elements (velocity; m and v; sum).
+template <Kind K, bool Sparse, typename T>
+inline void updateElement(const Scalars<T> &c, T &w, T *s0, T *s1, T g) {
+  if (c.hasWd)
+    g = madd(w, c.wd, g); // grad.add(param, alpha=wd)
+  if constexpr (K == Kind::Sgd) {
+    w = madd(g, c.negLr, w); // param.add_(grad, alpha=-lr)
+  } else if constexpr (K == Kind::Momentum) {
+    T buf = *s0 * c.mu;
+    buf = buf + g; // buf.mul_(momentum).add_(grad)
+    *s0 = buf;
+    T d = c.nesterov ? madd(buf, c.mu, g) : buf;
+    w = madd(d, c.negLr, w);
+  } else if constexpr (K == Kind::Adam) {
+    if constexpr (!Sparse) {
+      T m = *s0 * c.b1;
+      m = madd(g, c.omb1, m); // exp_avg.mul_(b1).add_(grad, alpha=1 - b1)
+      T v = *s1 * c.b2;
+      T sg = c.omb2 * g;
+      v = madd(sg, g, v); // exp_avg_sq.mul_(b2).addcmul_(grad, grad, 1 - b2)
+      *s0 = m;
+      *s1 = v;
+      T denom = std::sqrt(v) / c.bc2sqrt + c.eps;
+      w = w + c.negStep * m / denom;
+    } else {
+      // torch.optim.SparseAdam: old += (new - old) * (1 - b).
+      T oldM = *s0, oldV = *s1;
+      T um = (g - oldM) * c.omb1;
+      T uv = (g * g - oldV) * c.omb2;
+      *s0 = oldM + um;
+      *s1 = oldV + uv;
+      T numer = um + oldM;
+      T denom = std::sqrt(uv + oldV) + c.eps;
+      w = w + c.negStep * (numer / denom);
+    }
+  } else { // Adagrad
+    if constexpr (!Sparse) {
+      T sum = madd(g, g, *s0); // state_sum.addcmul_(grad, grad)
+      *s0 = sum;
+      T stdv = std::sqrt(sum) + c.eps;
+      w = w + c.negLr * g / stdv; // param.addcdiv_(grad, std, -lr)
+    } else {
+      T g2 = g * g;
+      T sum = *s0 + g2; // state_sum.add_(sparse(grad^2))
+      *s0 = sum;
+      T stdv = std::sqrt(sum) + c.eps;
+      w = madd(g / stdv, c.negLr, w); // param.add_(sparse(g / std), -lr)
+    }
+  }
+}
+
+/// The sorted (row, position) pairs of a sparse gradient and its unique rows.
+struct Coalesced {
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  std::vector<int64_t> begin; ///< unique row u: pairs[begin[u], begin[u + 1])
+
+  explicit Coalesced(int64_t n) {
+    pairs.reserve(n);
+    begin.reserve(n + 1);
+  }
+
+  void build(const int64_t *idx, int64_t n, int64_t rows, const char *op) {
+    pairs.clear();
+    begin.clear();
+    for (int64_t p = 0; p < n; ++p) {
+      int64_t r = idx[p];
+      if (r == -1)
+        continue;
+      if (r < 0 || r >= rows)
+        throw KernelError(std::string(op) + ": sparse gradient index " +
+                          std::to_string(r) + " at position " +
+                          std::to_string(p) + " is out of range [0, " +
+                          std::to_string(rows) +
+                          ") (-1 marks an unused slot)");
+      pairs.emplace_back(r, p);
+    }
+    bool sorted = true;
+    for (size_t i = 1; i < pairs.size() && sorted; ++i)
+      sorted = pairs[i - 1].first < pairs[i].first;
+    if (!sorted)
+      std::sort(pairs.begin(), pairs.end());
+    for (size_t i = 0; i < pairs.size(); ++i)
+      if (i == 0 || pairs[i].first != pairs[i - 1].first)
+        begin.push_back((int64_t)i);
+    begin.push_back((int64_t)pairs.size());
+  }
+  int64_t uniqueRows() const { return (int64_t)begin.size() - 1; }
+};
+
+template <Kind K, typename T>
+KernelFn makeDense(const Hyper &h, T *w, T *s0, T *s1, const T *g, int64_t n,
+                   ExecEnv *env) {
+  int threads = env->threads;
+  return [=]() {
+    if (K == Kind::Adam && env->step < 1)
+      throw KernelError("adam: the step number must be >= 1, got " +
+                        std::to_string(env->step));
+    Scalars<T> c = scalarsFor<T>(K, h, env->step, /*sparse=*/false);
+    parallelFor(threads, n, kGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        updateElement<K, false, T>(c, w[i], s0 ? s0 + i : nullptr,
+                                   s1 ? s1 + i : nullptr, g[i]);
+    });
+  };
+}
+
+template <Kind K, typename T>
+KernelFn makeSparse(const Hyper &h, T *w, T *s0, T *s1, const int64_t *idx,
+                    const T *values, int64_t n, int64_t rows, int64_t rowSize,
+                    ExecEnv *env) {
+  int threads = env->threads;
+  auto co = std::make_shared<Coalesced>(n);
+  const char *op = kindName(K);
+  return [=]() {
+    if (K == Kind::Adam && env->step < 1)
+      throw KernelError("adam: the step number must be >= 1, got " +
+                        std::to_string(env->step));
+    Scalars<T> c = scalarsFor<T>(K, h, env->step, /*sparse=*/true);
+    co->build(idx, n, rows, op);
+    const Coalesced &cs = *co;
+    int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(rowSize, 1));
+    parallelFor(threads, cs.uniqueRows(), grain, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        int64_t b = cs.begin[u], e = cs.begin[u + 1];
+        int64_t off = cs.pairs[b].first * rowSize;
+        const T *first = values + cs.pairs[b].second * rowSize;
+        T *wr = w + off, *s0r = s0 ? s0 + off : nullptr,
+          *s1r = s1 ? s1 + off : nullptr;
+        if constexpr (K == Kind::Sgd) {
+          if (!c.hasWd) {
+            // param.add_(sparse_grad, alpha=-lr): one update per entry, in
+            // position order (the same sum, rounded as PyTorch rounds it).
+            for (int64_t q = b; q < e; ++q) {
+              const T *v = values + cs.pairs[q].second * rowSize;
+              for (int64_t j = 0; j < rowSize; ++j)
+                wr[j] = madd(v[j], c.negLr, wr[j]);
+            }
+            continue;
+          }
+        }
+        for (int64_t j = 0; j < rowSize; ++j) {
+          T g = first[j];
+          for (int64_t q = b + 1; q < e; ++q)
+            g += values[cs.pairs[q].second * rowSize + j];
+          updateElement<K, true, T>(c, wr[j], s0r ? s0r + j : nullptr,
+                                    s1r ? s1r + j : nullptr, g);
+        }
+      }
+    });
+  };
+}
+
+double finiteAttr(const KernelArgs &args, const char *name, double v) {
+  if (!std::isfinite(v))
+    args.fail(std::string(name) + " must be finite, got " + std::to_string(v));
+  return v;
+}
+
+double rateAttr(const KernelArgs &args, const char *name) {
+  double v = finiteAttr(args, name, args.f64(name));
+  if (!(v >= 0.0 && v < 1.0))
+    args.fail(std::string(name) + " must be in [0, 1), got " +
+              std::to_string(v));
+  return v;
+}
+
+template <Kind K, typename T>
+KernelFn bindTyped(KernelArgs &args, const Hyper &h, bool sparse) {
+  const TensorView &var = args.in(0);
+  int ns = stateCount(K);
+  T *w = var.as<T>();
+  T *s0 = ns > 0 ? args.in(1).as<T>() : nullptr;
+  T *s1 = ns > 1 ? args.in(2).as<T>() : nullptr;
+  size_t gi = 1 + ns;
+  if (!sparse)
+    return makeDense<K, T>(h, w, s0, s1, args.in(gi).as<T>(),
+                           var.numElements(), &args.env);
+  const TensorView &idx = args.in(gi), &rows = args.in(gi + 1);
+  int64_t rowSize = 1;
+  for (size_t i = 1; i < var.shape.size(); ++i)
+    rowSize *= var.shape[i];
+  return makeSparse<K, T>(h, w, s0, s1, idx.as<int64_t>(), rows.as<T>(),
+                          idx.numElements(), var.dim(0), rowSize, &args.env);
+}
+
+template <Kind K> KernelFn optimizerFactory(KernelArgs &args) {
+  const char *op = kindName(K);
+  int ns = stateCount(K);
+  size_t dense = 2 + ns, sparseCount = 3 + ns;
+  size_t nin = args.ins.size();
+  if (nin != dense && nin != sparseCount)
+    args.fail(std::string(op) + " expects " + std::to_string(dense) +
+              " inputs (dense gradient) or " + std::to_string(sparseCount) +
+              " (sparse gradient: indices, rows), got " + std::to_string(nin));
+  bool sparse = nin == sparseCount;
+  for (size_t i = 0; i < nin; ++i)
+    args.in(i); // every input must be present
+  if (!args.outs.empty())
+    args.fail(std::string(op) + " has no outputs, got " +
+              std::to_string(args.outs.size()));
+  const TensorView &var = args.in(0);
+  if (var.dtype == DType::F16 || var.dtype == DType::BF16)
+    args.fail(std::string("variable: ") + nameOf(var.dtype) +
+              " is not supported by the CPU runtime");
+  if (var.dtype != DType::F32 && var.dtype != DType::F64)
+    args.fail(std::string("variable must be f32 or f64, got ") +
+              nameOf(var.dtype));
+  static const char *stateNames[][2] = {
+      {"", ""}, {"velocity", ""}, {"m", "v"}, {"sum", ""}};
+  int kindIdx = (int)K;
+  for (int s = 0; s < ns; ++s) {
+    const TensorView &st = args.in(1 + s);
+    const char *name = stateNames[kindIdx][s];
+    args.expectDType(st, var.dtype, name);
+    if (st.shape != var.shape)
+      args.fail(std::string(name) + " must have the variable's shape " +
+                shapeStr(var.shape) + ", got " + shapeStr(st.shape));
+  }
+  size_t gi = 1 + ns;
+  if (!sparse) {
+    const TensorView &g = args.in(gi);
+    args.expectDType(g, var.dtype, "grad");
+    if (g.shape != var.shape)
+      args.fail("grad must have the variable's shape " + shapeStr(var.shape) +
+                ", got " + shapeStr(g.shape));
+  } else {
+    const TensorView &idx = args.in(gi), &rows = args.in(gi + 1);
+    args.expectDType(idx, DType::I64, "sparse gradient indices");
+    if (idx.rank() != 1)
+      args.fail("sparse gradient indices must have rank 1, got " +
+                shapeStr(idx.shape));
+    if (var.rank() < 1)
+      args.fail("a sparse gradient needs a variable of rank >= 1");
+    args.expectDType(rows, var.dtype, "sparse gradient rows");
+    std::vector<int64_t> expected{idx.dim(0)};
+    expected.insert(expected.end(), var.shape.begin() + 1, var.shape.end());
+    if (rows.shape != expected)
+      args.fail("sparse gradient rows must have shape " + shapeStr(expected) +
+                ", got " + shapeStr(rows.shape));
+  }
+  Hyper h;
+  h.lr = finiteAttr(args, "lr", args.f64("lr"));
+  if (h.lr < 0)
+    args.fail("lr must be >= 0, got " + std::to_string(h.lr));
+  h.wd = finiteAttr(args, "weight_decay", args.f64Or("weight_decay", 0.0));
+  if (K == Kind::Momentum) {
+    h.momentum = rateAttr(args, "momentum");
+    h.nesterov = args.flag("nesterov");
+  }
+  if (K == Kind::Adam) {
+    h.beta1 = rateAttr(args, "beta1");
+    h.beta2 = rateAttr(args, "beta2");
+  }
+  if (K == Kind::Adam || K == Kind::Adagrad) {
+    h.eps = finiteAttr(args, "epsilon", args.f64("epsilon"));
+    if (!(h.eps > 0))
+      args.fail("epsilon must be > 0, got " + std::to_string(h.eps));
+  }
+  return var.dtype == DType::F32 ? bindTyped<K, float>(args, h, sparse)
+                                 : bindTyped<K, double>(args, h, sparse);
+}
+
+KernelFn assignFactory(KernelArgs &args) {
+  if (args.ins.size() != 2)
+    args.fail("assign expects 2 inputs (variable, value), got " +
+              std::to_string(args.ins.size()));
+  const TensorView &var = args.in(0), &value = args.in(1);
+  if (!args.outs.empty())
+    args.fail("assign has no outputs, got " + std::to_string(args.outs.size()));
+  args.expectDType(value, var.dtype, "value");
+  if (value.shape != var.shape)
+    args.fail("value must have the variable's shape " + shapeStr(var.shape) +
+              ", got " + shapeStr(value.shape));
+  char *dst = static_cast<char *>(var.data);
+  const char *src = static_cast<const char *>(value.data);
+  int64_t bytes = var.bytes();
+  int threads = args.env.threads;
+  return [=]() {
+    if (dst == src)
+      return;
+    parallelFor(threads, bytes, 1 << 20, [&](int64_t b, int64_t e) {
+      std::memmove(dst + b, src + b, e - b);
+    });
+  };
+}
+
+} // namespace
+
+void registerOptimizerKernels(KernelRegistry &r) {
+  r.add("sgd", optimizerFactory<Kind::Sgd>);
+  r.add("momentum", optimizerFactory<Kind::Momentum>);
+  r.add("adam", optimizerFactory<Kind::Adam>);
+  r.add("adagrad", optimizerFactory<Kind::Adagrad>);
+  r.add("assign", assignFactory);
+}
 
 } // namespace parallax::rt
