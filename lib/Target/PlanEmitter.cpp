@@ -244,6 +244,54 @@ llvm::Error Emitter::emitVariable(px::VariableOp op) {
       .takeError();
 }
 
+/// What an integer input is used for, looking through the ops that move
+/// index values around without changing their meaning (PyTorch's
+/// targets.reshape(-1), torch.cat of id lists, ...): "ids" in [0, rows) when
+/// it reaches a gather's indices (the smallest table if several), "labels"
+/// in [0, classes) when it reaches a loss's labels, else "index" in [0, 1).
+static void classifyIndexInput(Value input, rt::PlanInput &in) {
+  auto dimOf = [](Value v, int64_t axis) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return t.getDimSize(axis < 0 ? axis + t.getRank() : axis);
+  };
+  in.synthetic = "index";
+  in.range = 1;
+  int64_t ids = -1, labels = -1;
+  SmallVector<Value> work{input};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      unsigned n = use.getOperandNumber();
+      if (auto g = dyn_cast<px::GatherOp>(user); g && n == 1) {
+        int64_t rows = dimOf(g.getData(), (int64_t)g.getAxis());
+        ids = ids < 0 ? rows : std::min(ids, rows);
+      } else if (auto g = dyn_cast<px::GatherElementsOp>(user); g && n == 1) {
+        int64_t rows = dimOf(g.getData(), (int64_t)g.getAxis());
+        ids = ids < 0 ? rows : std::min(ids, rows);
+      } else if (isa<px::SoftmaxCrossEntropyLossOp,
+                     px::NegativeLogLikelihoodLossOp>(user) && n == 1) {
+        int64_t classes = dimOf(user->getOperand(0), 1);
+        labels = labels < 0 ? classes : std::min(labels, classes);
+      } else if (isa<px::ReshapeOp, px::ConcatOp, px::CastOp, px::SliceOp,
+                     px::TransposeOp, px::ExpandOp>(user) ||
+                 (isa<px::GatherOp>(user) && n == 0)) {
+        work.push_back(user->getResult(0));
+      }
+    }
+  }
+  if (ids > 0) {
+    in.synthetic = "ids";
+    in.range = labels > 0 ? std::min(ids, labels) : ids;
+  } else if (labels > 0) {
+    in.synthetic = "labels";
+    in.range = labels;
+  }
+}
+
 llvm::Error Emitter::emitInput(px::InputOp op) {
   auto type = op.getOutput().getType();
   auto dtype = dtypeOf(op, type.getElementType());
@@ -260,30 +308,7 @@ llvm::Error Emitter::emitInput(px::InputOp op) {
   } else if (type.getElementType().isInteger(1)) {
     in.synthetic = "binary";
   } else {
-    in.synthetic = "index";
-    in.range = 1;
-    for (OpOperand &use : op.getOutput().getUses()) {
-      Operation *user = use.getOwner();
-      auto dimOf = [](Value v, int64_t axis) {
-        auto t = cast<RankedTensorType>(v.getType());
-        if (axis < 0)
-          axis += t.getRank();
-        return t.getDimSize(axis);
-      };
-      if (auto g = dyn_cast<px::GatherOp>(user); g && use.getOperandNumber() == 1) {
-        in.synthetic = "ids";
-        in.range = dimOf(g.getData(), (int64_t)g.getAxis());
-        break;
-      }
-      if (isa<px::SoftmaxCrossEntropyLossOp, px::NegativeLogLikelihoodLossOp>(user) &&
-          use.getOperandNumber() == 1) {
-        in.synthetic = "labels";
-        in.range = dimOf(user->getOperand(0), 1);
-        break;
-      }
-      if (auto g = dyn_cast<px::GatherElementsOp>(user); g && use.getOperandNumber() == 1)
-        in.range = dimOf(g.getData(), (int64_t)g.getAxis());
-    }
+    classifyIndexInput(op.getOutput(), in);
   }
   int32_t index = plan.inputs.size();
   plan.inputs.push_back(std::move(in));
