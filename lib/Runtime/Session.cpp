@@ -2,6 +2,7 @@
 
 #include "parallax/Runtime/Session.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -234,9 +235,20 @@ TensorView Session::tensor(int32_t id) const { return view(id); }
 
 void Session::runStep() {
   ++env_.step;
+  if (options_.profile && times_.empty())
+    times_.resize(bound_.size());
   for (size_t i = 0; i < bound_.size(); ++i) {
     try {
-      bound_[i]();
+      if (options_.profile) {
+        auto t0 = std::chrono::steady_clock::now();
+        bound_[i]();
+        times_[i].seconds += std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - t0)
+                                 .count();
+        ++times_[i].calls;
+      } else {
+        bound_[i]();
+      }
     } catch (const KernelError &e) {
       throw RuntimeError("step " + std::to_string(env_.step) + ", " +
                          describe(plan_.kernels[i], i) + ": " + e.what());

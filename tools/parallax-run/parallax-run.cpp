@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 extern "C" void openblas_set_num_threads(int);
@@ -86,6 +87,46 @@ private:
   bool quiet, tty;
 };
 
+/// Time per op kind, busiest first, and the ten busiest kernels.
+void printProfile(const Session &session, std::ostream &os) {
+  const auto &times = session.kernelTimes();
+  const Plan &plan = session.plan();
+  std::map<std::string, std::pair<double, int64_t>> byOp;
+  double total = 0;
+  for (size_t i = 0; i < times.size(); ++i) {
+    byOp[plan.kernels[i].op].first += times[i].seconds;
+    byOp[plan.kernels[i].op].second += times[i].calls;
+    total += times[i].seconds;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(byOp.begin(), byOp.end());
+  std::sort(rows.begin(), rows.end(),
+            [](auto &a, auto &b) { return a.second.first > b.second.first; });
+  int64_t steps = std::max<int64_t>(session.stepsRun(), 1);
+  char line[256];
+  std::snprintf(line, sizeof line, "%-34s %8s %12s %7s\n", "op", "calls/step",
+                "ms/step", "share");
+  os << "\nkernel time by op (" << steps << " steps):\n" << line;
+  for (auto &[op, t] : rows) {
+    std::snprintf(line, sizeof line, "%-34s %8lld %12.3f %6.1f%%\n", op.c_str(),
+                  (long long)(t.second / steps), 1e3 * t.first / steps,
+                  total > 0 ? 100 * t.first / total : 0.0);
+    os << line;
+  }
+  std::vector<size_t> order(times.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return times[a].seconds > times[b].seconds; });
+  os << "busiest kernels:\n";
+  for (size_t k = 0; k < std::min<size_t>(10, order.size()); ++k) {
+    const PlanKernel &kernel = plan.kernels[order[k]];
+    std::snprintf(line, sizeof line, "  #%-5zu %-28s %10.3f ms/step  %s\n", order[k],
+                  kernel.op.c_str(), 1e3 * times[order[k]].seconds / steps,
+                  kernel.loc.c_str());
+    os << line;
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -109,6 +150,7 @@ int main(int argc, char **argv) {
       ("infer", "Inference: run the forward graph and write its outputs as .npy to --out")
       ("out", "Output directory for --infer", cxxopts::value<std::string>())
       ("print-plan", "Print the plan's program as JSON and exit")
+      ("profile", "Time every kernel and print the busiest ops at the end")
       ("q,quiet", "No progress output")
       ("h,help", "Show this help");
   cli.parse_positional({"plan"});
@@ -161,6 +203,7 @@ int main(int argc, char **argv) {
     options.seed = args["seed"].as<uint64_t>();
     if (args.count("weights"))
       options.weightsPath = args["weights"].as<std::string>();
+    options.profile = args.count("profile") > 0;
     Session session(plan, options);
 
     Sharding sharding{0, 1};
@@ -215,6 +258,8 @@ int main(int argc, char **argv) {
                     std::to_string(s + 1) +
                     " (diverged: try a smaller learning rate)");
     }
+    if (options.profile)
+      printProfile(session, std::cerr);
     if (args.count("save")) {
       std::vector<std::string> names;
       std::vector<TensorView> values;

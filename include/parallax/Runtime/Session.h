@@ -35,6 +35,15 @@ struct SessionOptions {
   int worldSize = 1;
   /// Read initial values from this ONNX file instead of the plan's source.
   std::string weightsPath;
+  /// Time every kernel (parallax-run --profile); costs two clock reads per
+  /// kernel.
+  bool profile = false;
+};
+
+/// Accumulated time of one kernel over the steps run (with profiling on).
+struct KernelTime {
+  double seconds = 0;
+  int64_t calls = 0;
 };
 
 /// 64-byte aligned, zero-initialised storage.
@@ -80,6 +89,9 @@ public:
   void runStep();
   int64_t stepsRun() const { return env_.step; }
 
+  /// Per-kernel times, in plan order (empty unless profiling).
+  const std::vector<KernelTime> &kernelTimes() const { return times_; }
+
   /// The value of any plan tensor after the last step (tests, debugging);
   /// arena tensors may have been overwritten by later kernels.
   TensorView tensor(int32_t id) const;
@@ -96,6 +108,7 @@ private:
   Buffer arena_;
   std::vector<Buffer> variables_, constants_, inputs_;
   std::vector<KernelFn> bound_;
+  std::vector<KernelTime> times_;
 };
 
 /// Reads initializers `names` of an ONNX model (embedded or external data)
