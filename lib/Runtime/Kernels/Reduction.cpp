@@ -16,6 +16,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+// Let GCC vectorize loops with selects and sqrt: neither option changes a
+// result (they only drop FP exception flags and errno, which nothing reads).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math", "no-math-errno")
+#endif
+
 #include "parallax/Runtime/Kernel.h"
 
 #include <algorithm>

@@ -392,6 +392,54 @@ TEST(ElementwiseUnary, SigmoidIsStableForLargeInputs) {
   }
 }
 
+// exp, tanh, sigmoid and erf have their own f32 implementations (no libm):
+// sweep their whole range, the branch boundaries, overflow, subnormals and
+// the special values against the double functions.
+TEST(ElementwiseUnary, F32TranscendentalAccuracy) {
+  std::vector<double> pts;
+  for (double v = -110; v <= 110; v += 0.0037)
+    pts.push_back(v);
+  for (double v = 1e-30; v < 2; v *= 1.7) {
+    pts.push_back(v);
+    pts.push_back(-v);
+  }
+  for (double v : {0.0, -0.0, 0.6249, 0.625, 0.6251, 0.99999, 1.0, 1.00001, 88.72, 88.7228,
+                   88.73, 89.5, -87.3, -87.4, -100.0, -103.9, -104.5, 1e30, -1e30, kInf, -kInf})
+    pts.push_back(v);
+  const int64_t n = pts.size();
+  struct Fn {
+    const char *op;
+    double (*ref)(double);
+  };
+  const Fn fns[] = {
+      {"exp", [](double x) { return std::exp(x); }},
+      {"tanh", [](double x) { return std::tanh(x); }},
+      {"sigmoid", [](double x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }},
+      {"erf", [](double x) { return std::erf(x); }},
+  };
+  for (const Fn &f : fns) {
+    TestTensor x(DType::F32, {n + 1}, pts), y(DType::F32, {n + 1});
+    x.set(n, kNaN);
+    ExecEnv env;
+    env.threads = 2;
+    runKernel(f.op, {&x}, {&y}, nlohmann::json::object(), env);
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double xi = x.get(i), e = (float)f.ref(xi), a = y.get(i);
+      if (std::isinf(e)) {
+        ASSERT_EQ(a, e) << f.op << "(" << xi << ")";
+        continue;
+      }
+      // f32 subnormals (below 1.2e-38) carry less relative precision.
+      double err = std::abs(a - e) / (std::abs(e) + 1e-37);
+      worst = std::max(worst, err);
+      ASSERT_LE(err, 1e-6) << f.op << "(" << xi << ") = " << a << ", expected " << e;
+    }
+    EXPECT_TRUE(std::isnan(y.get(n))) << f.op << "(NaN)";
+    EXPECT_LT(worst, 1e-6) << f.op;
+  }
+}
+
 TEST(ElementwiseUnary, Not) {
   TestTensor x(DType::Bool, {2, 2}, {0, 1, 1, 0}), y(DType::Bool, {2, 2});
   runKernel("not", {&x}, {&y});
