@@ -965,6 +965,41 @@ double checkedRatio(const KernelArgs &args, const char *what) {
 // with streamKey / uniformAt / splitmix64 from Random.h (all arithmetic mod
 // 2^64). Because the counter counts from the global sample offset, a sample
 // gets the same mask whichever rank runs it and however the batch is split.
+// (dropoutFactory below; the mask loop exists in two bit-identical builds.)
+
+using MaskLoop = void (*)(uint64_t key, uint64_t counter0, float threshold,
+                         uint8_t *mask, int64_t n);
+
+void dropoutMaskDefault(uint64_t key, uint64_t counter0, float threshold,
+                        uint8_t *mask, int64_t n) {
+  for (int64_t e = 0; e < n; ++e)
+    mask[e] = uniformAt(key, counter0 + (uint64_t)e) >= threshold;
+}
+
+#ifdef PX_HAVE_X86_CLONES
+// The same loop with 64-bit vector multiplies (about 5x faster); the mask is
+// bit-identical (integer arithmetic and exact conversions only).
+__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw"))) void
+dropoutMaskAvx512(uint64_t key, uint64_t counter0, float threshold, uint8_t *mask,
+                  int64_t n) {
+  for (int64_t e = 0; e < n; ++e)
+    mask[e] = uniformAt(key, counter0 + (uint64_t)e) >= threshold;
+}
+#endif
+
+MaskLoop pickMaskLoop() {
+#ifdef PX_HAVE_X86_CLONES
+  static const bool avx512 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+  }();
+  if (avx512)
+    return dropoutMaskAvx512;
+#endif
+  return dropoutMaskDefault;
+}
+
 KernelFn dropoutFactory(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0), &m = args.out(1);
   const double ratio = checkedRatio(args, "dropout");
@@ -979,6 +1014,7 @@ KernelFn dropoutFactory(KernelArgs &args) {
   const int64_t perSample = dim0 > 0 ? n / dim0 : 0;
   const ExecEnv *env = &args.env;
   int threads = args.env.threads;
+  MaskLoop maskLoop = pickMaskLoop();
   return dispatchFloat(args, x.dtype, "dropout", [&](auto tag) -> KernelFn {
     using T = decltype(tag);
     struct State {
@@ -991,24 +1027,28 @@ KernelFn dropoutFactory(KernelArgs &args) {
       uint64_t seedAttr, stream;
       const ExecEnv *env;
       int threads;
+      MaskLoop maskLoop;
+      uint64_t key, base; // of the current step
     };
     auto st = std::make_shared<State>(State{x.as<const T>(), y.as<T>(), m.as<uint8_t>(),
                                             n, perSample, (float)ratio,
                                             (T)(1.0 - ratio), seedAttr, stream, env,
-                                            threads});
+                                            threads, maskLoop, 0, 0});
     return [st] {
-      const State &s = *st;
-      const uint64_t key =
-          streamKey(s.env->seed ^ s.seedAttr, s.stream, (uint64_t)s.env->step);
-      const uint64_t base = (uint64_t)s.env->sampleOffset * (uint64_t)s.perSample;
-      parallelFor(s.threads, s.n, kCostlyGrain,
-                  [&s, key, base](int64_t begin, int64_t end) {
-                    for (int64_t e = begin; e < end; ++e) {
-                      bool keep = uniformAt(key, base + (uint64_t)e) >= s.threshold;
-                      s.y[e] = keep ? s.x[e] / s.denom : T(0);
-                      s.m[e] = keep;
-                    }
-                  });
+      State &s = *st;
+      s.key = streamKey(s.env->seed ^ s.seedAttr, s.stream, (uint64_t)s.env->step);
+      s.base = (uint64_t)s.env->sampleOffset * (uint64_t)s.perSample;
+      parallelFor(s.threads, s.n, kCostlyGrain, [&s](int64_t begin, int64_t end) {
+        // In blocks, so that the mask is still in cache for the values.
+        constexpr int64_t kBlock = 1 << 14;
+        for (int64_t b = begin; b < end; b += kBlock) {
+          const int64_t e1 = std::min(end, b + kBlock);
+          s.maskLoop(s.key, s.base + (uint64_t)b, s.threshold, s.m + b, e1 - b);
+          const T denom = s.denom;
+          for (int64_t e = b; e < e1; ++e)
+            s.y[e] = s.m[e] ? s.x[e] / denom : T(0);
+        }
+      });
     };
   });
 }

@@ -164,7 +164,7 @@ void copyTiled(const CopyGeometry &g, const T *src, T *dst, int threads) {
     int od[kMaxDims];
     int no;
   };
-  Tiles t{g, src, dst, sizeof(T) <= 2 ? 64 : 32, 0, 0, 0, 0, 0, {}, 0};
+  Tiles t{g, src, dst, sizeof(T) <= 4 ? 64 : 32, 0, 0, 0, 0, 0, {}, 0};
   const int q = g.tileDim, l = g.nd - 1;
   t.Q = g.dims[q];
   t.L = g.dims[l];
@@ -193,14 +193,20 @@ void copyTiled(const CopyGeometry &g, const T *src, T *dst, int threads) {
         so += i * g.src[d];
         doff += i * g.dst[d];
       }
-      const int64_t q1 = std::min(Q, q0 + B);
+      const int64_t q1 = std::min(Q, q0 + B), qn = q1 - q0;
+      // Through a contiguous buffer: the source rows of a tile (and the
+      // destination rows) are often a multiple of 4 KiB apart and would
+      // evict each other from the cache if the tile were copied directly.
+      T buf[64 * 64];
       for (int64_t l0 = 0; l0 < L; l0 += B) {
-        const int64_t l1 = std::min(L, l0 + B);
-        for (int64_t i = q0; i < q1; ++i) {
-          const T *s = t.src + so + i;
-          T *d = t.dst + doff + i * dq;
-          for (int64_t j = l0; j < l1; ++j)
-            d[j] = s[j * sl];
+        const int64_t ln = std::min(L, l0 + B) - l0;
+        for (int64_t j = 0; j < ln; ++j)
+          std::memcpy(buf + j * B, t.src + so + (l0 + j) * sl + q0, qn * sizeof(T));
+        for (int64_t i = 0; i < qn; ++i) {
+          T *d = t.dst + doff + (q0 + i) * dq + l0;
+          const T *b = buf + i;
+          for (int64_t j = 0; j < ln; ++j)
+            d[j] = b[j * B];
         }
       }
     }

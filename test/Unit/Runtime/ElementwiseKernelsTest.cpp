@@ -603,6 +603,20 @@ TEST(ElementwiseDropout, MatchesTheDocumentedFormula) {
     EXPECT_GT(kept, 20);
     EXPECT_LT(kept, 60);
   }
+  // Larger, on several threads: chunk and block borders inside the tensor.
+  Shape s = {3, 20011};
+  TestTensor x(DType::F32, s, randomValues(60033, 5)), y(DType::F32, s), m(DType::Bool, s);
+  ExecEnv env;
+  env.seed = 42;
+  env.step = 17;
+  env.sampleOffset = 5;
+  env.threads = 3;
+  runKernel("dropout", {&x}, {&y, &m}, {{"ratio", 0.5}}, env);
+  for (int64_t e = 0; e < 60033; ++e) {
+    bool keep = refKeep(42, 0, 0, 17, 5 * 20011 + e, 0.5);
+    ASSERT_EQ(m.get(e), keep ? 1 : 0) << e;
+    ASSERT_EQ(y.get(e), keep ? (double)(float)(x.get(e) / 0.5) : 0.0) << e;
+  }
 }
 
 TEST(ElementwiseDropout, SameMaskWhateverTheBatchSplit) {
