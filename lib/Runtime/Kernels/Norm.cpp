@@ -13,9 +13,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <sstream>
+#include <type_traits>
 
 namespace parallax::rt {
 namespace {
@@ -67,6 +69,206 @@ inline void chunkRange(int64_t n, int64_t chunks, int64_t c, int64_t &first,
 }
 
 //===----------------------------------------------------------------------===//
+// Contiguous row primitives. Floats go through 4-wide GCC vectors (the build
+// targets plain SSE2 and does not let the compiler reorder float sums);
+// partial sums are flushed to double every 32 elements, so long sums stay
+// accurate. Doubles (finite-difference tests) use plain loops.
+//===----------------------------------------------------------------------===//
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef double v2d __attribute__((vector_size(16)));
+
+inline v4f splat(float v) { return v4f{v, v, v, v}; }
+inline v4f load4(const float *p) {
+  v4f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store4(float *p, v4f v) { std::memcpy(p, &v, sizeof v); }
+inline double hsum(v4f v) {
+  return ((double)v[0] + (double)v[1]) + ((double)v[2] + (double)v[3]);
+}
+
+/// exp of 4 floats (Cephes expf: reduction by ln 2, degree-6 polynomial,
+/// exponent by bit assembly): within 1 ulp or so of std::exp below 88.37
+/// (+inf above; the kernels only take exp of values <= 0), 0 below -87.34,
+/// NaN for NaN.
+inline v4f vexp4(v4f x) {
+  const v4f lo = splat(-87.33654f), hi = splat(88.37626f);
+  v4f xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  // Round x / ln 2 to nearest with the 1.5 * 2^23 trick.
+  v4f n = (xc * splat(1.44269504088896341f) + splat(12582912.0f)) -
+          splat(12582912.0f);
+  v4f r = xc - n * splat(0.693359375f) - n * splat(-2.12194440e-4f);
+  v4f p = splat(1.9875691500e-4f);
+  p = p * r + splat(1.3981999507e-3f);
+  p = p * r + splat(8.3334519073e-3f);
+  p = p * r + splat(4.1665795894e-2f);
+  p = p * r + splat(1.6666665459e-1f);
+  p = p * r + splat(5.0000001201e-1f);
+  p = p * r * r + r + splat(1.0f);
+  v4i bits = (__builtin_convertvector(n, v4i) + 127) << 23;
+  v4f v = p * (v4f)bits;
+  v = x > hi ? splat(std::numeric_limits<float>::infinity()) : v;
+  return x < lo ? splat(0.0f) : v;
+}
+
+/// Maximum of x[0, n); NaN if any element is NaN.
+template <typename T> T rowMax(const T *x, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    if (x[j] != x[j])
+      return x[j];
+    m = x[j] > m ? x[j] : m;
+  }
+  return m;
+}
+inline float rowMax(const float *x, int64_t n) {
+  v4f m = splat(-std::numeric_limits<float>::infinity());
+  v4i nan = v4i{0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    v4f v = load4(x + j);
+    m = v > m ? v : m;
+    nan |= v != v;
+  }
+  float r = -std::numeric_limits<float>::infinity();
+  bool isNan = false;
+  for (int k = 0; k < 4; ++k) {
+    r = m[k] > r ? m[k] : r;
+    isNan |= nan[k] != 0;
+  }
+  for (; j < n; ++j) {
+    r = x[j] > r ? x[j] : r;
+    isNan |= x[j] != x[j];
+  }
+  return isNan ? std::numeric_limits<float>::quiet_NaN() : r;
+}
+
+/// out[j] = exp(x[j] - shift) (out may be null); returns the sum.
+template <typename T>
+double expShiftSum(const T *x, T shift, T *out, int64_t n) {
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    T e = std::exp(x[j] - shift);
+    if (out)
+      out[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+inline double expShiftSum(const float *x, float shift, float *out, int64_t n) {
+  double sum = 0;
+  int64_t j = 0;
+  v4f s = splat(shift);
+  while (j + 4 <= n) {
+    v4f acc = splat(0.0f);
+    int64_t end = std::min<int64_t>(n, j + 32);
+    for (; j + 4 <= end; j += 4) {
+      v4f e = vexp4(load4(x + j) - s);
+      if (out)
+        store4(out + j, e);
+      acc += e;
+    }
+    sum += hsum(acc);
+  }
+  for (; j < n; ++j) {
+    float e = std::exp(x[j] - shift);
+    if (out)
+      out[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+template <bool Square>
+double rowSumFloat(const float *x, int64_t n, double shift) {
+  if (Square) {
+    // Deviations from the float-rounded shift s; as the shift is the mean
+    // m, sum (x - m)^2 = sum (x - s)^2 - n * (m - s)^2.
+    double sum = 0;
+    int64_t j = 0;
+    v4f s = splat((float)shift);
+    while (j + 4 <= n) {
+      v4f acc = splat(0.0f);
+      int64_t end = std::min<int64_t>(n, j + 32);
+      for (; j + 4 <= end; j += 4) {
+        v4f d = load4(x + j) - s;
+        acc += d * d;
+      }
+      sum += hsum(acc);
+    }
+    for (; j < n; ++j) {
+      double d = (double)x[j] - (double)(float)shift;
+      sum += d * d;
+    }
+    double delta = shift - (double)(float)shift;
+    return sum - (double)n * delta * delta;
+  }
+  // Plain sums (means) accumulate in double lanes: the data may sit far
+  // from zero, where float partial sums would lose the mean's low digits.
+  v2d a0 = {0.0, 0.0}, a1 = {0.0, 0.0};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    v4f v = load4(x + j);
+    a0 += v2d{v[0], v[1]};
+    a1 += v2d{v[2], v[3]};
+  }
+  double sum = (a0[0] + a1[0]) + (a0[1] + a1[1]);
+  for (; j < n; ++j)
+    sum += x[j];
+  return sum;
+}
+
+/// Sum of x[0, n), or (Square) of (x - shift)^2, in double.
+template <bool Square, typename T>
+double rowSum(const T *x, int64_t n, double shift = 0) {
+  if constexpr (std::is_same_v<T, float>) {
+    return rowSumFloat<Square>(x, n, shift);
+  } else {
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      double v = Square ? (double)x[j] - shift : (double)x[j];
+      sum += Square ? v * v : v;
+    }
+    return sum;
+  }
+}
+
+/// Returns sum(a * (b - shift)) and sets sumA = sum(a), in double. Floats
+/// subtract the float-rounded shift s and correct: sum(a * (b - shift)) =
+/// sum(a * (b - s)) - (shift - s) * sum(a).
+template <typename T>
+double dotShift(const T *a, const T *b, int64_t n, double shift,
+                double &sumA) {
+  double dot = 0, sa = 0;
+  int64_t j = 0;
+  T s = (T)shift;
+  if constexpr (std::is_same_v<T, float>) {
+    v4f vs = splat(s);
+    while (j + 4 <= n) {
+      v4f accA = splat(0.0f), accD = splat(0.0f);
+      int64_t end = std::min<int64_t>(n, j + 32);
+      for (; j + 4 <= end; j += 4) {
+        v4f va = load4(a + j);
+        accA += va;
+        accD += va * (load4(b + j) - vs);
+      }
+      sa += hsum(accA);
+      dot += hsum(accD);
+    }
+  }
+  for (; j < n; ++j) {
+    sa += a[j];
+    dot += (double)a[j] * (double)(b[j] - s);
+  }
+  sumA = sa;
+  return dot - (shift - (double)s) * sa;
+}
+
+//===----------------------------------------------------------------------===//
 // softmax, log_softmax and their gradients
 //===----------------------------------------------------------------------===//
 
@@ -80,6 +282,21 @@ inline void axisLine(const T *a, const T *b, T *out, int64_t len,
   const int64_t s = Unit ? 1 : stride;
   if constexpr (K == AxisKind::Softmax || K == AxisKind::LogSoftmax) {
     const T *x = a;
+    if constexpr (Unit) {
+      T mx = rowMax(x, len);
+      if constexpr (K == AxisKind::Softmax) {
+        double sum = expShiftSum(x, mx, out, len);
+        T inv = (T)(1.0 / sum);
+        for (int64_t j = 0; j < len; ++j)
+          out[j] *= inv;
+      } else {
+        double sum = expShiftSum(x, mx, (T *)nullptr, len);
+        T shift = (T)((double)mx + std::log(sum));
+        for (int64_t j = 0; j < len; ++j)
+          out[j] = x[j] - shift;
+      }
+      return;
+    }
     T mx = -std::numeric_limits<T>::infinity();
     for (int64_t j = 0; j < len; ++j)
       mx = std::max(mx, x[j * s]);
@@ -102,14 +319,24 @@ inline void axisLine(const T *a, const T *b, T *out, int64_t len,
     }
   } else if constexpr (K == AxisKind::SoftmaxGrad) {
     const T *y = a, *dy = b;
-    double sum = 0;
-    for (int64_t j = 0; j < len; ++j)
-      sum += (double)dy[j * s] * (double)y[j * s];
+    double sum = 0, unused;
+    if constexpr (Unit)
+      sum = dotShift(dy, y, len, 0.0, unused);
+    else
+      for (int64_t j = 0; j < len; ++j)
+        sum += (double)dy[j * s] * (double)y[j * s];
     T ts = (T)sum;
     for (int64_t j = 0; j < len; ++j)
       out[j * s] = y[j * s] * (dy[j * s] - ts);
   } else {
     const T *y = a, *dy = b;
+    if constexpr (Unit) {
+      T ts = (T)rowSum<false>(dy, len);
+      expShiftSum(y, T(0), out, len);
+      for (int64_t j = 0; j < len; ++j)
+        out[j] = dy[j] - out[j] * ts;
+      return;
+    }
     double sum = 0;
     for (int64_t j = 0; j < len; ++j)
       sum += dy[j * s];
@@ -294,14 +521,8 @@ template <typename T> KernelFn layerNormTyped(KernelArgs &args) {
       for (int64_t r = r0; r < r1; ++r) {
         const T *xr = xp + r * len;
         T *yr = y + r * len;
-        double sum = 0;
-        for (int64_t j = 0; j < len; ++j)
-          sum += xr[j];
-        double mu = sum / (double)len, sq = 0;
-        for (int64_t j = 0; j < len; ++j) {
-          double d = (double)xr[j] - mu;
-          sq += d * d;
-        }
+        double mu = rowSum<false>(xr, len) / (double)len;
+        double sq = rowSum<true>(xr, len, mu);
         double inv = 1.0 / std::sqrt(sq / (double)len + eps);
         mean[r] = (T)mu;
         invStd[r] = (T)inv;
@@ -322,6 +543,34 @@ KernelFn layerNormFactory(KernelArgs &args) {
   if (args.in(0).dtype == DType::F32)
     return layerNormTyped<float>(args);
   return layerNormTyped<double>(args);
+}
+
+/// sg = sum(dy * scale), sgx = sum(dy * scale * xhat) over one row, where
+/// xhat = (x - m) * iv.
+template <typename T>
+void gradSums(const T *x, const T *dy, const T *sc, T m, T iv, int64_t n,
+              double &sg, double &sgx) {
+  sg = sgx = 0;
+  int64_t j = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    v4f vm = splat(m), vi = splat(iv);
+    while (j + 4 <= n) {
+      v4f a = splat(0.0f), b = splat(0.0f);
+      int64_t end = std::min<int64_t>(n, j + 32);
+      for (; j + 4 <= end; j += 4) {
+        v4f g = load4(dy + j) * load4(sc + j);
+        a += g;
+        b += g * ((load4(x + j) - vm) * vi);
+      }
+      sg += hsum(a);
+      sgx += hsum(b);
+    }
+  }
+  for (; j < n; ++j) {
+    T g = dy[j] * sc[j];
+    sg += g;
+    sgx += (double)g * ((x[j] - m) * iv);
+  }
 }
 
 template <typename T> KernelFn layerNormGradTyped(KernelArgs &args) {
@@ -363,12 +612,10 @@ template <typename T> KernelFn layerNormGradTyped(KernelArgs &args) {
           const T *xr = xp + r * len, *dyr = dyp + r * len;
           T *dxr = dx + r * len;
           T m = meanp[r], iv = invp[r];
-          double sg = 0, sgx = 0;
+          double sg, sgx;
+          gradSums(xr, dyr, sc, m, iv, len, sg, sgx);
           for (int64_t j = 0; j < len; ++j) {
             T xh = (xr[j] - m) * iv;
-            T g = dyr[j] * sc[j];
-            sg += g;
-            sgx += (double)g * xh;
             ds[j] += (double)dyr[j] * xh;
             db[j] += dyr[j];
           }
@@ -426,21 +673,13 @@ template <typename T>
 void channelStats(const T *x, const BatchShape &s, int64_t ch, double &mean,
                   double &var) {
   double sum = 0;
-  for (int64_t n = 0; n < s.n; ++n) {
-    const T *p = x + (n * s.c + ch) * s.spatial;
-    for (int64_t i = 0; i < s.spatial; ++i)
-      sum += p[i];
-  }
+  for (int64_t n = 0; n < s.n; ++n)
+    sum += rowSum<false>(x + (n * s.c + ch) * s.spatial, s.spatial);
   double count = (double)(s.n * s.spatial);
   mean = sum / count;
   double sq = 0;
-  for (int64_t n = 0; n < s.n; ++n) {
-    const T *p = x + (n * s.c + ch) * s.spatial;
-    for (int64_t i = 0; i < s.spatial; ++i) {
-      double d = (double)p[i] - mean;
-      sq += d * d;
-    }
-  }
+  for (int64_t n = 0; n < s.n; ++n)
+    sq += rowSum<true>(x + (n * s.c + ch) * s.spatial, s.spatial, mean);
   var = sq / count;
 }
 
@@ -545,10 +784,9 @@ template <typename T> KernelFn batchNormGradTyped(KernelArgs &args) {
         double sdy = 0, sdyx = 0;
         for (int64_t n = 0; n < s.n; ++n) {
           int64_t off = (n * s.c + ch) * s.spatial;
-          for (int64_t i = 0; i < s.spatial; ++i) {
-            sdy += dyp[off + i];
-            sdyx += (double)dyp[off + i] * ((double)xp[off + i] - mean);
-          }
+          double part;
+          sdyx += dotShift(dyp + off, xp + off, s.spatial, mean, part);
+          sdy += part;
         }
         double ds = sdyx * inv, count = (double)(s.n * s.spatial);
         dbias[ch] = (T)sdy;

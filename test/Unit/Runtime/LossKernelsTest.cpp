@@ -164,6 +164,23 @@ TEST(LossKernels, NllLossMatchesOnnxReference) {
   checkForward(false, DType::F32, DType::I64, {{256, 40}, true, 0}, "sum", true, 2);
 }
 
+TEST(LossKernels, SoftmaxCrossEntropyIsStableForLargeScores) {
+  for (DType dt : {DType::F32, DType::F64})
+    for (std::vector<int64_t> shape : std::vector<std::vector<int64_t>>{{5, 37}, {3, 11, 4}}) {
+      auto xv = randomValues(count(shape), 131, -800, 800);
+      TestTensor x(dt, shape, xv);
+      auto ls = labelShapeOf(shape);
+      TestTensor labels(DType::I64, ls, makeLabels(count(ls), shape[1], 132, std::nullopt));
+      TestTensor loss(dt, ls), lp(dt, shape);
+      runKernel("softmax_cross_entropy_loss", {&x, &labels}, {&loss, &lp},
+                {{"reduction", "none"}});
+      RefLoss ref = refLoss(shape, x.values(), labels.values(), nullptr, "none",
+                            std::nullopt, true);
+      expectNear(loss.values(), ref.loss, 1e-6, 1e-4, "loss");
+      expectNear(lp.values(), ref.logProb, 1e-6, 1e-4, "log_prob");
+    }
+}
+
 TEST(LossKernels, AllIgnoredMeanIsNaNWithZeroGradient) {
   TestTensor x(DType::F32, {3, 4}, randomValues(12, 5)), labels(DType::I64, {3}, {7, 7, 7});
   TestTensor loss(DType::F32, {}), lp(DType::F32, {3, 4});

@@ -110,6 +110,31 @@ TEST(NormKernels, SoftmaxAndLogSoftmaxAlongOneAxis) {
   checkSoftmax(DType::F64, {8, 100, 16}, 1, true, 3.0, /*threads=*/2);
 }
 
+TEST(NormKernels, SoftmaxMaskedAndNaNRows) {
+  // -inf (a masked position) gives exactly 0; a NaN poisons its row only.
+  for (DType dt : {DType::F32, DType::F64}) {
+    std::vector<double> v = {-INFINITY, 0.5, 1.5, -INFINITY, 2, 0, -3, 1, 0.25,
+                             NAN,       1,   2,   3,         4, 5, 6, 7, 8};
+    TestTensor x(dt, {2, 9}, v), y(dt, {2, 9}), l(dt, {2, 9});
+    runKernel("softmax", {&x}, {&y});
+    runKernel("log_softmax", {&x}, {&l});
+    std::vector<double> row(v.begin(), v.begin() + 9);
+    auto ref = refSoftmax({1, 9}, 1, row, false);
+    auto lref = refSoftmax({1, 9}, 1, row, true);
+    for (int j = 0; j < 9; ++j) {
+      EXPECT_NEAR(y.get(j), ref[j], 1e-6) << j;
+      if (std::isinf(v[j])) {
+        EXPECT_EQ(y.get(j), 0.0);
+        EXPECT_TRUE(std::isinf(l.get(j)) && l.get(j) < 0);
+      } else {
+        EXPECT_NEAR(l.get(j), lref[j], 1e-5) << j;
+      }
+      EXPECT_TRUE(std::isnan(y.get(9 + j))) << j;
+      EXPECT_TRUE(std::isnan(l.get(9 + j))) << j;
+    }
+  }
+}
+
 TEST(NormKernels, SoftmaxGradMatchesFiniteDifferences) {
   // d/dx sum(w * softmax(x)) by central differences, in f64.
   std::vector<int64_t> shape{3, 4, 2};
@@ -346,6 +371,45 @@ TEST(NormKernels, LayerNormGradLargeMatchesReference) {
     expectNear(ds.values(), rds, rt, at, "dscale");
     expectNear(db.values(), rdb, rt, at, "dbias");
   }
+}
+
+TEST(NormKernels, F32StatisticsOfOffsetData) {
+  // Data far from zero: means and variances must not lose digits.
+  int64_t rows = 6, len = 1000;
+  auto v = randomValues(rows * len, 141, 999, 1001);
+  TestTensor x(DType::F32, {rows, len}, v), s(DType::F32, {len}, std::vector<double>(len, 1.0));
+  TestTensor y(DType::F32, {rows, len}), m(DType::F32, {rows, 1}), iv(DType::F32, {rows, 1});
+  runKernel("layer_norm", {&x, &s}, {&y, &m, &iv});
+  auto xv = x.values();
+  std::vector<double> ry(rows * len), rm(rows), ri(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < len; ++j)
+      mu += xv[r * len + j] / len;
+    for (int64_t j = 0; j < len; ++j)
+      var += std::pow(xv[r * len + j] - mu, 2) / len;
+    rm[r] = mu;
+    ri[r] = 1 / std::sqrt(var + 1e-5);
+    for (int64_t j = 0; j < len; ++j)
+      ry[r * len + j] = (xv[r * len + j] - mu) * ri[r];
+  }
+  expectNear(m.values(), rm, 1e-7, 0, "mean");
+  expectNear(iv.values(), ri, 1e-5, 0, "inv_std_dev");
+  // x itself is only known to ~6e-5 at 1000: y to about that.
+  expectNear(y.values(), ry, 0, 2e-4, "y");
+  // batch_norm over the same values as [rows, 1, len]: one channel.
+  TestTensor xb(DType::F32, {rows, 1, len}, xv), one(DType::F32, {1}, {1.0}),
+      zero(DType::F32, {1}, {0.0}), yb(DType::F32, {rows, 1, len}),
+      rmb(DType::F32, {1}), rvb(DType::F32, {1});
+  runKernel("batch_norm", {&xb, &one, &zero, &zero, &one}, {&yb, &rmb, &rvb},
+            {{"training", true}, {"momentum", 0.0}});
+  double mu = 0, var = 0;
+  for (double t : xv)
+    mu += t / (double)xv.size();
+  for (double t : xv)
+    var += (t - mu) * (t - mu) / (double)xv.size();
+  EXPECT_NEAR(rmb.get(0), mu, 1e-7 * mu);
+  EXPECT_NEAR(rvb.get(0), var, 1e-5 * var);
 }
 
 TEST(NormKernels, LayerNormErrors) {
