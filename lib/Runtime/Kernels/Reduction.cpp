@@ -231,8 +231,12 @@ template <typename T, Kind K> struct GeneralReduction {
         int64_t off = base;
         const int64_t outerCount = inner ? count / inner : 0;
         for (int64_t c = 0; c < outerCount; ++c) {
-          for (int64_t i = 0; i < inner; ++i)
-            acc = Red::combine(acc, Red::load(x[off + i * is]));
+          if (is == 1) {
+            acc = Red::combine(acc, reduceRun<T, Red>(x + off, inner));
+          } else {
+            for (int64_t i = 0; i < inner; ++i)
+              acc = Red::combine(acc, Red::load(x[off + i * is]));
+          }
           for (int d = nr - 2; d >= 0; --d) {
             off += rstrides[d];
             if (++idx[d] < rdims[d])
