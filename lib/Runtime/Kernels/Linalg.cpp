@@ -171,9 +171,14 @@ template <typename T> KernelFn matmulTyped(KernelArgs &args) {
   if constexpr (std::is_floating_point_v<T>) {
     if (fold) // one GEMM; a batch of A over a shared B folds into M
       return [=] { matmulBlas(a, b, y, batches * m, n, k); };
-    // Small matrices run single-threaded inside OpenBLAS: spread the batch
-    // over threads instead. Large ones use OpenBLAS's own threads.
-    bool small = m * n * k <= 64 * 64 * 64;
+    // Small products run single-threaded inside OpenBLAS: spread the batch
+    // over threads instead. Large ones use OpenBLAS's own threads. The
+    // limits are OpenBLAS 0.3's own thresholds for going multi-threaded
+    // (gemm: m*n*k < 65536 * 4; gemv: m*n < 2304 * 4), so that no call
+    // from a worker thread starts OpenBLAS threads.
+    bool vector = m == 1 || n == 1;
+    bool small = vector ? (n == 1 ? m * k : k * n) < 2304 * 4
+                        : m * n * k < 65536 * 4;
     return [=] {
       auto body = [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i)

@@ -134,6 +134,9 @@ TEST(LinalgKernels, MatmulThreadedBatches) {
     checkMatmul(dt, {3, 1, 5, 7}, {4, 7, 6}, 2);
     checkMatmul(dt, {64, 17}, {17, 9}, 2);
     checkMatmul(dt, {4, 16, 17}, {17, 9}, 2);
+    checkMatmul(dt, {4, 1, 7}, {4, 7, 6}, 2); // batched vector x matrix
+    checkMatmul(dt, {7}, {5, 7, 6}, 2);
+    checkMatmul(dt, {5, 6, 7}, {5, 7, 1}, 2); // batched matrix x vector
   }
   // Large enough for OpenBLAS's own threads.
   checkMatmul(DType::F64, {2, 70, 80}, {2, 80, 90}, 2);
