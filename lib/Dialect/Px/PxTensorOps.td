@@ -307,8 +307,9 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
   let description = [{
     In `training` mode the batch statistics normalise x, and
     `running_mean`/`running_var` are the updated running statistics
-    (momentum * old + (1 - momentum) * batch; the variance is unbiased, as
-    in PyTorch). Otherwise the input statistics normalise x and are
+    (momentum * old + (1 - momentum) * batch, with the biased batch
+    variance, as ONNX BatchNormalization-15 specifies; PyTorch keeps the
+    unbiased one, which changes only the running variance, never the loss). Otherwise the input statistics normalise x and are
     returned unchanged.
   }];
   let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$scale,

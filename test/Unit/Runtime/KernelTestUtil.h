@@ -43,6 +43,8 @@ struct TestTensor {
     return t;
   }
   int64_t numElements() const {
+    if (absent)
+      return 0;
     int64_t n = 1;
     for (int64_t d : shape)
       n *= d;
