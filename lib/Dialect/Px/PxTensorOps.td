@@ -309,8 +309,8 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
     `running_mean`/`running_var` are the updated running statistics
     (momentum * old + (1 - momentum) * batch, with the biased batch
     variance, as ONNX BatchNormalization-15 specifies; PyTorch keeps the
-    unbiased one, which changes only the running variance, never the loss). Otherwise the input statistics normalise x and are
-    returned unchanged.
+    unbiased one, which changes only the running variance, never the loss).
+    Otherwise the input statistics normalise x and are returned unchanged.
   }];
   let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$scale,
                        Px_FloatTensor:$bias, Px_FloatTensor:$input_mean,
