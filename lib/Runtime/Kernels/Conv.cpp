@@ -4,16 +4,25 @@
 // avg_pool, avg_pool_grad over x [N, C, spatial...] with any number of
 // spatial dimensions (up to kMaxSpatial). Pads are [begin..., end...].
 //
-// Convolutions are im2col + GEMM per group, over a chunk of images at a time
-// so that small feature maps still give BLAS a wide matrix; a 1x1, stride-1,
-// unpadded convolution skips im2col and multiplies the image directly.
-// Scratch (columns, gathered dy, GEMM result) is sized once in the factory.
+// Convolutions are im2col + GEMM per group. A GEMM covers a chunk of whole
+// images (small feature maps) or a tile of output rows of one image, so that
+// its columns buffer stays about L2-sized; conv_grad_input runs the GEMM
+// into columns and scatters them back (col2im). A 1x1, stride-1, unpadded
+// convolution multiplies the image directly, and a depthwise convolution
+// (one input channel per group) runs direct loops. With several threads and
+// at least one image chunk per thread, each thread takes whole chunks with
+// its own scratch and single-threaded BLAS; otherwise BLAS and im2col use
+// all threads. Scratch is allocated once, in the factory.
 //
-// Pooling follows ONNX / PyTorch: padding never wins a max (ties go to the
-// first maximum in row-major window order), the average's divisor counts the
+// Pooling walks each plane tap by tap over precomputed row segments (the
+// parts of the output rows a window element hits inside x). It follows ONNX
+// and PyTorch: padding never wins a max (ties go to the first maximum in
+// row-major window order, NaN propagates), the average's divisor counts the
 // window positions inside x, or, with count_include_pad, those inside the
 // padded extent [-pad_begin, in + pad_end) (a ceil_mode window's overhang
 // past the end padding never counts), as PyTorch's AvgPool and onnxruntime.
+// A window entirely in the padding gives the lowest finite value (max, as
+// onnxruntime) or 0 (average) and passes no gradient.
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,7 +87,7 @@ struct Geo {
   int nd = 0;
   int64_t in[kMaxSpatial], out[kMaxSpatial], k[kMaxSpatial], s[kMaxSpatial],
       d[kMaxSpatial], pb[kMaxSpatial], pe[kMaxSpatial];
-  int64_t inStride[kMaxSpatial], kStride[kMaxSpatial];
+  int64_t inStride[kMaxSpatial], kStride[kMaxSpatial], outStride[kMaxSpatial];
   int64_t inSize = 1, outSize = 1, kSize = 1;
   /// Product of all output dims but the last (output "rows").
   int64_t outOuter = 1;
@@ -152,6 +161,7 @@ Geo makeGeo(const KernelArgs &args, const std::vector<int64_t> &xShape,
   for (int i = nd - 1; i >= 0; --i) {
     g.inStride[i] = g.inSize;
     g.kStride[i] = g.kSize;
+    g.outStride[i] = g.outSize;
     g.inSize *= g.in[i];
     g.kSize *= g.k[i];
     g.outSize *= g.out[i];
@@ -209,7 +219,7 @@ void checkBlasSize(const KernelArgs &args, std::initializer_list<int64_t> dims) 
 }
 
 //===----------------------------------------------------------------------===//
-// im2col / col2im
+// Window taps as row segments
 //===----------------------------------------------------------------------===//
 
 /// Valid range [lo, hi) of o in [0, out) with 0 <= o * s + off < in.
@@ -221,52 +231,121 @@ inline void validRange(int64_t off, int64_t s, int64_t in, int64_t out,
   lo = std::min(lo, hi);
 }
 
-/// cols[c * kSize + kk, j * outSize + o] = x_j[c, o * s - pb + kk * d]
-/// (0 outside x) for the images j < nimg at x + j * xImageStride; rows of
-/// cols have stride `ld`.
+/// One tap of the window over one output row (all output dims but the last
+/// fixed): outputs yStart + t read x[xStart + t * s_last], t < len, all
+/// inside x. Offsets are within one [spatial...] plane.
+struct Seg {
+  int64_t yStart, xStart, len;
+};
+
+/// Every tap's segments, taps in row-major kernel order (so each output sees
+/// its window's elements in row-major window order), and the outputs whose
+/// window lies entirely in the padding.
+struct Taps {
+  std::vector<Seg> segs;
+  std::vector<int64_t> begin; ///< tap kk: segs[begin[kk], begin[kk + 1])
+  std::vector<int64_t> empty;
+};
+
+Taps makeTaps(const Geo &g) {
+  const int L = g.nd - 1;
+  Taps t;
+  t.begin.reserve(g.kSize + 1);
+  std::vector<char> covered(g.outSize, 0);
+  for (int64_t kk = 0; kk < g.kSize; ++kk) {
+    t.begin.push_back((int64_t)t.segs.size());
+    int64_t off[kMaxSpatial], lo[kMaxSpatial], hi[kMaxSpatial], rem = kk;
+    bool any = true;
+    for (int i = 0; i < g.nd; ++i) {
+      off[i] = (rem / g.kStride[i]) * g.d[i] - g.pb[i];
+      rem %= g.kStride[i];
+      validRange(off[i], g.s[i], g.in[i], g.out[i], lo[i], hi[i]);
+      any = any && lo[i] < hi[i];
+    }
+    if (!any)
+      continue;
+    int64_t o[kMaxSpatial];
+    for (int i = 0; i < L; ++i)
+      o[i] = lo[i];
+    while (true) {
+      int64_t y = lo[L], x = (lo[L] * g.s[L] + off[L]);
+      for (int i = 0; i < L; ++i) {
+        y += o[i] * g.outStride[i];
+        x += (o[i] * g.s[i] + off[i]) * g.inStride[i];
+      }
+      t.segs.push_back({y, x, hi[L] - lo[L]});
+      std::fill(covered.begin() + y, covered.begin() + y + (hi[L] - lo[L]), 1);
+      int i = L - 1;
+      for (; i >= 0; --i) {
+        if (++o[i] < hi[i])
+          break;
+        o[i] = lo[i];
+      }
+      if (i < 0)
+        break;
+    }
+  }
+  t.begin.push_back((int64_t)t.segs.size());
+  for (int64_t o = 0; o < g.outSize; ++o)
+    if (!covered[o])
+      t.empty.push_back(o);
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// im2col / col2im over output rows [q0, q1) of a run of images
+//===----------------------------------------------------------------------===//
+
+/// cols[c * kSize + kk, (j * (q1 - q0) + q - q0) * outL + o] =
+/// x_j[c, window element kk of output (q, o)] (0 in the padding), for the
+/// images j < nimg at x + j * xImageStride and the output rows q in
+/// [q0, q1) (a row fixes all output dims but the last, of size outL). Rows
+/// of cols have stride `ld`.
 template <typename T>
 void im2col(const Geo &g, const T *x, int64_t xImageStride, int64_t nimg,
-            int64_t channels, T *cols, int64_t ld, int threads) {
+            int64_t channels, int64_t q0, int64_t q1, T *cols, int64_t ld,
+            int threads) {
   const int L = g.nd - 1;
-  int64_t rows = channels * g.kSize;
-  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(g.outSize, 1));
+  const int64_t rows = channels * g.kSize, outL = g.out[L];
+  const int64_t span = (q1 - q0) * outL;
+  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(span, 1));
   parallelFor(threads, nimg * rows, grain, [&](int64_t r0, int64_t r1) {
     for (int64_t rr = r0; rr < r1; ++rr) {
       int64_t j = rr / rows, r = rr % rows;
       int64_t c = r / g.kSize, kr = r % g.kSize;
-      int64_t kpos[kMaxSpatial], o[kMaxSpatial];
+      int64_t kpos[kMaxSpatial], o[kMaxSpatial], rem = q0;
       for (int i = 0; i < g.nd; ++i) {
         kpos[i] = kr / g.kStride[i];
         kr %= g.kStride[i];
-        o[i] = 0;
+      }
+      for (int i = L - 1; i >= 0; --i) {
+        o[i] = rem % g.out[i];
+        rem /= g.out[i];
       }
       const T *xc = x + j * xImageStride + c * g.inSize;
-      T *dst = cols + r * ld + j * g.outSize;
-      int64_t offL = kpos[L] * g.d[L] - g.pb[L], sL = g.s[L], outL = g.out[L];
+      T *dst = cols + r * ld + j * span;
+      int64_t offL = kpos[L] * g.d[L] - g.pb[L], sL = g.s[L];
       int64_t lo, hi;
       validRange(offL, sL, g.in[L], outL, lo, hi);
-      for (int64_t q = 0; q < g.outOuter; ++q) {
-        T *drow = dst + q * outL;
-        bool ok = true;
+      for (int64_t q = q0; q < q1; ++q) {
+        T *drow = dst + (q - q0) * outL;
+        bool ok = lo < hi;
         int64_t base = 0;
-        for (int i = 0; i < L; ++i) {
+        for (int i = 0; i < L && ok; ++i) {
           int64_t pos = o[i] * g.s[i] - g.pb[i] + kpos[i] * g.d[i];
-          if (pos < 0 || pos >= g.in[i]) {
-            ok = false;
-            break;
-          }
+          ok = pos >= 0 && pos < g.in[i];
           base += pos * g.inStride[i];
         }
-        if (!ok || lo >= hi) {
+        if (!ok) {
           std::fill(drow, drow + outL, T(0));
         } else {
           std::fill(drow, drow + lo, T(0));
-          const T *src = xc + base + offL;
+          const T *src = xc + base + (lo * sL + offL);
           if (sL == 1) {
-            std::memcpy(drow + lo, src + lo, (hi - lo) * sizeof(T));
+            std::memcpy(drow + lo, src, (hi - lo) * sizeof(T));
           } else {
-            for (int64_t ow = lo; ow < hi; ++ow)
-              drow[ow] = src[ow * sL];
+            for (int64_t t = 0; t < hi - lo; ++t)
+              drow[lo + t] = src[t * sL];
           }
           std::fill(drow + hi, drow + outL, T(0));
         }
@@ -280,47 +359,52 @@ void im2col(const Geo &g, const T *x, int64_t xImageStride, int64_t nimg,
   });
 }
 
-/// The adjoint of im2col: dx_j[c, ...] += cols[...] (dx must be zeroed first).
+/// The adjoint of im2col: dx_j[c, ...] += cols[...] for the same columns
+/// (parallel over (image, channel), so no two threads write one element).
 template <typename T>
 void col2im(const Geo &g, const T *cols, int64_t ld, int64_t nimg,
-            int64_t channels, T *dx, int64_t dxImageStride, int threads) {
+            int64_t channels, int64_t q0, int64_t q1, T *dx,
+            int64_t dxImageStride, int threads) {
   const int L = g.nd - 1;
-  int64_t grain = std::max<int64_t>(
-      1, 32768 / std::max<int64_t>(g.outSize * g.kSize, 1));
+  const int64_t outL = g.out[L], span = (q1 - q0) * outL;
+  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(span * g.kSize, 1));
   parallelFor(threads, nimg * channels, grain, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       int64_t j = p / channels, c = p % channels;
       T *xc = dx + j * dxImageStride + c * g.inSize;
       for (int64_t kr0 = 0; kr0 < g.kSize; ++kr0) {
         int64_t r = c * g.kSize + kr0, kr = kr0;
-        int64_t kpos[kMaxSpatial], o[kMaxSpatial];
+        int64_t kpos[kMaxSpatial], o[kMaxSpatial], rem = q0;
         for (int i = 0; i < g.nd; ++i) {
           kpos[i] = kr / g.kStride[i];
           kr %= g.kStride[i];
-          o[i] = 0;
         }
-        const T *src = cols + r * ld + j * g.outSize;
-        int64_t offL = kpos[L] * g.d[L] - g.pb[L], sL = g.s[L], outL = g.out[L];
+        for (int i = L - 1; i >= 0; --i) {
+          o[i] = rem % g.out[i];
+          rem /= g.out[i];
+        }
+        const T *src = cols + r * ld + j * span;
+        int64_t offL = kpos[L] * g.d[L] - g.pb[L], sL = g.s[L];
         int64_t lo, hi;
         validRange(offL, sL, g.in[L], outL, lo, hi);
-        for (int64_t q = 0; q < g.outOuter; ++q) {
-          const T *srow = src + q * outL;
+        for (int64_t q = q0; q < q1; ++q) {
+          const T *srow = src + (q - q0) * outL + lo;
           bool ok = lo < hi;
           int64_t base = 0;
           for (int i = 0; i < L && ok; ++i) {
             int64_t pos = o[i] * g.s[i] - g.pb[i] + kpos[i] * g.d[i];
-            if (pos < 0 || pos >= g.in[i])
-              ok = false;
+            ok = pos >= 0 && pos < g.in[i];
             base += pos * g.inStride[i];
           }
           if (ok) {
-            T *drow = xc + base + offL;
+            T *drow = xc + base + (lo * sL + offL);
+            int64_t n = hi - lo;
             if (sL == 1) {
-              for (int64_t ow = lo; ow < hi; ++ow)
-                drow[ow] += srow[ow];
+              for (int64_t t = 0; t < n; ++t)
+                drow[t] += srow[t];
             } else {
-              for (int64_t ow = lo; ow < hi; ++ow)
-                drow[ow * sL] += srow[ow];
+              for (int64_t t = 0; t < n; ++t)
+                drow[t * sL] += srow[t];
             }
           }
           for (int i = L - 1; i >= 0; --i) {
@@ -338,18 +422,32 @@ void col2im(const Geo &g, const T *cols, int64_t ld, int64_t nimg,
 // Convolutions
 //===----------------------------------------------------------------------===//
 
-/// Shapes shared by conv and its gradients.
+/// Shapes shared by conv and its gradients, and how the GEMMs are cut.
 struct ConvDims {
   Geo g;
   int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0, kc = 0;
-  /// Images per GEMM (1: GEMM straight into / out of the tensors).
-  int64_t chunk = 1;
+  /// A GEMM covers `chunk` whole images (small feature maps), or, when
+  /// chunk is 1, `rowsPerTile` output rows of one image, so that its columns
+  /// buffer stays about L2-sized.
+  int64_t chunk = 1, rowsPerTile = 1, maxCols = 0;
+  /// GEMM units (image chunks x row tiles) and image chunks.
+  int64_t units = 0, imageChunks = 0;
+  int threads = 1;
+  /// 1x1, stride 1, unpadded: a plain GEMM on the image.
+  bool pointwise = false;
+  /// One input channel per group (depthwise): direct loops, no GEMM.
+  bool depthwise = false;
+
+  bool perThread() const { return threads > 1 && imageChunks >= threads; }
+  /// Scratch slots: one per worker.
+  int64_t workers() const { return perThread() ? threads : 1; }
 };
 
 /// x [N, C, in...], w [M, C/group, k...], y [N, M, out...].
 ConvDims makeConvDims(const KernelArgs &args, const std::vector<int64_t> &x,
                       const std::vector<int64_t> &w,
-                      const std::vector<int64_t> &y, const char *yWhat) {
+                      const std::vector<int64_t> &y, const char *yWhat,
+                      int64_t elemBytes, int threads) {
   ConvDims cd;
   if (x.size() < 3 || w.size() != x.size() || y.size() != x.size())
     args.fail("conv needs x [N, C, spatial...], w and y of the same rank, "
@@ -368,82 +466,73 @@ ConvDims makeConvDims(const KernelArgs &args, const std::vector<int64_t> &x,
   std::vector<int64_t> kernel(w.begin() + 2, w.end());
   cd.g = makeGeo(args, x, kernel, /*hasDilations=*/true, /*ceil=*/false, y,
                  cd.m, yWhat);
-  cd.kc = cd.cg * cd.g.kSize;
-  // Batch small feature maps so that a GEMM has ~2048 columns, but keep the
-  // columns buffer within 4M elements (or one image's, if that is larger).
   const Geo &g = cd.g;
-  int64_t chunk = std::max<int64_t>(1, 2048 / std::max<int64_t>(g.outSize, 1));
-  int64_t budget = std::max<int64_t>(1, (int64_t(1) << 22) /
-                                            std::max<int64_t>(cd.kc * g.outSize, 1));
-  cd.chunk = std::max<int64_t>(1, std::min({chunk, budget, std::max<int64_t>(cd.n, 1)}));
-  checkBlasSize(args, {cd.kc, cd.mg, cd.chunk * g.outSize, g.inSize});
+  cd.kc = cd.cg * g.kSize;
+  cd.pointwise = g.pointwise;
+  cd.depthwise = !cd.pointwise && cd.cg == 1 && cd.group > 1;
+  int64_t outL = g.out[g.nd - 1];
+  // ~512 KiB of columns, 256 to 4096 of them.
+  int64_t target = std::clamp<int64_t>(
+      (int64_t(1) << 19) / (elemBytes * std::max<int64_t>(cd.kc, 1)), 256, 4096);
+  if (g.outSize >= target || cd.n <= 1) {
+    cd.chunk = 1;
+    cd.rowsPerTile = std::clamp<int64_t>(target / std::max<int64_t>(outL, 1), 1,
+                                         std::max<int64_t>(g.outOuter, 1));
+  } else {
+    cd.rowsPerTile = g.outOuter;
+    cd.chunk = std::clamp<int64_t>(target / std::max<int64_t>(g.outSize, 1), 1, cd.n);
+    // Leave an image chunk for every thread.
+    if (threads > 1)
+      cd.chunk = std::min(cd.chunk, std::max<int64_t>(1, cd.n / threads));
+  }
+  cd.maxCols = cd.chunk * cd.rowsPerTile * outL;
+  cd.threads = std::max(1, threads);
+  cd.imageChunks = (cd.n + cd.chunk - 1) / cd.chunk;
+  cd.units = cd.imageChunks * ((g.outOuter + cd.rowsPerTile - 1) / cd.rowsPerTile);
+  checkBlasSize(args, {cd.kc, cd.mg, cd.cg, g.outSize, g.inSize,
+                       cd.maxCols, cd.m * g.outSize});
   return cd;
 }
 
-template <typename T>
-KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
-  const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>();
-  const T *b = args.hasIn(2) ? args.in(2).as<T>() : nullptr;
-  T *y = args.out(0).as<T>();
-  int threads = args.env.threads;
-  const Geo &g = cd.g;
-  bool direct = g.pointwise;
-  auto cols = std::make_shared<std::vector<T>>(
-      direct ? 0 : cd.kc * cd.chunk * g.outSize);
-  auto ybuf = std::make_shared<std::vector<T>>(
-      !direct && cd.chunk > 1 ? cd.mg * cd.chunk * g.outSize : 0);
-  return [=]() {
-    const int64_t outSize = g.outSize, inSize = g.inSize;
-    auto fillBias = [&](T *yrow, int64_t mIndex) {
-      std::fill(yrow, yrow + outSize, b ? b[mIndex] : T(0));
-    };
-    if (direct) {
-      for (int64_t n = 0; n < cd.n; ++n)
-        for (int64_t gi = 0; gi < cd.group; ++gi) {
-          T *yg = y + (n * cd.m + gi * cd.mg) * outSize;
-          if (b)
-            for (int64_t mm = 0; mm < cd.mg; ++mm)
-              fillBias(yg + mm * outSize, gi * cd.mg + mm);
-          gemmSafe<T>(false, false, cd.mg, outSize, cd.cg,
-                      w + gi * cd.mg * cd.kc, cd.kc,
-                      x + (n * cd.c + gi * cd.cg) * inSize, inSize,
-                      b ? T(1) : T(0), yg, outSize);
-        }
-      return;
-    }
-    T *cb = cols->data();
-    for (int64_t n0 = 0; n0 < cd.n; n0 += cd.chunk) {
-      int64_t nb = std::min(cd.chunk, cd.n - n0), ld = nb * outSize;
-      for (int64_t gi = 0; gi < cd.group; ++gi) {
-        im2col(g, x + (n0 * cd.c + gi * cd.cg) * inSize, cd.c * inSize, nb,
-               cd.cg, cb, ld, threads);
-        const T *wg = w + gi * cd.mg * cd.kc;
-        if (nb == 1) {
-          T *yg = y + (n0 * cd.m + gi * cd.mg) * outSize;
-          if (b)
-            for (int64_t mm = 0; mm < cd.mg; ++mm)
-              fillBias(yg + mm * outSize, gi * cd.mg + mm);
-          gemmSafe<T>(false, false, cd.mg, outSize, cd.kc, wg, cd.kc, cb, ld,
-                      b ? T(1) : T(0), yg, outSize);
-        } else {
-          T *yb = ybuf->data();
-          gemmSafe<T>(false, false, cd.mg, ld, cd.kc, wg, cd.kc, cb, ld, T(0),
-                      yb, ld);
-          parallelFor(threads, nb * cd.mg, std::max<int64_t>(1, 16384 / outSize),
-                      [&](int64_t p0, int64_t p1) {
-                        for (int64_t p = p0; p < p1; ++p) {
-                          int64_t j = p / cd.mg, mm = p % cd.mg;
-                          T *dst = y + ((n0 + j) * cd.m + gi * cd.mg + mm) * outSize;
-                          const T *src = yb + mm * ld + j * outSize;
-                          T bias = b ? b[gi * cd.mg + mm] : T(0);
-                          for (int64_t o = 0; o < outSize; ++o)
-                            dst[o] = src[o] + bias;
-                        }
-                      });
-        }
-      }
-    }
-  };
+/// Calls f(n0, nb, q0, q1) for the GEMM units of image chunks [c0, c1):
+/// images [n0, n0 + nb) and output rows [q0, q1).
+template <typename F>
+void forUnits(const ConvDims &cd, int64_t c0, int64_t c1, F &&f) {
+  for (int64_t ci = c0; ci < c1; ++ci) {
+    int64_t n0 = ci * cd.chunk, nb = std::min(cd.chunk, cd.n - n0);
+    for (int64_t q0 = 0; q0 < cd.g.outOuter; q0 += cd.rowsPerTile)
+      f(n0, nb, q0, std::min(q0 + cd.rowsPerTile, cd.g.outOuter));
+  }
+}
+
+/// Runs body(worker, c0, c1) over the image chunks. With several threads and
+/// at least one chunk per thread, each thread takes whole chunks with its
+/// own scratch and single-threaded BLAS, so OpenMP and OpenBLAS threads never
+/// take turns (and spin against each other) inside the kernel; otherwise one
+/// worker runs them all, with multithreaded BLAS and im2col. body gets the
+/// thread count for its own loops.
+template <typename F>
+void forWorkers(const ConvDims &cd, F &&body) {
+  if (!cd.perThread()) {
+    body(0, int64_t(0), cd.imageChunks, cd.threads);
+    return;
+  }
+  int saved = openblas_get_num_threads();
+  if (saved != 1)
+    openblas_set_num_threads(1);
+  try {
+    int64_t workers = cd.threads;
+    parallelFor(cd.threads, workers, 1, [&](int64_t w0, int64_t w1) {
+      for (int64_t w = w0; w < w1; ++w)
+        body(w, cd.imageChunks * w / workers, cd.imageChunks * (w + 1) / workers, 1);
+    });
+  } catch (...) {
+    if (saved != 1)
+      openblas_set_num_threads(saved);
+    throw;
+  }
+  if (saved != 1)
+    openblas_set_num_threads(saved);
 }
 
 /// Copies dy[n0 + j, gi*mg + mm, :] into buf[mm, j * outSize + :].
@@ -463,42 +552,177 @@ void gatherDy(const ConvDims &cd, const T *dy, int64_t n0, int64_t nb,
 }
 
 template <typename T>
+KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
+  const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>();
+  const T *b = args.hasIn(2) ? args.in(2).as<T>() : nullptr;
+  T *y = args.out(0).as<T>();
+  int threads = args.env.threads;
+  const Geo &g = cd.g;
+  const int64_t outSize = g.outSize, inSize = g.inSize;
+  if (cd.pointwise)
+    return [=]() {
+      for (int64_t n = 0; n < cd.n; ++n)
+        for (int64_t gi = 0; gi < cd.group; ++gi) {
+          T *yg = y + (n * cd.m + gi * cd.mg) * outSize;
+          if (b)
+            for (int64_t mm = 0; mm < cd.mg; ++mm)
+              std::fill(yg + mm * outSize, yg + (mm + 1) * outSize, b[gi * cd.mg + mm]);
+          gemmSafe<T>(false, false, cd.mg, outSize, cd.cg,
+                      w + gi * cd.mg * cd.kc, cd.kc,
+                      x + (n * cd.c + gi * cd.cg) * inSize, inSize,
+                      b ? T(1) : T(0), yg, outSize);
+        }
+    };
+  if (cd.depthwise) {
+    auto taps = std::make_shared<Taps>(makeTaps(g));
+    int64_t sL = g.s[g.nd - 1];
+    return [=]() {
+      const Taps &tp = *taps;
+      int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(outSize * g.kSize, 1));
+      parallelFor(threads, cd.n * cd.m, grain, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          int64_t n = p / cd.m, m = p % cd.m, c = m / cd.mg;
+          T *yp = y + p * outSize;
+          const T *xp = x + (n * cd.c + c) * inSize, *wm = w + m * g.kSize;
+          std::fill(yp, yp + outSize, b ? b[m] : T(0));
+          for (int64_t kk = 0; kk < g.kSize; ++kk) {
+            T wk = wm[kk];
+            for (int64_t si = tp.begin[kk]; si < tp.begin[kk + 1]; ++si) {
+              const Seg &sg = tp.segs[si];
+              T *yr = yp + sg.yStart;
+              const T *xr = xp + sg.xStart;
+              if (sL == 1)
+                for (int64_t t = 0; t < sg.len; ++t)
+                  yr[t] += wk * xr[t];
+              else
+                for (int64_t t = 0; t < sg.len; ++t)
+                  yr[t] += wk * xr[t * sL];
+            }
+          }
+        }
+      });
+    };
+  }
+  const int64_t colsSize = cd.kc * cd.maxCols;
+  const int64_t ybufSize = cd.chunk > 1 ? cd.mg * cd.maxCols : 0;
+  auto cols = std::make_shared<std::vector<T>>(cd.workers() * colsSize);
+  auto ybuf = std::make_shared<std::vector<T>>(cd.workers() * ybufSize);
+  return [=]() {
+    const int64_t outL = g.out[g.nd - 1];
+    forWorkers(cd, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
+    T *cb = cols->data() + wk * colsSize;
+    forUnits(cd, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
+      int64_t ncols = nb * (q1 - q0) * outL;
+      for (int64_t gi = 0; gi < cd.group; ++gi) {
+        im2col(g, x + (n0 * cd.c + gi * cd.cg) * inSize, cd.c * inSize, nb,
+               cd.cg, q0, q1, cb, ncols, threads);
+        const T *wg = w + gi * cd.mg * cd.kc;
+        if (nb == 1) {
+          T *yg = y + (n0 * cd.m + gi * cd.mg) * outSize + q0 * outL;
+          if (b)
+            for (int64_t mm = 0; mm < cd.mg; ++mm)
+              std::fill(yg + mm * outSize, yg + mm * outSize + ncols, b[gi * cd.mg + mm]);
+          gemmSafe<T>(false, false, cd.mg, ncols, cd.kc, wg, cd.kc, cb, ncols,
+                      b ? T(1) : T(0), yg, outSize);
+        } else {
+          T *yb = ybuf->data() + wk * ybufSize;
+          gemmSafe<T>(false, false, cd.mg, ncols, cd.kc, wg, cd.kc, cb, ncols,
+                      T(0), yb, ncols);
+          parallelFor(threads, nb * cd.mg, std::max<int64_t>(1, 16384 / outSize),
+                      [&](int64_t p0, int64_t p1) {
+                        for (int64_t p = p0; p < p1; ++p) {
+                          int64_t j = p / cd.mg, mm = p % cd.mg;
+                          T *dst = y + ((n0 + j) * cd.m + gi * cd.mg + mm) * outSize;
+                          const T *src = yb + mm * ncols + j * outSize;
+                          T bias = b ? b[gi * cd.mg + mm] : T(0);
+                          for (int64_t o = 0; o < outSize; ++o)
+                            dst[o] = src[o] + bias;
+                        }
+                      });
+        }
+      }
+    });
+    });
+  };
+}
+
+template <typename T>
 KernelFn convGradInputKernel(KernelArgs &args, const ConvDims &cd) {
   const T *dy = args.in(0).as<T>(), *w = args.in(1).as<T>();
   T *dx = args.out(0).as<T>();
   int threads = args.env.threads;
   const Geo &g = cd.g;
-  bool direct = g.pointwise;
-  auto cols = std::make_shared<std::vector<T>>(
-      direct ? 0 : cd.kc * cd.chunk * g.outSize);
-  auto dybuf = std::make_shared<std::vector<T>>(
-      !direct && cd.chunk > 1 ? cd.mg * cd.chunk * g.outSize : 0);
-  return [=]() {
-    const int64_t outSize = g.outSize, inSize = g.inSize;
-    if (direct) {
+  const int64_t outSize = g.outSize, inSize = g.inSize;
+  if (cd.pointwise)
+    return [=]() {
       for (int64_t n = 0; n < cd.n; ++n)
         for (int64_t gi = 0; gi < cd.group; ++gi)
           gemmSafe<T>(true, false, cd.cg, inSize, cd.mg, w + gi * cd.mg * cd.kc,
                       cd.kc, dy + (n * cd.m + gi * cd.mg) * outSize, outSize,
                       T(0), dx + (n * cd.c + gi * cd.cg) * inSize, inSize);
-      return;
-    }
-    std::fill(dx, dx + cd.n * cd.c * inSize, T(0));
-    T *cb = cols->data();
-    for (int64_t n0 = 0; n0 < cd.n; n0 += cd.chunk) {
-      int64_t nb = std::min(cd.chunk, cd.n - n0), ld = nb * outSize;
-      for (int64_t gi = 0; gi < cd.group; ++gi) {
-        const T *dyg = dy + (n0 * cd.m + gi * cd.mg) * outSize;
-        if (nb > 1) {
-          gatherDy(cd, dy, n0, nb, gi, dybuf->data(), threads);
-          dyg = dybuf->data();
+    };
+  if (cd.depthwise) {
+    auto taps = std::make_shared<Taps>(makeTaps(g));
+    int64_t sL = g.s[g.nd - 1];
+    return [=]() {
+      const Taps &tp = *taps;
+      int64_t grain = std::max<int64_t>(
+          1, 32768 / std::max<int64_t>(cd.mg * outSize * g.kSize, 1));
+      parallelFor(threads, cd.n * cd.c, grain, [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          int64_t n = p / cd.c, c = p % cd.c;
+          T *xp = dx + p * inSize;
+          std::fill(xp, xp + inSize, T(0));
+          for (int64_t mm = 0; mm < cd.mg; ++mm) {
+            int64_t m = c * cd.mg + mm;
+            const T *yp = dy + (n * cd.m + m) * outSize, *wm = w + m * g.kSize;
+            for (int64_t kk = 0; kk < g.kSize; ++kk) {
+              T wk = wm[kk];
+              for (int64_t si = tp.begin[kk]; si < tp.begin[kk + 1]; ++si) {
+                const Seg &sg = tp.segs[si];
+                const T *yr = yp + sg.yStart;
+                T *xr = xp + sg.xStart;
+                if (sL == 1)
+                  for (int64_t t = 0; t < sg.len; ++t)
+                    xr[t] += wk * yr[t];
+                else
+                  for (int64_t t = 0; t < sg.len; ++t)
+                    xr[t * sL] += wk * yr[t];
+              }
+            }
+          }
         }
-        gemmSafe<T>(true, false, cd.kc, ld, cd.mg, w + gi * cd.mg * cd.kc,
-                    cd.kc, dyg, ld, T(0), cb, ld);
-        col2im(g, cb, ld, nb, cd.cg, dx + (n0 * cd.c + gi * cd.cg) * inSize,
-               cd.c * inSize, threads);
-      }
-    }
+      });
+    };
+  }
+  const int64_t colsSize = cd.kc * cd.maxCols;
+  const int64_t dybufSize = cd.chunk > 1 ? cd.mg * cd.maxCols : 0;
+  auto cols = std::make_shared<std::vector<T>>(cd.workers() * colsSize);
+  auto dybuf = std::make_shared<std::vector<T>>(cd.workers() * dybufSize);
+  return [=]() {
+    const int64_t outL = g.out[g.nd - 1];
+    // A worker owns whole images, so its col2im never meets another's.
+    forWorkers(cd, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
+      T *cb = cols->data() + wk * colsSize, *db = dybuf->data() + wk * dybufSize;
+      int64_t i0 = c0 * cd.chunk, i1 = std::min(cd.n, c1 * cd.chunk);
+      std::fill(dx + i0 * cd.c * inSize, dx + i1 * cd.c * inSize, T(0));
+      forUnits(cd, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
+        int64_t ncols = nb * (q1 - q0) * outL;
+        for (int64_t gi = 0; gi < cd.group; ++gi) {
+          const T *dyg = dy + (n0 * cd.m + gi * cd.mg) * outSize + q0 * outL;
+          int64_t ldd = outSize;
+          if (nb > 1) {
+            gatherDy(cd, dy, n0, nb, gi, db, threads);
+            dyg = db;
+            ldd = ncols;
+          }
+          gemmSafe<T>(true, false, cd.kc, ncols, cd.mg, w + gi * cd.mg * cd.kc,
+                      cd.kc, dyg, ldd, T(0), cb, ncols);
+          col2im(g, cb, ncols, nb, cd.cg, q0, q1,
+                 dx + (n0 * cd.c + gi * cd.cg) * inSize, cd.c * inSize, threads);
+        }
+      });
+    });
   };
 }
 
@@ -508,40 +732,100 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
   T *dw = args.out(0).as<T>();
   int threads = args.env.threads;
   const Geo &g = cd.g;
-  bool direct = g.pointwise;
-  auto cols = std::make_shared<std::vector<T>>(
-      direct ? 0 : cd.kc * cd.chunk * g.outSize);
-  auto dybuf = std::make_shared<std::vector<T>>(
-      !direct && cd.chunk > 1 ? cd.mg * cd.chunk * g.outSize : 0);
-  return [=]() {
-    const int64_t outSize = g.outSize, inSize = g.inSize;
-    if (cd.n == 0) {
-      std::fill(dw, dw + cd.m * cd.kc, T(0));
-      return;
-    }
-    if (direct) {
+  const int64_t outSize = g.outSize, inSize = g.inSize;
+  if (cd.pointwise)
+    return [=]() {
+      if (cd.n == 0)
+        std::fill(dw, dw + cd.m * cd.kc, T(0));
       for (int64_t n = 0; n < cd.n; ++n)
         for (int64_t gi = 0; gi < cd.group; ++gi)
           gemmSafe<T>(false, true, cd.mg, cd.cg, outSize,
                       dy + (n * cd.m + gi * cd.mg) * outSize, outSize,
                       x + (n * cd.c + gi * cd.cg) * inSize, inSize,
                       n == 0 ? T(0) : T(1), dw + gi * cd.mg * cd.kc, cd.kc);
-      return;
-    }
-    T *cb = cols->data();
-    for (int64_t n0 = 0; n0 < cd.n; n0 += cd.chunk) {
-      int64_t nb = std::min(cd.chunk, cd.n - n0), ld = nb * outSize;
-      for (int64_t gi = 0; gi < cd.group; ++gi) {
-        im2col(g, x + (n0 * cd.c + gi * cd.cg) * inSize, cd.c * inSize, nb,
-               cd.cg, cb, ld, threads);
-        const T *dyg = dy + (n0 * cd.m + gi * cd.mg) * outSize;
-        if (nb > 1) {
-          gatherDy(cd, dy, n0, nb, gi, dybuf->data(), threads);
-          dyg = dybuf->data();
+    };
+  if (cd.depthwise) {
+    auto taps = std::make_shared<Taps>(makeTaps(g));
+    int64_t sL = g.s[g.nd - 1];
+    return [=]() {
+      const Taps &tp = *taps;
+      int64_t grain = std::max<int64_t>(
+          1, 32768 / std::max<int64_t>(cd.n * outSize * g.kSize, 1));
+      parallelFor(threads, cd.m, grain, [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          int64_t c = m / cd.mg;
+          for (int64_t kk = 0; kk < g.kSize; ++kk) {
+            double acc = 0;
+            for (int64_t n = 0; n < cd.n; ++n) {
+              const T *yp = dy + (n * cd.m + m) * outSize;
+              const T *xp = x + (n * cd.c + c) * inSize;
+              for (int64_t si = tp.begin[kk]; si < tp.begin[kk + 1]; ++si) {
+                const Seg &sg = tp.segs[si];
+                const T *yr = yp + sg.yStart, *xr = xp + sg.xStart;
+                T part = 0;
+                if (sL == 1)
+                  for (int64_t t = 0; t < sg.len; ++t)
+                    part += yr[t] * xr[t];
+                else
+                  for (int64_t t = 0; t < sg.len; ++t)
+                    part += yr[t] * xr[t * sL];
+                acc += part;
+              }
+            }
+            dw[m * g.kSize + kk] = T(acc);
+          }
         }
-        gemmSafe<T>(false, true, cd.mg, cd.kc, ld, dyg, ld, cb, ld,
-                    n0 == 0 ? T(0) : T(1), dw + gi * cd.mg * cd.kc, cd.kc);
-      }
+      });
+    };
+  }
+  // Per-thread workers accumulate into their own dw (worker 0 into dw
+  // itself), summed in worker order at the end; unless those partial sums
+  // would take more than 64 MiB.
+  ConvDims cdw = cd;
+  const int64_t dwSize = cd.m * cd.kc;
+  if (cdw.perThread() &&
+      (cdw.threads - 1) * dwSize * (int64_t)sizeof(T) > (int64_t(64) << 20))
+    cdw.threads = 1;
+  const int64_t colsSize = cd.kc * cd.maxCols;
+  const int64_t dybufSize = cd.chunk > 1 ? cd.mg * cd.maxCols : 0;
+  auto cols = std::make_shared<std::vector<T>>(cdw.workers() * colsSize);
+  auto dybuf = std::make_shared<std::vector<T>>(cdw.workers() * dybufSize);
+  auto partial = std::make_shared<std::vector<T>>((cdw.workers() - 1) * dwSize);
+  int threadsAll = threads;
+  return [=]() {
+    const int64_t outL = g.out[g.nd - 1];
+    forWorkers(cdw, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
+      T *cb = cols->data() + wk * colsSize, *db = dybuf->data() + wk * dybufSize;
+      T *dwk = wk == 0 ? dw : partial->data() + (wk - 1) * dwSize;
+      bool first = true;
+      forUnits(cdw, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
+        int64_t ncols = nb * (q1 - q0) * outL;
+        for (int64_t gi = 0; gi < cd.group; ++gi) {
+          im2col(g, x + (n0 * cd.c + gi * cd.cg) * inSize, cd.c * inSize, nb,
+                 cd.cg, q0, q1, cb, ncols, threads);
+          const T *dyg = dy + (n0 * cd.m + gi * cd.mg) * outSize + q0 * outL;
+          int64_t ldd = outSize;
+          if (nb > 1) {
+            gatherDy(cd, dy, n0, nb, gi, db, threads);
+            dyg = db;
+            ldd = ncols;
+          }
+          gemmSafe<T>(false, true, cd.mg, cd.kc, ncols, dyg, ldd, cb, ncols,
+                      first ? T(0) : T(1), dwk + gi * cd.mg * cd.kc, cd.kc);
+        }
+        first = false;
+      });
+      if (first) // no images
+        std::fill(dwk, dwk + dwSize, T(0));
+    });
+    int64_t extra = cdw.workers() - 1;
+    if (extra > 0) {
+      const T *pp = partial->data();
+      parallelFor(threadsAll, dwSize, 1 << 14, [&](int64_t b, int64_t e) {
+        for (int64_t k = 0; k < extra; ++k)
+          for (int64_t i = b; i < e; ++i)
+            dw[i] += pp[k * dwSize + i];
+      });
     }
   };
 }
@@ -559,7 +843,8 @@ KernelFn convFactory(KernelArgs &args) {
                 std::to_string(w.rank() > 0 ? w.dim(0) : 0) + "], got " +
                 shapeStr(b.shape));
   }
-  ConvDims cd = makeConvDims(args, x.shape, w.shape, y.shape, "y");
+  ConvDims cd = makeConvDims(args, x.shape, w.shape, y.shape, "y",
+                             (int64_t)sizeOf(x.dtype), args.env.threads);
   return x.dtype == DType::F32 ? convKernel<float>(args, cd)
                                : convKernel<double>(args, cd);
 }
@@ -569,7 +854,8 @@ KernelFn convGradInputFactory(KernelArgs &args) {
   checkFloat(args, dy, "dy");
   checkSameDType(args, dy, w, "w");
   checkSameDType(args, dy, dx, "dx");
-  ConvDims cd = makeConvDims(args, dx.shape, w.shape, dy.shape, "dy");
+  ConvDims cd = makeConvDims(args, dx.shape, w.shape, dy.shape, "dy",
+                             (int64_t)sizeOf(dy.dtype), args.env.threads);
   return dy.dtype == DType::F32 ? convGradInputKernel<float>(args, cd)
                                 : convGradInputKernel<double>(args, cd);
 }
@@ -579,103 +865,18 @@ KernelFn convGradFilterFactory(KernelArgs &args) {
   checkFloat(args, x, "x");
   checkSameDType(args, x, dy, "dy");
   checkSameDType(args, x, dw, "dw");
-  ConvDims cd = makeConvDims(args, x.shape, dw.shape, dy.shape, "dy");
+  ConvDims cd = makeConvDims(args, x.shape, dw.shape, dy.shape, "dy",
+                             (int64_t)sizeOf(x.dtype), args.env.threads);
   return x.dtype == DType::F32 ? convGradFilterKernel<float>(args, cd)
                                : convGradFilterKernel<double>(args, cd);
 }
 
 //===----------------------------------------------------------------------===//
 // Pooling
+//
+// Each plane is processed tap by tap over the precomputed row segments: the
+// inner loops run along contiguous output rows and the plane stays in cache.
 //===----------------------------------------------------------------------===//
-
-/// One output position's window: per dim the first input coordinate and the
-/// valid kernel-index range [lo, hi) (inside x).
-struct Window {
-  int64_t start[kMaxSpatial], lo[kMaxSpatial], hi[kMaxSpatial];
-};
-
-inline void windowDim(const Geo &g, int i, int64_t o, Window &win) {
-  int64_t start = o * g.s[i] - g.pb[i], d = g.d[i];
-  win.start[i] = start;
-  int64_t lo = start >= 0 ? 0 : (-start + d - 1) / d;
-  int64_t hi = start < g.in[i] ? (g.in[i] - start + d - 1) / d : 0;
-  hi = std::min(hi, g.k[i]);
-  win.lo[i] = std::min(lo, hi);
-  win.hi[i] = hi;
-}
-
-/// Calls f(offset) for every window element inside x, in row-major window
-/// order (offset within the plane).
-template <typename F>
-inline void forWindow(const Geo &g, const Window &win, F &&f) {
-  const int L = g.nd - 1;
-  for (int i = 0; i < g.nd; ++i)
-    if (win.lo[i] >= win.hi[i])
-      return;
-  int64_t kk[kMaxSpatial];
-  for (int i = 0; i < L; ++i)
-    kk[i] = win.lo[i];
-  const int64_t dL = g.d[L], loL = win.lo[L], hiL = win.hi[L];
-  while (true) {
-    int64_t base = win.start[L];
-    for (int i = 0; i < L; ++i)
-      base += (win.start[i] + kk[i] * g.d[i]) * g.inStride[i];
-    for (int64_t k = loL; k < hiL; ++k)
-      f(base + k * dL);
-    int i = L - 1;
-    for (; i >= 0; --i) {
-      if (++kk[i] < win.hi[i])
-        break;
-      kk[i] = win.lo[i];
-    }
-    if (i < 0)
-      return;
-  }
-}
-
-/// Runs body(plane, outIndex, window) for every output of planes
-/// [p0, p1) in row-major order.
-template <typename F>
-inline void forOutputs(const Geo &g, int64_t p0, int64_t p1, F &&body) {
-  const int L = g.nd - 1;
-  for (int64_t p = p0; p < p1; ++p) {
-    int64_t o[kMaxSpatial] = {0};
-    Window win;
-    for (int i = 0; i < L; ++i)
-      windowDim(g, i, 0, win);
-    int64_t idx = 0;
-    for (int64_t q = 0; q < g.outOuter; ++q) {
-      for (int64_t ol = 0; ol < g.out[L]; ++ol, ++idx) {
-        windowDim(g, L, ol, win);
-        body(p, idx, win);
-      }
-      for (int i = L - 1; i >= 0; --i) {
-        if (++o[i] < g.out[i]) {
-          windowDim(g, i, o[i], win);
-          break;
-        }
-        o[i] = 0;
-        windowDim(g, i, 0, win);
-      }
-    }
-  }
-}
-
-/// Index (within the plane) of the window's first maximum, or -1 when the
-/// window lies entirely in the padding. NaN wins, as in PyTorch.
-template <typename T>
-inline int64_t argmaxWindow(const Geo &g, const T *plane, const Window &win) {
-  int64_t best = -1;
-  T bestVal = T(0);
-  forWindow(g, win, [&](int64_t off) {
-    T v = plane[off];
-    if (best < 0 || v > bestVal || std::isnan(v)) {
-      best = off;
-      bestVal = v;
-    }
-  });
-  return best;
-}
 
 struct PoolDims {
   Geo g;
@@ -697,19 +898,34 @@ PoolDims makePoolDims(const KernelArgs &args, const std::vector<int64_t> &x,
   return pd;
 }
 
-/// The average's divisor of a window (see the file comment); 0 when empty.
-inline int64_t avgDivisor(const Geo &g, const Window &win, bool includePad) {
-  int64_t n = 1;
+/// The average's divisor of every output (see the file comment); 0 for a
+/// window entirely in the padding without count_include_pad.
+std::vector<double> avgDivisors(const Geo &g, bool includePad) {
+  // The divisor is a product over dims of per-dim counts.
+  std::vector<std::vector<int64_t>> count(g.nd);
   for (int i = 0; i < g.nd; ++i) {
-    if (includePad) {
-      // Positions start + k (k < kernel) inside [-pb, in + pe); start >= -pb.
-      int64_t end = std::min(win.start[i] + g.k[i], g.in[i] + g.pe[i]);
-      n *= std::max<int64_t>(end - win.start[i], 0);
-    } else {
-      n *= win.hi[i] - win.lo[i];
+    count[i].resize(g.out[i]);
+    for (int64_t o = 0; o < g.out[i]; ++o) {
+      int64_t start = o * g.s[i] - g.pb[i];
+      int64_t lo = includePad ? start : std::max<int64_t>(start, 0);
+      int64_t hi = std::min(start + g.k[i], includePad ? g.in[i] + g.pe[i] : g.in[i]);
+      count[i][o] = std::max<int64_t>(hi - lo, 0);
     }
   }
-  return n;
+  std::vector<double> div(g.outSize);
+  for (int64_t o = 0; o < g.outSize; ++o) {
+    int64_t rem = o, n = 1;
+    for (int i = g.nd - 1; i >= 0; --i) {
+      n *= count[i][rem % g.out[i]];
+      rem /= g.out[i];
+    }
+    div[o] = (double)n;
+  }
+  return div;
+}
+
+inline int64_t poolGrain(const Geo &g) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(g.outSize * g.kSize, 1));
 }
 
 template <typename T>
@@ -717,16 +933,29 @@ KernelFn maxPoolKernel(KernelArgs &args, const PoolDims &pd) {
   const T *x = args.in(0).as<T>();
   T *y = args.out(0).as<T>();
   int threads = args.env.threads;
-  Geo g = pd.g;
-  int64_t planes = pd.planes;
+  const Geo g = pd.g;
+  const int64_t planes = pd.planes, sL = g.s[g.nd - 1];
+  auto taps = std::make_shared<Taps>(makeTaps(g));
   return [=]() {
-    int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(g.outSize * g.kSize, 1));
-    parallelFor(threads, planes, grain, [&](int64_t p0, int64_t p1) {
-      forOutputs(g, p0, p1, [&](int64_t p, int64_t idx, const Window &win) {
-        const T *plane = x + p * g.inSize;
-        int64_t a = argmaxWindow(g, plane, win);
-        y[p * g.outSize + idx] = a < 0 ? std::numeric_limits<T>::lowest() : plane[a];
-      });
+    const Taps &tp = *taps;
+    parallelFor(threads, planes, poolGrain(g), [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const T *xp = x + p * g.inSize;
+        T *yp = y + p * g.outSize;
+        std::fill(yp, yp + g.outSize, -std::numeric_limits<T>::infinity());
+        // In window order a value replaces the max when greater, or NaN
+        // (NaN propagates, as in PyTorch).
+        for (const Seg &sg : tp.segs) {
+          T *yr = yp + sg.yStart;
+          const T *xr = xp + sg.xStart;
+          for (int64_t t = 0; t < sg.len; ++t) {
+            T v = xr[t * sL];
+            yr[t] = (v > yr[t] || v != v) ? v : yr[t];
+          }
+        }
+        for (int64_t o : tp.empty)
+          yp[o] = std::numeric_limits<T>::lowest();
+      }
     });
   };
 }
@@ -735,19 +964,65 @@ template <typename T>
 KernelFn maxPoolGradKernel(KernelArgs &args, const PoolDims &pd) {
   const T *x = args.in(0).as<T>(), *dy = args.in(1).as<T>();
   T *dx = args.out(0).as<T>();
-  int threads = args.env.threads;
-  Geo g = pd.g;
-  int64_t planes = pd.planes;
+  int threads = std::max(1, args.env.threads);
+  const Geo g = pd.g;
+  const int64_t planes = pd.planes, sL = g.s[g.nd - 1];
+  auto taps = std::make_shared<Taps>(makeTaps(g));
+  // Per-chunk scratch: each output's running max and its argmax.
+  auto best = std::make_shared<std::vector<T>>(threads * g.outSize);
+  auto arg = std::make_shared<std::vector<int64_t>>(threads * g.outSize);
   return [=]() {
-    int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(g.outSize * g.kSize, 1));
-    parallelFor(threads, planes, grain, [&](int64_t p0, int64_t p1) {
-      std::fill(dx + p0 * g.inSize, dx + p1 * g.inSize, T(0));
-      forOutputs(g, p0, p1, [&](int64_t p, int64_t idx, const Window &win) {
-        const T *plane = x + p * g.inSize;
-        int64_t a = argmaxWindow(g, plane, win);
-        if (a >= 0)
-          dx[p * g.inSize + a] += dy[p * g.outSize + idx];
-      });
+    const Taps &tp = *taps;
+    int64_t chunks = std::min<int64_t>(
+        threads, std::max<int64_t>(1, planes / poolGrain(g)));
+    chunks = std::max<int64_t>(1, std::min(chunks, planes));
+    parallelFor(threads, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        T *bv = best->data() + c * g.outSize;
+        int64_t *ba = arg->data() + c * g.outSize;
+        for (int64_t p = planes * c / chunks; p < planes * (c + 1) / chunks; ++p) {
+          const T *xp = x + p * g.inSize, *dyp = dy + p * g.outSize;
+          T *dxp = dx + p * g.inSize;
+          // The window maxima (NaN propagates), as the forward pass ...
+          std::fill(bv, bv + g.outSize, -std::numeric_limits<T>::infinity());
+          for (const Seg &sg : tp.segs) {
+            T *br = bv + sg.yStart;
+            const T *xr = xp + sg.xStart;
+            for (int64_t t = 0; t < sg.len; ++t) {
+              T v = xr[t * sL];
+              br[t] = (v > br[t] || v != v) ? v : br[t];
+            }
+          }
+          // ... then, taps in reverse window order, the last hit is the
+          // first element equal to the maximum (ties go to the first, as in
+          // PyTorch; an all -inf window picks its first element).
+          std::fill(ba, ba + g.outSize, int64_t(-1));
+          for (size_t si = tp.segs.size(); si-- > 0;) {
+            const Seg &sg = tp.segs[si];
+            const T *br = bv + sg.yStart;
+            int64_t *ar = ba + sg.yStart;
+            for (int64_t t = 0; t < sg.len; ++t) {
+              int64_t xi = sg.xStart + t * sL;
+              ar[t] = xp[xi] == br[t] ? xi : ar[t];
+            }
+          }
+          // A NaN maximum: PyTorch's scan keeps the last NaN.
+          bool nan = false;
+          for (int64_t o = 0; o < g.outSize; ++o)
+            nan = nan || bv[o] != bv[o];
+          if (nan)
+            for (const Seg &sg : tp.segs)
+              for (int64_t t = 0; t < sg.len; ++t) {
+                int64_t xi = sg.xStart + t * sL;
+                if (xp[xi] != xp[xi])
+                  ba[sg.yStart + t] = xi;
+              }
+          std::fill(dxp, dxp + g.inSize, T(0));
+          for (int64_t o = 0; o < g.outSize; ++o)
+            if (ba[o] >= 0)
+              dxp[ba[o]] += dyp[o];
+        }
+      }
     });
   };
 }
@@ -757,19 +1032,31 @@ KernelFn avgPoolKernel(KernelArgs &args, const PoolDims &pd) {
   const T *x = args.in(0).as<T>();
   T *y = args.out(0).as<T>();
   int threads = args.env.threads;
-  Geo g = pd.g;
-  int64_t planes = pd.planes;
-  bool includePad = pd.countIncludePad;
+  const Geo g = pd.g;
+  const int64_t planes = pd.planes, sL = g.s[g.nd - 1];
+  auto taps = std::make_shared<Taps>(makeTaps(g));
+  auto div = std::make_shared<std::vector<double>>(avgDivisors(g, pd.countIncludePad));
   return [=]() {
-    int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(g.outSize * g.kSize, 1));
-    parallelFor(threads, planes, grain, [&](int64_t p0, int64_t p1) {
-      forOutputs(g, p0, p1, [&](int64_t p, int64_t idx, const Window &win) {
-        const T *plane = x + p * g.inSize;
-        double sum = 0;
-        forWindow(g, win, [&](int64_t off) { sum += plane[off]; });
-        int64_t div = avgDivisor(g, win, includePad);
-        y[p * g.outSize + idx] = div > 0 ? T(sum / (double)div) : T(0);
-      });
+    const Taps &tp = *taps;
+    const double *dv = div->data();
+    parallelFor(threads, planes, poolGrain(g), [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const T *xp = x + p * g.inSize;
+        T *yp = y + p * g.outSize;
+        std::fill(yp, yp + g.outSize, T(0));
+        for (const Seg &sg : tp.segs) {
+          T *yr = yp + sg.yStart;
+          const T *xr = xp + sg.xStart;
+          if (sL == 1)
+            for (int64_t t = 0; t < sg.len; ++t)
+              yr[t] += xr[t];
+          else
+            for (int64_t t = 0; t < sg.len; ++t)
+              yr[t] += xr[t * sL];
+        }
+        for (int64_t o = 0; o < g.outSize; ++o)
+          yp[o] = dv[o] > 0 ? T(yp[o] / dv[o]) : T(0);
+      }
     });
   };
 }
@@ -779,21 +1066,29 @@ KernelFn avgPoolGradKernel(KernelArgs &args, const PoolDims &pd) {
   const T *dy = args.in(0).as<T>();
   T *dx = args.out(0).as<T>();
   int threads = args.env.threads;
-  Geo g = pd.g;
-  int64_t planes = pd.planes;
-  bool includePad = pd.countIncludePad;
+  const Geo g = pd.g;
+  const int64_t planes = pd.planes, sL = g.s[g.nd - 1];
+  auto taps = std::make_shared<Taps>(makeTaps(g));
+  std::vector<double> d = avgDivisors(g, pd.countIncludePad);
+  auto inv = std::make_shared<std::vector<double>>(d.size());
+  for (size_t o = 0; o < d.size(); ++o)
+    (*inv)[o] = d[o] > 0 ? 1.0 / d[o] : 0.0;
   return [=]() {
-    int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(g.outSize * g.kSize, 1));
-    parallelFor(threads, planes, grain, [&](int64_t p0, int64_t p1) {
-      std::fill(dx + p0 * g.inSize, dx + p1 * g.inSize, T(0));
-      forOutputs(g, p0, p1, [&](int64_t p, int64_t idx, const Window &win) {
-        int64_t div = avgDivisor(g, win, includePad);
-        if (div <= 0)
-          return;
-        T v = T((double)dy[p * g.outSize + idx] / (double)div);
-        T *plane = dx + p * g.inSize;
-        forWindow(g, win, [&](int64_t off) { plane[off] += v; });
-      });
+    const Taps &tp = *taps;
+    const double *iv = inv->data();
+    parallelFor(threads, planes, poolGrain(g), [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const T *dyp = dy + p * g.outSize;
+        T *dxp = dx + p * g.inSize;
+        std::fill(dxp, dxp + g.inSize, T(0));
+        for (const Seg &sg : tp.segs) {
+          const T *yr = dyp + sg.yStart;
+          const double *ir = iv + sg.yStart;
+          T *xr = dxp + sg.xStart;
+          for (int64_t t = 0; t < sg.len; ++t)
+            xr[t * sL] += T(yr[t] * ir[t]);
+        }
+      }
     });
   };
 }
