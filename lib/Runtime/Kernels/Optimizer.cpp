@@ -5,7 +5,7 @@
 // code (PyTorch 1.13) operation by operation, in the element type, with a
 // fused multiply-add wherever PyTorch's AVX2 kernels fuse one (add with
 // alpha, addcmul), so that f32 runs agree with PyTorch to the last bit in
-// practice:
+// practice (on an AVX2 machine, where PyTorch fuses them):
 //
 //   g' = g + wd * w                                  (weight decay)
 //   sgd:      w = w + (-lr) * g'
@@ -28,11 +28,16 @@
 
 #include "parallax/Runtime/Kernel.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -118,9 +123,16 @@ inline double madd(double a, double b, double c) { return std::fma(a, b, c); }
 
 /// One element's update given its (coalesced) gradient g. `s0`/`s1` are the
 /// state elements (velocity; m and v; sum).
-template <Kind K, bool Sparse, typename T>
-inline void updateElement(const Scalars<T> &c, T &w, T *s0, T *s1, T g) {
-  if (c.hasWd)
+/// Element i of w and the state arrays s0, s1 (unused ones may be null).
+/// Weight decay and nesterov are template flags, so that the update loops
+/// have no branches and vectorize.
+template <Kind K, bool Sparse, bool Wd, bool Nesterov, typename T>
+inline void updateElement(const Scalars<T> &c, T *wp, T *s0p, T *s1p,
+                          int64_t i, T g) {
+  T &w = wp[i];
+  T *s0 = K == Kind::Sgd ? nullptr : s0p + i;
+  T *s1 = K == Kind::Adam ? s1p + i : nullptr;
+  if constexpr (Wd)
     g = madd(w, c.wd, g); // grad.add(param, alpha=wd)
   if constexpr (K == Kind::Sgd) {
     w = madd(g, c.negLr, w); // param.add_(grad, alpha=-lr)
@@ -128,7 +140,7 @@ inline void updateElement(const Scalars<T> &c, T &w, T *s0, T *s1, T g) {
     T buf = *s0 * c.mu;
     buf = buf + g; // buf.mul_(momentum).add_(grad)
     *s0 = buf;
-    T d = c.nesterov ? madd(buf, c.mu, g) : buf;
+    T d = Nesterov ? madd(buf, c.mu, g) : buf;
     w = madd(d, c.negLr, w);
   } else if constexpr (K == Kind::Adam) {
     if constexpr (!Sparse) {
@@ -165,6 +177,81 @@ inline void updateElement(const Scalars<T> &c, T &w, T *s0, T *s1, T g) {
       T stdv = std::sqrt(sum) + c.eps;
       w = madd(g / stdv, c.negLr, w); // param.add_(sparse(g / std), -lr)
     }
+  }
+}
+
+/// Updates elements [0, len) of w, s0, s1 from g. The compiler does not
+/// vectorize sqrt (errno), so adam's and adagrad's f32 updates have an SSE2
+/// loop, with exactly the scalar code's operations (sqrtps and divps are
+/// correctly rounded like their scalar forms).
+template <Kind K, bool Sparse, bool Wd, bool Nesterov, typename T>
+inline void updateSpan(const Scalars<T> &c, T *w, T *s0, T *s1, const T *g,
+                       int64_t len) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, float> &&
+                ((K == Kind::Adam && !Sparse) || K == Kind::Adagrad)) {
+    // a * b + c rounded once: exact products in double.
+    auto madd4 = [](__m128 a, __m128 b, __m128 c) {
+      __m128d lo = _mm_add_pd(_mm_mul_pd(_mm_cvtps_pd(a), _mm_cvtps_pd(b)),
+                              _mm_cvtps_pd(c));
+      __m128d hi = _mm_add_pd(
+          _mm_mul_pd(_mm_cvtps_pd(_mm_movehl_ps(a, a)),
+                     _mm_cvtps_pd(_mm_movehl_ps(b, b))),
+          _mm_cvtps_pd(_mm_movehl_ps(c, c)));
+      return _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
+    };
+    const __m128 wd = _mm_set1_ps(c.wd), eps = _mm_set1_ps(c.eps);
+    for (; i + 4 <= len; i += 4) {
+      __m128 gv = _mm_loadu_ps(g + i), wv = _mm_loadu_ps(w + i);
+      if constexpr (Wd)
+        gv = madd4(wv, wd, gv);
+      if constexpr (K == Kind::Adam) {
+        __m128 m = _mm_mul_ps(_mm_loadu_ps(s0 + i), _mm_set1_ps(c.b1));
+        m = madd4(gv, _mm_set1_ps(c.omb1), m);
+        __m128 v = _mm_mul_ps(_mm_loadu_ps(s1 + i), _mm_set1_ps(c.b2));
+        v = madd4(_mm_mul_ps(_mm_set1_ps(c.omb2), gv), gv, v);
+        _mm_storeu_ps(s0 + i, m);
+        _mm_storeu_ps(s1 + i, v);
+        __m128 denom = _mm_add_ps(
+            _mm_div_ps(_mm_sqrt_ps(v), _mm_set1_ps(c.bc2sqrt)), eps);
+        wv = _mm_add_ps(
+            wv, _mm_div_ps(_mm_mul_ps(_mm_set1_ps(c.negStep), m), denom));
+      } else if constexpr (!Sparse) { // dense adagrad
+        __m128 sum = madd4(gv, gv, _mm_loadu_ps(s0 + i));
+        _mm_storeu_ps(s0 + i, sum);
+        __m128 stdv = _mm_add_ps(_mm_sqrt_ps(sum), eps);
+        wv = _mm_add_ps(
+            wv, _mm_div_ps(_mm_mul_ps(_mm_set1_ps(c.negLr), gv), stdv));
+      } else { // sparse adagrad
+        __m128 sum = _mm_add_ps(_mm_loadu_ps(s0 + i), _mm_mul_ps(gv, gv));
+        _mm_storeu_ps(s0 + i, sum);
+        __m128 stdv = _mm_add_ps(_mm_sqrt_ps(sum), eps);
+        wv = madd4(_mm_div_ps(gv, stdv), _mm_set1_ps(c.negLr), wv);
+      }
+      _mm_storeu_ps(w + i, wv);
+    }
+  }
+#endif
+  for (; i < len; ++i)
+    updateElement<K, Sparse, Wd, Nesterov, T>(c, w, s0, s1, i, g[i]);
+}
+
+/// Calls f(wd, nesterov) with both flags as std::integral_constant.
+template <typename T, typename F>
+inline void withFlags(const Scalars<T> &c, F &&f) {
+  using Y = std::true_type;
+  using N = std::false_type;
+  if (c.hasWd) {
+    if (c.nesterov)
+      f(Y{}, Y{});
+    else
+      f(Y{}, N{});
+  } else {
+    if (c.nesterov)
+      f(N{}, Y{});
+    else
+      f(N{}, N{});
   }
 }
 
@@ -215,10 +302,11 @@ KernelFn makeDense(const Hyper &h, T *w, T *s0, T *s1, const T *g, int64_t n,
       throw KernelError("adam: the step number must be >= 1, got " +
                         std::to_string(env->step));
     Scalars<T> c = scalarsFor<T>(K, h, env->step, /*sparse=*/false);
-    parallelFor(threads, n, kGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i)
-        updateElement<K, false, T>(c, w[i], s0 ? s0 + i : nullptr,
-                                   s1 ? s1 + i : nullptr, g[i]);
+    withFlags(c, [&](auto wd, auto nesterov) {
+      parallelFor(threads, n, kGrain, [&](int64_t b, int64_t e) {
+        updateSpan<K, false, decltype(wd)::value, decltype(nesterov)::value, T>(
+            c, w + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, g + b, e - b);
+      });
     });
   };
 }
@@ -238,6 +326,7 @@ KernelFn makeSparse(const Hyper &h, T *w, T *s0, T *s1, const int64_t *idx,
     co->build(idx, n, rows, op);
     const Coalesced &cs = *co;
     int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(rowSize, 1));
+    withFlags(c, [&](auto wd, auto nesterov) {
     parallelFor(threads, cs.uniqueRows(), grain, [&](int64_t u0, int64_t u1) {
       for (int64_t u = u0; u < u1; ++u) {
         int64_t b = cs.begin[u], e = cs.begin[u + 1];
@@ -245,8 +334,8 @@ KernelFn makeSparse(const Hyper &h, T *w, T *s0, T *s1, const int64_t *idx,
         const T *first = values + cs.pairs[b].second * rowSize;
         T *wr = w + off, *s0r = s0 ? s0 + off : nullptr,
           *s1r = s1 ? s1 + off : nullptr;
-        if constexpr (K == Kind::Sgd) {
-          if (!c.hasWd) {
+        if constexpr (K == Kind::Sgd && !decltype(wd)::value) {
+          {
             // param.add_(sparse_grad, alpha=-lr): one update per entry, in
             // position order (the same sum, rounded as PyTorch rounds it).
             for (int64_t q = b; q < e; ++q) {
@@ -257,14 +346,20 @@ KernelFn makeSparse(const Hyper &h, T *w, T *s0, T *s1, const int64_t *idx,
             continue;
           }
         }
+        if (e - b == 1) { // a row named once: its values are the gradient
+          updateSpan<K, true, decltype(wd)::value, decltype(nesterov)::value, T>(
+              c, wr, s0r, s1r, first, rowSize);
+          continue;
+        }
         for (int64_t j = 0; j < rowSize; ++j) {
           T g = first[j];
           for (int64_t q = b + 1; q < e; ++q)
             g += values[cs.pairs[q].second * rowSize + j];
-          updateElement<K, true, T>(c, wr[j], s0r ? s0r + j : nullptr,
-                                    s1r ? s1r + j : nullptr, g);
+          updateElement<K, true, decltype(wd)::value, decltype(nesterov)::value, T>(
+              c, wr, s0r, s1r, j, g);
         }
       }
+    });
     });
   };
 }
