@@ -438,7 +438,12 @@ struct ConvDims {
   /// One input channel per group (depthwise): direct loops, no GEMM.
   bool depthwise = false;
 
-  bool perThread() const { return threads > 1 && imageChunks >= threads; }
+  /// Whether threads may split the images (see forWorkers).
+  bool splitImages = true;
+
+  bool perThread() const {
+    return splitImages && threads > 1 && imageChunks >= threads;
+  }
   /// Scratch slots: one per worker.
   int64_t workers() const { return perThread() ? threads : 1; }
 };
@@ -785,7 +790,7 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
   const int64_t dwSize = cd.m * cd.kc;
   if (cdw.perThread() &&
       (cdw.threads - 1) * dwSize * (int64_t)sizeof(T) > (int64_t(64) << 20))
-    cdw.threads = 1;
+    cdw.splitImages = false;
   const int64_t colsSize = cd.kc * cd.maxCols;
   const int64_t dybufSize = cd.chunk > 1 ? cd.mg * cd.maxCols : 0;
   auto cols = std::make_shared<std::vector<T>>(cdw.workers() * colsSize);
@@ -996,14 +1001,17 @@ KernelFn maxPoolGradKernel(KernelArgs &args, const PoolDims &pd) {
           // ... then, taps in reverse window order, the last hit is the
           // first element equal to the maximum (ties go to the first, as in
           // PyTorch; an all -inf window picks its first element).
+          // (Locals, and a select without a branch: the int64 stores could
+          // alias the captured stride, and the outcome is unpredictable.)
           std::fill(ba, ba + g.outSize, int64_t(-1));
+          const int64_t step = sL;
           for (size_t si = tp.segs.size(); si-- > 0;) {
-            const Seg &sg = tp.segs[si];
+            const Seg sg = tp.segs[si];
             const T *br = bv + sg.yStart;
             int64_t *ar = ba + sg.yStart;
-            for (int64_t t = 0; t < sg.len; ++t) {
-              int64_t xi = sg.xStart + t * sL;
-              ar[t] = xp[xi] == br[t] ? xi : ar[t];
+            for (int64_t t = 0, xi = sg.xStart; t < sg.len; ++t, xi += step) {
+              int64_t hit = -(int64_t)(xp[xi] == br[t]);
+              ar[t] = (xi & hit) | (ar[t] & ~hit);
             }
           }
           // A NaN maximum: PyTorch's scan keeps the last NaN.
