@@ -279,7 +279,9 @@ llvm::Error GraphImporter::importOutputs() {
         }
         lossIndex = i;
       }
-    } else if (scalar) {
+    } else if (scalar && options.requireLoss) {
+      // Inference without --loss has no loss: any number of scalar outputs
+      // are plain results.
       if (lossIndex >= 0)
         return fileError("several scalar outputs ('" +
                          graph.output(lossIndex).name() + "', '" + name +
