@@ -218,7 +218,9 @@ llvm::Error bindDimensions(const std::string &path, const ImportOptions &options
     }
     for (int i = 0; i < shape->dim_size(); ++i) {
       auto *dim = shape->mutable_dim(i);
-      if (dim->has_dim_value() && dim->dim_value() > 0)
+      // dim_value 0 is a fixed, empty dimension (an empty axes list, a
+      // zero-row tensor), not an unknown one.
+      if (dim->has_dim_value() && dim->dim_value() >= 0)
         continue;
       if (i == 0 && batch) {
         dim->set_dim_value(*batch);
