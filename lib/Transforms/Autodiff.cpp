@@ -398,8 +398,25 @@ LogicalResult Differentiator::visit(Operation *op) {
             o.getInvStdDev(), o.getAxisAttr());
         contribute(o.getX(), grad.getDx());
         contribute(o.getScale(), grad.getDscale());
-        if (Value bias = o.getBias())
-          contribute(bias, pb.unbroadcast(grad.getDbias(), typeOf(bias)));
+        if (Value bias = o.getBias()) {
+          // dbias comes folded onto scale's shape; a bias that does not
+          // broadcast to that shape (bias [3, 4] with scale [4]) needs dy
+          // summed over the leading dimensions instead.
+          auto biasType = typeOf(bias);
+          ArrayRef<int64_t> scaleShape = typeOf(o.getScale()).getShape();
+          auto fits = px::broadcastShapes(biasType.getShape(), scaleShape);
+          Value dbias = grad.getDbias();
+          if (!fits || ArrayRef<int64_t>(*fits) != scaleShape) {
+            int64_t axis = *px::normalizeAxis((int64_t)o.getAxis(),
+                                              typeOf(o.getX()).getRank());
+            SmallVector<int64_t> leading;
+            for (int64_t d = 0; d < axis; ++d)
+              leading.push_back(d);
+            dbias = leading.empty() ? dy
+                                    : pb.reduceSum(dy, leading, /*keepdims=*/false);
+          }
+          contribute(bias, pb.unbroadcast(dbias, biasType));
+        }
         return success();
       })
       .Case([&](px::BatchNormOp o) { return visitBatchNorm(o, dy); })
