@@ -651,7 +651,8 @@ LogicalResult Differentiator::visitBatchNorm(px::BatchNormOp op, Value dy) {
     return success();
   }
   // Inference mode: y = (x - mean) * scale / sqrt(var + eps) + bias with
-  // fixed statistics, differentiated as that formula.
+  // the input statistics, differentiated as that formula (they are usually
+  // non-trainable state, but get their gradients when they are active).
   auto xt = PxBuilder::typeOf(op.getX());
   Type elem = xt.getElementType();
   SmallVector<int64_t> channel(xt.getRank(), 1), axes{0};
@@ -660,16 +661,24 @@ LogicalResult Differentiator::visitBatchNorm(px::BatchNormOp op, Value dy) {
     axes.push_back(d);
   Value var = pb.add(op.getInputVar(),
                      pb.scalar(op.getEpsilon().convertToDouble(), elem));
-  Value invStd = pb.reshape(
-      px::ReciprocalOp::create(b, op.getLoc(), var.getType(),
-                               px::SqrtOp::create(b, op.getLoc(), var.getType(), var)),
-      channel);
+  Value invStdC = px::ReciprocalOp::create(
+      b, op.getLoc(), var.getType(),
+      px::SqrtOp::create(b, op.getLoc(), var.getType(), var));
+  Value invStd = pb.reshape(invStdC, channel);
   Value scale = pb.reshape(op.getScale(), channel);
   Value xhat = pb.mul(pb.sub(op.getX(), pb.reshape(op.getInputMean(), channel)),
                       invStd);
-  contribute(op.getX(), pb.mul(dy, pb.mul(scale, invStd)));
-  contribute(op.getScale(), pb.reduceSum(pb.mul(dy, xhat), axes, false));
+  Value dx = pb.mul(dy, pb.mul(scale, invStd));
+  Value dscale = pb.reduceSum(pb.mul(dy, xhat), axes, false);
+  contribute(op.getX(), dx);
+  contribute(op.getScale(), dscale);
   contribute(op.getBias(), pb.reduceSum(dy, axes, false));
+  if (isActive(op.getInputMean())) // -sum(dy * scale * inv_std)
+    contribute(op.getInputMean(), pb.neg(pb.reduceSum(dx, axes, false)));
+  if (isActive(op.getInputVar())) // -1/2 scale inv_std^2 sum(dy * xhat)
+    contribute(op.getInputVar(),
+               pb.mul(pb.scale(dscale, -0.5),
+                      pb.mul(op.getScale(), pb.mul(invStdC, invStdC))));
   return success();
 }
 
