@@ -10,14 +10,23 @@ Usage (Debian's python, which has python3-torch/-onnx/-torchvision):
     /usr/bin/python3 examples/make_models.py [--out DIR] [NAME ...]
     /usr/bin/python3 examples/make_models.py --check [NAME ...]
     /usr/bin/python3 examples/make_models.py --if-stale [NAME ...]
+    /usr/bin/python3 examples/make_models.py --references [NAME ...]
+    /usr/bin/python3 examples/make_models.py --noise-check [NAME ...]
 
 DIR defaults to examples/models next to this script, NAME to every model.
 --check re-verifies existing files (ONNX checker, shape inference, op set,
 inputs, sparse variables) without exporting.  --if-stale exports only when
-DIR/.stamp is missing or stale or a requested file is missing.
+DIR/.stamp is missing or stale or a requested file is missing, and then
+writes the training references of the requested models that are stale or
+missing.  --references (re)writes the training references
+(DIR/golden/NAME/: a fixed data set and the losses and trained weights of
+20 PyTorch SGD and Adam steps with Parallax's semantics; default: mlp, cnn,
+nmt, lm, dlrm), exporting stale models first.  --noise-check measures how
+far rounding alone moves those references.
 
-DIR/.stamp: line 1 is the sha256 of this script, then one model name per
-line: the models that this exact script version produced in DIR.
+DIR/.stamp: line 1 is the sha256 of this script, then one entry per line:
+the models (NAME) and training references (golden/NAME) that this exact
+script version produced in DIR.
 
 Exports are deterministic (fixed seed per model, no timestamps in the
 file), so re-running with the same torch/onnx produces byte-identical files.
@@ -690,6 +699,510 @@ def write_stamp(out: Path, names) -> None:
 
 
 # --------------------------------------------------------------------------
+# Training references (--references): PyTorch runs of 20 SGD and 20 Adam
+# steps with Parallax's exact semantics, written as small golden files so
+# that the tests (test/Training) compare parallax-run against them without
+# torch.  docs/models.md, "Training references", describes what they encode.
+# --------------------------------------------------------------------------
+
+REFERENCE_STEPS = 20
+REFERENCE_SAMPLE = 4096     # weights: every element up to this many, else a sample
+REFERENCE_RUN_SEED = 0      # parallax-run --seed the references assume
+GOLDEN_DIR = "golden"       # DIR/golden/<model>/
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    data: Callable          # (np.random.Generator, batch) -> {input: ndarray}
+    gathers: Callable       # ({input: torch tensor}) -> {variable: ids read}
+    optim: Dict[str, Dict[str, float]]  # optimizer -> {"lr": ..., "epsilon": ...}
+    data_seed: int
+
+
+# numpy re-implementation of include/parallax/Runtime/Random.h.  All uint64
+# arithmetic wraps mod 2^64, as in C++.
+
+def _np():
+    import numpy as np
+    return np
+
+
+def splitmix64(x):
+    """SplitMix64 of x (array or int): x + golden, then the finaliser."""
+    np = _np()
+    with np.errstate(over="ignore"):
+        z = np.asarray(x, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def stream_key(seed: int, stream: int, step: int) -> int:
+    np = _np()
+    k = splitmix64(seed) ^ np.uint64(stream)
+    return int(splitmix64(splitmix64(k) ^ np.uint64(step)))
+
+
+def uniform_at(key: int, counters):
+    """Uniform floats in [0, 1) with 24 random bits, one per counter."""
+    np = _np()
+    with np.errstate(over="ignore"):
+        c = np.uint64(key) + np.asarray(counters, dtype=np.uint64)
+    return (splitmix64(c) >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0)
+
+
+def dropout_keep(seed: int, stream: int, step: int, n: int, ratio):
+    """Parallax's dropout mask: element e (row-major) kept iff u(e) >= ratio."""
+    np = _np()
+    key = stream_key(seed, stream, step)
+    return uniform_at(key, np.arange(n, dtype=np.uint64)) >= np.float32(ratio)
+
+
+def check_random() -> None:
+    """Our splitmix64(x) is the standard SplitMix64 generator's output for
+    state x: with state 1234567 its first three outputs are these."""
+    np = _np()
+    golden = 0x9E3779B97F4A7C15
+    states = [(1234567 + i * golden) % 2**64 for i in range(3)]
+    got = [int(v) for v in splitmix64(np.array(states, dtype=np.uint64))]
+    want = [6457827717110365317, 3203168211198807973, 9817491932198370423]
+    if got != want:
+        raise ModelError(f"numpy splitmix64 gives {got}, expected {want}")
+
+
+def _zipf_ids(np, rng, n: int, size, perm):
+    """Ids from Zipf(s = 1) over n ranks (P(k) ~ 1/(k+1)), as parallax-run's
+    --synthetic draws them, then mapped through a fixed permutation so the
+    hot rows are spread over the table."""
+    cdf = np.cumsum(1.0 / np.arange(1, n + 1, dtype=np.float64))
+    u = rng.random(size) * cdf[-1]
+    ranks = np.minimum(np.searchsorted(cdf, u, side="left"), n - 1)
+    return perm[ranks].astype(np.int64)
+
+
+def _classifier_data(features):
+    def data(rng, batch):
+        np = _np()
+        n = REFERENCE_STEPS * batch
+        protos = rng.standard_normal((10,) + features).astype(np.float32)
+        y = rng.integers(0, 10, n).astype(np.int64)
+        # Noise plus a class prototype: learnable, so the loss falls.
+        x = rng.standard_normal((n,) + features).astype(np.float32) + 0.5 * protos[y]
+        return {"x": x.astype(np.float32), "y": y}
+    return data
+
+
+def _nmt_data(rng, batch):
+    np = _np()
+    n = REFERENCE_STEPS * batch
+    perm = rng.permutation(NMT_SRC_VOCAB)
+    src = _zipf_ids(np, rng, NMT_SRC_VOCAB, (n, NMT_LEN), perm)
+    tgt = src[:, ::-1]                       # the task: reverse the sentence
+    tgt_in = np.concatenate([np.full((n, 1), 1, np.int64), tgt[:, :-1]], axis=1)
+    return {"src": src, "tgt_in": np.ascontiguousarray(tgt_in),
+            "tgt_out": np.ascontiguousarray(tgt)}
+
+
+def _lm_data(rng, batch):
+    np = _np()
+    n = REFERENCE_STEPS * batch
+    perm = rng.permutation(LM_VOCAB)
+    seq = _zipf_ids(np, rng, LM_VOCAB, (n, LM_LEN + 1), perm)
+    # Sampled-softmax candidates from the same unigram distribution (as a
+    # log-uniform candidate sampler would): they repeat, and they overlap the
+    # targets, so w_out / b_out rows are gathered several times per step.
+    sampled = _zipf_ids(np, rng, LM_VOCAB, (REFERENCE_STEPS, LM_SAMPLES), perm)
+    return {"tokens": np.ascontiguousarray(seq[:, :-1]),
+            "targets": np.ascontiguousarray(seq[:, 1:]), "sampled": sampled}
+
+
+def _dlrm_data(rng, batch):
+    np = _np()
+    n = REFERENCE_STEPS * batch
+    dense = rng.standard_normal((n, DLRM_DENSE)).astype(np.float32)
+    out = {"dense": dense}
+    score = dense @ rng.standard_normal(DLRM_DENSE).astype(np.float32) * 0.5
+    for i, rows in enumerate(DLRM_TABLES):
+        ids = _zipf_ids(np, rng, rows, n, rng.permutation(rows))
+        out[f"cat{i}"] = ids
+        score = score + np.where(ids % 2 == 0, 0.5, -0.5)
+    out["label"] = (score + 0.5 * rng.standard_normal(n) > 0).astype(np.float32)
+    return out
+
+
+def _reference_gathers(table):
+    def gathers(inputs):
+        torch, _, _ = _torch()
+        out = {}
+        for var, names in table.items():
+            out[var] = torch.cat([inputs[n].reshape(-1) for n in names])
+        return out
+    return gathers
+
+
+# Learning rates (and Adam's epsilon) are chosen so that 20 steps train
+# visibly while rounding alone moves no result by more than about 1e-5
+# (--noise-check; the tests allow 1e-4): cnn's ReLUs after BatchNorm and
+# nmt's saturated attention amplify one-ulp differences at larger steps, and
+# an attention key bias has an exactly zero gradient (softmax is shift
+# invariant), so its float32 gradient is pure rounding noise (~1e-10) that
+# Adam with eps 1e-8 would turn into steps of up to lr/10; eps 1e-6 makes
+# those 100 times smaller.
+REFERENCES: Dict[str, Reference] = {
+    "mlp": Reference(_classifier_data((64,)), _reference_gathers({}),
+                     optim={"sgd": {"lr": 0.1}, "adam": {"lr": 0.001}}, data_seed=101),
+    "cnn": Reference(_classifier_data((3, 32, 32)), _reference_gathers({}),
+                     optim={"sgd": {"lr": 0.003}, "adam": {"lr": 1e-5}}, data_seed=102),
+    "nmt": Reference(_nmt_data, _reference_gathers({"src_embed.weight": ["src"],
+                                                    "tgt_embed.weight": ["tgt_in"]}),
+                     optim={"sgd": {"lr": 0.02}, "adam": {"lr": 1e-4, "epsilon": 1e-6}},
+                     data_seed=103),
+    "lm": Reference(_lm_data, _reference_gathers({"embed.weight": ["tokens"],
+                                                  "w_out": ["targets", "sampled"],
+                                                  "b_out": ["targets", "sampled"]}),
+                    optim={"sgd": {"lr": 0.1}, "adam": {"lr": 3e-4, "epsilon": 1e-6}},
+                    data_seed=104),
+    "dlrm": Reference(_dlrm_data, _reference_gathers(
+                          {f"tables.{i}.weight": [f"cat{i}"] for i in range(len(DLRM_TABLES))}),
+                      optim={"sgd": {"lr": 0.1}, "adam": {"lr": 0.001}}, data_seed=105),
+}
+REFERENCE_OPTIMIZERS = ("sgd", "adam")
+
+
+def compile_flags(name: str, optimizer: str):
+    """The parallax-opt flags (after --emit=plan) a reference was made for."""
+    return [f"--optimizer={optimizer}"] + [
+        f"--{k}={v:g}" for k, v in REFERENCES[name].optim[optimizer].items()]
+
+
+def _graph_facts(path: Path) -> dict:
+    """What the reference needs from the exported file: initial values,
+    trainable variables (in file order), sparse candidates, Dropout nodes."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(str(path))
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    readers = collections.defaultdict(list)
+    for node in g.node:
+        for k, inp in enumerate(node.input):
+            if inp in inits:
+                readers[inp].append((node, k))
+    floats = [t.name for t in g.initializer if t.data_type == onnx.TensorProto.FLOAT]
+    bn_stats = {n for n in floats if readers.get(n) and all(
+        r.op_type == "BatchNormalization" and k in (3, 4) for r, k in readers[n])}
+    sparse = {n for n in floats if readers.get(n) and all(
+        r.op_type == "Gather" and k == 0 and _gather_axis(r) == 0 for r, k in readers[n])}
+    constants = {n.output[0]: n for n in g.node if n.op_type == "Constant"}
+    dropouts = []
+    for node in g.node:
+        if node.op_type != "Dropout":
+            continue
+        ratio = 0.5
+        if len(node.input) > 1 and node.input[1]:
+            c = constants.get(node.input[1])
+            if c is None:
+                raise ModelError(f"{path}: Dropout {node.name}: ratio is not a Constant")
+            ratio = float(numpy_helper.to_array(c.attribute[0].t))
+        seed = next((a.i for a in node.attribute if a.name == "seed"), 0)
+        dropouts.append((node.name, ratio, seed))
+    return {
+        "values": {n: numpy_helper.to_array(inits[n]) for n in inits},
+        "trainable": [n for n in floats if n not in bn_stats and n in readers],
+        "sparse": sparse,
+        "dropouts": dropouts,
+    }
+
+
+def _reference_dropout(torch, nn, ctx):
+    class ParallaxDropout(nn.Module):
+        """Dropout with Parallax's counter-based masks (see dropout_keep)."""
+
+        def __init__(self, p):
+            super().__init__()
+            self.p = p
+
+        def forward(self, x):
+            np = _np()
+            k = len(ctx["ratios"])
+            if k >= len(ctx["dropouts"]):
+                raise ModelError("the module runs more dropouts than the graph has")
+            _, ratio, attr_seed = ctx["dropouts"][k]
+            ctx["ratios"].append(self.p)
+            ratio32 = np.float32(ratio)
+            keep = dropout_keep(REFERENCE_RUN_SEED ^ attr_seed, k, ctx["step"],
+                                x.numel(), ratio32)
+            mask = torch.from_numpy(keep.reshape(tuple(x.shape)))
+            scale = torch.tensor(1.0 - ratio32, dtype=x.dtype)  # float32(1 - ratio)
+            return torch.where(mask, x / scale, torch.zeros((), dtype=x.dtype))
+
+    return ParallaxDropout
+
+
+def train_reference(name: str, model: Model, path: Path, data, optimizer: str,
+                    facts=None, dtype=None, perturb=None) -> dict:
+    """PyTorch training of `name` for REFERENCE_STEPS steps on `data`.
+
+    Returns losses, final trainable values and the rows each sparse variable
+    gathered.  `dtype` (default float32) and `perturb` (a seed: every initial
+    trainable value is scaled by 1 + k * 2^-23, k random in {-1, 0, 1}) are
+    for --noise-check, which measures how much rounding alone moves the
+    results.
+    """
+    torch, nn, F = _torch()
+    np = _np()
+    ref = REFERENCES[name]
+    facts = facts or _graph_facts(path)
+    dtype = dtype or torch.float32
+    hyper = ref.optim[optimizer]
+    lr = hyper["lr"]
+    eps = hyper.get("epsilon", 1e-8)
+
+    torch.manual_seed(model.seed)
+    module = model.build()
+    # Initial values: the exported file's initializers (the export may have
+    # run the module, so its in-memory state is not trusted).
+    state = module.state_dict()
+    params = dict(module.named_parameters())
+    missing = [k for k in state if k not in facts["values"] and
+               not k.endswith("num_batches_tracked")]
+    if missing or set(params) != set(facts["trainable"]):
+        raise ModelError(f"{name}: module parameters {sorted(params)} and the file's "
+                         f"trainable initializers {facts['trainable']} differ "
+                         f"(state without initializer: {missing})")
+    with torch.no_grad():
+        for k, v in state.items():
+            if k in facts["values"]:
+                v.copy_(torch.from_numpy(facts["values"][k].copy()))
+    module = module.to(dtype)
+    module.train()
+    if perturb is not None:
+        rng = np.random.default_rng([model.seed, perturb])
+        with torch.no_grad():
+            for n in facts["trainable"]:
+                k = rng.integers(-1, 2, tuple(params[n].shape)).astype(np.float64)
+                params[n].mul_(torch.from_numpy(1 + k * 2.0 ** -23).to(dtype))
+
+    ctx = {"dropouts": facts["dropouts"], "ratios": [], "step": 0}
+    Dropout = _reference_dropout(torch, nn, ctx)
+    for parent in list(module.modules()):
+        for child_name, child in list(parent.named_children()):
+            if isinstance(child, nn.Dropout):
+                setattr(parent, child_name, Dropout(child.p))
+
+    sparse = [n for n in facts["trainable"] if n in facts["sparse"]]
+    dense = [n for n in facts["trainable"] if n not in facts["sparse"]]
+    if optimizer == "sgd":
+        opts = [torch.optim.SGD([params[n] for n in facts["trainable"]], lr=lr)]
+    elif optimizer == "adam":
+        opts = [torch.optim.Adam([params[n] for n in dense], lr=lr, eps=eps, foreach=False)]
+        if sparse:
+            opts.append(torch.optim.SparseAdam([params[n] for n in sparse], lr=lr, eps=eps))
+    else:
+        raise ModelError(f"unknown optimizer {optimizer}")
+
+    losses, touched = [], collections.defaultdict(list)
+    for t in range(1, REFERENCE_STEPS + 1):
+        batch = {}
+        for i in model.inputs:
+            a = data[i.name]
+            a = a[(t - 1) * model.batch:t * model.batch] if i.batched else a[t - 1]
+            x = torch.from_numpy(np.ascontiguousarray(a))
+            batch[i.name] = x.to(dtype) if x.is_floating_point() else x
+        gathered = ref.gathers(batch)
+        if set(gathered) != set(sparse):
+            raise ModelError(f"{name}: reference gathers {sorted(gathered)}, the graph's "
+                             f"sparse variables are {sparse}")
+        ctx["step"], ctx["ratios"] = t, []
+        for o in opts:
+            o.zero_grad(set_to_none=True)
+        loss = module(*(batch[i.name] for i in model.inputs))
+        if len(ctx["ratios"]) != len(facts["dropouts"]) or any(
+                abs(r - d[1]) > 1e-6 for r, d in zip(ctx["ratios"], facts["dropouts"])):
+            raise ModelError(f"{name}: the module's dropouts {ctx['ratios']} do not match "
+                             f"the graph's {[d[1] for d in facts['dropouts']]}")
+        loss.backward()
+        for n in sparse:
+            rows = torch.unique(gathered[n])
+            touched[n].append(gathered[n].numpy())
+            g = params[n].grad
+            outside = torch.ones(g.shape[0], dtype=torch.bool)
+            outside[rows] = False
+            if bool(g[outside].ne(0).any()):
+                raise ModelError(f"{name}: {n} has gradient outside its gathered rows")
+            if optimizer == "adam":
+                # Lazy (SparseAdam) update of exactly the gathered rows, even
+                # those whose gradient happens to be zero.
+                params[n].grad = torch.sparse_coo_tensor(
+                    rows.unsqueeze(0), g[rows], g.shape).coalesce()
+        for o in opts:
+            o.step()
+        losses.append(float(loss.detach().to(torch.float32)))
+        if not math.isfinite(losses[-1]):
+            raise ModelError(f"{name} {optimizer}: loss {losses[-1]} at step {t}")
+
+    return {
+        "losses": losses,
+        "weights": {n: params[n].detach().to(torch.float32).numpy().copy()
+                    for n in facts["trainable"]},
+        # Per sparse variable: (rows gathered in any step, the most gathered row).
+        "touched": {n: (np.unique(ids), int(np.bincount(ids).argmax()))
+                    for n, ids in ((n, np.concatenate(v)) for n, v in touched.items())},
+    }
+
+
+def weight_positions(name: str, var_index: int, shape, touched_rows):
+    """Flat positions of a variable that a golden records: all of them up to
+    REFERENCE_SAMPLE elements, else a fixed sample; for a sparse variable
+    half from rows the steps touched (the hottest row whole) and half from
+    rows they did not."""
+    np = _np()
+    numel = int(np.prod(shape)) if len(shape) else 1
+    if numel <= REFERENCE_SAMPLE:
+        return np.arange(numel, dtype=np.int64)
+    rng = np.random.default_rng([MODELS[name].seed, 1000 + var_index])
+    if touched_rows is None:
+        return np.sort(rng.choice(numel, REFERENCE_SAMPLE, replace=False)).astype(np.int64)
+    rows, hot = touched_rows
+    row_len = numel // shape[0]
+    untouched = (shape[0] - len(rows)) * row_len
+    want_touched = REFERENCE_SAMPLE - min(REFERENCE_SAMPLE // 2, untouched)
+    picked = set(range(hot * row_len, (hot + 1) * row_len))
+    while len(picked) < want_touched:
+        r = rows[rng.integers(0, len(rows), want_touched)]
+        c = rng.integers(0, row_len, want_touched)
+        for p in (r * row_len + c).tolist():
+            if len(picked) < want_touched:
+                picked.add(p)
+    is_touched = np.zeros(shape[0], dtype=bool)
+    is_touched[rows] = True
+    while len(picked) < REFERENCE_SAMPLE:
+        p = rng.integers(0, numel, REFERENCE_SAMPLE)
+        for q in p[~is_touched[p // row_len]].tolist():
+            if len(picked) < REFERENCE_SAMPLE:
+                picked.add(q)
+    return np.array(sorted(picked), dtype=np.int64)
+
+
+def _f32_list(a):
+    """float32 values as the shortest decimals that read back exactly."""
+    np = _np()
+    return [float(str(v)) for v in np.asarray(a, dtype=np.float32).reshape(-1)]
+
+
+def make_reference(name: str, out: Path) -> dict:
+    """Writes out/golden/<name>/ (data and one JSON per optimizer)."""
+    import json
+    import shutil
+    np = _np()
+    torch, _, _ = _torch()
+    model, ref = MODELS[name], REFERENCES[name]
+    path = out / f"{name}.onnx"
+    check_random()
+    data = ref.data(np.random.default_rng(ref.data_seed), model.batch)
+    for i in model.inputs:
+        want = ((REFERENCE_STEPS * model.batch,) if i.batched else (REFERENCE_STEPS,)) + \
+            tuple(d for d in i.shape if d != BATCH)
+        a = data[i.name]
+        if a.shape != want or a.dtype != np.dtype(i.dtype):
+            raise ModelError(f"{name}: reference data {i.name} is {a.dtype}{list(a.shape)}, "
+                             f"expected {i.dtype}{list(want)}")
+        if i.dtype == "int64" and (a.min() < 0 or a.max() >= i.high):
+            raise ModelError(f"{name}: reference data {i.name} is out of [0, {i.high})")
+    facts = _graph_facts(path)
+
+    final = out / GOLDEN_DIR / name
+    tmp = out / GOLDEN_DIR / f"{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "data").mkdir(parents=True)
+    summary = {}
+    try:
+        for i in model.inputs:
+            np.save(tmp / "data" / f"{i.name}.npy", data[i.name])
+        threads = torch.get_num_threads()
+        deterministic = torch.are_deterministic_algorithms_enabled()
+        torch.set_num_threads(1)
+        torch.use_deterministic_algorithms(True)
+        try:
+            for opt in REFERENCE_OPTIMIZERS:
+                result = train_reference(name, model, path, data, opt, facts)
+                weights = {}
+                for k, n in enumerate(facts["trainable"]):
+                    w = result["weights"][n]
+                    pos = weight_positions(name, k, w.shape, result["touched"].get(n))
+                    weights[n] = {"shape": list(w.shape), "positions": pos.tolist(),
+                                  "values": _f32_list(w.reshape(-1)[pos])}
+                golden = {"model": name, "optimizer": opt,
+                          "compile": compile_flags(name, opt),
+                          "steps": REFERENCE_STEPS,
+                          "run": ["--steps", str(REFERENCE_STEPS),
+                                  "--seed", str(REFERENCE_RUN_SEED)],
+                          "losses": _f32_list(result["losses"]),
+                          "weights": weights}
+                (tmp / f"{opt}.json").write_text(json.dumps(golden, separators=(",", ":")) + "\n")
+                summary[opt] = result["losses"]
+        finally:
+            torch.set_num_threads(threads)
+            torch.use_deterministic_algorithms(deterministic)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return summary
+
+
+def noise_check(name: str, out: Path, perturbed_runs: int = 2) -> List[str]:
+    """How far rounding alone moves a reference: the float32 reference
+    against a float64 run and against float32 runs from initial values
+    perturbed by one ulp.  A correct float32 implementation (parallax-run)
+    differs from the reference by about this much, so it has to stay well
+    below the tests' tolerance (1e-4)."""
+    torch, _, _ = _torch()
+    np = _np()
+    model, ref = MODELS[name], REFERENCES[name]
+    data = ref.data(np.random.default_rng(ref.data_seed), model.batch)
+    facts = _graph_facts(out / f"{name}.onnx")
+    lines = []
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    for opt in REFERENCE_OPTIMIZERS:
+        base = train_reference(name, model, None, data, opt, facts)
+        others = [("float64", train_reference(name, model, None, data, opt, facts,
+                                               dtype=torch.float64))]
+        others += [(f"perturbed {k}", train_reference(name, model, None, data, opt, facts,
+                                                      perturb=k))
+                   for k in range(1, perturbed_runs + 1)]
+        la = np.array(base["losses"], dtype=np.float64)
+        loss_dev = max(float(np.max(np.abs(la - o["losses"]) / np.abs(la))) for _, o in others)
+        worst = (0.0, "", "")
+        moved = {}
+        for n in facts["trainable"]:
+            b = base["weights"][n].astype(np.float64)
+            moved[n] = float(np.max(np.abs(b - facts["values"][n]) / np.maximum(1, np.abs(b))))
+            for label, o in others:
+                e = float(np.max(np.abs(o["weights"][n] - b) / np.maximum(1, np.abs(b))))
+                worst = max(worst, (e, n, label))
+        lines.append(f"{name} {' '.join(compile_flags(name, opt))}: loss {la[0]:.4f} -> {la[-1]:.4f}; "
+                     f"rounding moves losses by {loss_dev:.1e} (relative), weights by "
+                     f"{worst[0]:.1e} ({worst[1]}, {worst[2]}); the steps move weights by "
+                     f"up to {max(moved.values()):.1e}")
+    return lines
+
+
+def golden_complete(out: Path, name: str) -> bool:
+    d = out / GOLDEN_DIR / name
+    return all((d / f"{o}.json").exists() for o in REFERENCE_OPTIMIZERS) and all(
+        (d / "data" / f"{i.name}.npy").exists() for i in MODELS[name].inputs)
+
+
+# --------------------------------------------------------------------------
+
+def _reference_line(name: str, out: Path, losses: dict) -> str:
+    parts = [f"{opt} ({' '.join(compile_flags(name, opt)[1:])}) loss {v[0]:.4f} -> {v[-1]:.4f}"
+             for opt, v in losses.items()]
+    return f"{name}: training reference {out / GOLDEN_DIR / name}: " + "; ".join(parts)
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -700,14 +1213,27 @@ def main(argv=None) -> int:
     mode.add_argument("--check", action="store_true",
                       help="verify existing files only; do not export")
     mode.add_argument("--if-stale", action="store_true",
-                      help="export only if DIR/.stamp is stale or a file is missing")
+                      help="export only if DIR/.stamp is stale or a file is missing; "
+                           "likewise for the training references")
+    mode.add_argument("--references", action="store_true",
+                      help=f"(re)write the training references DIR/{GOLDEN_DIR}/NAME "
+                           f"(default: {', '.join(REFERENCES)}), exporting stale models first")
+    mode.add_argument("--noise-check", action="store_true",
+                      help="measure how much rounding alone moves the references "
+                           "(slow; writes nothing)")
     args = ap.parse_args(argv)
 
-    names = args.names or list(MODELS)
+    if (args.references or args.noise_check) and args.names:
+        none = [n for n in args.names if n not in REFERENCES]
+        if none:
+            ap.error(f"no training reference for {', '.join(none)}; "
+                     f"references exist for {', '.join(REFERENCES)}")
+    names = args.names or list(REFERENCES if args.references or args.noise_check else MODELS)
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         ap.error(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(MODELS)}")
     paths = {n: args.out / f"{n}.onnx" for n in names}
+    references = [n for n in names if n in REFERENCES]
 
     if args.check:
         failed = 0
@@ -719,20 +1245,43 @@ def main(argv=None) -> int:
                 failed += 1
         return 1 if failed else 0
 
-    if args.if_stale:
-        digest, have = read_stamp(args.out)
-        if (digest == script_hash() and set(names) <= have
-                and all(p.exists() for p in paths.values())):
+    if args.noise_check:
+        check_random()
+        for n in names:
+            if not paths[n].exists():
+                ap.error(f"{paths[n]} does not exist; export it first")
+            for line in noise_check(n, args.out):
+                print(line)
+                sys.stdout.flush()
+        return 0
+
+    digest, have = read_stamp(args.out)
+    current = digest == script_hash()
+    models_current = (current and set(names) <= have
+                      and all(p.exists() for p in paths.values()))
+    if args.if_stale or args.references:
+        if models_current:
             print("models up to date")
-            return 0
+        if args.if_stale:
+            references = [n for n in references if not (
+                current and f"{GOLDEN_DIR}/{n}" in have and golden_complete(args.out, n))]
+            if models_current and not references:
+                print("training references up to date")
+                return 0
 
     torch, _, _ = _torch()
     torch.set_num_threads(min(4, os.cpu_count() or 1))
     args.out.mkdir(parents=True, exist_ok=True)
-    for n in names:
-        report(MODELS[n], export(n, MODELS[n], paths[n]))
-        sys.stdout.flush()
-    write_stamp(args.out, names)
+    if not models_current or not (args.if_stale or args.references):
+        for n in names:
+            report(MODELS[n], export(n, MODELS[n], paths[n]))
+            sys.stdout.flush()
+        write_stamp(args.out, names)
+    if args.if_stale or args.references:
+        for n in references:
+            print(_reference_line(n, args.out, make_reference(n, args.out)))
+            sys.stdout.flush()
+            write_stamp(args.out, [f"{GOLDEN_DIR}/{n}"])
     return 0
 
 
