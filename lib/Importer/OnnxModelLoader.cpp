@@ -171,6 +171,15 @@ llvm::Error bindDimensions(const std::string &path, const ImportOptions &options
       }
   if (batch && *batch < 1)
     return fail(path, "batch size must be >= 1, got " + std::to_string(*batch));
+  // The batch is the global one; each of `ranks` ranks gets an equal part.
+  if (batch && options.ranks > 1) {
+    if (*batch % options.ranks != 0)
+      return fail(path, "the global batch of " + std::to_string(*batch) +
+                            " samples does not split evenly over " +
+                            std::to_string(options.ranks) +
+                            " ranks (choose --batch-size a multiple of the rank count)");
+    *batch /= options.ranks;
+  }
 
   // A misspelt --input-shape name first: otherwise the input it meant to
   // shape is reported as dynamic, which hides the typo.

@@ -118,6 +118,7 @@ void registerAllKernels(KernelRegistry &registry) {
   registerLossKernels(registry);
   registerConvKernels(registry);
   registerOptimizerKernels(registry);
+  registerCollectiveKernels(registry);
 }
 
 void parallelFor(int threads, int64_t n, int64_t grain,

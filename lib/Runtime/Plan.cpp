@@ -234,6 +234,18 @@ void validate(const Plan &p, const Reader &r) {
     r.fail("a training plan needs a loss output");
   if (p.worldSize < 1)
     r.fail("world size must be >= 1");
+  if (p.ranksPerMachine < 1 || p.worldSize % p.ranksPerMachine != 0)
+    r.fail("the world of " + std::to_string(p.worldSize) +
+           " ranks does not divide into machines of " +
+           std::to_string(p.ranksPerMachine));
+  for (const PlanGrid &g : p.grids) {
+    int64_t n = 1;
+    for (int64_t d : g.shape)
+      n *= d;
+    if (n != p.worldSize)
+      r.fail("grid '" + g.name + "' has " + std::to_string(n) +
+             " ranks, the plan is for " + std::to_string(p.worldSize));
+  }
 }
 
 } // namespace
@@ -253,6 +265,11 @@ json planToJson(const Plan &p) {
   json j;
   j["mode"] = p.mode == Plan::Mode::Train ? "train" : "inference";
   j["world_size"] = p.worldSize;
+  j["ranks_per_machine"] = p.ranksPerMachine;
+  json grids = json::array();
+  for (const auto &g : p.grids)
+    grids.push_back({{"name", g.name}, {"shape", g.shape}});
+  j["grids"] = grids;
   j["source"] = {{"path", p.sourcePath}, {"bytes", p.sourceBytes}};
   j["options"] = p.options;
   json vars = json::array();
@@ -364,6 +381,10 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
     r.fail("unknown mode '" + mode + "'");
   p.mode = mode == "train" ? Plan::Mode::Train : Plan::Mode::Inference;
   p.worldSize = r.get<int>(j, "world_size", "plan");
+  p.ranksPerMachine = r.get<int>(j, "ranks_per_machine", "plan");
+  for (const json &g : r.get<json>(j, "grids", "plan"))
+    p.grids.push_back({r.get<std::string>(g, "name", "grid"),
+                       r.shape(g, "grid")});
   const json &source = r.field(j, "source", "plan");
   p.sourcePath = r.get<std::string>(source, "path", "source");
   p.sourceBytes = r.get<uint64_t>(source, "bytes", "source");

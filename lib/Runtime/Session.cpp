@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
+#include <set>
 #include <sstream>
 
 namespace parallax::rt {
@@ -86,6 +88,30 @@ Session::Session(Plan plan, SessionOptions options)
   env_.seed = options_.seed;
   env_.rank = options_.rank;
   env_.worldSize = options_.worldSize;
+  if (options_.comm) {
+    env_.comm = options_.comm;
+  } else {
+    if (options_.worldSize != 1)
+      throw RuntimeError("a session of " + std::to_string(options_.worldSize) +
+                         " ranks needs a communicator");
+    ownComm_ = makeLocalComm();
+    env_.comm = ownComm_.get();
+  }
+  // Samples are numbered over the global batch, so per-sample randomness
+  // (dropout) is the same whatever the rank count.
+  int64_t localBatch = 1;
+  for (const PlanInput &in : plan_.inputs)
+    if (in.batchAxis == 0 && !in.shape.empty()) {
+      localBatch = in.shape[0];
+      break;
+    }
+  env_.sampleOffset = (int64_t)options_.rank * localBatch;
+  env_.globalBatch = localBatch * options_.worldSize;
+  int64_t tokens = 0;
+  for (const PlanKernel &k : plan_.kernels)
+    if (k.attrs.contains("token"))
+      tokens = std::max<int64_t>(tokens, k.attrs["token"].get<int64_t>() + 1);
+  env_.tickets.assign(tokens, 0);
   allocate();
   loadInitialValues();
   bindKernels();
@@ -232,6 +258,56 @@ TensorView Session::variable(const std::string &name) const {
 }
 
 TensorView Session::tensor(int32_t id) const { return view(id); }
+
+void Session::gatherShardedVariables() {
+  std::set<int32_t> done;
+  for (const PlanKernel &k : plan_.kernels) {
+    if (k.op != "ps_pull" || k.inputs.empty())
+      continue;
+    const PlanTensor &table = plan_.tensors.at(k.inputs[0]);
+    if (table.kind != PlanTensor::Kind::Variable || !done.insert(table.ref).second)
+      continue;
+    TensorView v = variable(table.ref);
+    std::vector<int64_t> shape = k.attrs.value("grid_shape", std::vector<int64_t>{env_.worldSize});
+    std::vector<int64_t> axes = k.attrs.value("grid_axes", std::vector<int64_t>{});
+    if (axes.empty())
+      for (int64_t a = 0; a < (int64_t)shape.size(); ++a)
+        axes.push_back(a);
+    auto placement = k.attrs.at("placement").get<std::vector<int64_t>>();
+    int64_t rows = v.dim(0), parts = (int64_t)placement.size();
+    int64_t per = std::max<int64_t>(1, (rows + parts - 1) / parts);
+    int64_t rowBytes = v.bytes() / std::max<int64_t>(rows, 1);
+    Comm *comm = env_.comm;
+    Group &group = comm->group(shape, axes);
+    // Each group rank's rows: its partitions, in partition order.
+    auto rangesOf = [&](int q) {
+      std::vector<std::pair<int64_t, int64_t>> r;
+      for (int64_t p = 0; p < parts; ++p)
+        if (placement[p] == q)
+          r.push_back({std::min(rows, p * per), std::min(rows, (p + 1) * per)});
+      return r;
+    };
+    std::vector<int64_t> bytes(group.size(), 0);
+    for (int q = 0; q < group.size(); ++q)
+      for (auto [a, b] : rangesOf(q))
+        bytes[q] += (b - a) * rowBytes;
+    std::vector<char> send, recv(std::max<int64_t>(
+                                     std::accumulate(bytes.begin(), bytes.end(), int64_t(0)), 1));
+    for (auto [a, b] : rangesOf(group.rank()))
+      send.insert(send.end(), static_cast<char *>(v.data) + a * rowBytes,
+                  static_cast<char *>(v.data) + b * rowBytes);
+    comm->run([&] {
+      comm->allgatherv(group, send.data(), (int64_t)send.size(), recv.data(), bytes);
+    });
+    int64_t at = 0;
+    for (int q = 0; q < group.size(); ++q)
+      for (auto [a, b] : rangesOf(q)) {
+        std::memcpy(static_cast<char *>(v.data) + a * rowBytes, recv.data() + at,
+                    (b - a) * rowBytes);
+        at += (b - a) * rowBytes;
+      }
+  }
+}
 
 void Session::runStep() {
   ++env_.step;

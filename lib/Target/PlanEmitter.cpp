@@ -3,7 +3,6 @@
 #include "parallax/Target/PlanEmitter.h"
 
 #include "parallax/Dialect/Px/PxDialect.h"
-#include "parallax/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -109,8 +108,14 @@ private:
                                                  rt::DType dtype);
   llvm::Expected<int32_t> newTensor(Operation *op, Value v, rt::PlanTensor::Kind kind,
                                     int32_t ref, int64_t offset = 0);
+  llvm::Expected<int32_t> newTensorOfType(Operation *op, RankedTensorType type,
+                                          rt::PlanTensor::Kind kind, int32_t ref,
+                                          int64_t offset = 0);
   llvm::Expected<int32_t> tensorFor(Operation *user, Value v);
   void planMemory();
+  void scheduleWaits();
+  llvm::Error emitGrids();
+  llvm::Expected<std::vector<int64_t>> gridShape(Operation *op);
 
   ModuleOp module;
   const PlanEmitOptions &options;
@@ -119,13 +124,25 @@ private:
   llvm::DenseMap<Value, std::pair<int32_t, int32_t>> sparse; // indices, values
   std::vector<int64_t> definedBy; // per tensor: defining kernel, or -1
   int64_t dropoutStreams = 0;
+  /// All-reduce bucket id -> the kernel that carries the bucket.
+  std::map<int64_t, size_t> buckets;
   std::vector<int32_t> gradientTensors;
 };
 
 llvm::Expected<int32_t> Emitter::newTensor(Operation *op, Value v,
                                            rt::PlanTensor::Kind kind,
                                            int32_t ref, int64_t offset) {
-  auto type = cast<RankedTensorType>(v.getType());
+  auto id = newTensorOfType(op, cast<RankedTensorType>(v.getType()), kind, ref,
+                            offset);
+  if (id)
+    tensors[v] = *id;
+  return id;
+}
+
+llvm::Expected<int32_t> Emitter::newTensorOfType(Operation *op,
+                                                 RankedTensorType type,
+                                                 rt::PlanTensor::Kind kind,
+                                                 int32_t ref, int64_t offset) {
   auto dtype = dtypeOf(op, type.getElementType());
   if (!dtype)
     return dtype.takeError();
@@ -141,7 +158,6 @@ llvm::Expected<int32_t> Emitter::newTensor(Operation *op, Value v,
   int32_t id = plan.tensors.size();
   plan.tensors.push_back(std::move(t));
   definedBy.push_back(-1);
-  tensors[v] = id;
   return id;
 }
 
@@ -339,6 +355,31 @@ llvm::Error Emitter::emitKernel(Operation *op) {
   k.op = op->getName().stripDialect().str();
   k.loc = shortLoc(op->getLoc());
   int64_t index = plan.kernels.size();
+  // The members of one all-reduce bucket become one fused collective, at
+  // the first member's place: the synchronization pass issues a bucket only
+  // once all of its gradients exist.
+  auto ar = dyn_cast<px::AllReduceOp>(op);
+  auto bucket = ar && ar.getBucket() ? buckets.find((int64_t)*ar.getBucket())
+                                     : buckets.end();
+  if (bucket != buckets.end()) {
+    rt::PlanKernel &fused = plan.kernels[bucket->second];
+    auto in = tensorFor(op, ar.getInput());
+    if (!in)
+      return in.takeError();
+    if (definedBy[*in] >= (int64_t)bucket->second)
+      return fail(op, "a member of all-reduce bucket " +
+                          llvm::Twine(bucket->first) +
+                          " is computed after the bucket is issued");
+    auto out = newTensor(op, ar.getOutput(), rt::PlanTensor::Kind::Arena, -1);
+    if (!out)
+      return out.takeError();
+    fused.inputs.push_back(*in);
+    fused.outputs.push_back(*out);
+    if (auto names = op->getAttrOfType<ArrayAttr>("px.variables"))
+      for (Attribute n : names)
+        fused.attrs["variables"].push_back(cast<StringAttr>(n).getValue().str());
+    return llvm::Error::success();
+  }
   for (Value v : op->getOperands()) {
     if (isa<px::SparseGradType>(v.getType())) {
       auto it = sparse.find(v);
@@ -365,21 +406,12 @@ llvm::Error Emitter::emitKernel(Operation *op) {
   for (Value r : op->getResults()) {
     if (auto sg = dyn_cast<px::SparseGradType>(r.getType())) {
       // A sparse result is two arena tensors: indices then rows.
-      auto idx = newTensor(op, r, rt::PlanTensor::Kind::Arena, -1);
+      auto idx = newTensorOfType(op, sg.getIndicesType(), rt::PlanTensor::Kind::Arena, -1);
       if (!idx)
         return idx.takeError();
-      plan.tensors[*idx].shape = {sg.getRows()};
-      plan.tensors[*idx].dtype = rt::DType::I64;
-      auto vals = newTensor(op, r, rt::PlanTensor::Kind::Arena, -1);
+      auto vals = newTensorOfType(op, sg.getValuesType(), rt::PlanTensor::Kind::Arena, -1);
       if (!vals)
         return vals.takeError();
-      auto vt = sg.getValuesType();
-      auto dtype = dtypeOf(op, vt.getElementType());
-      if (!dtype)
-        return dtype.takeError();
-      plan.tensors[*vals].shape.assign(vt.getShape().begin(), vt.getShape().end());
-      plan.tensors[*vals].dtype = *dtype;
-      tensors.erase(r);
       sparse[r] = {*idx, *vals};
       definedBy[*idx] = definedBy[*vals] = index;
       k.outputs.push_back(*idx);
@@ -392,6 +424,20 @@ llvm::Error Emitter::emitKernel(Operation *op) {
     definedBy[*id] = index;
     k.outputs.push_back(*id);
   }
+  if (op->hasAttr("grid")) {
+    auto shape = gridShape(op);
+    if (!shape)
+      return shape.takeError();
+    k.attrs["grid_shape"] = *shape;
+  }
+  if (auto names = op->getAttrOfType<ArrayAttr>("px.variables")) {
+    k.attrs["variables"] = json::array();
+    for (Attribute n : names)
+      k.attrs["variables"].push_back(cast<StringAttr>(n).getValue().str());
+  }
+  if (auto push = dyn_cast<px::PsPushOp>(op))
+    k.attrs["table_rows"] =
+        cast<px::SparseGradType>(push.getGrad().getType()).getDenseType().getDimSize(0);
   for (NamedAttribute a : op->getAttrs()) {
     if (a.getName().getValue().contains('.'))
       continue; // discardable annotations, not kernel parameters
@@ -402,6 +448,8 @@ llvm::Error Emitter::emitKernel(Operation *op) {
   }
   if (isa<px::DropoutOp>(op))
     k.attrs["stream"] = dropoutStreams++;
+  if (ar && ar.getBucket())
+    buckets[(int64_t)*ar.getBucket()] = plan.kernels.size();
   plan.kernels.push_back(std::move(k));
   return llvm::Error::success();
 }
@@ -462,6 +510,102 @@ llvm::Error Emitter::emitOp(Operation *op) {
           return emitKernel(o);
         return fail(o, "only px ops can be executed");
       });
+}
+
+llvm::Expected<std::vector<int64_t>> Emitter::gridShape(Operation *op) {
+  auto ref = op->getAttrOfType<FlatSymbolRefAttr>("grid");
+  auto grid = ref ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, ref)
+                  : shard::GridOp();
+  if (!grid)
+    return fail(op, "its grid is not a shard.grid of the module");
+  return grid.getShape().vec();
+}
+
+llvm::Error Emitter::emitGrids() {
+  for (auto grid : module.getOps<shard::GridOp>()) {
+    rt::PlanGrid g{grid.getSymName().str(), grid.getShape().vec()};
+    int64_t n = 1;
+    for (int64_t d : g.shape) {
+      if (d < 1)
+        return fail(grid, "the grid must have a static shape");
+      n *= d;
+    }
+    if (n != plan.worldSize)
+      return fail(grid, "the grid has " + llvm::Twine(n) +
+                            " ranks, the plan is for " +
+                            llvm::Twine(plan.worldSize));
+    plan.grids.push_back(std::move(g));
+  }
+  return llvm::Error::success();
+}
+
+/// Collectives run on the runtime's communication thread: each one is
+/// started where the IR has it (with a "token") and joined by a "wait"
+/// kernel placed just before the first kernel that reads one of its results
+/// or updates a variable the collective reads while it runs. Everything in
+/// between overlaps the communication.
+void Emitter::scheduleWaits() {
+  auto base = [&](int32_t id) {
+    while (id >= 0 && plan.tensors[id].kind == rt::PlanTensor::Kind::Alias)
+      id = plan.tensors[id].ref;
+    return id;
+  };
+  auto isAsync = [](const std::string &op) {
+    return op == "all_reduce" || op == "all_gatherv" || op == "ps_push" ||
+           op == "ps_pull" || op == "all_gather" || op == "reduce_scatter" ||
+           op == "all_to_all";
+  };
+  auto isUpdate = [](const std::string &op) {
+    return op == "sgd" || op == "momentum" || op == "adam" ||
+           op == "adagrad" || op == "assign";
+  };
+  std::vector<rt::PlanKernel> kernels = std::move(plan.kernels);
+  // waitBefore[j]: the waits to insert before kernel j (kernels.size(): at
+  // the end of the step).
+  std::vector<std::vector<rt::PlanKernel>> waitBefore(kernels.size() + 1);
+  int64_t token = 0;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    if (!isAsync(kernels[k].op))
+      continue;
+    llvm::DenseSet<int32_t> outs, lazyIns;
+    for (int32_t id : kernels[k].outputs)
+      outs.insert(base(id));
+    // ps_pull reads its table while it runs (rows are served from it).
+    if (kernels[k].op == "ps_pull")
+      lazyIns.insert(base(kernels[k].inputs[0]));
+    size_t j = k + 1;
+    for (; j < kernels.size(); ++j) {
+      bool reads = llvm::any_of(kernels[j].inputs, [&](int32_t id) {
+        return id >= 0 && outs.contains(base(id));
+      });
+      bool writes = isUpdate(kernels[j].op) && !kernels[j].inputs.empty() &&
+                    lazyIns.contains(base(kernels[j].inputs[0]));
+      if (reads || writes)
+        break;
+    }
+    kernels[k].attrs["token"] = token;
+    rt::PlanKernel w;
+    w.op = "wait";
+    w.loc = kernels[k].loc;
+    w.attrs["token"] = token;
+    w.inputs.assign(outs.begin(), outs.end());
+    std::sort(w.inputs.begin(), w.inputs.end());
+    for (int32_t id : lazyIns)
+      w.inputs.push_back(id);
+    waitBefore[j].push_back(std::move(w));
+    ++token;
+  }
+  for (size_t j = 0; j <= kernels.size(); ++j) {
+    for (rt::PlanKernel &w : waitBefore[j])
+      plan.kernels.push_back(std::move(w));
+    if (j < kernels.size())
+      plan.kernels.push_back(std::move(kernels[j]));
+  }
+  // Defining kernels moved: recompute them.
+  std::fill(definedBy.begin(), definedBy.end(), -1);
+  for (size_t k = 0; k < plan.kernels.size(); ++k)
+    for (int32_t id : plan.kernels[k].outputs)
+      definedBy[id] = k;
 }
 
 void Emitter::planMemory() {
@@ -551,9 +695,18 @@ llvm::Expected<rt::Plan> Emitter::run() {
     uint64_t size = std::filesystem::file_size(plan.sourcePath, ec);
     plan.sourceBytes = ec ? 0 : size;
   }
+  if (auto n = module->getAttrOfType<IntegerAttr>("px.world_size"))
+    plan.worldSize = n.getInt();
+  if (auto r = module->getAttrOfType<IntegerAttr>("px.ranks_per_machine"))
+    plan.ranksPerMachine = r.getInt();
+  else
+    plan.ranksPerMachine = plan.worldSize;
+  if (auto err = emitGrids())
+    return std::move(err);
   for (Operation &op : func.getBody().front())
     if (auto err = emitOp(&op))
       return std::move(err);
+  scheduleWaits();
   planMemory();
   return std::move(plan);
 }

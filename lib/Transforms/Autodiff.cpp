@@ -37,17 +37,6 @@ namespace parallax {
 using namespace mlir;
 using namespace parallax;
 
-func::FuncOp parallax::getEntryFunction(ModuleOp module) {
-  func::FuncOp found;
-  module.walk([&](func::FuncOp f) {
-    if (!found && f->hasAttr("px.loss"))
-      found = f;
-  });
-  if (!found)
-    found = module.lookupSymbol<func::FuncOp>("main");
-  return found;
-}
-
 namespace {
 
 bool isFloatTensor(Value v) {
@@ -364,7 +353,10 @@ LogicalResult Differentiator::visit(Operation *op) {
                                                 o.getAxisAttr()));
         return success();
       })
-      .Case([&](px::SoftmaxCrossEntropyLossOp o) {
+      .Case([&](px::SoftmaxCrossEntropyLossOp o) -> LogicalResult {
+        if (o.getWeights() && isActive(o.getWeights()))
+          return o.emitOpError("px-autodiff: gradients with respect to the "
+                               "class weights are not supported");
         Value dscores;
         if (Value dloss = dys[0])
           dscores = px::SoftmaxCrossEntropyLossGradOp::create(
@@ -379,7 +371,10 @@ LogicalResult Differentiator::visit(Operation *op) {
         contribute(o.getScores(), dscores);
         return success();
       })
-      .Case([&](px::NegativeLogLikelihoodLossOp o) {
+      .Case([&](px::NegativeLogLikelihoodLossOp o) -> LogicalResult {
+        if (o.getWeight() && isActive(o.getWeight()))
+          return o.emitOpError("px-autodiff: gradients with respect to the "
+                               "class weights are not supported");
         contribute(o.getInput(),
                    px::NegativeLogLikelihoodLossGradOp::create(
                        b, o.getLoc(), o.getInput().getType(), dy, o.getTarget(),
@@ -638,13 +633,17 @@ LogicalResult Differentiator::visitReduce(Operation *op, Value dy, bool mean,
 }
 
 LogicalResult Differentiator::visitBatchNorm(px::BatchNormOp op, Value dy) {
+  if (op.getTraining() && (gradOf(op.getRunningMean()) || gradOf(op.getRunningVar())))
+    return op.emitOpError("px-autodiff: the loss depends on the updated "
+                          "running statistics of a training-mode batch_norm, "
+                          "which have no gradient rule");
   if (!dy)
-    return success(); // only the running statistics have "gradients"
+    return success();
   if (op.getTraining()) {
     auto grad = px::BatchNormGradOp::create(
         b, op.getLoc(), op.getX().getType(), op.getScale().getType(),
         op.getScale().getType(), dy, op.getX(), op.getScale(),
-        op.getEpsilonAttr());
+        op.getEpsilonAttr(), op.getGridAttr());
     contribute(op.getX(), grad.getDx());
     contribute(op.getScale(), grad.getDscale());
     contribute(op.getBias(), grad.getDbias());

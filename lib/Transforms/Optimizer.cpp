@@ -115,9 +115,24 @@ struct OptimizerPass : parallax::impl::PxOptimizerBase<OptimizerPass> {
     Operation *after = g.getGrad().getDefiningOp();
     if (!after || after->getBlock() != &block)
       after = var;
-    for (Operation *user : var.getOutput().getUsers())
-      if (user != g && after->isBeforeInBlock(user))
-        after = user;
+    // Readers of a reshape of the variable read its storage too (a reshape
+    // is a zero-copy view in the plan).
+    SmallVector<Value> views{var.getOutput()};
+    while (!views.empty())
+      for (Operation *user : views.pop_back_val().getUsers()) {
+        if (user == g)
+          continue;
+        if (auto reshape = dyn_cast<px::ReshapeOp>(user))
+          views.push_back(reshape.getOutput());
+        if (after->isBeforeInBlock(user))
+          after = user;
+      }
+    // A gradient that arrives through a collective is applied at the end of
+    // the step, so the collective overlaps the rest of the backward pass
+    // instead of being awaited right away.
+    if (isa_and_nonnull<px::AllReduceOp, px::AllGatherVOp, px::PsPushOp>(
+            g.getGrad().getDefiningOp()))
+      after = block.getTerminator()->getPrevNode();
 
     b.setInsertionPointAfter(var);
     SmallVector<Value> state;

@@ -25,6 +25,8 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
@@ -79,7 +81,42 @@ static cl::opt<double> weightDecay("weight-decay",
                                    cl::desc("L2 weight decay (default 0)"),
                                    cl::init(0.0), cl::cat(parallaxCategory));
 static cl::opt<int> numRanks(
-    "np", cl::desc("Number of ranks the plan is for (default 1)"), cl::init(1),
+    "np",
+    cl::desc("Data-parallel ranks the plan is for (one machine); with it the "
+             "batch size is the global batch. Without --np and --cluster the "
+             "plan is single-process, with no synchronization at all"),
+    cl::init(1), cl::cat(parallaxCategory));
+static cl::opt<std::string> clusterFile(
+    "cluster", cl::desc("Cluster description (JSON: machines, ranks per "
+                        "machine, links); see docs/sync.md"),
+    cl::cat(parallaxCategory));
+static cl::opt<std::string> profileFile(
+    "profile", cl::desc("Calibration profile from parallax-run --calibrate"),
+    cl::cat(parallaxCategory));
+static cl::opt<std::string> profileData(
+    "profile-data",
+    cl::desc("Directory of .npy inputs to measure each sparse variable's alpha on"),
+    cl::cat(parallaxCategory));
+static cl::opt<int> profileSteps("profile-steps",
+                                 cl::desc("Batches of --profile-data to use"),
+                                 cl::init(20), cl::cat(parallaxCategory));
+static cl::opt<std::string> syncScheme(
+    "sync",
+    cl::desc("hybrid (default: the cheapest per variable), allreduce, ps or "
+             "allgatherv (every variable)"),
+    cl::init("hybrid"), cl::cat(parallaxCategory));
+static cl::opt<double> bucketMiB(
+    "bucket-size", cl::desc("All-reduce fusion bucket in MiB (default 25)"),
+    cl::init(25.0), cl::cat(parallaxCategory));
+static cl::opt<bool> localBatchnorm(
+    "local-batchnorm",
+    cl::desc("Normalise with each rank's own batch statistics (PyTorch DDP's "
+             "behaviour) instead of the whole batch's"),
+    cl::cat(parallaxCategory));
+static cl::opt<bool> noLocalAggregation(
+    "no-local-aggregation",
+    cl::desc("Push sparse gradients to their servers without summing them "
+             "within each machine first"),
     cl::cat(parallaxCategory));
 static cl::opt<bool>
     report("report",
@@ -102,6 +139,38 @@ static cl::opt<std::string>
     loss("loss", cl::desc("The graph output to use as the loss (default: the "
                           "single scalar output)"),
          cl::cat(parallaxCategory));
+
+/// Whether the plan synchronizes ranks (--np or --cluster given).
+static bool distributed() {
+  return numRanks.getNumOccurrences() > 0 || !clusterFile.empty();
+}
+
+/// The world size: --np, or the cluster file's ranks. Reading the file
+/// here is only for batch splitting; px-cluster validates it.
+static int64_t worldSize() {
+  if (clusterFile.empty())
+    return numRanks;
+  auto buffer = llvm::MemoryBuffer::getFile(clusterFile);
+  if (!buffer)
+    return numRanks;
+  auto json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return numRanks;
+  }
+  auto *obj = json->getAsObject();
+  if (!obj)
+    return numRanks;
+  if (auto *machines = obj->getArray("machines")) {
+    int64_t n = 0;
+    for (const auto &m : *machines)
+      if (auto *mo = m.getAsObject())
+        n += mo->getInteger("ranks").value_or(0);
+    return n;
+  }
+  return obj->getInteger("machines").value_or(1) *
+         obj->getInteger("ranks_per_machine").value_or(1);
+}
 
 /// --lr, or torch.optim's default for the chosen optimizer.
 static double learningRate() {
@@ -146,6 +215,7 @@ static llvm::Expected<parallax::ImportOptions> importOptions() {
   options.freeze.insert(freeze.begin(), freeze.end());
   options.loss = loss;
   options.requireLoss = !inference;
+  options.ranks = distributed() ? worldSize() : 1;
   return options;
 }
 
@@ -180,9 +250,11 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   bool training = !inference && (train || emit == EmitKind::Plan);
   if (inference && train)
     return fail("--train and --inference exclude each other");
-  if (numRanks != 1)
-    return fail("--np " + llvm::Twine((int)numRanks) +
-                ": multi-rank plans are not supported yet (one rank only)");
+  if (numRanks < 1)
+    return fail("--np must be >= 1");
+  if (distributed() && !training && emit == EmitKind::Plan)
+    return fail("--np and --cluster make training plans; an --inference plan "
+                "runs on one process");
   auto config = MlirOptMainConfig::createFromCLOptions();
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
@@ -197,7 +269,27 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     opt.beta2 = beta2;
     opt.epsilon = epsilon;
     opt.weightDecay = weightDecay;
+    if (distributed()) {
+      parallax::PxClusterOptions cluster;
+      cluster.np = numRanks;
+      cluster.clusterFile = clusterFile;
+      cluster.profileFile = profileFile;
+      pm.addPass(parallax::createPxCluster(cluster));
+    }
     pm.addPass(parallax::createPxAutodiff());
+    if (distributed()) {
+      parallax::PxSparsityOptions sparsity;
+      sparsity.profileData = profileData;
+      sparsity.profileSteps = profileSteps;
+      pm.addPass(parallax::createPxSparsity(sparsity));
+      pm.addPass(parallax::createPxPartition());
+      parallax::PxSyncOptions sync;
+      sync.scheme = syncScheme;
+      sync.bucketBytes = (int64_t)(bucketMiB * 1024 * 1024);
+      sync.localBatchnorm = localBatchnorm;
+      sync.localAggregation = !noLocalAggregation;
+      pm.addPass(parallax::createPxSync(sync));
+    }
     pm.addPass(parallax::createPxOptimizer(opt));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
@@ -211,7 +303,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   std::optional<parallax::rt::Plan> plan;
   if (emit == EmitKind::Plan) {
     parallax::PlanEmitOptions planOptions;
-    planOptions.worldSize = numRanks;
+    planOptions.worldSize = 1; // px-cluster's px.world_size overrides it
     auto &d = planOptions.description;
     d["source"] = inputFilename.str();
     if (training) {
@@ -228,6 +320,10 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       if (epsilon >= 0)
         d["epsilon"] = (double)epsilon;
       d["weight_decay"] = (double)weightDecay;
+      if (distributed()) {
+        d["sync"] = syncScheme;
+        d["local_batchnorm"] = (bool)localBatchnorm;
+      }
     }
     auto emitted = parallax::emitPlan(*module, planOptions);
     if (!emitted)

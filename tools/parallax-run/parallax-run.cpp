@@ -3,6 +3,9 @@
 //   parallax-run model.pxplan --synthetic --steps 100
 //   parallax-run model.pxplan --data DIR --steps 1000 --metrics m.jsonl --save trained.onnx
 //   parallax-run model.pxplan --infer --data DIR --out OUTDIR
+//   parallax-run model.pxplan --np 4 --synthetic     (re-runs itself under mpirun)
+//   mpirun -np 4 parallax-run model.pxplan ...       (or under your own mpirun)
+//   parallax-run --calibrate profile.json --np 4     (links and update rate)
 //
 // Links no MLIR: the plan is everything it needs (with the source ONNX model
 // for initial values).
@@ -12,6 +15,8 @@
 #include "parallax/Runtime/Data.h"
 #include "parallax/Runtime/Plan.h"
 #include "parallax/Runtime/Session.h"
+
+#include "Launch.h"
 
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
@@ -129,6 +134,31 @@ void printProfile(const Session &session, std::ostream &os) {
 
 } // namespace
 
+/// "m.jsonl" -> "m.rank2.jsonl" when several ranks write metrics.
+std::string perRank(const std::string &path, int rank, int world) {
+  if (world == 1)
+    return path;
+  std::filesystem::path p(path);
+  std::string stem = p.stem().string(), ext = p.extension().string();
+  return (p.parent_path() / (stem + ".rank" + std::to_string(rank) + ext)).string();
+}
+
+/// The command line minus the launcher's own flags (--np N, --hostfile F).
+std::vector<std::string> withoutLauncherFlags(int argc, char **argv) {
+  std::vector<std::string> out;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--np" || a == "--hostfile") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--np=", 0) == 0 || a.rfind("--hostfile=", 0) == 0)
+      continue;
+    out.push_back(a);
+  }
+  return out;
+}
+
 int main(int argc, char **argv) {
   cxxopts::Options cli("parallax-run",
                        "Execute a Parallax plan (made by parallax-opt --emit=plan)");
@@ -139,10 +169,15 @@ int main(int argc, char **argv) {
       ("data", "Directory with one NAME.npy per graph input", cxxopts::value<std::string>())
       ("synthetic", "Generate data (normal floats, Zipf ids, uniform labels)")
       ("seed", "Seed for synthetic data and dropout", cxxopts::value<uint64_t>()->default_value("0"))
-      ("threads", "CPU threads (default: all cores)", cxxopts::value<int>())
+      ("threads", "CPU threads per rank (default: the machine's cores / its ranks)",
+       cxxopts::value<int>())
+      ("np", "Run on N ranks of this machine (or of --hostfile) through mpirun",
+       cxxopts::value<int>())
+      ("hostfile", "Open MPI host file for a cluster", cxxopts::value<std::string>())
       ("log-every", "Print a line every K steps when not on a terminal",
        cxxopts::value<int64_t>()->default_value("10"))
-      ("metrics", "Write one JSON line per step to FILE", cxxopts::value<std::string>())
+      ("metrics", "Write one JSON line per step to FILE (FILE.rankR... with several ranks)",
+       cxxopts::value<std::string>())
       ("save", "Write the trained model (the source ONNX with trained initializers)",
        cxxopts::value<std::string>())
       ("weights", "Read initial values from this ONNX file instead of the plan's source",
@@ -151,6 +186,8 @@ int main(int argc, char **argv) {
       ("out", "Output directory for --infer", cxxopts::value<std::string>())
       ("print-plan", "Print the plan's program as JSON and exit")
       ("profile", "Time every kernel and print the busiest ops at the end")
+      ("calibrate", "Measure the links and update rate of this job's ranks into FILE "
+                    "(for parallax-opt --profile)", cxxopts::value<std::string>())
       ("q,quiet", "No progress output")
       ("h,help", "Show this help");
   cli.parse_positional({"plan"});
@@ -165,48 +202,95 @@ int main(int argc, char **argv) {
     std::cout << cli.help() << "\n";
     return 0;
   }
+
+  // The launcher: re-run this command on N ranks under mpirun.
+  bool underMpi = launchedUnderMpi();
+  if (args.count("np") && !underMpi) {
+    int np = args["np"].as<int>();
+    if (np < 1)
+      return fail("--np must be >= 1");
+    std::string hostfile = args.count("hostfile") ? args["hostfile"].as<std::string>() : "";
+    if (np > 1 || !hostfile.empty())
+      return parallax::run::launchRanks(np, hostfile, withoutLauncherFlags(argc, argv));
+  }
+
+  std::unique_ptr<Comm> comm;
+  try {
+    comm = underMpi ? makeMpiComm() : makeLocalComm();
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  int rank = comm->rank(), world = comm->size();
+  auto failRank = [&](const std::string &message) {
+    std::string who = world > 1 ? "rank " + std::to_string(rank) + ": " : "";
+    fail(who + message);
+    if (world > 1)
+      comm->abort(1); // the other ranks would wait in a collective forever
+    return 1;
+  };
+
+  int localRanks = std::max(1, comm->ranksPerMachine());
+  int threads = args.count("threads")
+                    ? args["threads"].as<int>()
+                    : std::max(1, (int)std::thread::hardware_concurrency() / localRanks);
+  if (threads < 1)
+    return failRank("--threads must be >= 1");
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+
+  if (args.count("calibrate")) {
+    try {
+      return parallax::run::calibrate(*comm, args["calibrate"].as<std::string>(), threads);
+    } catch (const std::exception &e) {
+      return failRank(e.what());
+    }
+  }
   if (!args.count("plan"))
-    return fail("no plan given (usage: parallax-run PLAN [options]; see --help)");
+    return failRank("no plan given (usage: parallax-run PLAN [options]; see --help)");
 
   try {
     Plan plan = readPlan(args["plan"].as<std::string>());
     if (args.count("print-plan")) {
-      std::cout << planToJson(plan).dump(2) << "\n";
+      if (rank == 0)
+        std::cout << planToJson(plan).dump(2) << "\n";
       return 0;
     }
     bool infer = args.count("infer") > 0;
     if (infer && !args.count("out"))
-      return fail("--infer needs --out DIR");
+      return failRank("--infer needs --out DIR");
     if (!infer && plan.mode == Plan::Mode::Inference)
-      return fail(args["plan"].as<std::string>() +
-                  ": an inference plan (compiled with --inference) can only "
-                  "run with --infer");
+      return failRank(args["plan"].as<std::string>() +
+                      ": an inference plan (compiled with --inference) can only "
+                      "run with --infer");
     if (args.count("data") && args.count("synthetic"))
-      return fail("--data and --synthetic exclude each other");
+      return failRank("--data and --synthetic exclude each other");
     if (!args.count("data") && !args.count("synthetic"))
-      return fail("give the training data with --data DIR, or use --synthetic");
+      return failRank("give the training data with --data DIR, or use --synthetic");
     int64_t steps = args["steps"].as<int64_t>();
     if (steps < 0)
-      return fail("--steps must be >= 0");
+      return failRank("--steps must be >= 0");
     if (infer && !args["steps"].count())
       steps = 1;
-
-    int threads = args.count("threads") ? args["threads"].as<int>()
-                                        : (int)std::thread::hardware_concurrency();
-    if (threads < 1)
-      return fail("--threads must be >= 1");
-    omp_set_num_threads(threads);
-    openblas_set_num_threads(threads);
+    if (plan.worldSize != world)
+      return failRank(args["plan"].as<std::string>() + ": the plan was compiled for " +
+                      std::to_string(plan.worldSize) + " rank(s), but " +
+                      std::to_string(world) + " are running it; " +
+                      (plan.worldSize > 1 && world == 1
+                           ? "run it with --np " + std::to_string(plan.worldSize)
+                           : "recompile with --np " + std::to_string(world)));
 
     SessionOptions options;
     options.threads = threads;
     options.seed = args["seed"].as<uint64_t>();
+    options.rank = rank;
+    options.worldSize = world;
+    options.comm = comm.get();
     if (args.count("weights"))
       options.weightsPath = args["weights"].as<std::string>();
     options.profile = args.count("profile") > 0;
     Session session(plan, options);
 
-    Sharding sharding{0, 1};
+    Sharding sharding{rank, world};
     std::unique_ptr<DataSource> data =
         args.count("data")
             ? openNpyData(session.plan(), args["data"].as<std::string>(), sharding)
@@ -214,9 +298,10 @@ int main(int argc, char **argv) {
 
     std::ofstream metrics;
     if (args.count("metrics")) {
-      metrics.open(args["metrics"].as<std::string>(), std::ios::trunc);
+      std::string path = perRank(args["metrics"].as<std::string>(), rank, world);
+      metrics.open(path, std::ios::trunc);
       if (!metrics)
-        return fail(args["metrics"].as<std::string>() + ": cannot open for writing");
+        return failRank(path + ": cannot open for writing");
     }
 
     if (infer) {
@@ -234,10 +319,12 @@ int main(int argc, char **argv) {
       return 0;
     }
 
-    Progress progress(steps, args["log-every"].as<int64_t>(), args.count("quiet") > 0);
+    Progress progress(steps, args["log-every"].as<int64_t>(),
+                      args.count("quiet") > 0 || rank != 0);
     auto start = std::chrono::steady_clock::now();
     for (int64_t s = 0; s < steps; ++s) {
       auto t0 = std::chrono::steady_clock::now();
+      comm->traffic = Traffic{};
       data->fill(session, s);
       session.runStep();
       auto t1 = std::chrono::steady_clock::now();
@@ -245,42 +332,54 @@ int main(int argc, char **argv) {
       double elapsed = std::chrono::duration<double>(t1 - start).count();
       double loss = session.loss();
       double samplesPerSec = data->globalBatch() / std::max(stepTime, 1e-9);
-      if (metrics)
-        metrics << nlohmann::json{{"step", s + 1},
-                                  {"loss", loss},
-                                  {"step_time_s", stepTime},
-                                  {"samples_per_s", samplesPerSec}}
-                       .dump()
-                << "\n";
+      if (metrics) {
+        nlohmann::json line{{"step", s + 1},
+                            {"loss", loss},
+                            {"step_time_s", stepTime},
+                            {"samples_per_s", samplesPerSec}};
+        if (world > 1) {
+          int64_t sent = 0, received = 0;
+          nlohmann::json byVariable = nlohmann::json::object();
+          for (const auto &[name, c] : comm->traffic.byVariable) {
+            byVariable[name] = {{"sent", c.sent}, {"received", c.received}};
+            sent += c.sent;
+            received += c.received;
+          }
+          line["rank"] = rank;
+          line["bytes_sent"] = sent;
+          line["bytes_received"] = received;
+          line["bytes"] = byVariable;
+        }
+        metrics << line.dump() << "\n";
+      }
       progress.update(s + 1, loss, samplesPerSec, elapsed);
       if (!std::isfinite(loss))
-        return fail("the loss is " + std::to_string(loss) + " at step " +
-                    std::to_string(s + 1) +
-                    " (diverged: try a smaller learning rate)");
+        return failRank("the loss is " + std::to_string(loss) + " at step " +
+                        std::to_string(s + 1) +
+                        " (diverged: try a smaller learning rate)");
     }
-    if (options.profile)
+    if (options.profile && rank == 0)
       printProfile(session, std::cerr);
     if (args.count("save")) {
-      std::vector<std::string> names;
-      std::vector<TensorView> values;
-      for (size_t i = 0; i < session.plan().variables.size(); ++i) {
-        const PlanVariable &v = session.plan().variables[i];
-        if (v.role == PlanVariable::Role::OptimizerState ||
-            v.init.kind != InitialValue::Kind::Onnx)
-          continue;
-        names.push_back(v.init.onnxName);
-        values.push_back(session.variable(i));
+      session.gatherShardedVariables();
+      if (rank == 0) {
+        std::vector<std::string> names;
+        std::vector<TensorView> values;
+        for (size_t i = 0; i < session.plan().variables.size(); ++i) {
+          const PlanVariable &v = session.plan().variables[i];
+          if (v.role == PlanVariable::Role::OptimizerState ||
+              v.init.kind != InitialValue::Kind::Onnx)
+            continue;
+          names.push_back(v.init.onnxName);
+          values.push_back(session.variable(i));
+        }
+        std::string source = options.weightsPath.empty() ? session.plan().sourcePath
+                                                         : options.weightsPath;
+        saveOnnxWithInitializers(source, args["save"].as<std::string>(), names, values);
       }
-      std::string source = options.weightsPath.empty() ? session.plan().sourcePath
-                                                       : options.weightsPath;
-      saveOnnxWithInitializers(source, args["save"].as<std::string>(), names, values);
     }
-  } catch (const PlanError &e) {
-    return fail(e.what());
-  } catch (const RuntimeError &e) {
-    return fail(e.what());
   } catch (const std::exception &e) {
-    return fail(e.what());
+    return failRank(e.what());
   }
   return 0;
 }

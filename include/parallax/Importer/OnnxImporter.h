@@ -42,6 +42,10 @@ struct ImportOptions {
   /// False for inference: a graph without a scalar output imports, and the
   /// function gets no `px.loss`.
   bool requireLoss = true;
+  /// Data parallelism over this many ranks: the batch size (given or from
+  /// the metadata) is the global batch, and each rank's inputs get
+  /// batch / ranks samples.
+  int64_t ranks = 1;
 };
 
 /// Imports the ONNX model at `path` (binary protobuf, or the ONNX text syntax

@@ -50,8 +50,15 @@ struct TensorView {
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
 
 /// What every kernel may read while it runs; owned by the session.
+class Comm;
+
 struct ExecEnv {
   int threads = 1;
+  /// The other ranks (a world of one without MPI); owned by the caller.
+  Comm *comm = nullptr;
+  /// Tickets of collectives started by one kernel and awaited by a later
+  /// "wait" kernel, indexed by the kernels' "token" attribute.
+  std::vector<uint64_t> tickets;
   /// The step being run, 1 for the first (Adam's t; dropout's stream).
   int64_t step = 0;
   /// --seed: dropout masks and anything else random derive from it.
@@ -129,6 +136,7 @@ void registerNormKernels(KernelRegistry &registry);
 void registerLossKernels(KernelRegistry &registry);
 void registerConvKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
+void registerCollectiveKernels(KernelRegistry &registry);
 
 /// Runs body(begin, end) over [0, n) split into contiguous chunks on up to
 /// `threads` OpenMP threads; serial when n is below `grain`.

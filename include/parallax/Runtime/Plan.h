@@ -106,6 +106,13 @@ struct PlanKernel {
   std::string loc; ///< source location, for error messages
 };
 
+/// A process grid (an upstream `shard.grid`): ranks numbered row-major over
+/// its shape, whose product is the world size.
+struct PlanGrid {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
 struct PlanOutput {
   std::string name;
   int32_t tensor = -1;
@@ -129,6 +136,9 @@ struct Plan {
   enum class Mode { Train, Inference };
   Mode mode = Mode::Train;
   int worldSize = 1;
+  /// Ranks per machine; ranks are numbered machine by machine.
+  int ranksPerMachine = 1;
+  std::vector<PlanGrid> grids;
   /// The ONNX model initial values are read from (as given to parallax-opt,
   /// made absolute), and its size, checked at load time.
   std::string sourcePath;

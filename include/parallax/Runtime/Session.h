@@ -11,6 +11,7 @@
 #ifndef PARALLAX_RUNTIME_SESSION_H
 #define PARALLAX_RUNTIME_SESSION_H
 
+#include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Kernel.h"
 #include "parallax/Runtime/Plan.h"
 
@@ -38,6 +39,8 @@ struct SessionOptions {
   /// Time every kernel (parallax-run --profile); costs two clock reads per
   /// kernel.
   bool profile = false;
+  /// The other ranks; null for a world of one (the session makes one).
+  Comm *comm = nullptr;
 };
 
 /// Accumulated time of one kernel over the steps run (with profiling on).
@@ -85,6 +88,11 @@ public:
   TensorView variable(size_t i) const;
   TensorView variable(const std::string &name) const;
 
+  /// Parameter-server variables are current only on the ranks that serve
+  /// their rows: bring every rank's copy up to date (a collective; call it
+  /// on every rank, e.g. before saving the model).
+  void gatherShardedVariables();
+
   /// Runs one step: every kernel in schedule order. Advances env().step.
   void runStep();
   int64_t stepsRun() const { return env_.step; }
@@ -109,6 +117,7 @@ private:
   std::vector<Buffer> variables_, constants_, inputs_;
   std::vector<KernelFn> bound_;
   std::vector<KernelTime> times_;
+  std::unique_ptr<Comm> ownComm_;
 };
 
 /// Reads initializers `names` of an ONNX model (embedded or external data)

@@ -56,4 +56,94 @@ def PxOptimizer : Pass<"px-optimizer", "mlir::ModuleOp"> {
   ];
 }
 
+def PxCluster : Pass<"px-cluster", "mlir::ModuleOp"> {
+  let summary = "Describe the ranks and machines the step runs on";
+  let description = [{
+    Records the world (`px.world_size`, `px.ranks_per_machine`, and the
+    link model `px.cluster`: bandwidth and latency within and between
+    machines) on the module and declares the process grid the
+    synchronization ops act over: `shard.grid @world(shape = N)` on one
+    machine, `shard.grid @world(shape = M x R)` for M machines of R ranks
+    (axis 0 crosses machines, axis 1 stays inside one). The cluster comes
+    from `cluster=FILE` (JSON) or `np=N` (one machine); link figures from
+    `profile=FILE` (parallax-run --calibrate) override the file's and the
+    defaults.
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect", "::mlir::shard::ShardDialect"];
+  let options = [
+    Option<"np", "np", "int", /*default=*/"1", "number of ranks (one machine)">,
+    Option<"clusterFile", "cluster", "std::string", /*default=*/"\"\"",
+           "cluster description (JSON)">,
+    Option<"profileFile", "profile", "std::string", /*default=*/"\"\"",
+           "calibration profile from parallax-run --calibrate (JSON)">,
+  ];
+}
+
+def PxSparsity : Pass<"px-sparsity", "mlir::ModuleOp"> {
+  let summary = "Classify each trainable variable dense or sparse and estimate alpha";
+  let description = [{
+    Annotates every trainable `px.variable` with `px.access` ("sparse": read
+    only through px.gather on axis 0, so its gradient is row-sparse; else
+    "dense"), and for sparse ones `px.rows_per_step` (an upper bound: the
+    number of indices one rank gathers per step) and `px.alpha` (the
+    fraction of rows a rank's step touches). With `profile-data=DIR` (one
+    .npy per input, as parallax-run --data reads), the index computations
+    are run on up to `profile-steps` real batches, split over the ranks as
+    training splits them, and alpha becomes the measured mean of distinct
+    rows per rank and step (`px.alpha_source = "profile"`).
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect"];
+  let options = [
+    Option<"profileData", "profile-data", "std::string", /*default=*/"\"\"",
+           "directory of .npy inputs to measure alpha on">,
+    Option<"profileSteps", "profile-steps", "int", /*default=*/"20",
+           "batches of the profile data to use">,
+  ];
+}
+
+def PxPartition : Pass<"px-partition", "mlir::ModuleOp"> {
+  let summary = "Choose the partition count and placement of each sparse variable";
+  let description = [{
+    For every sparse variable, chooses the number of row partitions P that
+    minimises the cost model t(P) = theta1 / P + theta2 (P - 1) + theta0
+    (Parallax, EuroSys'19, section 4.3): theta1 is the time one server would
+    spend on the variable's rows each step (bytes over the link bandwidth
+    plus the sparse update), theta2 the cost of one more partition (a
+    message to every rank, one latency each), theta0 the rest. The
+    partitions go to ranks greedily, each to the machine, then the rank,
+    with the fewest bytes so far. Annotates `px.partitions` and
+    `px.placement`.
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect"];
+}
+
+def PxSync : Pass<"px-sync", "mlir::ModuleOp"> {
+  let summary = "Insert each variable's synchronization";
+  let description = [{
+    Per trainable variable, the scheme `scheme` names, or with "hybrid" the
+    cheapest under the link model: dense gradients are averaged by
+    `px.all_reduce`, fused into buckets of about `bucket-bytes` in the order
+    the backward pass produces them, each bucket issued as soon as its last
+    gradient exists; sparse variables either go parameter-server style
+    (reads become `px.ps_pull`, the row gradient a `px.ps_push` to the
+    servers, aggregated per machine first, applied by the owners) or are
+    all-gathered (`px.all_gatherv`, Horovod's way) or densified and
+    all-reduced. Training-mode batch norms get `grid = @world` (statistics of
+    the whole batch) unless `local-batchnorm`; the loss is averaged over the
+    ranks. Annotates each variable with `px.sync` and the predicted bytes
+    per rank and step, `px.bytes_per_step`.
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect", "::mlir::shard::ShardDialect"];
+  let options = [
+    Option<"scheme", "scheme", "std::string", /*default=*/"\"hybrid\"",
+           "hybrid, allreduce, ps or allgatherv">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "all-reduce fusion bucket size (default 25 MiB, as PyTorch DDP)">,
+    Option<"localBatchnorm", "local-batchnorm", "bool", /*default=*/"false",
+           "normalise with each rank's own batch statistics">,
+    Option<"localAggregation", "local-aggregation", "bool", /*default=*/"true",
+           "sum sparse gradients within a machine before pushing them">,
+  ];
+}
+
 #endif // PARALLAX_TRANSFORMS_PASSES_TD

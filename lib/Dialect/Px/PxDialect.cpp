@@ -32,6 +32,17 @@ void PxDialect::initialize() {
       >();
 }
 
+func::FuncOp parallax::getEntryFunction(ModuleOp module) {
+  func::FuncOp found;
+  module.walk([&](func::FuncOp f) {
+    if (!found && f->hasAttr("px.loss"))
+      found = f;
+  });
+  if (!found)
+    found = module.lookupSymbol<func::FuncOp>("main");
+  return found;
+}
+
 Operation *PxDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                           Type type, Location loc) {
   // Both kinds of px.constant value: a literal, or a reference to an

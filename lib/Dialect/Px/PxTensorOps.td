@@ -311,13 +311,18 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
     variance, as ONNX BatchNormalization-15 specifies; PyTorch keeps the
     unbiased one, which changes only the running variance, never the loss).
     Otherwise the input statistics normalise x and are returned unchanged.
+    With `grid = @g` (set by px-sync) the batch statistics are those of the
+    whole grid's batch (synchronized BatchNorm): every rank normalises with
+    the mean and variance of all ranks' samples, so results do not depend on
+    the rank count.
   }];
   let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$scale,
                        Px_FloatTensor:$bias, Px_FloatTensor:$input_mean,
                        Px_FloatTensor:$input_var,
                        DefaultValuedAttr<F32Attr, "1e-5">:$epsilon,
                        DefaultValuedAttr<F32Attr, "0.9">:$momentum,
-                       UnitAttr:$training);
+                       UnitAttr:$training,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid);
   let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$running_mean,
                       Px_FloatTensor:$running_var);
   let assemblyFormat = [{

@@ -165,10 +165,15 @@ def Px_BatchNormGradOp : Px_Op<"batch_norm_grad", [Pure,
   let description = [{
     Recomputes the batch mean and biased variance of x over N and the
     spatial dimensions (cheaper than keeping them alive across the step).
+    With `grid = @g` the statistics, and the sums of dy and dy * xhat that dx
+    needs, are those of the whole grid's batch, as PyTorch's
+    SyncBatchNorm; dscale and dbias stay this rank's sums (the gradient
+    all-reduce averages them like any other gradient).
   }];
   let arguments = (ins Px_FloatTensor:$dy, Px_FloatTensor:$x,
                        Px_FloatTensor:$scale,
-                       DefaultValuedAttr<F32Attr, "1e-5">:$epsilon);
+                       DefaultValuedAttr<F32Attr, "1e-5">:$epsilon,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid);
   let results = (outs Px_FloatTensor:$dx, Px_FloatTensor:$dscale,
                       Px_FloatTensor:$dbias);
   let assemblyFormat = [{

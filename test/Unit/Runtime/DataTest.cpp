@@ -156,9 +156,12 @@ TEST_F(DataTest, BatchesInOrderAndWrapAtTheEpochEnd) {
 TEST_F(DataTest, EachRankTakesItsPartOfTheGlobalBatch) {
   writeGoodData();
   Plan plan = inputsPlan(2, 2);
+  // Data loading needs no collectives: a local communicator stands in.
+  auto comm = makeLocalComm();
   SessionOptions options;
   options.worldSize = 2;
   options.rank = 1;
+  options.comm = comm.get();
   Session session(plan, options);
   auto data = openNpyData(session.plan(), dir.string(), Sharding{1, 2});
   EXPECT_EQ(data->globalBatch(), 4);
@@ -233,10 +236,12 @@ TEST_F(DataTest, SyntheticDataDoesNotDependOnTheRankCount) {
   Session one(inputsPlan(4), SessionOptions{});
   auto whole = makeSyntheticData(one.plan(), 3, Sharding{});
   whole->fill(one, 5);
+  auto comm = makeLocalComm(); // data loading needs no collectives
   for (int rank = 0; rank < 2; ++rank) {
     SessionOptions options;
     options.worldSize = 2;
     options.rank = rank;
+    options.comm = comm.get();
     Session part(inputsPlan(2, 2), options);
     auto data = makeSyntheticData(part.plan(), 3, Sharding{rank, 2});
     data->fill(part, 5);

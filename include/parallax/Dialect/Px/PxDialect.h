@@ -31,4 +31,12 @@
 #define GET_OP_CLASSES
 #include "parallax/Dialect/Px/PxOps.h.inc"
 
+namespace parallax {
+
+/// The function a training step is built in: the one with `px.loss` (or
+/// `@main` in an inference module); null if there is none.
+mlir::func::FuncOp getEntryFunction(mlir::ModuleOp module);
+
+} // namespace parallax
+
 #endif // PARALLAX_DIALECT_PX_PXDIALECT_H

@@ -1,0 +1,40 @@
+//===- Cluster.h - the link model the synchronization passes use -*- C++ -*-===//
+//
+// What px-cluster records on a module and the later passes read back: the
+// world, its machines, and an alpha-beta model of the links (a message of n
+// bytes costs latency + n / bandwidth).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_TRANSFORMS_CLUSTER_H
+#define PARALLAX_TRANSFORMS_CLUSTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+namespace parallax {
+
+/// The name of the grid of all ranks that px-cluster declares.
+constexpr const char *kWorldGrid = "world";
+
+struct ClusterModel {
+  int64_t worldSize = 1;
+  int64_t ranksPerMachine = 1;
+  /// Bytes per second and seconds per message, inside a machine (shared
+  /// memory) and between machines (10 Gb/s Ethernet by default).
+  double intraBandwidth = 5e9, intraLatency = 5e-6;
+  double interBandwidth = 1.25e9, interLatency = 50e-6;
+  /// Seconds a server spends per byte of sparse gradient it applies.
+  double updateSecondsPerByte = 2e-10;
+
+  int64_t machines() const { return worldSize / ranksPerMachine; }
+  /// The link that limits an exchange over the whole world.
+  double bandwidth() const;
+  double latency() const;
+
+  /// What px-cluster recorded (a world of one if it did not run).
+  static ClusterModel fromModule(mlir::ModuleOp module);
+};
+
+} // namespace parallax
+
+#endif // PARALLAX_TRANSFORMS_CLUSTER_H

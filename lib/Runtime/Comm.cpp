@@ -1,0 +1,383 @@
+//===- Comm.cpp - the communication thread, local and MPI worlds ----------===//
+
+#include "parallax/Runtime/Comm.h"
+
+// The C API only: Open MPI's deprecated C++ bindings need another library.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+
+namespace parallax::rt {
+
+Group::~Group() = default;
+Comm::~Comm() = default;
+
+//===----------------------------------------------------------------------===//
+// Communication thread
+//===----------------------------------------------------------------------===//
+
+void Comm::startThread() { thread_ = std::thread([this] { loop(); }); }
+
+void Comm::stopThread() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+uint64_t Comm::submit(std::function<void()> job) {
+  if (!thread_.joinable()) { // no thread (local world): run inline
+    uint64_t ticket = ++submitted_;
+    try {
+      job();
+    } catch (...) {
+      errors_[ticket] = std::current_exception();
+    }
+    completed_ = ticket;
+    return ticket;
+  }
+  uint64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ticket = ++submitted_;
+    queue_.emplace_back(ticket, std::move(job));
+  }
+  wake_.notify_one();
+  return ticket;
+}
+
+void Comm::wait(uint64_t ticket) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return completed_ >= ticket; });
+  auto it = errors_.find(ticket);
+  if (it != errors_.end()) {
+    std::exception_ptr e = it->second;
+    errors_.erase(it);
+    std::rethrow_exception(e);
+  }
+}
+
+void Comm::loop() {
+  for (;;) {
+    std::pair<uint64_t, std::function<void()>> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty())
+        return; // stopping, nothing left
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::exception_ptr error;
+    try {
+      job.second();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (error)
+        errors_[job.first] = error;
+      completed_ = job.first;
+    }
+    done_.notify_all();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Group membership from a grid (shard semantics)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// (color, key) of `rank` for the group over `axes`: the color numbers the
+/// coordinates on the other axes, the key the coordinates on `axes`.
+std::pair<int, int> colorAndKey(int rank, const std::vector<int64_t> &shape,
+                                const std::vector<int64_t> &axes) {
+  std::vector<int64_t> coord(shape.size());
+  int64_t r = rank;
+  for (int i = (int)shape.size() - 1; i >= 0; --i) {
+    coord[i] = r % shape[i];
+    r /= shape[i];
+  }
+  std::vector<bool> inGroup(shape.size(), false);
+  for (int64_t a : axes)
+    inGroup.at(a) = true;
+  int64_t color = 0, key = 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (inGroup[i])
+      key = key * shape[i] + coord[i];
+    else
+      color = color * shape[i] + coord[i];
+  }
+  return {(int)color, (int)key};
+}
+
+std::string cacheKey(const std::vector<int64_t> &shape,
+                     const std::vector<int64_t> &axes) {
+  std::string k;
+  for (int64_t d : shape)
+    k += std::to_string(d) + "x";
+  k += "/";
+  for (int64_t a : axes)
+    k += std::to_string(a) + ",";
+  return k;
+}
+
+void checkGrid(int world, const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  if (n != world)
+    throw CommError("a grid of " + std::to_string(n) + " ranks does not match the " +
+                    std::to_string(world) + " ranks running");
+}
+
+//===----------------------------------------------------------------------===//
+// A world of one
+//===----------------------------------------------------------------------===//
+
+class LocalGroup : public Group {
+public:
+  LocalGroup() { members_ = {0}; }
+};
+
+class LocalComm : public Comm {
+public:
+  Group &group(const std::vector<int64_t> &shape,
+               const std::vector<int64_t> &) override {
+    checkGrid(1, shape);
+    return self;
+  }
+  void allreduce(Group &, void *, int64_t, DType, ReduceOp) override {}
+  void allgatherv(Group &, const void *send, int64_t sendBytes, void *recv,
+                  const std::vector<int64_t> &) override {
+    if (send != recv)
+      std::memmove(recv, send, sendBytes);
+  }
+  void alltoallv(Group &, const void *send, const std::vector<int64_t> &sendBytes,
+                 void *recv, const std::vector<int64_t> &) override {
+    if (send != recv)
+      std::memmove(recv, send, sendBytes.at(0));
+  }
+  void barrier(Group &) override {}
+  void abort(int code) override { std::exit(code); }
+
+private:
+  LocalGroup self;
+};
+
+//===----------------------------------------------------------------------===//
+// MPI
+//===----------------------------------------------------------------------===//
+
+void check(int code, const char *what) {
+  if (code == MPI_SUCCESS)
+    return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  throw CommError(std::string(what) + " failed: " + std::string(text, len));
+}
+
+MPI_Datatype mpiType(DType t) {
+  switch (t) {
+  case DType::F32: return MPI_FLOAT;
+  case DType::F64: return MPI_DOUBLE;
+  case DType::I64: return MPI_INT64_T;
+  case DType::I32: return MPI_INT32_T;
+  case DType::I16: return MPI_INT16_T;
+  case DType::I8: return MPI_INT8_T;
+  case DType::U8:
+  case DType::Bool: return MPI_UINT8_T;
+  default:
+    throw CommError(std::string("cannot reduce ") + nameOf(t) + " tensors");
+  }
+}
+
+int toInt(int64_t n, const char *what) {
+  if (n < 0 || n > INT_MAX)
+    throw CommError(std::string(what) + " of " + std::to_string(n) +
+                    " exceeds MPI's 2^31 limit");
+  return (int)n;
+}
+
+class MpiGroup : public Group {
+public:
+  MpiGroup(MPI_Comm comm, std::vector<int> members, int rank) : comm(comm) {
+    members_ = std::move(members);
+    rank_ = rank;
+  }
+  MPI_Comm comm;
+};
+
+class MpiComm : public Comm {
+public:
+  MpiComm() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
+            "MPI_Init_thread");
+      if (provided < MPI_THREAD_SERIALIZED)
+        throw CommError("this MPI cannot be called from a communication "
+                        "thread (MPI_THREAD_SERIALIZED not provided)");
+      ownsMpi = true;
+    }
+    // Errors come back as codes (and become CommErrors naming the call)
+    // instead of aborting every rank without a word.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    ranksPerMachine_ = localSize();
+    startThread();
+  }
+
+  ~MpiComm() override {
+    stopThread();
+    for (auto &[key, g] : groups)
+      if (g->comm != MPI_COMM_WORLD)
+        MPI_Comm_free(&g->comm);
+    if (ownsMpi) {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized)
+        MPI_Finalize();
+    }
+  }
+
+  Group &group(const std::vector<int64_t> &shape,
+               const std::vector<int64_t> &axes) override {
+    std::string key = cacheKey(shape, axes);
+    auto it = groups.find(key);
+    if (it != groups.end())
+      return *it->second;
+    checkGrid(size_, shape);
+    std::vector<int> members;
+    for (int r = 0; r < size_; ++r)
+      if (colorAndKey(r, shape, axes).first == colorAndKey(rank_, shape, axes).first)
+        members.push_back(r);
+    std::sort(members.begin(), members.end(), [&](int a, int b) {
+      return colorAndKey(a, shape, axes).second < colorAndKey(b, shape, axes).second;
+    });
+    auto [color, myKey] = colorAndKey(rank_, shape, axes);
+    MPI_Comm comm = MPI_COMM_WORLD;
+    if ((int)members.size() != size_) {
+      // MPI_Comm_split is collective over the world: run it on the
+      // communication thread like every other call.
+      run([&] {
+        check(MPI_Comm_split(MPI_COMM_WORLD, color, myKey, &comm), "MPI_Comm_split");
+        MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+      });
+    }
+    auto g = std::make_unique<MpiGroup>(comm, members, myKey);
+    Group &ref = *g;
+    groups[key] = std::move(g);
+    return ref;
+  }
+
+  void allreduce(Group &g, void *buf, int64_t count, DType dtype,
+                 ReduceOp op) override {
+    MPI_Comm comm = static_cast<MpiGroup &>(g).comm;
+    MPI_Op mop = op == ReduceOp::Max ? MPI_MAX : op == ReduceOp::Min ? MPI_MIN : MPI_SUM;
+    int64_t chunk = INT_MAX / 2;
+    char *p = static_cast<char *>(buf);
+    for (int64_t done = 0; done < count; done += chunk) {
+      int n = (int)std::min(chunk, count - done);
+      check(MPI_Allreduce(MPI_IN_PLACE, p + done * elementBytes(dtype), n,
+                          mpiType(dtype), mop, comm),
+            "MPI_Allreduce");
+    }
+    if (op == ReduceOp::Average && g.size() > 1)
+      divide(buf, count, dtype, g.size());
+  }
+
+  void allgatherv(Group &g, const void *send, int64_t sendBytes, void *recv,
+                  const std::vector<int64_t> &recvBytes) override {
+    MPI_Comm comm = static_cast<MpiGroup &>(g).comm;
+    std::vector<int> counts(g.size()), displs(g.size());
+    int64_t offset = 0;
+    for (int i = 0; i < g.size(); ++i) {
+      counts[i] = toInt(recvBytes[i], "an all-gather block");
+      displs[i] = toInt(offset, "an all-gather buffer");
+      offset += recvBytes[i];
+    }
+    check(MPI_Allgatherv(send, toInt(sendBytes, "an all-gather block"), MPI_BYTE,
+                         recv, counts.data(), displs.data(), MPI_BYTE, comm),
+          "MPI_Allgatherv");
+  }
+
+  void alltoallv(Group &g, const void *send, const std::vector<int64_t> &sendBytes,
+                 void *recv, const std::vector<int64_t> &recvBytes) override {
+    MPI_Comm comm = static_cast<MpiGroup &>(g).comm;
+    int n = g.size();
+    std::vector<int> sc(n), sd(n), rc(n), rd(n);
+    int64_t so = 0, ro = 0;
+    for (int i = 0; i < n; ++i) {
+      sc[i] = toInt(sendBytes[i], "an all-to-all block");
+      sd[i] = toInt(so, "an all-to-all buffer");
+      rc[i] = toInt(recvBytes[i], "an all-to-all block");
+      rd[i] = toInt(ro, "an all-to-all buffer");
+      so += sendBytes[i];
+      ro += recvBytes[i];
+    }
+    check(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(),
+                        rd.data(), MPI_BYTE, comm),
+          "MPI_Alltoallv");
+  }
+
+  void barrier(Group &g) override {
+    check(MPI_Barrier(static_cast<MpiGroup &>(g).comm), "MPI_Barrier");
+  }
+
+  void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
+
+private:
+  static void divide(void *buf, int64_t count, DType dtype, int by) {
+    auto div = [&](auto *p) {
+      for (int64_t i = 0; i < count; ++i)
+        p[i] /= by;
+    };
+    switch (dtype) {
+    case DType::F32: div(static_cast<float *>(buf)); break;
+    case DType::F64: div(static_cast<double *>(buf)); break;
+    case DType::I64: div(static_cast<int64_t *>(buf)); break;
+    case DType::I32: div(static_cast<int32_t *>(buf)); break;
+    default:
+      throw CommError(std::string("cannot average ") + nameOf(dtype) + " tensors");
+    }
+  }
+
+  /// Ranks on this machine: from Open MPI's environment when mpirun set it,
+  /// else by comparing host names (a collective, at start-up).
+  int localSize() {
+    if (const char *s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+      return std::max(1, std::atoi(s));
+    return 1;
+  }
+
+  bool ownsMpi = false;
+  std::map<std::string, std::unique_ptr<MpiGroup>> groups;
+};
+
+} // namespace
+
+std::unique_ptr<Comm> makeLocalComm() { return std::make_unique<LocalComm>(); }
+
+bool launchedUnderMpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr ||
+         std::getenv("PMIX_RANK") != nullptr;
+}
+
+std::unique_ptr<Comm> makeMpiComm() { return std::make_unique<MpiComm>(); }
+
+} // namespace parallax::rt

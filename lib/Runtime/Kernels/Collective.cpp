@@ -1,0 +1,636 @@
+//===- Collective.cpp - synchronization kernels ---------------------------===//
+//
+// The px synchronization ops on top of Comm. Each kernel's work runs as one
+// job on the communication thread. With a "token" attribute the kernel only
+// starts it (inputs are copied first, so their memory may be reused at
+// once) and a later "wait" kernel, placed by the plan emitter before the
+// first reader of the outputs, joins it: that is how gradient all-reduces
+// overlap the rest of the backward pass. Without a token the kernel waits.
+//
+// Parameter-server exchanges (ps_pull, ps_push) are two all-to-alls each
+// way: counts, then payload. Rows are partitioned as the px dialect defines:
+// partition p holds rows [p*ceil(R/P), (p+1)*ceil(R/P)) and lives on group
+// rank placement[p].
+//
+//===----------------------------------------------------------------------===//
+
+#include "parallax/Runtime/Comm.h"
+#include "parallax/Runtime/Kernel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+namespace parallax::rt {
+
+namespace {
+
+using Bytes = std::vector<char>;
+
+/// The group of a sync kernel (grid_shape, grid_axes; no axes = the whole
+/// grid, as in the px dialect).
+Group &groupOf(KernelArgs &args) {
+  if (!args.env.comm)
+    args.fail("no communicator");
+  std::vector<int64_t> shape = args.has("grid_shape")
+                                   ? args.i64s("grid_shape")
+                                   : std::vector<int64_t>{args.env.worldSize};
+  std::vector<int64_t> axes = args.has("grid_axes") ? args.i64s("grid_axes")
+                                                    : std::vector<int64_t>{};
+  if (axes.empty())
+    for (int64_t a = 0; a < (int64_t)shape.size(); ++a)
+      axes.push_back(a);
+  try {
+    return args.env.comm->group(shape, axes);
+  } catch (const CommError &e) {
+    args.fail(e.what());
+  }
+}
+
+std::vector<std::string> variablesOf(KernelArgs &args, size_t n) {
+  std::vector<std::string> names;
+  if (args.has("variables"))
+    names = args.kernel.attrs["variables"].get<std::vector<std::string>>();
+  names.resize(n, names.empty() ? "(other)" : names.back());
+  return names;
+}
+
+/// Runs `job` on the communication thread: started (token) or awaited now.
+KernelFn launch(KernelArgs &args, std::function<void()> prepare,
+                std::function<void()> job) {
+  Comm *comm = args.env.comm;
+  ExecEnv *env = &args.env;
+  int64_t token = args.i64Or("token", -1);
+  if (token >= (int64_t)env->tickets.size())
+    args.fail("token " + std::to_string(token) + " out of range");
+  return [=] {
+    if (prepare)
+      prepare();
+    try {
+      if (token >= 0)
+        env->tickets[token] = comm->submit(job);
+      else
+        comm->run(job);
+    } catch (const CommError &e) {
+      throw KernelError(e.what());
+    }
+  };
+}
+
+ReduceOp reduceOpOf(KernelArgs &args) {
+  std::string kind = args.strOr("reduction", "sum");
+  if (kind == "sum") return ReduceOp::Sum;
+  if (kind == "average") return ReduceOp::Average;
+  if (kind == "max") return ReduceOp::Max;
+  if (kind == "min") return ReduceOp::Min;
+  args.fail("unsupported reduction '" + kind + "'");
+}
+
+//===----------------------------------------------------------------------===//
+// Dense collectives
+//===----------------------------------------------------------------------===//
+
+/// all_reduce over one or more tensors of one element type (a fused bucket:
+/// one collective over a contiguous staging buffer).
+KernelFn allReduce(KernelArgs &args) {
+  if (args.ins.empty() || args.ins.size() != args.outs.size())
+    args.fail("all_reduce needs as many outputs as inputs");
+  DType dtype = args.in(0).dtype;
+  int64_t total = 0;
+  std::vector<int64_t> offsets;
+  for (size_t i = 0; i < args.ins.size(); ++i) {
+    if (args.in(i).dtype != dtype || args.out(i).dtype != dtype ||
+        args.in(i).shape != args.out(i).shape)
+      args.fail("a fused all_reduce needs tensors of one element type, each "
+                "output shaped as its input");
+    offsets.push_back(total);
+    total += args.in(i).bytes();
+  }
+  Group &group = groupOf(args);
+  ReduceOp op = reduceOpOf(args);
+  auto staging = std::make_shared<Bytes>(std::max<int64_t>(total, 1));
+  auto names = variablesOf(args, args.ins.size());
+  std::vector<TensorView> ins = args.ins, outs = args.outs;
+  Comm *comm = args.env.comm;
+  int64_t count = total / (int64_t)sizeOf(dtype);
+  auto prepare = [=] {
+    for (size_t i = 0; i < ins.size(); ++i)
+      std::memcpy(staging->data() + offsets[i], ins[i].data, ins[i].bytes());
+  };
+  auto job = [=, &group] {
+    comm->allreduce(group, staging->data(), count, dtype, op);
+    int g = group.size();
+    for (size_t i = 0; i < outs.size(); ++i) {
+      std::memcpy(outs[i].data, staging->data() + offsets[i], outs[i].bytes());
+      // The ring algorithm's volume: 2 (G-1)/G of the buffer each way.
+      int64_t ring = g > 1 ? 2 * outs[i].bytes() * (g - 1) / g : 0;
+      comm->traffic.add(names[i], ring, ring);
+    }
+  };
+  return launch(args, prepare, job);
+}
+
+/// Concatenation of the group's tensors along gather_axis.
+KernelFn allGather(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  Group &group = groupOf(args);
+  int g = group.size();
+  int64_t axis = args.i64("gather_axis");
+  if (axis < 0 || axis >= x.rank())
+    args.fail("gather_axis out of range");
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.dim(d);
+  int64_t inner = x.bytes() / std::max<int64_t>(outer, 1); // bytes per outer slice
+  auto send = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
+  auto recv = std::make_shared<Bytes>(std::max<int64_t>(x.bytes() * g, 1));
+  auto names = variablesOf(args, 1);
+  Comm *comm = args.env.comm;
+  TensorView xin = x, yout = y;
+  auto prepare = [=] { std::memcpy(send->data(), xin.data, xin.bytes()); };
+  auto job = [=, &group] {
+    std::vector<int64_t> sizes(g, xin.bytes());
+    comm->allgatherv(group, send->data(), xin.bytes(), recv->data(), sizes);
+    // recv is [g][outer][inner]; y is [outer][g][inner].
+    char *out = static_cast<char *>(yout.data);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int r = 0; r < g; ++r)
+        std::memcpy(out + (o * g + r) * inner,
+                    recv->data() + (int64_t)r * xin.bytes() + o * inner, inner);
+    comm->traffic.add(names[0], xin.bytes() * (g - 1), xin.bytes() * (g - 1));
+  };
+  return launch(args, prepare, job);
+}
+
+/// Reduce over the group, then keep this rank's slice along scatter_axis.
+KernelFn reduceScatter(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  Group &group = groupOf(args);
+  int g = group.size();
+  int64_t axis = args.i64("scatter_axis");
+  if (axis < 0 || axis >= x.rank() || x.dim(axis) % g != 0)
+    args.fail("scatter_axis out of range or not divisible by the group");
+  ReduceOp op = reduceOpOf(args);
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.dim(d);
+  int64_t slice = y.bytes() / std::max<int64_t>(outer, 1);
+  auto staging = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
+  auto names = variablesOf(args, 1);
+  Comm *comm = args.env.comm;
+  TensorView xin = x, yout = y;
+  auto prepare = [=] { std::memcpy(staging->data(), xin.data, xin.bytes()); };
+  auto job = [=, &group] {
+    comm->allreduce(group, staging->data(), xin.numElements(), xin.dtype, op);
+    int r = group.rank();
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(static_cast<char *>(yout.data) + o * slice,
+                  staging->data() + (o * g + r) * slice, slice);
+    int64_t v = xin.bytes() * (g - 1) / g; // as a ring reduce-scatter
+    comm->traffic.add(names[0], v, v);
+  };
+  return launch(args, prepare, job);
+}
+
+/// Split along split_axis, send piece i to group rank i, concatenate the
+/// received pieces along concat_axis.
+KernelFn allToAll(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  Group &group = groupOf(args);
+  int g = group.size();
+  int64_t split = args.i64("split_axis"), concat = args.i64("concat_axis");
+  if (split < 0 || split >= x.rank() || concat < 0 || concat >= x.rank() ||
+      x.dim(split) % g != 0)
+    args.fail("split/concat axis out of range or not divisible by the group");
+  int64_t elem = (int64_t)sizeOf(x.dtype);
+  auto xs = stridesOf(x.shape);
+  // Piece i is x with dimension `split` restricted to [i*s/g, (i+1)*s/g).
+  std::vector<int64_t> piece = x.shape;
+  piece[split] /= g;
+  int64_t pieceElems = 1;
+  for (int64_t d : piece)
+    pieceElems *= d;
+  auto send = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
+  auto recv = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
+  auto names = variablesOf(args, 1);
+  Comm *comm = args.env.comm;
+  TensorView xin = x, yout = y;
+  auto ps = stridesOf(piece);
+  auto ys = stridesOf(y.shape);
+  auto prepare = [=] {
+    // Pack piece i contiguously at send[i].
+    for (int i = 0; i < g; ++i)
+      for (int64_t e = 0; e < pieceElems; ++e) {
+        int64_t src = 0, rem = e;
+        for (size_t d = 0; d < piece.size(); ++d) {
+          int64_t c = rem / ps[d];
+          rem %= ps[d];
+          if ((int64_t)d == split)
+            c += i * piece[split];
+          src += c * xs[d];
+        }
+        std::memcpy(send->data() + (i * pieceElems + e) * elem,
+                    static_cast<const char *>(xin.data) + src * elem, elem);
+      }
+  };
+  auto job = [=, &group] {
+    std::vector<int64_t> sizes(g, pieceElems * elem);
+    comm->alltoallv(group, send->data(), sizes, recv->data(), sizes);
+    // Received piece j goes to y with dimension `concat` offset by j*piece.
+    for (int j = 0; j < g; ++j)
+      for (int64_t e = 0; e < pieceElems; ++e) {
+        int64_t dst = 0, rem = e;
+        for (size_t d = 0; d < piece.size(); ++d) {
+          int64_t c = rem / ps[d];
+          rem %= ps[d];
+          if ((int64_t)d == concat)
+            c += j * piece[concat];
+          dst += c * ys[d];
+        }
+        std::memcpy(static_cast<char *>(yout.data) + dst * elem,
+                    recv->data() + (j * pieceElems + e) * elem, elem);
+      }
+    int64_t v = pieceElems * elem * (g - 1);
+    comm->traffic.add(names[0], v, v);
+  };
+  return launch(args, prepare, job);
+}
+
+KernelFn wait(KernelArgs &args) {
+  int64_t token = args.i64("token");
+  if (token < 0 || token >= (int64_t)args.env.tickets.size())
+    args.fail("token out of range");
+  ExecEnv *env = &args.env;
+  return [env, token] {
+    try {
+      env->comm->wait(env->tickets[token]);
+    } catch (const CommError &e) {
+      throw KernelError(e.what());
+    }
+  };
+}
+
+//===----------------------------------------------------------------------===//
+// Sparse gradients
+//===----------------------------------------------------------------------===//
+
+/// Horovod's sparse all-reduce: every rank gets every rank's rows.
+KernelFn allGatherV(KernelArgs &args) {
+  const TensorView &idx = args.in(0), &vals = args.in(1);
+  const TensorView &outIdx = args.out(0), &outVals = args.out(1);
+  Group &group = groupOf(args);
+  int g = group.size();
+  if (outIdx.numElements() != idx.numElements() * g)
+    args.fail("all_gatherv output must hold the rows of every rank");
+  auto send = std::make_shared<Bytes>(std::max<int64_t>(idx.bytes() + vals.bytes(), 1));
+  auto recv = std::make_shared<Bytes>(std::max<int64_t>((idx.bytes() + vals.bytes()) * g, 1));
+  auto names = variablesOf(args, 1);
+  Comm *comm = args.env.comm;
+  TensorView i0 = idx, v0 = vals, i1 = outIdx, v1 = outVals;
+  auto prepare = [=] {
+    std::memcpy(send->data(), i0.data, i0.bytes());
+    std::memcpy(send->data() + i0.bytes(), v0.data, v0.bytes());
+  };
+  auto job = [=, &group] {
+    int64_t block = i0.bytes() + v0.bytes();
+    comm->allgatherv(group, send->data(), block, recv->data(),
+                     std::vector<int64_t>(g, block));
+    for (int r = 0; r < g; ++r) {
+      std::memcpy(static_cast<char *>(i1.data) + r * i0.bytes(),
+                  recv->data() + r * block, i0.bytes());
+      std::memcpy(static_cast<char *>(v1.data) + r * v0.bytes(),
+                  recv->data() + r * block + i0.bytes(), v0.bytes());
+    }
+    comm->traffic.add(names[0], block * (g - 1), block * (g - 1));
+  };
+  return launch(args, prepare, job);
+}
+
+/// Row partitioning of a table of `rows` rows.
+struct Partitioning {
+  int64_t rows = 0, perPartition = 1;
+  std::vector<int64_t> placement; // partition -> group rank
+  int owner(int64_t row) const { return (int)placement[row / perPartition]; }
+};
+
+Partitioning partitioningOf(KernelArgs &args, int64_t rows, int groupSize) {
+  Partitioning p;
+  p.rows = rows;
+  int64_t parts = args.i64("partitions");
+  p.placement = args.i64s("placement");
+  if (parts < 1 || (int64_t)p.placement.size() != parts)
+    args.fail("placement must name one rank per partition");
+  for (int64_t r : p.placement)
+    if (r < 0 || r >= groupSize)
+      args.fail("placement names rank " + std::to_string(r) + " of a group of " +
+                std::to_string(groupSize));
+  p.perPartition = std::max<int64_t>(1, (rows + parts - 1) / parts);
+  return p;
+}
+
+int64_t readIndex(const TensorView &t, int64_t i) {
+  return t.dtype == DType::I32 ? t.as<int32_t>()[i] : t.as<int64_t>()[i];
+}
+
+/// Sends variable-size blocks (bytes per group rank) and returns what every
+/// rank sent us, with the byte counts.
+struct Exchange {
+  Bytes data;
+  std::vector<int64_t> bytes;
+};
+Exchange exchange(Comm &comm, Group &g, const std::vector<Bytes> &blocks) {
+  int n = g.size();
+  std::vector<int64_t> sendCounts(n), one(n, (int64_t)sizeof(int64_t));
+  for (int i = 0; i < n; ++i)
+    sendCounts[i] = (int64_t)blocks[i].size();
+  Exchange out;
+  out.bytes.assign(n, 0);
+  comm.alltoallv(g, sendCounts.data(), one, out.bytes.data(), one);
+  Bytes send;
+  for (const Bytes &b : blocks)
+    send.insert(send.end(), b.begin(), b.end());
+  out.data.resize(std::accumulate(out.bytes.begin(), out.bytes.end(), int64_t(0)));
+  comm.alltoallv(g, send.data(), sendCounts, out.data.data(), out.bytes);
+  return out;
+}
+
+/// Traffic of an exchange: everything but the blocks to and from oneself.
+std::pair<int64_t, int64_t> offRank(Group &g, const std::vector<Bytes> &sent,
+                                    const std::vector<int64_t> &received) {
+  int64_t s = 0, r = 0;
+  for (int i = 0; i < g.size(); ++i)
+    if (i != g.rank()) {
+      s += (int64_t)sent[i].size();
+      r += received[i];
+    }
+  return {s, r};
+}
+
+/// Pull the rows this rank's ids name from their servers: each distinct
+/// row is requested once.
+KernelFn psPull(KernelArgs &args) {
+  const TensorView &table = args.in(0), &ids = args.in(1), &rows = args.out(0);
+  if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
+    args.fail("ids must be i32 or i64");
+  if (table.rank() < 1)
+    args.fail("the table must have rows");
+  Group &group = groupOf(args);
+  Partitioning part = partitioningOf(args, table.dim(0), group.size());
+  int64_t rowBytes = table.bytes() / std::max<int64_t>(table.dim(0), 1);
+  if (rows.bytes() != ids.numElements() * rowBytes)
+    args.fail("rows must be ids.shape x the table's row shape");
+  auto names = variablesOf(args, 1);
+  Comm *comm = args.env.comm;
+  TensorView t = table, i = ids, out = rows;
+  // The ids are copied before the job starts: their buffer may be reused.
+  auto wanted = std::make_shared<std::vector<int64_t>>(ids.numElements());
+  auto prepare = [=] {
+    for (int64_t k = 0; k < i.numElements(); ++k) {
+      int64_t id = readIndex(i, k);
+      if (id < 0)
+        id += part.rows;
+      if (id < 0 || id >= part.rows)
+        throw KernelError("id " + std::to_string(readIndex(i, k)) +
+                          " at position " + std::to_string(k) +
+                          " is out of range for a table of " +
+                          std::to_string(part.rows) + " rows");
+      (*wanted)[k] = id;
+    }
+  };
+  auto job = [=, &group] {
+    int n = group.size();
+    std::vector<int64_t> unique = *wanted;
+    std::sort(unique.begin(), unique.end());
+    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+    // Requests, per server, in increasing row order.
+    std::vector<Bytes> requests(n);
+    for (int64_t row : unique) {
+      Bytes &b = requests[part.owner(row)];
+      b.insert(b.end(), reinterpret_cast<const char *>(&row),
+               reinterpret_cast<const char *>(&row) + sizeof row);
+    }
+    Exchange asked = exchange(*comm, group, requests);
+    // Serve: the rows others asked for, from this rank's table.
+    std::vector<Bytes> replies(n);
+    int64_t at = 0;
+    for (int src = 0; src < n; ++src) {
+      int64_t count = asked.bytes[src] / (int64_t)sizeof(int64_t);
+      Bytes &b = replies[src];
+      b.resize(count * rowBytes);
+      for (int64_t k = 0; k < count; ++k) {
+        int64_t row;
+        std::memcpy(&row, asked.data.data() + at + k * sizeof(int64_t), sizeof row);
+        if (row < 0 || row >= part.rows || part.owner(row) != group.rank())
+          throw KernelError("rank " + std::to_string(group.rank()) +
+                            " was asked for row " + std::to_string(row) +
+                            ", which it does not serve");
+        std::memcpy(b.data() + k * rowBytes,
+                    static_cast<const char *>(t.data) + row * rowBytes, rowBytes);
+      }
+      at += asked.bytes[src];
+    }
+    Exchange got = exchange(*comm, group, replies);
+    // Received rows are in the order requested, server by server.
+    std::vector<int64_t> start(n, 0);
+    for (int s = 1; s < n; ++s)
+      start[s] = start[s - 1] + got.bytes[s - 1];
+    std::vector<const char *> rowOf(unique.size());
+    std::vector<int64_t> next(n, 0);
+    for (size_t u = 0; u < unique.size(); ++u) {
+      int s = part.owner(unique[u]);
+      rowOf[u] = got.data.data() + start[s] + next[s]++ * rowBytes;
+    }
+    char *dst = static_cast<char *>(out.data);
+    for (int64_t k = 0; k < (int64_t)wanted->size(); ++k) {
+      size_t u = std::lower_bound(unique.begin(), unique.end(), (*wanted)[k]) -
+                 unique.begin();
+      std::memcpy(dst + k * rowBytes, rowOf[u], rowBytes);
+    }
+    auto a = offRank(group, requests, asked.bytes);
+    auto b = offRank(group, replies, got.bytes);
+    comm->traffic.add(names[0], a.first + b.first, a.second + b.second);
+  };
+  return launch(args, prepare, job);
+}
+
+/// Sum of rows per distinct index, index -1 dropped: (sorted indices, rows).
+template <typename T>
+void coalesce(const std::vector<int64_t> &idx, const T *vals, int64_t width,
+              std::vector<int64_t> &outIdx, std::vector<T> &outVals) {
+  std::vector<int64_t> order;
+  for (int64_t k = 0; k < (int64_t)idx.size(); ++k)
+    if (idx[k] >= 0)
+      order.push_back(k);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return idx[a] < idx[b]; });
+  outIdx.clear();
+  outVals.clear();
+  for (int64_t k : order) {
+    if (outIdx.empty() || outIdx.back() != idx[k]) {
+      outIdx.push_back(idx[k]);
+      outVals.insert(outVals.end(), vals + k * width, vals + (k + 1) * width);
+    } else {
+      T *acc = outVals.data() + (outIdx.size() - 1) * width;
+      for (int64_t c = 0; c < width; ++c)
+        acc[c] += vals[k * width + c];
+    }
+  }
+}
+
+/// Push a sparse gradient to the servers of its rows; the result is the
+/// summed gradient of the rows this rank serves, padded with index -1.
+template <typename T>
+KernelFn psPushTyped(KernelArgs &args) {
+  const TensorView &idx = args.in(0), &vals = args.in(1);
+  const TensorView &outIdx = args.out(0), &outVals = args.out(1);
+  Group &group = groupOf(args);
+  int64_t rows = 0;
+  if (!args.has("table_rows"))
+    args.fail("missing attribute 'table_rows'");
+  rows = args.i64("table_rows");
+  Partitioning part = partitioningOf(args, rows, group.size());
+  int64_t width = vals.numElements() / std::max<int64_t>(idx.numElements(), 1);
+  int64_t capacity = outIdx.numElements();
+  bool localAggregation = args.flag("local_aggregation");
+  int perMachine = std::max(1, args.env.comm->ranksPerMachine());
+  auto names = variablesOf(args, 1);
+  Comm *comm = args.env.comm;
+  TensorView i0 = idx, v0 = vals, i1 = outIdx, v1 = outVals;
+  // Copies made before the job starts.
+  auto myIdx = std::make_shared<std::vector<int64_t>>(idx.numElements());
+  auto myVals = std::make_shared<std::vector<T>>(vals.numElements());
+  auto prepare = [=] {
+    for (int64_t k = 0; k < i0.numElements(); ++k) {
+      int64_t r = i0.as<int64_t>()[k];
+      if (r < -1 || r >= rows)
+        throw KernelError("row " + std::to_string(r) + " at position " +
+                          std::to_string(k) + " is out of range for a table of " +
+                          std::to_string(rows) + " rows");
+      (*myIdx)[k] = r;
+    }
+    std::memcpy(myVals->data(), v0.data, v0.bytes());
+  };
+  auto job = [=, &group] {
+    int n = group.size();
+    int64_t record = (int64_t)sizeof(int64_t) + width * (int64_t)sizeof(T);
+    auto pack = [&](std::vector<Bytes> &blocks, int dest, int64_t row, const T *v) {
+      Bytes &b = blocks[dest];
+      size_t at = b.size();
+      b.resize(at + record);
+      std::memcpy(b.data() + at, &row, sizeof row);
+      std::memcpy(b.data() + at + sizeof row, v, width * sizeof(T));
+    };
+    auto unpack = [&](const Exchange &e, std::vector<int64_t> &is, std::vector<T> &vs) {
+      int64_t count = (int64_t)e.data.size() / record;
+      for (int64_t k = 0; k < count; ++k) {
+        int64_t row;
+        std::memcpy(&row, e.data.data() + k * record, sizeof row);
+        is.push_back(row);
+        const T *v = reinterpret_cast<const T *>(e.data.data() + k * record + sizeof row);
+        vs.insert(vs.end(), v, v + width);
+      }
+    };
+    int64_t sent = 0, received = 0;
+    auto count = [&](const std::vector<Bytes> &blocks, const Exchange &e) {
+      auto t = offRank(group, blocks, e.bytes);
+      sent += t.first;
+      received += t.second;
+    };
+    std::vector<int64_t> ci;
+    std::vector<T> cv;
+    coalesce(*myIdx, myVals->data(), width, ci, cv);
+    // Machine of a group rank (world ranks are numbered machine by machine).
+    auto machine = [&](int r) { return group.members()[r] / perMachine; };
+    auto leader = [&](int r) {
+      for (int q = 0; q < n; ++q)
+        if (machine(q) == machine(r))
+          return q;
+      return r;
+    };
+    std::vector<int64_t> served;
+    std::vector<T> servedVals;
+    if (!localAggregation) {
+      std::vector<Bytes> blocks(n);
+      for (size_t k = 0; k < ci.size(); ++k)
+        pack(blocks, part.owner(ci[k]), ci[k], cv.data() + k * width);
+      Exchange e = exchange(*comm, group, blocks);
+      count(blocks, e);
+      unpack(e, served, servedVals);
+    } else {
+      // Round 1: rows of servers on this machine go straight to them; the
+      // rest to this machine's leader, which sums them up.
+      std::vector<Bytes> first(n);
+      for (size_t k = 0; k < ci.size(); ++k) {
+        int owner = part.owner(ci[k]);
+        int dest = machine(owner) == machine(group.rank()) ? owner : leader(group.rank());
+        pack(first, dest, ci[k], cv.data() + k * width);
+      }
+      Exchange e1 = exchange(*comm, group, first);
+      count(first, e1);
+      std::vector<int64_t> gotIdx;
+      std::vector<T> gotVals;
+      unpack(e1, gotIdx, gotVals);
+      // Split what arrived: rows this rank serves stay; the leader forwards
+      // the (summed) rows of other machines' servers in round 2.
+      std::vector<int64_t> keepIdx, fwdIdx;
+      std::vector<T> keepVals, fwdVals;
+      for (size_t k = 0; k < gotIdx.size(); ++k) {
+        bool mine = part.owner(gotIdx[k]) == group.rank();
+        (mine ? keepIdx : fwdIdx).push_back(gotIdx[k]);
+        auto &dst = mine ? keepVals : fwdVals;
+        dst.insert(dst.end(), gotVals.begin() + k * width, gotVals.begin() + (k + 1) * width);
+      }
+      std::vector<int64_t> si;
+      std::vector<T> sv;
+      coalesce(fwdIdx, fwdVals.data(), width, si, sv);
+      std::vector<Bytes> second(n);
+      for (size_t k = 0; k < si.size(); ++k)
+        pack(second, part.owner(si[k]), si[k], sv.data() + k * width);
+      Exchange e2 = exchange(*comm, group, second);
+      count(second, e2);
+      served = std::move(keepIdx);
+      servedVals = std::move(keepVals);
+      unpack(e2, served, servedVals);
+    }
+    std::vector<int64_t> fi;
+    std::vector<T> fv;
+    coalesce(served, servedVals.data(), width, fi, fv);
+    if ((int64_t)fi.size() > capacity)
+      throw KernelError("rank " + std::to_string(group.rank()) + " serves " +
+                        std::to_string(fi.size()) + " rows this step, more than " +
+                        "the capacity of " + std::to_string(capacity));
+    int64_t *oi = i1.as<int64_t>();
+    T *ov = v1.as<T>();
+    std::copy(fi.begin(), fi.end(), oi);
+    std::fill(oi + fi.size(), oi + capacity, int64_t(-1));
+    std::copy(fv.begin(), fv.end(), ov);
+    std::fill(ov + fv.size(), ov + capacity * width, T(0));
+    comm->traffic.add(names[0], sent, received);
+  };
+  return launch(args, prepare, job);
+}
+
+KernelFn psPush(KernelArgs &args) {
+  args.expectDType(args.in(0), DType::I64, "indices");
+  switch (args.in(1).dtype) {
+  case DType::F32: return psPushTyped<float>(args);
+  case DType::F64: return psPushTyped<double>(args);
+  default: args.fail("ps_push supports f32 and f64 rows");
+  }
+}
+
+} // namespace
+
+void registerCollectiveKernels(KernelRegistry &r) {
+  r.add("all_reduce", allReduce);
+  r.add("all_gather", allGather);
+  r.add("reduce_scatter", reduceScatter);
+  r.add("all_to_all", allToAll);
+  r.add("all_gatherv", allGatherV);
+  r.add("ps_pull", psPull);
+  r.add("ps_push", psPush);
+  r.add("wait", wait);
+}
+
+} // namespace parallax::rt

@@ -1,0 +1,205 @@
+//===- Cluster.cpp - the ranks, machines and links a plan is for ----------===//
+//
+// The cluster file (`parallax-opt --cluster FILE`):
+//
+//   {
+//     "machines": [{"host": "node1", "ranks": 4}, {"host": "node2", "ranks": 4}],
+//     "intra_machine": {"bandwidth_gbps": 40, "latency_us": 5},
+//     "inter_machine": {"bandwidth_gbps": 10, "latency_us": 50}
+//   }
+//
+// ("machines" may also be a count with "ranks_per_machine".) Every machine
+// must run the same number of ranks: the grid is machines x ranks. Link
+// figures from a calibration profile (parallax-run --calibrate) take
+// precedence; without either, the defaults describe shared memory inside a
+// machine and 10 Gb/s Ethernet between machines.
+//
+//===----------------------------------------------------------------------===//
+
+#include "parallax/Transforms/Passes.h"
+#include "parallax/Transforms/Cluster.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+namespace parallax {
+#define GEN_PASS_DEF_PXCLUSTER
+#include "parallax/Transforms/Passes.h.inc"
+} // namespace parallax
+
+using namespace mlir;
+using namespace parallax;
+
+namespace parallax {
+
+ClusterModel ClusterModel::fromModule(ModuleOp module) {
+  ClusterModel c;
+  if (auto n = module->getAttrOfType<IntegerAttr>("px.world_size"))
+    c.worldSize = n.getInt();
+  if (auto r = module->getAttrOfType<IntegerAttr>("px.ranks_per_machine"))
+    c.ranksPerMachine = r.getInt();
+  else
+    c.ranksPerMachine = c.worldSize;
+  if (auto d = module->getAttrOfType<DictionaryAttr>("px.cluster")) {
+    auto get = [&](StringRef k, double &v) {
+      if (auto f = d.getAs<FloatAttr>(k))
+        v = f.getValueAsDouble();
+    };
+    get("intra_bandwidth", c.intraBandwidth);
+    get("intra_latency", c.intraLatency);
+    get("inter_bandwidth", c.interBandwidth);
+    get("inter_latency", c.interLatency);
+    get("update_seconds_per_byte", c.updateSecondsPerByte);
+  }
+  return c;
+}
+
+double ClusterModel::bandwidth() const {
+  return machines() > 1 ? interBandwidth : intraBandwidth;
+}
+double ClusterModel::latency() const {
+  return machines() > 1 ? interLatency : intraLatency;
+}
+
+} // namespace parallax
+
+namespace {
+
+llvm::Expected<llvm::json::Value> readJson(StringRef path, StringRef what) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return llvm::createStringError(buffer.getError(), "%s %s: %s", what.str().c_str(),
+                                   path.str().c_str(),
+                                   buffer.getError().message().c_str());
+  auto json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "%s %s: %s",
+                                   what.str().c_str(), path.str().c_str(),
+                                   llvm::toString(json.takeError()).c_str());
+  return std::move(*json);
+}
+
+/// Reads {"bandwidth_gbps": x, "latency_us": y} into bytes/s and seconds.
+void readLink(const llvm::json::Object *link, double &bandwidth, double &latency) {
+  if (!link)
+    return;
+  if (auto g = link->getNumber("bandwidth_gbps"))
+    bandwidth = *g * 1e9 / 8;
+  if (auto l = link->getNumber("latency_us"))
+    latency = *l * 1e-6;
+}
+
+struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
+  using PxClusterBase::PxClusterBase;
+
+  LogicalResult fail(const llvm::Twine &msg) {
+    getOperation().emitError("px-cluster: ") << msg;
+    return failure();
+  }
+
+  LogicalResult readCluster(ClusterModel &c) {
+    if (clusterFile.empty()) {
+      if (np < 1)
+        return fail("np must be >= 1");
+      c.worldSize = np;
+      c.ranksPerMachine = np;
+      return success();
+    }
+    auto json = readJson(clusterFile, "cluster file");
+    if (!json)
+      return fail(llvm::toString(json.takeError()));
+    auto *obj = json->getAsObject();
+    if (!obj)
+      return fail("cluster file " + clusterFile + ": expected a JSON object");
+    int64_t machines = 0, perMachine = 0;
+    if (auto *list = obj->getArray("machines")) {
+      for (const auto &m : *list) {
+        auto *mo = m.getAsObject();
+        auto ranks = mo ? mo->getInteger("ranks") : std::nullopt;
+        if (!ranks || *ranks < 1)
+          return fail("cluster file " + clusterFile +
+                      ": every machine needs \"ranks\" >= 1");
+        if (perMachine && *ranks != perMachine)
+          return fail("cluster file " + clusterFile +
+                      ": every machine must run the same number of ranks "
+                      "(the process grid is machines x ranks)");
+        perMachine = *ranks;
+        ++machines;
+      }
+    } else if (auto count = obj->getInteger("machines")) {
+      machines = *count;
+      perMachine = obj->getInteger("ranks_per_machine").value_or(1);
+    }
+    if (machines < 1 || perMachine < 1)
+      return fail("cluster file " + clusterFile +
+                  ": needs \"machines\" (a list, or a count with "
+                  "\"ranks_per_machine\")");
+    c.worldSize = machines * perMachine;
+    c.ranksPerMachine = perMachine;
+    if (np > 1 && np != c.worldSize)
+      return fail("--np " + llvm::Twine(np) + " disagrees with the cluster file's " +
+                  llvm::Twine(c.worldSize) + " ranks");
+    readLink(obj->getObject("intra_machine"), c.intraBandwidth, c.intraLatency);
+    readLink(obj->getObject("inter_machine"), c.interBandwidth, c.interLatency);
+    return success();
+  }
+
+  LogicalResult readProfile(ClusterModel &c) {
+    if (profileFile.empty())
+      return success();
+    auto json = readJson(profileFile, "profile");
+    if (!json)
+      return fail(llvm::toString(json.takeError()));
+    auto *obj = json->getAsObject();
+    if (!obj || obj->getString("format") != "parallax-profile")
+      return fail("profile " + profileFile +
+                  ": not a calibration profile (make one with parallax-run "
+                  "--calibrate)");
+    auto link = [&](StringRef key, double &bw, double &lat) {
+      if (auto *l = obj->getObject(key)) {
+        if (auto b = l->getNumber("bandwidth_bytes_per_s"))
+          bw = *b;
+        if (auto t = l->getNumber("latency_s"))
+          lat = *t;
+      }
+    };
+    link("intra_machine", c.intraBandwidth, c.intraLatency);
+    link("inter_machine", c.interBandwidth, c.interLatency);
+    if (auto u = obj->getNumber("update_seconds_per_byte"))
+      c.updateSecondsPerByte = *u;
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    ClusterModel c;
+    if (failed(readCluster(c)) || failed(readProfile(c)))
+      return signalPassFailure();
+    OpBuilder b(module.getContext());
+    module->setAttr("px.world_size", b.getI64IntegerAttr(c.worldSize));
+    module->setAttr("px.ranks_per_machine", b.getI64IntegerAttr(c.ranksPerMachine));
+    module->setAttr(
+        "px.cluster",
+        b.getDictionaryAttr({
+            b.getNamedAttr("intra_bandwidth", b.getF64FloatAttr(c.intraBandwidth)),
+            b.getNamedAttr("intra_latency", b.getF64FloatAttr(c.intraLatency)),
+            b.getNamedAttr("inter_bandwidth", b.getF64FloatAttr(c.interBandwidth)),
+            b.getNamedAttr("inter_latency", b.getF64FloatAttr(c.interLatency)),
+            b.getNamedAttr("update_seconds_per_byte",
+                           b.getF64FloatAttr(c.updateSecondsPerByte)),
+        }));
+    if (auto old = module.lookupSymbol<shard::GridOp>(kWorldGrid))
+      old.erase();
+    b.setInsertionPointToStart(module.getBody());
+    SmallVector<int64_t> shape;
+    if (c.machines() > 1)
+      shape = {c.machines(), c.ranksPerMachine};
+    else
+      shape = {c.worldSize};
+    shard::GridOp::create(b, module.getLoc(), kWorldGrid, shape);
+  }
+};
+
+} // namespace

@@ -1,0 +1,108 @@
+//===- PartitionCount.cpp - how many servers a sparse variable gets --------===//
+//
+// Parallax (EuroSys'19, section 4.3) fits t(P) = theta1 / P + theta2 (P - 1)
+// + theta0 to step times measured at a few P and takes the integer argmin.
+// The same model, with the thetas from the link model instead of re-launched
+// trials (docs/sync.md derives them):
+//
+//   theta1 = what one server would carry for the variable per step: every
+//            rank's pulled and pushed rows, N * u * 2 (row + 8 bytes of
+//            index), over the bandwidth, plus applying N * u rows of
+//            gradient;
+//   theta2 = one more partition costs every rank one more message in each
+//            of the pull request, the reply and the push: 3 latencies;
+//   theta0 = everything that does not depend on P (left out of the argmin).
+//
+// P is at most the number of ranks: two partitions on one rank do not serve
+// in parallel.
+//
+//===----------------------------------------------------------------------===//
+
+#include "parallax/Transforms/Passes.h"
+#include "parallax/Transforms/Cluster.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+namespace parallax {
+#define GEN_PASS_DEF_PXPARTITION
+#include "parallax/Transforms/Passes.h.inc"
+} // namespace parallax
+
+using namespace mlir;
+using namespace parallax;
+
+namespace {
+
+struct PartitionPass : parallax::impl::PxPartitionBase<PartitionPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp func = getEntryFunction(module);
+    if (!func)
+      return;
+    ClusterModel c = ClusterModel::fromModule(module);
+    OpBuilder b(module.getContext());
+
+    struct Part {
+      px::VariableOp var;
+      int64_t index;
+      double bytes;
+    };
+    std::vector<Part> parts;
+    for (auto var : func.getOps<px::VariableOp>()) {
+      auto access = var->getAttrOfType<StringAttr>("px.access");
+      if (!access || access.getValue() != "sparse")
+        continue;
+      auto type = var.getOutput().getType();
+      int64_t rows = type.getDimSize(0);
+      double rowBytes = (double)type.getNumElements() / std::max<int64_t>(rows, 1) *
+                        (type.getElementTypeBitWidth() / 8);
+      int64_t u = rows;
+      if (auto r = var->getAttrOfType<IntegerAttr>("px.rows_per_step"))
+        u = r.getInt();
+      double n = (double)c.worldSize;
+      double theta1 = n * u * 2 * (rowBytes + 8) / c.bandwidth() +
+                      n * u * rowBytes * c.updateSecondsPerByte;
+      double theta2 = 3 * c.latency();
+      int64_t best = 1;
+      double bestTime = INFINITY;
+      int64_t maxP = std::min<int64_t>(c.worldSize, std::max<int64_t>(rows, 1));
+      for (int64_t p = 1; p <= maxP; ++p) {
+        double t = theta1 / p + theta2 * (p - 1);
+        if (t < bestTime - 1e-15) {
+          best = p;
+          bestTime = t;
+        }
+      }
+      var->setAttr("px.partitions", b.getI64IntegerAttr(best));
+      var->setAttr("px.partition_cost",
+                   b.getDenseF64ArrayAttr({theta1, theta2}));
+      for (int64_t p = 0; p < best; ++p)
+        parts.push_back({var, p, (double)type.getNumElements() *
+                                     (type.getElementTypeBitWidth() / 8) / best});
+    }
+    // Greedy placement, biggest partitions first: the machine with the
+    // fewest bytes so far, then its rank with the fewest bytes.
+    std::stable_sort(parts.begin(), parts.end(),
+                     [](const Part &a, const Part &b) { return a.bytes > b.bytes; });
+    std::vector<double> machineLoad(c.machines(), 0), rankLoad(c.worldSize, 0);
+    llvm::DenseMap<Operation *, SmallVector<int64_t>> placement;
+    for (const Part &p : parts) {
+      int64_t m = std::min_element(machineLoad.begin(), machineLoad.end()) -
+                  machineLoad.begin();
+      auto first = rankLoad.begin() + m * c.ranksPerMachine;
+      int64_t r = std::min_element(first, first + c.ranksPerMachine) - rankLoad.begin();
+      machineLoad[m] += p.bytes;
+      rankLoad[r] += p.bytes;
+      auto &list = placement[p.var];
+      list.resize(p.var->getAttrOfType<IntegerAttr>("px.partitions").getInt());
+      list[p.index] = r;
+    }
+    for (auto &[op, ranks] : placement)
+      op->setAttr("px.placement", b.getDenseI64ArrayAttr(ranks));
+  }
+};
+
+} // namespace

@@ -1,0 +1,349 @@
+//===- Synchronize.cpp - one synchronization scheme per variable ----------===//
+//
+// Data parallelism over the ranks of @world: each rank computes the mean loss
+// of its part of the global batch, so the gradient of the global mean loss
+// is the average of the ranks' gradients. Per trainable variable:
+//
+//   allreduce   px.all_reduce <average> of the dense gradient (a sparse one
+//               is densified first: Horovod's sparse_as_dense), in fusion
+//               buckets issued in backward order as soon as they fill;
+//   allgatherv  every rank gathers every rank's rows, scaled by 1/N, and
+//               applies them all to its replica (Horovod's sparse path);
+//   ps          parameter server: rows partitioned over servers co-located
+//               with the workers; reads of the variable become px.ps_pull
+//               of the rows needed, the row gradient (scaled by 1/N) a
+//               px.ps_push to their servers, summed within a machine first,
+//               and each server updates only the rows it owns.
+//
+// "hybrid" picks the cheapest per variable with the alpha-beta link model:
+// all-reduce for dense variables, for sparse ones whichever of the three
+// moves the fewest seconds of bytes (Parallax, EuroSys'19, section 3).
+//
+//===----------------------------------------------------------------------===//
+
+#include "parallax/Transforms/Passes.h"
+#include "parallax/Transforms/Cluster.h"
+
+#include "PxBuilder.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+#include <cmath>
+
+namespace parallax {
+#define GEN_PASS_DEF_PXSYNC
+#include "parallax/Transforms/Passes.h.inc"
+} // namespace parallax
+
+using namespace mlir;
+using namespace parallax;
+
+namespace {
+
+int64_t bytesOf(RankedTensorType t) {
+  return t.getNumElements() * (t.getElementTypeBitWidth() / 8);
+}
+
+struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
+  using PxSyncBase::PxSyncBase;
+
+  ClusterModel cluster;
+  shard::GridOp grid;
+  SmallVector<int16_t> axes;
+
+  LogicalResult fail(Operation *op, const llvm::Twine &msg) {
+    op->emitError("px-sync: ") << msg;
+    return failure();
+  }
+
+  /// The collective's common attributes: the whole world grid.
+  FlatSymbolRefAttr gridRef() {
+    return FlatSymbolRefAttr::get(grid.getSymNameAttr());
+  }
+
+  /// Predicted seconds of one step's synchronization of a variable.
+  double allReduceTime(double bytes) {
+    double n = cluster.worldSize;
+    return 2 * bytes * (n - 1) / n / cluster.bandwidth() +
+           2 * (n - 1) * cluster.latency();
+  }
+
+  std::string choose(px::VariableOp var, Value grad) {
+    bool sparse = isa<px::SparseGradType>(grad.getType());
+    auto type = var.getOutput().getType();
+    if (!sparse) {
+      if (scheme == "ps" && type.getRank() >= 1)
+        return "ps";
+      return "allreduce";
+    }
+    if (scheme != "hybrid")
+      return scheme;
+    double n = cluster.worldSize;
+    int64_t rows = type.getDimSize(0);
+    double rowBytes = (double)bytesOf(type) / std::max<int64_t>(rows, 1);
+    int64_t capacity = cast<px::SparseGradType>(grad.getType()).getRows();
+    int64_t u = rows;
+    if (auto r = var->getAttrOfType<IntegerAttr>("px.rows_per_step"))
+      u = r.getInt();
+    double tAr = allReduceTime((double)bytesOf(type));
+    double tAgv = capacity * (rowBytes + 8) * (n - 1) / cluster.bandwidth() +
+                  (n - 1) * cluster.latency();
+    double tPs = 2 * u * (rowBytes + 8) * (n - 1) / n / cluster.bandwidth() +
+                 4 * cluster.latency();
+    if (tPs <= tAgv && tPs <= tAr)
+      return "ps";
+    return tAgv <= tAr ? "allgatherv" : "allreduce";
+  }
+
+  /// The gradient scaled by 1/N (ranks average their mean-loss gradients).
+  Value averaged(PxBuilder &pb, Value grad) {
+    if (cluster.worldSize == 1)
+      return grad;
+    auto type = cast<px::SparseGradType>(grad.getType());
+    OpBuilder &b = pb.builder();
+    Value idx = px::SparseGradIndicesOp::create(b, pb.location(), grad);
+    Value vals = px::SparseGradValuesOp::create(b, pb.location(), grad);
+    Value scaled = pb.scale(vals, 1.0 / cluster.worldSize);
+    return px::MakeSparseGradOp::create(b, pb.location(), type, idx, scaled);
+  }
+
+  ArrayAttr variables(OpBuilder &b, StringRef name) {
+    return b.getStrArrayAttr({name});
+  }
+
+  /// Partitions and placement of a PS variable (px-partition's, else one
+  /// partition per rank).
+  std::pair<int64_t, SmallVector<int64_t>> partitioning(px::VariableOp var) {
+    int64_t rows = var.getOutput().getType().getDimSize(0);
+    if (auto p = var->getAttrOfType<IntegerAttr>("px.partitions"))
+      if (auto place = var->getAttrOfType<DenseI64ArrayAttr>("px.placement"))
+        return {p.getInt(), SmallVector<int64_t>(place.asArrayRef())};
+    int64_t p = std::max<int64_t>(1, std::min<int64_t>(cluster.worldSize, rows));
+    SmallVector<int64_t> place;
+    for (int64_t i = 0; i < p; ++i)
+      place.push_back(i);
+    return {p, place};
+  }
+
+  /// Parameter-server: pulls in the forward pass, a push of the gradient.
+  LogicalResult toParameterServer(px::VariableOp var, px::GradientOp g,
+                                  OpBuilder &b) {
+    auto type = var.getOutput().getType();
+    int64_t rows = type.getDimSize(0);
+    auto [parts, place] = partitioning(var);
+    auto common = [&](Operation *op) {
+      op->setAttr("px.variables", variables(b, var.getName()));
+    };
+    Value grad = g.getGrad();
+    PxBuilder pb(b, g.getLoc());
+    if (auto sparse = dyn_cast<px::SparseGradType>(grad.getType())) {
+      // Reads: every gather of the table becomes a pull of its rows.
+      for (Operation *user : llvm::make_early_inc_range(var.getOutput().getUsers())) {
+        auto gather = dyn_cast<px::GatherOp>(user);
+        if (!gather)
+          continue;
+        b.setInsertionPoint(gather);
+        auto pull = px::PsPullOp::create(
+            b, gather.getLoc(), gather.getType(), gridRef(),
+            b.getDenseI16ArrayAttr(axes), b.getI64IntegerAttr(parts),
+            b.getDenseI64ArrayAttr(place), var.getOutput(), gather.getIndices());
+        common(pull);
+        gather.replaceAllUsesWith(pull.getRows());
+        gather.erase();
+      }
+    } else {
+      // A dense variable on servers: pull every row, push the whole
+      // gradient as rows.
+      b.setInsertionPointAfter(var);
+      SmallVector<int64_t> iota(rows);
+      for (int64_t i = 0; i < rows; ++i)
+        iota[i] = i;
+      pb.setLocation(var.getLoc());
+      Value ids = pb.indexVector(iota);
+      auto pull = px::PsPullOp::create(
+          b, var.getLoc(), type, gridRef(), b.getDenseI16ArrayAttr(axes),
+          b.getI64IntegerAttr(parts), b.getDenseI64ArrayAttr(place),
+          var.getOutput(), ids);
+      common(pull);
+      var.getOutput().replaceAllUsesExcept(pull.getRows(),
+                                           SmallPtrSet<Operation *, 2>{pull, g});
+      b.setInsertionPoint(g);
+      pb.setLocation(g.getLoc());
+      auto sparseType = px::SparseGradType::get(b.getContext(), rows, type);
+      grad = px::MakeSparseGradOp::create(b, g.getLoc(), sparseType, ids, grad);
+    }
+    b.setInsertionPoint(g);
+    pb.setLocation(g.getLoc());
+    Value avg = averaged(pb, grad);
+    auto in = cast<px::SparseGradType>(avg.getType());
+    auto servedType = px::SparseGradType::get(
+        b.getContext(), in.getRows() * cluster.worldSize, type);
+    auto push = px::PsPushOp::create(
+        b, g.getLoc(), servedType, gridRef(), b.getDenseI16ArrayAttr(axes),
+        b.getI64IntegerAttr(parts), b.getDenseI64ArrayAttr(place), avg,
+        localAggregation ? b.getUnitAttr() : UnitAttr());
+    common(push);
+    g.getGradMutable().assign(push.getServed());
+    var->setAttr("px.partitions", b.getI64IntegerAttr(parts));
+    var->setAttr("px.placement", b.getDenseI64ArrayAttr(place));
+    // Predicted traffic (an estimate: the rows one rank touches, owned by
+    // the others with probability (N-1)/N, pulled and pushed once each).
+    double n = cluster.worldSize;
+    int64_t u = rows;
+    if (auto r = var->getAttrOfType<IntegerAttr>("px.rows_per_step"))
+      u = r.getInt();
+    double rowBytes = (double)bytesOf(type) / std::max<int64_t>(rows, 1);
+    setBytes(var, (int64_t)std::llround(2 * u * (rowBytes + 8) * (n - 1) / n), false);
+    return success();
+  }
+
+  LogicalResult toAllGatherV(px::VariableOp var, px::GradientOp g, OpBuilder &b) {
+    b.setInsertionPoint(g);
+    PxBuilder pb(b, g.getLoc());
+    Value avg = averaged(pb, g.getGrad());
+    auto in = cast<px::SparseGradType>(avg.getType());
+    auto outType = px::SparseGradType::get(
+        b.getContext(), in.getRows() * cluster.worldSize, in.getDenseType());
+    auto gather = px::AllGatherVOp::create(b, g.getLoc(), outType, gridRef(),
+                                           b.getDenseI16ArrayAttr(axes), avg);
+    gather->setAttr("px.variables", variables(b, var.getName()));
+    g.getGradMutable().assign(gather.getOutput());
+    // Exact: a fixed-size block of indices and rows to every other rank.
+    int64_t rowBytes = bytesOf(in.getValuesType()) / std::max<int64_t>(in.getRows(), 1);
+    setBytes(var, in.getRows() * (8 + rowBytes) * (cluster.worldSize - 1), true);
+    return success();
+  }
+
+  void setBytes(px::VariableOp var, int64_t bytes, bool exact) {
+    OpBuilder b(var);
+    var->setAttr("px.bytes_per_step", b.getI64IntegerAttr(bytes));
+    var->setAttr("px.bytes_exact", b.getBoolAttr(exact));
+  }
+
+  /// Fuses the dense gradients into buckets, in the order the backward pass
+  /// produces them, and all-reduces each bucket right after its last
+  /// gradient.
+  void allReduceInBuckets(ArrayRef<std::pair<px::VariableOp, px::GradientOp>> list,
+                          Block &block, OpBuilder &b) {
+    auto position = [&](Value v) -> Operation * {
+      Operation *def = v.getDefiningOp();
+      return def ? block.findAncestorOpInBlock(*def) : &block.front();
+    };
+    SmallVector<std::pair<px::VariableOp, px::GradientOp>> order(list.begin(), list.end());
+    llvm::stable_sort(order, [&](auto a, auto b) {
+      Operation *pa = position(a.second.getGrad()), *pb = position(b.second.getGrad());
+      return pa != pb && pa->isBeforeInBlock(pb);
+    });
+    int64_t bucket = 0, filled = 0;
+    // PyTorch DDP's rule: a small first bucket so communication starts early.
+    int64_t limit = std::min<int64_t>(bucketBytes, 1 << 20);
+    SmallVector<std::pair<px::VariableOp, px::GradientOp>> current;
+    auto flush = [&] {
+      if (current.empty())
+        return;
+      Operation *last = position(current.front().second.getGrad());
+      for (auto &[var, g] : current)
+        if (last->isBeforeInBlock(position(g.getGrad())))
+          last = position(g.getGrad());
+      b.setInsertionPointAfter(last);
+      for (auto &[var, g] : current) {
+        auto ar = px::AllReduceOp::create(
+            b, g.getLoc(), g.getGrad().getType(), gridRef(),
+            b.getDenseI16ArrayAttr(axes), g.getGrad(),
+            shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Average),
+            b.getI64IntegerAttr(bucket));
+        ar->setAttr("px.variables", variables(b, var.getName()));
+        g.getGradMutable().assign(ar.getOutput());
+      }
+      current.clear();
+      filled = 0;
+      ++bucket;
+      limit = bucketBytes;
+    };
+    for (auto &[var, g] : order) {
+      int64_t bytes = bytesOf(cast<RankedTensorType>(g.getGrad().getType()));
+      if (!current.empty() && filled + bytes > limit)
+        flush();
+      current.push_back({var, g});
+      filled += bytes;
+      int64_t n = cluster.worldSize;
+      setBytes(var, n > 1 ? 2 * bytes * (n - 1) / n : 0, true);
+    }
+    flush();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (scheme != "hybrid" && scheme != "allreduce" && scheme != "ps" &&
+        scheme != "allgatherv") {
+      module.emitError("px-sync: unknown scheme '")
+          << scheme << "' (expected hybrid, allreduce, ps or allgatherv)";
+      return signalPassFailure();
+    }
+    cluster = ClusterModel::fromModule(module);
+    grid = module.lookupSymbol<shard::GridOp>(kWorldGrid);
+    if (!grid) {
+      module.emitError("px-sync: no shard.grid @world: run px-cluster first");
+      return signalPassFailure();
+    }
+    for (int16_t a = 0; a < (int16_t)grid.getShape().size(); ++a)
+      axes.push_back(a);
+    func::FuncOp func = getEntryFunction(module);
+    if (!func || !func->hasAttr("px.loss")) {
+      module.emitError("px-sync: no training step (px.loss) to synchronize");
+      return signalPassFailure();
+    }
+    Block &block = func.getBody().front();
+    OpBuilder b(module.getContext());
+
+    SmallVector<std::pair<px::VariableOp, px::GradientOp>> dense;
+    for (px::GradientOp g : llvm::to_vector(func.getOps<px::GradientOp>())) {
+      auto var = g.getVariable().getDefiningOp<px::VariableOp>();
+      std::string chosen = choose(var, g.getGrad());
+      var->setAttr("px.sync", b.getStringAttr(chosen));
+      if (chosen == "ps") {
+        if (failed(toParameterServer(var, g, b)))
+          return signalPassFailure();
+      } else if (chosen == "allgatherv") {
+        if (failed(toAllGatherV(var, g, b)))
+          return signalPassFailure();
+      } else {
+        if (isa<px::SparseGradType>(g.getGrad().getType())) {
+          b.setInsertionPointAfterValue(g.getGrad());
+          Value densified = px::DensifyOp::create(b, g.getLoc(), g.getGrad());
+          g.getGradMutable().assign(densified);
+        }
+        dense.push_back({var, g});
+      }
+    }
+    allReduceInBuckets(dense, block, b);
+
+    // Statistics of the whole batch in every training-mode batch norm and
+    // in its gradient (found by its operands).
+    if (!localBatchnorm)
+      func.walk([&](px::BatchNormOp bn) {
+        if (!bn.getTraining())
+          return;
+        bn.setGridAttr(gridRef());
+        for (Operation *user : bn.getX().getUsers())
+          if (auto grad = dyn_cast<px::BatchNormGradOp>(user))
+            if (grad.getX() == bn.getX() && grad.getScale() == bn.getScale())
+              grad.setGridAttr(gridRef());
+      });
+
+    // The reported loss is the mean over the whole batch.
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    int64_t lossIndex = func->getAttrOfType<IntegerAttr>("px.loss").getInt();
+    Value loss = ret.getOperand(lossIndex);
+    b.setInsertionPoint(ret);
+    auto avg = px::AllReduceOp::create(
+        b, loss.getLoc(), loss.getType(), gridRef(), b.getDenseI16ArrayAttr(axes),
+        loss, shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Average),
+        IntegerAttr());
+    avg->setAttr("px.variables", b.getStrArrayAttr({"(loss)"}));
+    ret.setOperand(lossIndex, avg.getOutput());
+  }
+};
+
+} // namespace

@@ -1,0 +1,173 @@
+//===- Launch.cpp - mpirun launcher and link calibration ------------------===//
+
+#include "Launch.h"
+
+#include "parallax/Runtime/Kernel.h"
+
+#include <nlohmann/json.hpp>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+extern char **environ;
+
+namespace parallax::run {
+
+using namespace rt;
+
+int launchRanks(int np, const std::string &hostfile,
+                const std::vector<std::string> &argv) {
+  std::vector<std::string> cmd{"mpirun", "-np", std::to_string(np), "--bind-to",
+                               "none"};
+  if (geteuid() == 0)
+    cmd.push_back("--allow-run-as-root");
+  if (hostfile.empty()) {
+    // One machine: ranks may outnumber cores (threads are split between
+    // them), which Open MPI refuses by default.
+    cmd.push_back("--oversubscribe");
+  } else {
+    cmd.insert(cmd.end(), {"--hostfile", hostfile});
+  }
+  // Idle OpenMP threads of one rank must not spin on the cores the others
+  // (and BLAS) need.
+  if (!std::getenv("OMP_WAIT_POLICY"))
+    cmd.insert(cmd.end(), {"-x", "OMP_WAIT_POLICY=PASSIVE"});
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  cmd.push_back(n > 0 ? std::string(self, n) : argv[0]);
+  cmd.insert(cmd.end(), argv.begin() + 1, argv.end());
+
+  std::vector<char *> cargs;
+  for (std::string &a : cmd)
+    cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  pid_t pid;
+  int err = posix_spawnp(&pid, "mpirun", nullptr, nullptr, cargs.data(), environ);
+  if (err != 0) {
+    std::cerr << "parallax-run: error: cannot start mpirun: " << std::strerror(err)
+              << " (install openmpi-bin: scripts/setup.sh)\n";
+    return 1;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return 0;
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::cerr << "parallax-run: error: the " << np << "-rank job failed (mpirun "
+            << "exit status " << code << "); the lines above name the failing "
+            << "rank\n";
+  return code ? code : 1;
+}
+
+namespace {
+
+double seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+/// Latency and bandwidth of all-to-all exchanges within `g`.
+std::pair<double, double> measureLinks(Comm &comm, Group &g) {
+  int n = g.size();
+  if (n < 2)
+    return {0, 0};
+  auto exchange = [&](int64_t perPeer, int iterations) {
+    std::vector<char> send(perPeer * n, 1), recv(perPeer * n);
+    std::vector<int64_t> sizes(n, perPeer);
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      comm.run([&] { comm.barrier(g); });
+      auto t0 = std::chrono::steady_clock::now();
+      comm.run([&] {
+        for (int i = 0; i < iterations; ++i)
+          comm.alltoallv(g, send.data(), sizes, recv.data(), sizes);
+      });
+      best = std::min(best, seconds(t0) / iterations);
+    }
+    // Every rank must agree on the figure: take the slowest.
+    comm.run([&] { comm.allreduce(g, &best, 1, DType::F64, ReduceOp::Max); });
+    return best;
+  };
+  double latency = exchange(8, 200);
+  int64_t big = 4 << 20;
+  double t = exchange(big, 5);
+  double bandwidth = (double)big * (n - 1) / std::max(t - latency, 1e-9);
+  return {latency, bandwidth};
+}
+
+/// Seconds per byte of gradient a server spends in a sparse Adam update.
+double measureUpdate(int threads) {
+  const int64_t rows = 100000, width = 64, touched = 20000;
+  std::vector<float> w(rows * width, 0.1f), m(rows * width), v(rows * width),
+      vals(touched * width, 0.01f);
+  std::vector<int64_t> idx(touched);
+  std::mt19937_64 gen(1);
+  for (int64_t &i : idx)
+    i = (int64_t)(gen() % rows);
+  ExecEnv env;
+  env.threads = threads;
+  env.step = 1;
+  PlanKernel k;
+  k.op = "adam";
+  k.attrs = {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}};
+  std::vector<int64_t> table{rows, width};
+  KernelArgs args(k,
+                  {{w.data(), DType::F32, table}, {m.data(), DType::F32, table},
+                   {v.data(), DType::F32, table}, {idx.data(), DType::I64, {touched}},
+                   {vals.data(), DType::F32, {touched, width}}},
+                  {}, env);
+  KernelFn fn = (*KernelRegistry::global().find("adam"))(args);
+  fn();
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    ++env.step;
+    fn();
+    best = std::min(best, seconds(t0));
+  }
+  return best / (double)(touched * width * sizeof(float));
+}
+
+} // namespace
+
+int calibrate(Comm &comm, const std::string &outPath, int threads) {
+  int perMachine = std::max(1, comm.ranksPerMachine());
+  int machines = comm.size() / perMachine;
+  std::vector<int64_t> grid{machines, perMachine};
+  nlohmann::json profile;
+  profile["format"] = "parallax-profile";
+  profile["version"] = 1;
+  profile["world_size"] = comm.size();
+  profile["ranks_per_machine"] = perMachine;
+  if (perMachine > 1) {
+    auto [lat, bw] = measureLinks(comm, comm.group(grid, {1}));
+    profile["intra_machine"] = {{"latency_s", lat}, {"bandwidth_bytes_per_s", bw}};
+  }
+  if (machines > 1) {
+    auto [lat, bw] = measureLinks(comm, comm.group(grid, {0}));
+    profile["inter_machine"] = {{"latency_s", lat}, {"bandwidth_bytes_per_s", bw}};
+  }
+  profile["update_seconds_per_byte"] = measureUpdate(threads);
+  if (comm.rank() == 0) {
+    std::ofstream out(outPath, std::ios::trunc);
+    if (!out) {
+      std::cerr << "parallax-run: error: " << outPath << ": cannot open for writing\n";
+      return 1;
+    }
+    out << profile.dump(2) << "\n";
+    std::cerr << "calibration of " << comm.size() << " rank(s) written to "
+              << outPath << ":\n" << profile.dump(2) << "\n";
+  }
+  return 0;
+}
+
+} // namespace parallax::run
