@@ -8,12 +8,14 @@
 
 #include "parallax/Runtime/Session.h"
 
+#include "onnx/defs/parser.h"
 #include "onnx/onnx_pb.h"
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 namespace parallax::rt {
 
@@ -28,6 +30,16 @@ onnx::ModelProto loadModel(const std::string &path) {
   if (!f)
     fail(path, std::string("cannot open: ") + std::strerror(errno));
   onnx::ModelProto model;
+  if (path.size() > 8 && path.compare(path.size() - 8, 8, ".onnxtxt") == 0) {
+    // The ONNX text syntax, as parallax-opt reads it (small test models).
+    std::stringstream text;
+    text << f.rdbuf();
+    std::string bytes = text.str();
+    auto status = onnx::OnnxParser::Parse(model, bytes.c_str());
+    if (!status.IsOK())
+      fail(path, "the ONNX text does not parse: " + status.ErrorMessage());
+    return model;
+  }
   if (!model.ParseFromIstream(&f))
     fail(path, "not an ONNX model: the protobuf does not parse (corrupt or "
                "truncated file?)");

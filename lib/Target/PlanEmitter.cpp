@@ -285,6 +285,9 @@ static void classifyIndexInput(Value input, rt::PlanInput &in) {
       if (auto g = dyn_cast<px::GatherOp>(user); g && n == 1) {
         int64_t rows = dimOf(g.getData(), (int64_t)g.getAxis());
         ids = ids < 0 ? rows : std::min(ids, rows);
+      } else if (auto p = dyn_cast<px::PsPullOp>(user); p && n == 1) {
+        int64_t rows = dimOf(p.getTable(), 0);
+        ids = ids < 0 ? rows : std::min(ids, rows);
       } else if (auto g = dyn_cast<px::GatherElementsOp>(user); g && n == 1) {
         int64_t rows = dimOf(g.getData(), (int64_t)g.getAxis());
         ids = ids < 0 ? rows : std::min(ids, rows);

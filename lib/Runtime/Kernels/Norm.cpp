@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Kernel.h"
 
 #include <algorithm>
@@ -683,6 +684,77 @@ void channelStats(const T *x, const BatchShape &s, int64_t ch, double &mean,
   var = sq / count;
 }
 
+/// Synchronized batch norm: sums over channels are added up over the group
+/// of the op's grid (every rank), so statistics are those of the global
+/// batch. Returns null for a local batch norm.
+std::function<void(std::vector<double> &)> groupSum(KernelArgs &args) {
+  if (!args.has("grid"))
+    return nullptr;
+  Comm *comm = args.env.comm;
+  if (!comm)
+    args.fail("a synchronized batch norm needs a communicator");
+  std::vector<int64_t> shape = args.has("grid_shape")
+                                   ? args.i64s("grid_shape")
+                                   : std::vector<int64_t>{args.env.worldSize};
+  std::vector<int64_t> axes(shape.size());
+  for (size_t a = 0; a < axes.size(); ++a)
+    axes[a] = (int64_t)a;
+  Group *group;
+  try {
+    group = &comm->group(shape, axes);
+  } catch (const CommError &e) {
+    args.fail(e.what());
+  }
+  return [comm, group](std::vector<double> &v) {
+    try {
+      comm->run([&] {
+        comm->allreduce(*group, v.data(), (int64_t)v.size(), DType::F64,
+                        ReduceOp::Sum);
+      });
+    } catch (const CommError &e) {
+      throw KernelError(e.what());
+    }
+  };
+}
+
+/// Per-channel mean and biased variance of x over N and the spatial dims,
+/// over the whole group when `across` is set (two passes, in double).
+template <typename T>
+void batchStats(const T *x, const BatchShape &s, int threads, int64_t grain,
+                const std::function<void(std::vector<double> &)> &across,
+                int groupSize, std::vector<double> &mean, std::vector<double> &var) {
+  mean.assign(s.c, 0.0);
+  var.assign(s.c, 0.0);
+  double count = (double)(s.n * s.spatial) * groupSize;
+  parallelFor(threads, s.c, grain, [&](int64_t c0, int64_t c1) {
+    for (int64_t ch = c0; ch < c1; ++ch)
+      for (int64_t n = 0; n < s.n; ++n)
+        mean[ch] += rowSum<false>(x + (n * s.c + ch) * s.spatial, s.spatial);
+  });
+  if (across)
+    across(mean);
+  for (double &m : mean)
+    m /= count;
+  parallelFor(threads, s.c, grain, [&](int64_t c0, int64_t c1) {
+    for (int64_t ch = c0; ch < c1; ++ch)
+      for (int64_t n = 0; n < s.n; ++n)
+        var[ch] += rowSum<true>(x + (n * s.c + ch) * s.spatial, s.spatial, mean[ch]);
+  });
+  if (across)
+    across(var);
+  for (double &v : var)
+    v /= count;
+}
+
+int groupSizeOf(KernelArgs &args) {
+  if (!args.has("grid"))
+    return 1;
+  int64_t n = 1;
+  for (int64_t d : args.i64s("grid_shape"))
+    n *= d;
+  return (int)n;
+}
+
 template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
   const std::string op = "batch_norm";
   const TensorView &x = args.in(0);
@@ -712,9 +784,21 @@ template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
   int64_t planeGrain = std::max<int64_t>(1, 16384 / std::max<int64_t>(s.spatial, 1));
   int64_t chanGrain =
       std::max<int64_t>(1, 16384 / std::max<int64_t>(s.n * s.spatial, 1));
+  auto across = groupSum(args);
+  int groupSize = groupSizeOf(args);
   return [=] {
     T *a = coef->data(), *b = a + s.c;
-    if (training) {
+    if (training && across) {
+      std::vector<double> means, vars;
+      batchStats(xp, s, threads, chanGrain, across, groupSize, means, vars);
+      for (int64_t ch = 0; ch < s.c; ++ch) {
+        double inv = 1.0 / std::sqrt(vars[ch] + eps);
+        a[ch] = (T)((double)scale[ch] * inv);
+        b[ch] = (T)((double)bias[ch] - means[ch] * (double)scale[ch] * inv);
+        runMean[ch] = (T)(momentum * inMean[ch] + (1.0 - momentum) * means[ch]);
+        runVar[ch] = (T)(momentum * inVar[ch] + (1.0 - momentum) * vars[ch]);
+      }
+    } else if (training) {
       parallelFor(threads, s.c, chanGrain, [&](int64_t c0, int64_t c1) {
         for (int64_t ch = c0; ch < c1; ++ch) {
           double mean, var;
@@ -775,6 +859,46 @@ template <typename T> KernelFn batchNormGradTyped(KernelArgs &args) {
   int threads = args.env.threads;
   int64_t chanGrain =
       std::max<int64_t>(1, 8192 / std::max<int64_t>(s.n * s.spatial, 1));
+  auto across = groupSum(args);
+  int groupSize = groupSizeOf(args);
+  if (across)
+    return [=] {
+      // SyncBatchNorm: global statistics, and dx from the global sums of dy
+      // and dy * xhat; dscale and dbias stay this rank's sums (the gradient
+      // all-reduce averages them).
+      std::vector<double> means, vars, sums(2 * s.c, 0.0);
+      batchStats(xp, s, threads, chanGrain, across, groupSize, means, vars);
+      parallelFor(threads, s.c, chanGrain, [&](int64_t c0, int64_t c1) {
+        for (int64_t ch = c0; ch < c1; ++ch)
+          for (int64_t n = 0; n < s.n; ++n) {
+            int64_t off = (n * s.c + ch) * s.spatial;
+            double part;
+            sums[s.c + ch] += dotShift(dyp + off, xp + off, s.spatial, means[ch], part);
+            sums[ch] += part;
+          }
+      });
+      for (int64_t ch = 0; ch < s.c; ++ch) {
+        double inv = 1.0 / std::sqrt(vars[ch] + eps);
+        dbias[ch] = (T)sums[ch];
+        dscale[ch] = (T)(sums[s.c + ch] * inv);
+      }
+      across(sums);
+      double count = (double)(s.n * s.spatial) * groupSize;
+      parallelFor(threads, s.c, chanGrain, [&](int64_t c0, int64_t c1) {
+        for (int64_t ch = c0; ch < c1; ++ch) {
+          double inv = 1.0 / std::sqrt(vars[ch] + eps);
+          T k = (T)((double)scale[ch] * inv), mdy = (T)(sums[ch] / count),
+            m = (T)means[ch], iv = (T)inv, mdx = (T)(sums[s.c + ch] * inv / count);
+          for (int64_t n = 0; n < s.n; ++n) {
+            int64_t off = (n * s.c + ch) * s.spatial;
+            for (int64_t i = 0; i < s.spatial; ++i) {
+              T xh = (xp[off + i] - m) * iv;
+              dx[off + i] = k * (dyp[off + i] - mdy - xh * mdx);
+            }
+          }
+        }
+      });
+    };
   return [=] {
     parallelFor(threads, s.c, chanGrain, [&](int64_t c0, int64_t c1) {
       for (int64_t ch = c0; ch < c1; ++ch) {

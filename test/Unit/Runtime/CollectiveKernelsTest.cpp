@@ -1,0 +1,115 @@
+// Collective kernels on a world of one (the multi-rank behaviour is tested
+// end to end under mpirun by test/Distributed): the parameter-server pull is
+// a gather, the push a coalescing, all-reduce and all-gather are copies.
+
+#include "KernelTestUtil.h"
+
+#include "parallax/Runtime/Comm.h"
+
+using namespace parallax::rt;
+using namespace parallax::rt::test;
+
+namespace {
+
+ExecEnv envWith(Comm &comm, int tokens = 0) {
+  ExecEnv env;
+  env.comm = &comm;
+  env.tickets.assign(tokens, 0);
+  return env;
+}
+
+TEST(Collective, PsPullIsAGatherOfRows) {
+  auto comm = makeLocalComm();
+  const int64_t rows = 1000, width = 16, n = 300;
+  TestTensor table(DType::F32, {rows, width}, randomValues(rows * width, 1));
+  std::vector<double> ids;
+  std::mt19937_64 gen(2);
+  for (int64_t i = 0; i < n; ++i)
+    ids.push_back((double)(gen() % 120) - (i % 7 == 0 ? rows : 0)); // repeats, negatives
+  TestTensor idx(DType::I64, {n / 3, 3}, ids);
+  TestTensor out(DType::F32, {n / 3, 3, width});
+  runKernel("ps_pull", {&table, &idx}, {&out},
+            {{"partitions", 3}, {"placement", {0, 0, 0}}}, envWith(*comm));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = (int64_t)ids[i];
+    if (r < 0)
+      r += rows;
+    for (int64_t c = 0; c < width; ++c)
+      ASSERT_EQ(out.get(i * width + c), table.get(r * width + c)) << i << "," << c;
+  }
+}
+
+TEST(Collective, PsPullAsyncWithWait) {
+  auto comm = makeLocalComm();
+  TestTensor table(DType::F32, {50, 4}, randomValues(200, 3));
+  TestTensor idx(DType::I32, {5}, {4, 4, 49, 0, 7});
+  TestTensor out(DType::F32, {5, 4});
+  ExecEnv env = envWith(*comm, 1);
+  runKernel("ps_pull", {&table, &idx}, {&out},
+            {{"partitions", 1}, {"placement", {0}}, {"token", 0}}, env);
+  for (int64_t c = 0; c < 4; ++c)
+    EXPECT_EQ(out.get(2 * 4 + c), table.get(49 * 4 + c));
+}
+
+TEST(Collective, PsPullRejectsOutOfRangeIds) {
+  auto comm = makeLocalComm();
+  TestTensor table(DType::F32, {10, 2});
+  TestTensor idx(DType::I64, {2}, {3, 10});
+  TestTensor out(DType::F32, {2, 2});
+  try {
+    runKernel("ps_pull", {&table, &idx}, {&out},
+              {{"partitions", 1}, {"placement", {0}}}, envWith(*comm));
+    FAIL() << "no error";
+  } catch (const KernelError &e) {
+    EXPECT_EQ(std::string(e.what()),
+              "id 10 at position 1 is out of range for a table of 10 rows");
+  }
+}
+
+TEST(Collective, PsPushCoalescesRowsAndPads) {
+  auto comm = makeLocalComm();
+  TestTensor idx(DType::I64, {5}, {7, 2, 7, -1, 2});
+  TestTensor vals(DType::F32, {5, 2}, {1, 2, 3, 4, 5, 6, 100, 100, 7, 8});
+  TestTensor outIdx(DType::I64, {5}), outVals(DType::F32, {5, 2});
+  runKernel("ps_push", {&idx, &vals}, {&outIdx, &outVals},
+            {{"partitions", 2}, {"placement", {0, 0}}, {"table_rows", 10},
+             {"local_aggregation", true}},
+            envWith(*comm));
+  EXPECT_EQ(outIdx.values(), (std::vector<double>{2, 7, -1, -1, -1}));
+  EXPECT_EQ(outVals.values(), (std::vector<double>{10, 12, 6, 8, 0, 0, 0, 0, 0, 0}));
+}
+
+TEST(Collective, AllReduceOfOneRankCopiesEveryMember) {
+  auto comm = makeLocalComm();
+  TestTensor a(DType::F32, {3}, {1, 2, 3}), b(DType::F32, {2}, {4, 5});
+  TestTensor ya(DType::F32, {3}), yb(DType::F32, {2});
+  runKernel("all_reduce", {&a, &b}, {&ya, &yb},
+            {{"reduction", "average"}, {"variables", {"a", "b"}}}, envWith(*comm));
+  EXPECT_EQ(ya.values(), a.values());
+  EXPECT_EQ(yb.values(), b.values());
+  EXPECT_EQ(comm->traffic.byVariable["a"].sent, 0); // nothing crosses a wire
+}
+
+TEST(Collective, AllGatherVOfOneRankCopies) {
+  auto comm = makeLocalComm();
+  TestTensor idx(DType::I64, {2}, {3, 1}), vals(DType::F32, {2, 2}, {1, 2, 3, 4});
+  TestTensor oi(DType::I64, {2}), ov(DType::F32, {2, 2});
+  runKernel("all_gatherv", {&idx, &vals}, {&oi, &ov}, {}, envWith(*comm));
+  EXPECT_EQ(oi.values(), idx.values());
+  EXPECT_EQ(ov.values(), vals.values());
+}
+
+TEST(Collective, BadPlacementIsRefused) {
+  auto comm = makeLocalComm();
+  TestTensor table(DType::F32, {10, 2}), idx(DType::I64, {1}, {0});
+  TestTensor out(DType::F32, {1, 2});
+  try {
+    runKernel("ps_pull", {&table, &idx}, {&out},
+              {{"partitions", 2}, {"placement", {0, 3}}}, envWith(*comm));
+    FAIL() << "no error";
+  } catch (const KernelError &e) {
+    EXPECT_EQ(std::string(e.what()), "placement names rank 3 of a group of 1");
+  }
+}
+
+} // namespace
