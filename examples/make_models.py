@@ -333,13 +333,22 @@ def build_lm():
             for block in self.blocks:
                 x = block(x, self.mask)
             h = self.ln_f(x).reshape(-1, D)                      # [B*T, D]
-            ids = torch.cat([targets.reshape(-1), sampled])      # [B*T + S]
-            w = F.embedding(ids, self.w_out)                     # Gather
-            b = self.b_out.index_select(0, ids)                  # Gather axis 0
-            logits = torch.matmul(h, w.t()) + b                  # [B*T, B*T+S]
-            # Row i's true class is column i (its own target).  The size is
-            # traced from h, so this becomes Shape -> Gather -> Cast -> Range.
-            labels = torch.arange(h.shape[0])
+            # Sampled softmax as TensorFlow's sampled_softmax_loss: each
+            # position scores its own target against the step's shared
+            # sampled candidates. (Scoring against the other positions'
+            # targets too would make a sample's loss depend on how the batch
+            # is split over ranks.)
+            t = targets.reshape(-1)                              # [B*T]
+            w_t = F.embedding(t, self.w_out)                     # Gather
+            b_t = self.b_out.index_select(0, t)                  # Gather axis 0
+            w_s = F.embedding(sampled, self.w_out)               # [S, D]
+            b_s = self.b_out.index_select(0, sampled)            # [S]
+            true_logit = (h * w_t).sum(-1, keepdim=True) + b_t.unsqueeze(1)
+            sampled_logits = torch.matmul(h, w_s.t()) + b_s      # [B*T, S]
+            logits = torch.cat([true_logit, sampled_logits], 1)  # [B*T, 1+S]
+            # The true word is class 0.  The size is traced from h, so this
+            # becomes a shape computation folded at import.
+            labels = torch.zeros(h.shape[0], dtype=torch.long)
             return F.cross_entropy(logits, labels)
 
     return LM()
