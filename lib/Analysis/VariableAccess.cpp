@@ -38,8 +38,15 @@ std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
       auto axis = gather ? px::normalizeAxis((int64_t)gather.getAxis(),
                                              type.getRank())
                          : std::nullopt;
+      auto pull = dyn_cast<px::PsPullOp>(use.getOwner());
       if (gather && use.getOperandNumber() == 0 && axis == 0)
         info.rowsReadPerStep += gather.getIndices().getType().getNumElements();
+      else if (pull && use.getOperandNumber() == 0 &&
+               var->getAttrOfType<StringAttr>("px.access") &&
+               var->getAttrOfType<StringAttr>("px.access").getValue() == "sparse")
+        // After px-sync a sparse variable's gathers are parameter-server
+        // pulls; a dense variable on servers is pulled whole (not sparse).
+        info.rowsReadPerStep += pull.getIds().getType().getNumElements();
       else
         onlyRowGather = false;
     }
@@ -48,6 +55,19 @@ std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
                                   : VariableAccess::Dense;
     if (info.access != VariableAccess::RowGather)
       info.rowsReadPerStep = 0;
+    if (auto sync = var->getAttrOfType<StringAttr>("px.sync"))
+      info.sync = sync.getValue().str();
+    if (auto place = var->getAttrOfType<DenseI64ArrayAttr>("px.placement"))
+      if (info.sync == "ps")
+        info.placement.assign(place.asArrayRef().begin(), place.asArrayRef().end());
+    if (auto bytes = var->getAttrOfType<IntegerAttr>("px.bytes_per_step"))
+      info.bytesPerStep = bytes.getInt();
+    if (auto exact = var->getAttrOfType<BoolAttr>("px.bytes_exact"))
+      info.bytesExact = exact.getValue();
+    if (auto rows = var->getAttrOfType<IntegerAttr>("px.rows_per_step"))
+      info.rowsTouched = rows.getInt();
+    if (auto source = var->getAttrOfType<StringAttr>("px.alpha_source"))
+      info.alphaMeasured = source.getValue() == "profile";
     result.push_back(std::move(info));
   });
   return result;
@@ -67,6 +87,25 @@ static std::string humanBytes(int64_t bytes) {
   return s;
 }
 
+static std::string describeSync(const VariableInfo &v) {
+  if (v.sync.empty())
+    return "";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << v.sync;
+  if (v.sync == "ps") {
+    os << " P=" << v.placement.size() << " on rank";
+    if (v.placement.size() > 1)
+      os << "s";
+    for (size_t i = 0; i < v.placement.size(); ++i)
+      os << (i ? "," : " ") << v.placement[i];
+  }
+  if (v.bytesPerStep >= 0)
+    os << ", " << (v.bytesExact ? "" : "~") << humanBytes(v.bytesPerStep)
+       << "/step";
+  return s;
+}
+
 static std::string describeAccess(const VariableInfo &v) {
   if (!v.trainable)
     return "state (not trained)";
@@ -76,6 +115,12 @@ static std::string describeAccess(const VariableInfo &v) {
     int64_t touched = std::min(v.rowsReadPerStep, rows);
     std::string s;
     llvm::raw_string_ostream os(s);
+    if (v.alphaMeasured && v.rowsTouched >= 0) {
+      os << "gather rows: sparse, ~" << v.rowsTouched << " of " << rows
+         << " rows/step measured"
+         << llvm::format(" (alpha %.4f)", rows ? (double)v.rowsTouched / rows : 0.0);
+      return s;
+    }
     os << "gather rows: sparse, <= " << touched << " of " << rows
        << " rows/step"
        << llvm::format(" (alpha <= %.4f)", rows ? (double)touched / rows : 0.0);
@@ -101,12 +146,33 @@ void printVariableReport(ArrayRef<VariableInfo> variables, raw_ostream &os) {
        << llvm::left_justify(shape, shapeWidth) << "  "
        << llvm::right_justify(bytes, 10) << "  " << access << "\n";
   };
-  row("variable", "shape", "bytes", "read as");
-  int64_t total = 0, sparse = 0, dense = 0, state = 0, params = 0;
+  bool synced = llvm::any_of(variables, [](const VariableInfo &v) {
+    return !v.sync.empty();
+  });
+  size_t accessWidth = 7;
+  if (synced)
+    for (const auto &v : variables)
+      accessWidth = std::max(accessWidth, describeAccess(v).size());
+  auto line = [&](StringRef name, StringRef shape, StringRef bytes,
+                  StringRef access, StringRef sync) {
+    if (!synced)
+      return row(name, shape, bytes, access);
+    os << llvm::left_justify(name, nameWidth) << "  "
+       << llvm::left_justify(shape, shapeWidth) << "  "
+       << llvm::right_justify(bytes, 10) << "  "
+       << llvm::left_justify(access, accessWidth) << "  " << sync << "\n";
+  };
+  line("variable", "shape", "bytes", "read as", "synchronized by");
+  int64_t total = 0, sparse = 0, dense = 0, state = 0, params = 0, traffic = 0;
+  bool trafficExact = true;
   int count = 0;
   for (const auto &v : variables) {
-    row(v.name, px::shapeToString(v.shape) + " " + v.elementType,
-        humanBytes(v.bytes), describeAccess(v));
+    line(v.name, px::shapeToString(v.shape) + " " + v.elementType,
+         humanBytes(v.bytes), describeAccess(v), describeSync(v));
+    if (v.bytesPerStep > 0) {
+      traffic += v.bytesPerStep;
+      trafficExact &= v.bytesExact;
+    }
     total += v.bytes;
     if (!v.trainable) {
       state += v.bytes;
@@ -123,6 +189,9 @@ void printVariableReport(ArrayRef<VariableInfo> variables, raw_ostream &os) {
   if (state)
     os << "; state " << humanBytes(state);
   os << "; all variables " << humanBytes(total) << "\n";
+  if (synced)
+    os << "predicted traffic per rank and step: " << (trafficExact ? "" : "~")
+       << humanBytes(traffic) << " sent, as much received\n";
 }
 
 } // namespace parallax

@@ -78,11 +78,14 @@ llvm::Expected<RowProfile> profileRows(ModuleOp module,
   OpBuilder b(ret);
   func::ReturnOp::create(b, ret->getLoc(), indices);
   ret->erase();
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block.without_terminator())))
-    if (!keep.contains(&op)) {
-      op.dropAllUses();
-      op.erase();
-    }
+  SmallVector<Operation *> drop;
+  for (Operation &op : block.without_terminator())
+    if (!keep.contains(&op))
+      drop.push_back(&op);
+  for (Operation *op : llvm::reverse(drop)) {
+    op->dropAllUses();
+    op->erase();
+  }
   func->removeAttr("px.loss");
   func.setFunctionType(b.getFunctionType({}, ValueRange(indices).getTypes()));
   (*clone)->removeAttr("px.outputs");

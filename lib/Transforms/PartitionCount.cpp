@@ -24,6 +24,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/DenseSet.h"
+
 #include <cmath>
 
 namespace parallax {
@@ -89,11 +91,29 @@ struct PartitionPass : parallax::impl::PxPartitionBase<PartitionPass> {
                      [](const Part &a, const Part &b) { return a.bytes > b.bytes; });
     std::vector<double> machineLoad(c.machines(), 0), rankLoad(c.worldSize, 0);
     llvm::DenseMap<Operation *, SmallVector<int64_t>> placement;
+    // A variable's partitions go to different ranks when they can: two on
+    // one rank would not serve in parallel.
+    llvm::DenseMap<Operation *, llvm::DenseSet<int64_t>> holds;
     for (const Part &p : parts) {
+      auto &mine = holds[p.var];
+      auto leastLoaded = [&](int64_t begin, int64_t end) {
+        int64_t best = -1;
+        for (int64_t r = begin; r < end; ++r)
+          if (!mine.contains(r) && (best < 0 || rankLoad[r] < rankLoad[best]))
+            best = r;
+        return best;
+      };
       int64_t m = std::min_element(machineLoad.begin(), machineLoad.end()) -
                   machineLoad.begin();
-      auto first = rankLoad.begin() + m * c.ranksPerMachine;
-      int64_t r = std::min_element(first, first + c.ranksPerMachine) - rankLoad.begin();
+      int64_t r = leastLoaded(m * c.ranksPerMachine, (m + 1) * c.ranksPerMachine);
+      if (r < 0) // every rank of that machine has one: any free rank
+        r = leastLoaded(0, c.worldSize);
+      if (r < 0) {
+        auto first = rankLoad.begin() + m * c.ranksPerMachine;
+        r = std::min_element(first, first + c.ranksPerMachine) - rankLoad.begin();
+      }
+      m = r / c.ranksPerMachine;
+      mine.insert(r);
       machineLoad[m] += p.bytes;
       rankLoad[r] += p.bytes;
       auto &list = placement[p.var];

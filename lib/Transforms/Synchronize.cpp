@@ -318,6 +318,10 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       }
     }
     allReduceInBuckets(dense, block, b);
+    // A bucket is issued after its last gradient, which may come after
+    // another member's marker: the markers (which have no results) go last.
+    for (px::GradientOp g : llvm::to_vector(func.getOps<px::GradientOp>()))
+      g->moveBefore(block.getTerminator());
 
     // Statistics of the whole batch in every training-mode batch norm and
     // in its gradient (found by its operands).

@@ -247,7 +247,8 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       return 1;
   }
 
-  bool training = !inference && (train || emit == EmitKind::Plan);
+  bool training =
+      !inference && (train || emit == EmitKind::Plan || distributed());
   if (inference && train)
     return fail("--train and --inference exclude each other");
   if (numRanks < 1)
@@ -375,7 +376,8 @@ int main(int argc, char **argv) {
       argc, argv, "Parallax compiler driver: ONNX or px IR in, px IR out",
       registry);
 
-  if (isOnnx(inputFilename) || report || emit == EmitKind::Plan || train)
+  if (isOnnx(inputFilename) || report || emit == EmitKind::Plan || train ||
+      distributed())
     return compile(registry, inputFilename, outputFilename);
   return asMainReturnCode(
       MlirOptMain(argc, argv, inputFilename, outputFilename, registry));

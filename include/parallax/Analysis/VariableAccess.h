@@ -37,6 +37,18 @@ struct VariableInfo {
   /// For RowGather: the number of row indices one step reads (all gathers
   /// together): an upper bound on the rows it touches.
   int64_t rowsReadPerStep = 0;
+  /// After px-sync: the scheme ("allreduce", "ps", "allgatherv"), the
+  /// parameter-server partitions and the rank serving each, and the
+  /// predicted bytes one rank sends (and receives) per step for it; exact
+  /// for all-reduce and all-gatherv, an estimate for the parameter server.
+  std::string sync;
+  std::vector<int64_t> placement;
+  int64_t bytesPerStep = -1;
+  bool bytesExact = false;
+  /// Rows one rank's step touches (px-sparsity; measured with
+  /// --profile-data), or -1.
+  int64_t rowsTouched = -1;
+  bool alphaMeasured = false;
 };
 
 /// The variables of `module`'s entry function, in IR order.
