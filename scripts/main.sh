@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # README command 1: install what is missing, build, and run the main job on
-# the bundled example: compile the example LM to px IR and print its
-# variable report.
+# the bundled example: compile the example language model for 2 ranks with
+# the hybrid synchronization (parameter server for its embeddings, fused
+# all-reduce for the dense layers) and train it on 2 local ranks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh parallax-opt
+scripts/build.sh parallax-opt parallax-run
 scripts/models.sh
+STEPS=${PARALLAX_STEPS:-200}
 echo
-echo "== parallax-opt examples/models/lm.onnx -o build/lm.mlir --report"
-build/bin/parallax-opt examples/models/lm.onnx -o build/lm.mlir --report
+echo "== parallax-opt examples/models/lm.onnx --np 2 --optimizer=adam --emit=plan -o build/lm.pxplan --report"
+build/bin/parallax-opt examples/models/lm.onnx --np 2 --optimizer=adam \
+  --emit=plan -o build/lm.pxplan --report
 echo
-echo "px IR written to build/lm.mlir ($(grep -c '^    %' build/lm.mlir) ops)"
+echo "== parallax-run build/lm.pxplan --np 2 --synthetic --steps $STEPS --metrics build/lm-metrics.jsonl"
+build/bin/parallax-run build/lm.pxplan --np 2 --synthetic --steps "$STEPS" \
+  --log-every 20 --metrics build/lm-metrics.jsonl
+echo
+echo "per-step metrics (loss, step time, bytes sent and received per variable) of each rank: build/lm-metrics.rank{0,1}.jsonl"

@@ -9,7 +9,7 @@ PACKAGES=(
   build-essential cmake ninja-build ccache git pkg-config
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libcxxopts-dev nlohmann-json3-dev
+  libcxxopts-dev nlohmann-json3-dev zlib1g-dev
   libopenmpi-dev openmpi-bin
   libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
