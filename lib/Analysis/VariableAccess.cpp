@@ -64,6 +64,8 @@ std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
       info.bytesPerStep = bytes.getInt();
     if (auto exact = var->getAttrOfType<BoolAttr>("px.bytes_exact"))
       info.bytesExact = exact.getValue();
+    if (auto source = var->getAttrOfType<StringAttr>("px.bytes_source"))
+      info.bytesProfiled = source.getValue() == "profile";
     if (auto rows = var->getAttrOfType<IntegerAttr>("px.rows_per_step"))
       info.rowsTouched = rows.getInt();
     if (auto source = var->getAttrOfType<StringAttr>("px.alpha_source"))
@@ -101,8 +103,9 @@ static std::string describeSync(const VariableInfo &v) {
       os << (i ? "," : " ") << v.placement[i];
   }
   if (v.bytesPerStep >= 0)
-    os << ", " << (v.bytesExact ? "" : "~") << humanBytes(v.bytesPerStep)
-       << "/step";
+    os << ", " << (v.bytesExact || v.bytesProfiled ? "" : "~")
+       << humanBytes(v.bytesPerStep) << "/step"
+       << (v.bytesProfiled ? " on the profiled data" : "");
   return s;
 }
 

@@ -53,11 +53,18 @@ llvm::Expected<RowProfile> profileRows(ModuleOp module,
     if (std::find(names.begin(), names.end(), name) == names.end())
       continue;
     tableRows[name] = var.getOutput().getType().getDimSize(0);
-    for (Operation *user : var.getOutput().getUsers())
-      if (auto g = dyn_cast<px::GatherOp>(user)) {
-        indices.push_back(g.getIndices());
+    for (Operation *user : var.getOutput().getUsers()) {
+      // Reads by row: gathers, or the pulls px-sync made of them.
+      Value ids;
+      if (auto g = dyn_cast<px::GatherOp>(user))
+        ids = g.getIndices();
+      else if (auto p = dyn_cast<px::PsPullOp>(user))
+        ids = p.getIds();
+      if (ids) {
+        indices.push_back(ids);
         owners.push_back(name);
       }
+    }
   }
   RowProfile profile;
   profile.steps = steps;
@@ -105,6 +112,12 @@ llvm::Expected<RowProfile> profileRows(ModuleOp module,
                                      rt::Sharding{(int)r, (int)ranks}));
     for (const std::string &n : names)
       profile.rows[n].assign(steps * ranks, {});
+    std::vector<size_t> readIndex(indices.size());
+    for (size_t i = 0; i < indices.size(); ++i) {
+      auto &reads = profile.reads[owners[i]];
+      readIndex[i] = reads.size();
+      reads.emplace_back(steps * ranks);
+    }
     for (int64_t s = 0; s < steps; ++s)
       for (int64_t r = 0; r < ranks; ++r) {
         data[r]->fill(session, s);
@@ -113,21 +126,30 @@ llvm::Expected<RowProfile> profileRows(ModuleOp module,
           rt::TensorView t = session.output(i);
           int64_t rows = tableRows[owners[i]];
           auto &set = profile.rows[owners[i]][s * ranks + r];
+          auto &read = profile.reads[owners[i]][readIndex[i]][s * ranks + r];
           for (int64_t k = 0; k < t.numElements(); ++k) {
             int64_t id = t.dtype == rt::DType::I32 ? t.as<int32_t>()[k]
                                                    : t.as<int64_t>()[k];
             if (id < 0)
               id += rows;
-            if (id >= 0 && id < rows)
+            if (id >= 0 && id < rows) {
               set.push_back(id);
+              read.push_back(id);
+            }
           }
         }
       }
+    auto dedup = [](std::vector<int64_t> &set) {
+      std::sort(set.begin(), set.end());
+      set.erase(std::unique(set.begin(), set.end()), set.end());
+    };
     for (auto &[name, perStep] : profile.rows)
-      for (auto &set : perStep) {
-        std::sort(set.begin(), set.end());
-        set.erase(std::unique(set.begin(), set.end()), set.end());
-      }
+      for (auto &set : perStep)
+        dedup(set);
+    for (auto &[name, reads] : profile.reads)
+      for (auto &perStep : reads)
+        for (auto &set : perStep)
+          dedup(set);
   } catch (const std::exception &e) {
     return error(e.what());
   }

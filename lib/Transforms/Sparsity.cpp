@@ -68,6 +68,10 @@ struct SparsityPass : parallax::impl::PxSparsityBase<SparsityPass> {
       module.emitError("px-sparsity: ") << llvm::toString(profile.takeError());
       return signalPassFailure();
     }
+    // px-sync re-runs the profile to predict parameter-server traffic
+    // exactly for this data.
+    module->setAttr("px.profile_data", b.getStringAttr(profileData));
+    module->setAttr("px.profile_steps", b.getI64IntegerAttr(profileSteps));
     for (auto var : func.getOps<px::VariableOp>()) {
       auto it = profile->rows.find(var.getName().str());
       if (it == profile->rows.end() || it->second.empty())

@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Transforms/Passes.h"
+#include "parallax/Target/IndexProfiler.h"
 #include "parallax/Transforms/Cluster.h"
 
 #include "PxBuilder.h"
@@ -187,14 +188,77 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     g.getGradMutable().assign(push.getServed());
     var->setAttr("px.partitions", b.getI64IntegerAttr(parts));
     var->setAttr("px.placement", b.getDenseI64ArrayAttr(place));
+    double rowBytes = (double)bytesOf(type) / std::max<int64_t>(rows, 1);
+    if (succeeded(predictFromProfile(var, parts, place, (int64_t)rowBytes)))
+      return success();
     // Predicted traffic (an estimate: the rows one rank touches, owned by
     // the others with probability (N-1)/N, pulled and pushed once each).
     double n = cluster.worldSize;
     int64_t u = rows;
     if (auto r = var->getAttrOfType<IntegerAttr>("px.rows_per_step"))
       u = r.getInt();
-    double rowBytes = (double)bytesOf(type) / std::max<int64_t>(rows, 1);
     setBytes(var, (int64_t)std::llround(2 * u * (rowBytes + 8) * (n - 1) / n), false);
+    return success();
+  }
+
+  /// With --profile-data on one machine: the exact bytes each rank sends
+  /// over the profiled steps, by replaying the pulls and pushes on the rows
+  /// the data touches (px.bytes_profiled: per rank, summed over
+  /// px.profile_steps steps; px.bytes_per_step: their mean per step).
+  LogicalResult predictFromProfile(px::VariableOp var, int64_t parts,
+                                   ArrayRef<int64_t> place, int64_t rowBytes) {
+    ModuleOp module = getOperation();
+    auto dir = module->getAttrOfType<StringAttr>("px.profile_data");
+    auto steps = module->getAttrOfType<IntegerAttr>("px.profile_steps");
+    if (!dir || !steps || cluster.machines() > 1)
+      return failure();
+    // The profile of this variable's reads; px-sync has replaced its gathers
+    // by pulls already, so profile the module px-sparsity saw: re-run on a
+    // copy where the pulls are gathers again is not needed, the profiler
+    // follows px.ps_pull reads too.
+    auto profile = profileRows(module, {var.getName().str()}, dir.getValue().str(),
+                               steps.getInt(), cluster.worldSize);
+    if (!profile) {
+      llvm::consumeError(profile.takeError());
+      return failure();
+    }
+    auto all = profile->rows.find(var.getName().str());
+    auto reads = profile->reads.find(var.getName().str());
+    if (all == profile->rows.end() || reads == profile->reads.end())
+      return failure();
+    int64_t rows = var.getOutput().getType().getDimSize(0);
+    int64_t per = std::max<int64_t>(1, (rows + parts - 1) / parts);
+    int64_t n = cluster.worldSize, k = profile->steps;
+    std::vector<int64_t> sent(n, 0);
+    // Bytes rank r sends when each rank q touches the rows in sets[q]: one
+    // `toServer` message part per remote row it needs, one `fromServer` part
+    // per row another rank needs from it.
+    auto exchange = [&](auto rowsOf, int64_t toServer, int64_t fromServer) {
+      std::vector<std::vector<int64_t>> owned(n, std::vector<int64_t>(n, 0));
+      for (int64_t q = 0; q < n; ++q)
+        for (int64_t row : rowsOf(q))
+          ++owned[q][place[row / per]];
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t o = 0; o < n; ++o)
+          if (o != r)
+            sent[r] += toServer * owned[r][o] + fromServer * owned[o][r];
+    };
+    for (int64_t s = 0; s < k; ++s) {
+      // Each pull asks for its distinct rows (8-byte ids) and gets rows back.
+      for (const auto &read : reads->second)
+        exchange([&](int64_t q) -> const std::vector<int64_t> & { return read[s * n + q]; },
+                 8, rowBytes);
+      // The push sends each distinct row of the gradient once.
+      exchange([&](int64_t q) -> const std::vector<int64_t> & { return all->second[s * n + q]; },
+               8 + rowBytes, 0);
+    }
+    OpBuilder b(var);
+    var->setAttr("px.bytes_profiled", b.getDenseI64ArrayAttr(sent));
+    int64_t total = 0;
+    for (int64_t v : sent)
+      total += v;
+    setBytes(var, total / (n * k), false);
+    var->setAttr("px.bytes_source", b.getStringAttr("profile"));
     return success();
   }
 

@@ -45,6 +45,8 @@ struct VariableInfo {
   std::vector<int64_t> placement;
   int64_t bytesPerStep = -1;
   bool bytesExact = false;
+  /// The prediction replays --profile-data (exact for that data).
+  bool bytesProfiled = false;
   /// Rows one rank's step touches (px-sparsity; measured with
   /// --profile-data), or -1.
   int64_t rowsTouched = -1;

@@ -25,6 +25,9 @@ struct RowProfile {
   /// Per variable: rows[step * ranks + rank] = the sorted distinct rows that
   /// rank reads in that step.
   std::map<std::string, std::vector<std::vector<int64_t>>> rows;
+  /// The same per read of the variable (each gather or pull), in IR order:
+  /// reads[name][read][step * ranks + rank].
+  std::map<std::string, std::vector<std::vector<std::vector<int64_t>>>> reads;
 };
 
 /// Profiles the variables in `names` (read only through px.gather on axis

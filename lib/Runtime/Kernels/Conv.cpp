@@ -296,6 +296,97 @@ Taps makeTaps(const Geo &g) {
 // im2col / col2im over output rows [q0, q1) of a run of images
 //===----------------------------------------------------------------------===//
 
+/// The 2-D case of im2col below (the common one): per (image, channel,
+/// tap) row, per output row, one inline copy of the valid part with zeros
+/// either side, instead of the N-d odometer and a memcpy call per row.
+template <typename T>
+void im2col2d(const Geo &g, const T *x, int64_t xImageStride, int64_t nimg,
+              int64_t channels, int64_t q0, int64_t q1, T *cols, int64_t ld,
+              int threads) {
+  const int64_t KH = g.k[0], KW = g.k[1], OW = g.out[1], IH = g.in[0], IW = g.in[1];
+  const int64_t sh = g.s[0], sw = g.s[1], dh = g.d[0], dw = g.d[1];
+  const int64_t ph = g.pb[0], pw = g.pb[1];
+  const int64_t rows = channels * KH * KW, span = (q1 - q0) * OW;
+  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(span, 1));
+  parallelFor(threads, nimg * rows, grain, [&](int64_t r0, int64_t r1) {
+    for (int64_t rr = r0; rr < r1; ++rr) {
+      const int64_t j = rr / rows, r = rr % rows;
+      const int64_t c = r / (KH * KW), kh = (r / KW) % KH, kw = r % KW;
+      const T *xc = x + j * xImageStride + c * IH * IW;
+      T *dst = cols + r * ld + j * span;
+      const int64_t offW = kw * dw - pw;
+      int64_t lo, hi;
+      validRange(offW, sw, IW, OW, lo, hi);
+      const int64_t n = hi - lo;
+      for (int64_t oh = q0; oh < q1; ++oh) {
+        T *drow = dst + (oh - q0) * OW;
+        const int64_t ih = oh * sh - ph + kh * dh;
+        if (ih < 0 || ih >= IH || n <= 0) {
+          for (int64_t t = 0; t < OW; ++t)
+            drow[t] = T(0);
+          continue;
+        }
+        for (int64_t t = 0; t < lo; ++t)
+          drow[t] = T(0);
+        const T *src = xc + ih * IW + lo * sw + offW;
+        T *d = drow + lo;
+        if (sw == 1)
+          for (int64_t t = 0; t < n; ++t)
+            d[t] = src[t];
+        else if (sw == 2)
+          for (int64_t t = 0; t < n; ++t)
+            d[t] = src[2 * t];
+        else
+          for (int64_t t = 0; t < n; ++t)
+            d[t] = src[t * sw];
+        for (int64_t t = hi; t < OW; ++t)
+          drow[t] = T(0);
+      }
+    }
+  });
+}
+
+/// The 2-D case of col2im below.
+template <typename T>
+void col2im2d(const Geo &g, const T *cols, int64_t ld, int64_t nimg,
+              int64_t channels, int64_t q0, int64_t q1, T *dx,
+              int64_t dxImageStride, int threads) {
+  const int64_t KH = g.k[0], KW = g.k[1], OW = g.out[1], IH = g.in[0], IW = g.in[1];
+  const int64_t sh = g.s[0], sw = g.s[1], dh = g.d[0], dw = g.d[1];
+  const int64_t ph = g.pb[0], pw = g.pb[1];
+  const int64_t span = (q1 - q0) * OW;
+  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(span * KH * KW, 1));
+  parallelFor(threads, nimg * channels, grain, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t j = p / channels, c = p % channels;
+      T *xc = dx + j * dxImageStride + c * IH * IW;
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const T *src = cols + ((c * KH + kh) * KW + kw) * ld + j * span;
+          const int64_t offW = kw * dw - pw;
+          int64_t lo, hi;
+          validRange(offW, sw, IW, OW, lo, hi);
+          const int64_t n = hi - lo;
+          if (n <= 0)
+            continue;
+          for (int64_t oh = q0; oh < q1; ++oh) {
+            const int64_t ih = oh * sh - ph + kh * dh;
+            if (ih < 0 || ih >= IH)
+              continue;
+            const T *srow = src + (oh - q0) * OW + lo;
+            T *drow = xc + ih * IW + lo * sw + offW;
+            if (sw == 1)
+              for (int64_t t = 0; t < n; ++t)
+                drow[t] += srow[t];
+            else
+              for (int64_t t = 0; t < n; ++t)
+                drow[t * sw] += srow[t];
+          }
+        }
+    }
+  });
+}
+
 /// cols[c * kSize + kk, (j * (q1 - q0) + q - q0) * outL + o] =
 /// x_j[c, window element kk of output (q, o)] (0 in the padding), for the
 /// images j < nimg at x + j * xImageStride and the output rows q in
@@ -305,6 +396,8 @@ template <typename T>
 void im2col(const Geo &g, const T *x, int64_t xImageStride, int64_t nimg,
             int64_t channels, int64_t q0, int64_t q1, T *cols, int64_t ld,
             int threads) {
+  if (g.nd == 2)
+    return im2col2d(g, x, xImageStride, nimg, channels, q0, q1, cols, ld, threads);
   const int L = g.nd - 1;
   const int64_t rows = channels * g.kSize, outL = g.out[L];
   const int64_t span = (q1 - q0) * outL;
@@ -365,6 +458,8 @@ template <typename T>
 void col2im(const Geo &g, const T *cols, int64_t ld, int64_t nimg,
             int64_t channels, int64_t q0, int64_t q1, T *dx,
             int64_t dxImageStride, int threads) {
+  if (g.nd == 2)
+    return col2im2d(g, cols, ld, nimg, channels, q0, q1, dx, dxImageStride, threads);
   const int L = g.nd - 1;
   const int64_t outL = g.out[L], span = (q1 - q0) * outL;
   int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(span * g.kSize, 1));
@@ -437,6 +532,10 @@ struct ConvDims {
   bool pointwise = false;
   /// One input channel per group (depthwise): direct loops, no GEMM.
   bool depthwise = false;
+  /// 2-D, one group, unit stride and dilation along H, KH > 1: the
+  /// row-shift lowering (see ShiftPlan) instead of im2col. chunk and
+  /// rowsPerTile then cut the images for it.
+  bool shift = false;
 
   /// Whether threads may split the images (see forWorkers).
   bool splitImages = true;
@@ -490,7 +589,27 @@ ConvDims makeConvDims(const KernelArgs &args, const std::vector<int64_t> &x,
     if (threads > 1)
       cd.chunk = std::min(cd.chunk, std::max<int64_t>(1, cd.n / threads));
   }
-  cd.maxCols = cd.chunk * cd.rowsPerTile * outL;
+  cd.shift = g.nd == 2 && cd.group == 1 && !cd.pointwise && g.k[0] > 1 &&
+             g.s[0] == 1 && g.d[0] == 1;
+  if (cd.shift) {
+    // Z (see ShiftPlan) of a unit of about 512 KiB.
+    const int64_t budget = int64_t(1) << 19, kh1 = g.k[0] - 1;
+    const int64_t zRow = std::max<int64_t>(1, elemBytes * cd.c * g.k[1] * outL);
+    const int64_t imageZ = (g.out[0] + kh1) * zRow;
+    if (imageZ <= budget && cd.n > 1) {
+      cd.rowsPerTile = g.out[0];
+      cd.chunk = std::clamp<int64_t>(budget / imageZ, 1, cd.n);
+      if (threads > 1)
+        cd.chunk = std::min(cd.chunk, std::max<int64_t>(1, cd.n / threads));
+    } else {
+      cd.chunk = 1;
+      cd.rowsPerTile = std::clamp<int64_t>(budget / zRow - kh1, 1, g.out[0]);
+    }
+    // GEMM columns: the unit's Z rows but the last image's KH-1 halo rows.
+    cd.maxCols = (cd.chunk * (cd.rowsPerTile + kh1) - kh1) * outL;
+  } else {
+    cd.maxCols = cd.chunk * cd.rowsPerTile * outL;
+  }
   cd.threads = std::max(1, threads);
   cd.imageChunks = (cd.n + cd.chunk - 1) / cd.chunk;
   cd.units = cd.imageChunks * ((g.outOuter + cd.rowsPerTile - 1) / cd.rowsPerTile);
@@ -783,25 +902,28 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
       });
     };
   }
-  // Per-thread workers accumulate into their own dw (worker 0 into dw
-  // itself), summed in worker order at the end; unless those partial sums
-  // would take more than 64 MiB.
+  // Each worker accumulates the transposed gradient dw^T [K, M] of each
+  // group (cols [K, P] times dy^T [P, M]: with few output channels this
+  // GEMM shape is markedly faster in BLAS than dy [M, P] times cols^T) into
+  // its own scratch; the end transposes and sums them in worker order.
+  // Threads split the images unless their partial sums would take more
+  // than 64 MiB.
   ConvDims cdw = cd;
   const int64_t dwSize = cd.m * cd.kc;
   if (cdw.perThread() &&
-      (cdw.threads - 1) * dwSize * (int64_t)sizeof(T) > (int64_t(64) << 20))
+      cdw.threads * dwSize * (int64_t)sizeof(T) > (int64_t(64) << 20))
     cdw.splitImages = false;
   const int64_t colsSize = cd.kc * cd.maxCols;
   const int64_t dybufSize = cd.chunk > 1 ? cd.mg * cd.maxCols : 0;
   auto cols = std::make_shared<std::vector<T>>(cdw.workers() * colsSize);
   auto dybuf = std::make_shared<std::vector<T>>(cdw.workers() * dybufSize);
-  auto partial = std::make_shared<std::vector<T>>((cdw.workers() - 1) * dwSize);
+  auto partial = std::make_shared<std::vector<T>>(cdw.workers() * dwSize);
   int threadsAll = threads;
   return [=]() {
     const int64_t outL = g.out[g.nd - 1];
     forWorkers(cdw, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
       T *cb = cols->data() + wk * colsSize, *db = dybuf->data() + wk * dybufSize;
-      T *dwk = wk == 0 ? dw : partial->data() + (wk - 1) * dwSize;
+      T *dwk = partial->data() + wk * dwSize; // [group][K][M/group]
       bool first = true;
       forUnits(cdw, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
         int64_t ncols = nb * (q1 - q0) * outL;
@@ -815,23 +937,29 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
             dyg = db;
             ldd = ncols;
           }
-          gemmSafe<T>(false, true, cd.mg, cd.kc, ncols, dyg, ldd, cb, ncols,
-                      first ? T(0) : T(1), dwk + gi * cd.mg * cd.kc, cd.kc);
+          gemmSafe<T>(false, true, cd.kc, cd.mg, ncols, cb, ncols, dyg, ldd,
+                      first ? T(0) : T(1), dwk + gi * cd.kc * cd.mg, cd.mg);
         }
         first = false;
       });
       if (first) // no images
         std::fill(dwk, dwk + dwSize, T(0));
     });
-    int64_t extra = cdw.workers() - 1;
-    if (extra > 0) {
-      const T *pp = partial->data();
-      parallelFor(threadsAll, dwSize, 1 << 14, [&](int64_t b, int64_t e) {
-        for (int64_t k = 0; k < extra; ++k)
-          for (int64_t i = b; i < e; ++i)
-            dw[i] += pp[k * dwSize + i];
-      });
-    }
+    const int64_t workers = cdw.workers(), kc = cd.kc, mg = cd.mg;
+    const T *pp = partial->data();
+    parallelFor(threadsAll, cd.m, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(kc, 1)),
+                [&](int64_t m0, int64_t m1) {
+                  for (int64_t m = m0; m < m1; ++m) {
+                    const int64_t gi = m / mg, mm = m % mg;
+                    T *row = dw + m * kc;
+                    const T *src = pp + gi * kc * mg + mm;
+                    for (int64_t k = 0; k < kc; ++k)
+                      row[k] = src[k * mg];
+                    for (int64_t w = 1; w < workers; ++w)
+                      for (int64_t k = 0; k < kc; ++k)
+                        row[k] += src[w * dwSize + k * mg];
+                  }
+                });
   };
 }
 
@@ -933,6 +1061,48 @@ inline int64_t poolGrain(const Geo &g) {
   return std::max<int64_t>(1, 32768 / std::max<int64_t>(g.outSize * g.kSize, 1));
 }
 
+/// y[o] = max over o's window of xp, taps in window order (a value replaces
+/// the max when greater, or NaN: NaN propagates). Unit: the last spatial
+/// stride is 1, so the inner loops are contiguous and vectorize.
+template <typename T, bool Unit>
+void windowMax(const Taps &tp, const T *xp, T *y, int64_t sL) {
+  for (const Seg &sg : tp.segs) {
+    T *yr = y + sg.yStart;
+    const T *xr = xp + sg.xStart;
+    const int64_t len = sg.len;
+    for (int64_t t = 0; t < len; ++t) {
+      T v = xr[Unit ? t : t * sL], cur = yr[t];
+      yr[t] = (v > cur || v != v) ? v : cur;
+    }
+  }
+}
+
+/// best[o], arg[o] = the maximum of o's window of xp and the position in
+/// the plane of the element that gives it, in one scan in window order: an
+/// element is taken when it is greater, or NaN, or the first of its window.
+/// So ties go to the first maximum, an all -inf window picks its first
+/// element and a NaN maximum is the last NaN, as PyTorch's scan. best starts
+/// at -inf and arg at -1 (no element; an output whose window lies entirely
+/// in the padding keeps it). A select without a branch: the outcome is
+/// unpredictable.
+template <typename T, typename I, bool Unit>
+void windowMaxArg(const Taps &tp, const T *xp, T *best, I *arg, int64_t sL) {
+  for (const Seg &sg : tp.segs) {
+    T *br = best + sg.yStart;
+    I *ar = arg + sg.yStart;
+    const T *xr = xp + sg.xStart;
+    const int64_t len = sg.len;
+    const I x0 = (I)sg.xStart, step = (I)(Unit ? 1 : sL);
+    for (int64_t t = 0; t < len; ++t) {
+      T v = xr[Unit ? t : t * sL], b = br[t];
+      I a = ar[t];
+      bool take = (v > b) | (v != v) | (a < 0);
+      br[t] = take ? v : b;
+      ar[t] = take ? (I)(x0 + (I)t * step) : a;
+    }
+  }
+}
+
 template <typename T>
 KernelFn maxPoolKernel(KernelArgs &args, const PoolDims &pd) {
   const T *x = args.in(0).as<T>();
@@ -950,14 +1120,10 @@ KernelFn maxPoolKernel(KernelArgs &args, const PoolDims &pd) {
         std::fill(yp, yp + g.outSize, -std::numeric_limits<T>::infinity());
         // In window order a value replaces the max when greater, or NaN
         // (NaN propagates, as in PyTorch).
-        for (const Seg &sg : tp.segs) {
-          T *yr = yp + sg.yStart;
-          const T *xr = xp + sg.xStart;
-          for (int64_t t = 0; t < sg.len; ++t) {
-            T v = xr[t * sL];
-            yr[t] = (v > yr[t] || v != v) ? v : yr[t];
-          }
-        }
+        if (sL == 1)
+          windowMax<T, true>(tp, xp, yp, 1);
+        else
+          windowMax<T, false>(tp, xp, yp, sL);
         for (int64_t o : tp.empty)
           yp[o] = std::numeric_limits<T>::lowest();
       }
@@ -965,8 +1131,8 @@ KernelFn maxPoolKernel(KernelArgs &args, const PoolDims &pd) {
   };
 }
 
-template <typename T>
-KernelFn maxPoolGradKernel(KernelArgs &args, const PoolDims &pd) {
+template <typename T, typename I>
+KernelFn maxPoolGradTyped(KernelArgs &args, const PoolDims &pd) {
   const T *x = args.in(0).as<T>(), *dy = args.in(1).as<T>();
   T *dx = args.out(0).as<T>();
   int threads = std::max(1, args.env.threads);
@@ -975,7 +1141,7 @@ KernelFn maxPoolGradKernel(KernelArgs &args, const PoolDims &pd) {
   auto taps = std::make_shared<Taps>(makeTaps(g));
   // Per-chunk scratch: each output's running max and its argmax.
   auto best = std::make_shared<std::vector<T>>(threads * g.outSize);
-  auto arg = std::make_shared<std::vector<int64_t>>(threads * g.outSize);
+  auto arg = std::make_shared<std::vector<I>>(threads * g.outSize);
   return [=]() {
     const Taps &tp = *taps;
     int64_t chunks = std::min<int64_t>(
@@ -984,47 +1150,16 @@ KernelFn maxPoolGradKernel(KernelArgs &args, const PoolDims &pd) {
     parallelFor(threads, chunks, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         T *bv = best->data() + c * g.outSize;
-        int64_t *ba = arg->data() + c * g.outSize;
+        I *ba = arg->data() + c * g.outSize;
         for (int64_t p = planes * c / chunks; p < planes * (c + 1) / chunks; ++p) {
           const T *xp = x + p * g.inSize, *dyp = dy + p * g.outSize;
           T *dxp = dx + p * g.inSize;
-          // The window maxima (NaN propagates), as the forward pass ...
           std::fill(bv, bv + g.outSize, -std::numeric_limits<T>::infinity());
-          for (const Seg &sg : tp.segs) {
-            T *br = bv + sg.yStart;
-            const T *xr = xp + sg.xStart;
-            for (int64_t t = 0; t < sg.len; ++t) {
-              T v = xr[t * sL];
-              br[t] = (v > br[t] || v != v) ? v : br[t];
-            }
-          }
-          // ... then, taps in reverse window order, the last hit is the
-          // first element equal to the maximum (ties go to the first, as in
-          // PyTorch; an all -inf window picks its first element).
-          // (Locals, and a select without a branch: the int64 stores could
-          // alias the captured stride, and the outcome is unpredictable.)
-          std::fill(ba, ba + g.outSize, int64_t(-1));
-          const int64_t step = sL;
-          for (size_t si = tp.segs.size(); si-- > 0;) {
-            const Seg sg = tp.segs[si];
-            const T *br = bv + sg.yStart;
-            int64_t *ar = ba + sg.yStart;
-            for (int64_t t = 0, xi = sg.xStart; t < sg.len; ++t, xi += step) {
-              int64_t hit = -(int64_t)(xp[xi] == br[t]);
-              ar[t] = (xi & hit) | (ar[t] & ~hit);
-            }
-          }
-          // A NaN maximum: PyTorch's scan keeps the last NaN.
-          bool nan = false;
-          for (int64_t o = 0; o < g.outSize; ++o)
-            nan = nan || bv[o] != bv[o];
-          if (nan)
-            for (const Seg &sg : tp.segs)
-              for (int64_t t = 0; t < sg.len; ++t) {
-                int64_t xi = sg.xStart + t * sL;
-                if (xp[xi] != xp[xi])
-                  ba[sg.yStart + t] = xi;
-              }
+          std::fill(ba, ba + g.outSize, I(-1));
+          if (sL == 1)
+            windowMaxArg<T, I, true>(tp, xp, bv, ba, 1);
+          else
+            windowMaxArg<T, I, false>(tp, xp, bv, ba, sL);
           std::fill(dxp, dxp + g.inSize, T(0));
           for (int64_t o = 0; o < g.outSize; ++o)
             if (ba[o] >= 0)
@@ -1033,6 +1168,15 @@ KernelFn maxPoolGradKernel(KernelArgs &args, const PoolDims &pd) {
       }
     });
   };
+}
+
+template <typename T>
+KernelFn maxPoolGradKernel(KernelArgs &args, const PoolDims &pd) {
+  // Positions within a plane fit 32 bits (4 lanes per SSE register) unless
+  // the plane is huge.
+  if (pd.g.inSize <= std::numeric_limits<int32_t>::max())
+    return maxPoolGradTyped<T, int32_t>(args, pd);
+  return maxPoolGradTyped<T, int64_t>(args, pd);
 }
 
 template <typename T>

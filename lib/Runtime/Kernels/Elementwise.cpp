@@ -513,6 +513,27 @@ KernelFactory compareFactory(std::string name, Cmp kind) {
 // where(condition, x, y).
 //===----------------------------------------------------------------------===//
 
+/// o[i] = c[i * SC] ? x[i * SX] : y[i * SY] with compile-time strides 0 or 1.
+/// The select is written on the bits (a mask from the condition byte), so the
+/// loop vectorizes for every element size.
+template <typename T, int SC, int SX, int SY>
+inline void whereLoop(const uint8_t *c, const T *x, const T *y, T *o, int64_t n) {
+  if constexpr (SC == 0) {
+    const T *src = c[0] ? x : y;
+    const int64_t step = c[0] ? SX : SY;
+    if (step == 1)
+      std::memcpy(o, src, n * sizeof(T));
+    else
+      std::fill(o, o + n, src[0]);
+    return;
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      T m = (T)0 - (T)(c[i] != 0); // all ones when the condition holds
+      o[i] = (x[i * SX] & m) | (y[i * SY] & (T)~m);
+    }
+  }
+}
+
 template <typename T>
 KernelFn makeWhere(const Geometry &g, const TensorView &c, const TensorView &x,
                    const TensorView &y, const TensorView &o, int threads) {
@@ -535,13 +556,19 @@ KernelFn makeWhere(const Geometry &g, const TensorView &c, const TensorView &x,
                     const uint8_t *c = s.c + off[0];
                     const T *x = s.x + off[1], *y = s.y + off[2];
                     T *o = s.o + oo;
-                    if (inc[0] && inc[1] && inc[2]) {
-                      for (int64_t i = 0; i < n; ++i)
-                        o[i] = c[i] ? x[i] : y[i];
-                    } else {
-                      const int64_t sc = inc[0], sx = inc[1], sy = inc[2];
-                      for (int64_t i = 0; i < n; ++i)
-                        o[i] = c[i * sc] ? x[i * sx] : y[i * sy];
+                    // Inner strides are 0 or 1 (see Geometry): one plain
+                    // loop per pattern, so that each vectorizes (a scalar
+                    // x or y, as in relu's gradient where(x > 0, dy, 0),
+                    // is a broadcast register).
+                    switch ((inc[0] ? 4 : 0) | (inc[1] ? 2 : 0) | (inc[2] ? 1 : 0)) {
+                    case 7: whereLoop<T, 1, 1, 1>(c, x, y, o, n); break;
+                    case 6: whereLoop<T, 1, 1, 0>(c, x, y, o, n); break;
+                    case 5: whereLoop<T, 1, 0, 1>(c, x, y, o, n); break;
+                    case 4: whereLoop<T, 1, 0, 0>(c, x, y, o, n); break;
+                    case 3: whereLoop<T, 0, 1, 1>(c, x, y, o, n); break;
+                    case 2: whereLoop<T, 0, 1, 0>(c, x, y, o, n); break;
+                    case 1: whereLoop<T, 0, 0, 1>(c, x, y, o, n); break;
+                    default: whereLoop<T, 0, 0, 0>(c, x, y, o, n); break;
                     }
                   });
     });
