@@ -40,7 +40,7 @@ using namespace parallax::rt;
 namespace {
 
 int fail(const std::string &message) {
-  std::cerr << "parallax-run: error: " << message << "\n";
+  std::cerr << "parallax-run: error: " + message + "\n"; // one write: ranks share stderr
   return 1;
 }
 
