@@ -517,6 +517,14 @@ void col2im(const Geo &g, const T *cols, int64_t ld, int64_t nimg,
 // Convolutions
 //===----------------------------------------------------------------------===//
 
+/// The row-shift lowering (below): P, the phases of the tap rows (min(sh, (KH - 1) * dh + 1); a phase no
+/// tap uses, when dh shares a factor with sh, is built but not read).
+inline int64_t shiftParities(const Geo &g) {
+  return std::min<int64_t>(g.s[0], (g.k[0] - 1) * g.d[0] + 1);
+}
+/// A: the largest row shift.
+inline int64_t shiftRowHalo(const Geo &g) { return (g.k[0] - 1) * g.d[0] / g.s[0]; }
+
 /// Shapes shared by conv and its gradients, and how the GEMMs are cut.
 struct ConvDims {
   Geo g;
@@ -532,9 +540,8 @@ struct ConvDims {
   bool pointwise = false;
   /// One input channel per group (depthwise): direct loops, no GEMM.
   bool depthwise = false;
-  /// 2-D, one group, unit stride and dilation along H, KH > 1: the
-  /// row-shift lowering (see ShiftPlan) instead of im2col. chunk and
-  /// rowsPerTile then cut the images for it.
+  /// 2-D, one group, KH > 1: the row-shift lowering (see below) instead of
+  /// im2col. chunk and rowsPerTile then cut the images for it.
   bool shift = false;
 
   /// Whether threads may split the images (see forWorkers).
@@ -589,12 +596,13 @@ ConvDims makeConvDims(const KernelArgs &args, const std::vector<int64_t> &x,
     if (threads > 1)
       cd.chunk = std::min(cd.chunk, std::max<int64_t>(1, cd.n / threads));
   }
-  cd.shift = g.nd == 2 && cd.group == 1 && !cd.pointwise && g.k[0] > 1 &&
-             g.s[0] == 1 && g.d[0] == 1;
+  cd.shift = g.nd == 2 && cd.group == 1 && !cd.pointwise && g.k[0] > 1;
   if (cd.shift) {
-    // Z (see ShiftPlan) of a unit of about 512 KiB.
-    const int64_t budget = int64_t(1) << 19, kh1 = g.k[0] - 1;
-    const int64_t zRow = std::max<int64_t>(1, elemBytes * cd.c * g.k[1] * outL);
+    // Z (see the row-shift lowering) of a unit of about 128 KiB: it and
+    // BLAS's packed panels stay in L2 (measured best between 64 and 512 KiB).
+    const int64_t budget = int64_t(1) << 17, kh1 = shiftRowHalo(g);
+    const int64_t zRow =
+        std::max<int64_t>(1, elemBytes * shiftParities(g) * cd.c * g.k[1] * outL);
     const int64_t imageZ = (g.out[0] + kh1) * zRow;
     if (imageZ <= budget && cd.n > 1) {
       cd.rowsPerTile = g.out[0];
@@ -675,6 +683,163 @@ void gatherDy(const ConvDims &cd, const T *dy, int64_t n0, int64_t nb,
               });
 }
 
+//===----------------------------------------------------------------------===//
+// The row-shift lowering
+//
+// For a 2-D convolution (one group, KH > 1), write the row offset of tap
+// row kh as kh * dh = a * sh + p (p < sh), and take, for a unit of nb
+// images and R output rows from q0, one plane per phase p:
+//
+//   Z[p][c][kw][j][r][ow] = x_j[c, (q0 + r) * sh + p - ph, ow * sw - pw + kw * dw]
+//
+// (0 outside x) for r < RZ = R + A, A the largest a. Row (c, kh, kw) of the
+// im2col matrix is then Z[p][c][kw] shifted by a rows, so the matrix of the
+// taps kh, B_kh [C * KW, N], is Z[p] + a * OW with the leading dimension
+// ZP = nb * RZ * OW, N = ZP - A * OW; conv is the sum over kh of W_kh
+// [M, C * KW] times B_kh: KH GEMMs and no im2col, Z being about KH / P
+// times smaller than the columns (3 for a 3x3 stride-1 convolution, 1.5 at
+// stride 2). The filter gradient of tap row kh is B_kh times dy^T, and the
+// input gradient the adjoint: GEMMs accumulating W_kh^T dy into dZ shifted
+// the same way, then dZ added back into dx. GEMM column n is output (j, r,
+// ow) = (n / (RZ * OW), n / OW % RZ, n % OW); columns with r >= R lie
+// between two images: junk in y, and dy there is taken as 0.
+//===----------------------------------------------------------------------===//
+
+struct ShiftUnit {
+  int64_t nb, q0, R, RZ, ZP, N, P;
+};
+
+inline ShiftUnit shiftUnit(const Geo &g, int64_t nb, int64_t q0, int64_t q1) {
+  ShiftUnit u;
+  u.nb = nb;
+  u.q0 = q0;
+  u.R = q1 - q0;
+  u.RZ = u.R + shiftRowHalo(g);
+  u.ZP = nb * u.RZ * g.out[1];
+  u.N = u.ZP - shiftRowHalo(g) * g.out[1];
+  u.P = shiftParities(g);
+  return u;
+}
+
+/// B_kh: where the tap rows kh start in Z (planes of kk rows of ZP).
+inline int64_t shiftTapOffset(const Geo &g, const ShiftUnit &u, int64_t kk, int64_t kh) {
+  int64_t o = kh * g.d[0];
+  return (o % g.s[0]) * kk * u.ZP + (o / g.s[0]) * g.out[1];
+}
+
+/// Builds Z (above) of images x + j * xImageStride, j < nb.
+template <typename T>
+void buildShiftZ(const Geo &g, const ShiftUnit &u, const T *x, int64_t xImageStride,
+                 int64_t channels, T *z, int threads) {
+  const int64_t KW = g.k[1], OW = g.out[1], IH = g.in[0], IW = g.in[1];
+  const int64_t sh = g.s[0], sw = g.s[1], dw = g.d[1], ph = g.pb[0], pw = g.pb[1];
+  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(u.ZP, 1));
+  parallelFor(threads, u.P * channels * KW, grain, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t phase = p / (channels * KW), c = p / KW % channels, kw = p % KW;
+      const int64_t offW = kw * dw - pw;
+      int64_t lo, hi;
+      validRange(offW, sw, IW, OW, lo, hi);
+      const int64_t n = hi - lo;
+      T *zp = z + p * u.ZP;
+      for (int64_t j = 0; j < u.nb; ++j) {
+        const T *xc = x + j * xImageStride + c * IH * IW;
+        for (int64_t r = 0; r < u.RZ; ++r) {
+          T *drow = zp + (j * u.RZ + r) * OW;
+          const int64_t ih = (u.q0 + r) * sh + phase - ph;
+          if (ih < 0 || ih >= IH || n <= 0) {
+            for (int64_t t = 0; t < OW; ++t)
+              drow[t] = T(0);
+            continue;
+          }
+          for (int64_t t = 0; t < lo; ++t)
+            drow[t] = T(0);
+          const T *src = xc + ih * IW + lo * sw + offW;
+          T *d = drow + lo;
+          if (sw == 1)
+            for (int64_t t = 0; t < n; ++t)
+              d[t] = src[t];
+          else
+            for (int64_t t = 0; t < n; ++t)
+              d[t] = src[t * sw];
+          for (int64_t t = hi; t < OW; ++t)
+            drow[t] = T(0);
+        }
+      }
+    }
+  });
+}
+
+/// The adjoint of buildShiftZ: dx_j[c, ...] += dz (parallel over channels,
+/// so no two threads write one element).
+template <typename T>
+void scatterShiftZ(const Geo &g, const ShiftUnit &u, const T *dz, int64_t channels,
+                   T *dx, int64_t dxImageStride, int threads) {
+  const int64_t KW = g.k[1], OW = g.out[1], IH = g.in[0], IW = g.in[1];
+  const int64_t sh = g.s[0], sw = g.s[1], dw = g.d[1], ph = g.pb[0], pw = g.pb[1];
+  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(u.P * u.ZP * KW, 1));
+  parallelFor(threads, channels, grain, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t pk = 0; pk < u.P * KW; ++pk) {
+        const int64_t phase = pk / KW, kw = pk % KW;
+        const int64_t offW = kw * dw - pw;
+        int64_t lo, hi;
+        validRange(offW, sw, IW, OW, lo, hi);
+        const int64_t n = hi - lo;
+        if (n <= 0)
+          continue;
+        const T *zp = dz + ((phase * channels + c) * KW + kw) * u.ZP;
+        for (int64_t j = 0; j < u.nb; ++j) {
+          T *xc = dx + j * dxImageStride + c * IH * IW;
+          for (int64_t r = 0; r < u.RZ; ++r) {
+            const int64_t ih = (u.q0 + r) * sh + phase - ph;
+            if (ih < 0 || ih >= IH)
+              continue;
+            const T *srow = zp + (j * u.RZ + r) * OW + lo;
+            T *drow = xc + ih * IW + lo * sw + offW;
+            if (sw == 1)
+              for (int64_t t = 0; t < n; ++t)
+                drow[t] += srow[t];
+            else
+              for (int64_t t = 0; t < n; ++t)
+                drow[t * sw] += srow[t];
+          }
+        }
+      }
+  });
+}
+
+/// wp[kh][m][c * KW + kw] = w[m][c][kh][kw]: the GEMM operand of each tap row.
+template <typename T>
+void permuteShiftWeights(const ConvDims &cd, const T *w, T *wp) {
+  const int64_t KH = cd.g.k[0], KW = cd.g.k[1], kk = cd.c * KW;
+  for (int64_t m = 0; m < cd.m; ++m)
+    for (int64_t c = 0; c < cd.c; ++c)
+      for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw)
+          wp[(kh * cd.m + m) * kk + c * KW + kw] = w[((m * cd.c + c) * KH + kh) * KW + kw];
+}
+
+/// dy of the unit's images laid out as the GEMM columns: buf[m][n], 0 in
+/// the columns between images.
+template <typename T>
+void gatherShiftDy(const ConvDims &cd, const ShiftUnit &u, const T *dy, int64_t n0,
+                   T *buf, int threads) {
+  const int64_t OW = cd.g.out[1], outSize = cd.g.outSize;
+  parallelFor(threads, cd.m, std::max<int64_t>(1, 16384 / std::max<int64_t>(u.N, 1)),
+              [&](int64_t m0, int64_t m1) {
+                for (int64_t m = m0; m < m1; ++m)
+                  for (int64_t j = 0; j < u.nb; ++j) {
+                    T *dst = buf + m * u.N + j * u.RZ * OW;
+                    const T *src = dy + ((n0 + j) * cd.m + m) * outSize + u.q0 * OW;
+                    std::memcpy(dst, src, u.R * OW * sizeof(T));
+                    int64_t junk = std::min((u.RZ - u.R) * OW, u.N - (j * u.RZ + u.R) * OW);
+                    if (junk > 0)
+                      std::fill(dst + u.R * OW, dst + u.R * OW + junk, T(0));
+                  }
+              });
+}
+
 template <typename T>
 KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
   const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>();
@@ -724,6 +889,46 @@ KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
             }
           }
         }
+      });
+    };
+  }
+  if (cd.shift) {
+    const int64_t KH = g.k[0], KW = g.k[1], kk = cd.c * KW, OW = g.out[1];
+    const int64_t zSize = shiftParities(g) * kk * (cd.maxCols + shiftRowHalo(g) * OW);
+    const int64_t ybufSize = cd.chunk > 1 ? cd.m * cd.maxCols : 0;
+    auto z = std::make_shared<std::vector<T>>(cd.workers() * zSize);
+    auto ybuf = std::make_shared<std::vector<T>>(cd.workers() * ybufSize);
+    auto wp = std::make_shared<std::vector<T>>(cd.m * cd.kc);
+    return [=]() {
+      permuteShiftWeights(cd, w, wp->data());
+      forWorkers(cd, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
+        T *zb = z->data() + wk * zSize;
+        forUnits(cd, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
+          ShiftUnit u = shiftUnit(g, nb, q0, q1);
+          buildShiftZ(g, u, x + n0 * cd.c * inSize, cd.c * inSize, cd.c, zb, threads);
+          T *c = nb == 1 ? y + n0 * cd.m * outSize + q0 * OW : ybuf->data() + wk * ybufSize;
+          int64_t ldc = nb == 1 ? outSize : u.N;
+          if (nb == 1 && b)
+            for (int64_t m = 0; m < cd.m; ++m)
+              std::fill(c + m * ldc, c + m * ldc + u.N, b[m]);
+          for (int64_t kh = 0; kh < KH; ++kh)
+            gemmSafe<T>(false, false, cd.m, u.N, kk, wp->data() + kh * cd.m * kk, kk,
+                        zb + shiftTapOffset(g, u, kk, kh), u.ZP,
+                        (kh > 0 || (nb == 1 && b)) ? T(1) : T(0), c,
+                        ldc);
+          if (nb > 1)
+            parallelFor(threads, nb * cd.m, std::max<int64_t>(1, 16384 / outSize),
+                        [&](int64_t p0, int64_t p1) {
+                          for (int64_t p = p0; p < p1; ++p) {
+                            int64_t j = p / cd.m, m = p % cd.m;
+                            T *dst = y + ((n0 + j) * cd.m + m) * outSize;
+                            const T *src = c + m * u.N + j * u.RZ * OW;
+                            T bias = b ? b[m] : T(0);
+                            for (int64_t o = 0; o < outSize; ++o)
+                              dst[o] = src[o] + bias;
+                          }
+                        });
+        });
       });
     };
   }
@@ -816,6 +1021,38 @@ KernelFn convGradInputKernel(KernelArgs &args, const ConvDims &cd) {
             }
           }
         }
+      });
+    };
+  }
+  if (cd.shift) {
+    const int64_t KH = g.k[0], KW = g.k[1], kk = cd.c * KW, OW = g.out[1];
+    const int64_t zSize = shiftParities(g) * kk * (cd.maxCols + shiftRowHalo(g) * OW);
+    const int64_t dybufSize = cd.chunk > 1 ? cd.m * cd.maxCols : 0;
+    auto z = std::make_shared<std::vector<T>>(cd.workers() * zSize);
+    auto dybuf = std::make_shared<std::vector<T>>(cd.workers() * dybufSize);
+    auto wp = std::make_shared<std::vector<T>>(cd.m * cd.kc);
+    return [=]() {
+      permuteShiftWeights(cd, w, wp->data());
+      // A worker owns whole images, so its scatter never meets another's.
+      forWorkers(cd, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
+        T *zb = z->data() + wk * zSize, *db = dybuf->data() + wk * dybufSize;
+        int64_t i0 = c0 * cd.chunk, i1 = std::min(cd.n, c1 * cd.chunk);
+        std::fill(dx + i0 * cd.c * inSize, dx + i1 * cd.c * inSize, T(0));
+        forUnits(cd, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
+          ShiftUnit u = shiftUnit(g, nb, q0, q1);
+          const T *dyu = dy + n0 * cd.m * outSize + q0 * OW;
+          int64_t ldd = outSize;
+          if (nb > 1) {
+            gatherShiftDy(cd, u, dy, n0, db, threads);
+            dyu = db;
+            ldd = u.N;
+          }
+          std::fill(zb, zb + u.P * kk * u.ZP, T(0));
+          for (int64_t kh = 0; kh < KH; ++kh)
+            gemmSafe<T>(true, false, kk, u.N, cd.m, wp->data() + kh * cd.m * kk, kk, dyu,
+                        ldd, T(1), zb + shiftTapOffset(g, u, kk, kh), u.ZP);
+          scatterShiftZ(g, u, zb, cd.c, dx + n0 * cd.c * inSize, cd.c * inSize, threads);
+        });
       });
     };
   }
@@ -913,6 +1150,55 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
   if (cdw.perThread() &&
       cdw.threads * dwSize * (int64_t)sizeof(T) > (int64_t(64) << 20))
     cdw.splitImages = false;
+  if (cd.shift) {
+    const int64_t KH = g.k[0], KW = g.k[1], kk = cd.c * KW, OW = g.out[1];
+    const int64_t zSize = shiftParities(g) * kk * (cd.maxCols + shiftRowHalo(g) * OW);
+    const int64_t dybufSize = cd.chunk > 1 ? cd.m * cd.maxCols : 0;
+    auto z = std::make_shared<std::vector<T>>(cdw.workers() * zSize);
+    auto dybuf = std::make_shared<std::vector<T>>(cdw.workers() * dybufSize);
+    auto partial = std::make_shared<std::vector<T>>(cdw.workers() * dwSize);
+    int threadsAll = threads;
+    return [=]() {
+      forWorkers(cdw, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
+        T *zb = z->data() + wk * zSize, *db = dybuf->data() + wk * dybufSize;
+        T *sk = partial->data() + wk * dwSize; // [KH][C * KW][M]
+        bool first = true;
+        forUnits(cdw, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
+          ShiftUnit u = shiftUnit(g, nb, q0, q1);
+          buildShiftZ(g, u, x + n0 * cd.c * inSize, cd.c * inSize, cd.c, zb, threads);
+          const T *dyu = dy + n0 * cd.m * outSize + q0 * OW;
+          int64_t ldd = outSize;
+          if (nb > 1) {
+            gatherShiftDy(cd, u, dy, n0, db, threads);
+            dyu = db;
+            ldd = u.N;
+          }
+          for (int64_t kh = 0; kh < KH; ++kh)
+            gemmSafe<T>(false, true, kk, cd.m, u.N, zb + shiftTapOffset(g, u, kk, kh), u.ZP,
+                        dyu, ldd,
+                        first ? T(0) : T(1), sk + kh * kk * cd.m, cd.m);
+          first = false;
+        });
+        if (first) // no images
+          std::fill(sk, sk + dwSize, T(0));
+      });
+      const int64_t workers = cdw.workers();
+      const T *pp = partial->data();
+      parallelFor(threadsAll, cd.m, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(cd.kc, 1)),
+                  [&](int64_t m0, int64_t m1) {
+                    for (int64_t m = m0; m < m1; ++m)
+                      for (int64_t c = 0; c < cd.c; ++c)
+                        for (int64_t kh = 0; kh < KH; ++kh)
+                          for (int64_t kw = 0; kw < KW; ++kw) {
+                            const T *src = pp + (kh * kk + c * KW + kw) * cd.m + m;
+                            T acc = src[0];
+                            for (int64_t w = 1; w < workers; ++w)
+                              acc += src[w * dwSize];
+                            dw[((m * cd.c + c) * KH + kh) * KW + kw] = acc;
+                          }
+                  });
+    };
+  }
   const int64_t colsSize = cd.kc * cd.maxCols;
   const int64_t dybufSize = cd.chunk > 1 ? cd.mg * cd.maxCols : 0;
   auto cols = std::make_shared<std::vector<T>>(cdw.workers() * colsSize);

@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""Check that two runs of one plan on N ranks wrote the same metrics.
+
+    same_run.py A.jsonl B.jsonl --np N
+
+Compares A.rankR.jsonl with B.rankR.jsonl for every rank R: every field of
+every line but the timings (step_time_s, samples_per_s) must be equal,
+losses bit for bit. Prints "same metrics: N ranks x S steps" or the first
+difference (exit status 1).
+"""
+
+import argparse
+import json
+import sys
+
+TIMINGS = {"step_time_s", "samples_per_s"}
+
+
+def lines(path):
+    with open(path) as f:
+        return [{k: v for k, v in json.loads(l).items() if k not in TIMINGS}
+                for l in f if l.strip()]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--np", type=int, required=True)
+    args = ap.parse_args()
+    steps = None
+    for r in range(args.np):
+        pa, pb = (p.replace(".jsonl", f".rank{r}.jsonl") for p in (args.a, args.b))
+        la, lb = lines(pa), lines(pb)
+        if len(la) != len(lb) or not la:
+            print(f"different: {pa} has {len(la)} lines, {pb} {len(lb)}")
+            return 1
+        for x, y in zip(la, lb):
+            if x != y:
+                key = next(k for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k))
+                print(f"different: rank {r} step {x.get('step')}: {key}: "
+                      f"{x.get(key)!r} vs {y.get(key)!r}")
+                return 1
+        steps = len(la)
+    print(f"same metrics: {args.np} ranks x {steps} steps")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
