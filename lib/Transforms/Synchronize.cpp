@@ -389,16 +389,30 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
 
     // Statistics of the whole batch in every training-mode batch norm and
     // in its gradient (found by its operands).
+    // Their traffic: the forward pass all-reduces the per-channel sums and
+    // squared deviations (C doubles each), the backward pass those again and
+    // the two gradient sums (2C doubles); each counted as a ring all-reduce.
+    int64_t bnBytes = 0;
+    auto ring = [&](int64_t doubles) {
+      int64_t n = cluster.worldSize, bytes = 8 * doubles;
+      return n > 1 ? 2 * bytes * (n - 1) / n : 0;
+    };
     if (!localBatchnorm)
       func.walk([&](px::BatchNormOp bn) {
         if (!bn.getTraining())
           return;
         bn.setGridAttr(gridRef());
+        int64_t c = bn.getScale().getType().getDimSize(0);
+        bnBytes += 2 * ring(c);
         for (Operation *user : bn.getX().getUsers())
           if (auto grad = dyn_cast<px::BatchNormGradOp>(user))
-            if (grad.getX() == bn.getX() && grad.getScale() == bn.getScale())
+            if (grad.getX() == bn.getX() && grad.getScale() == bn.getScale()) {
               grad.setGridAttr(gridRef());
+              bnBytes += 2 * ring(c) + ring(2 * c);
+            }
       });
+    if (bnBytes)
+      module->setAttr("px.batchnorm_bytes_per_step", b.getI64IntegerAttr(bnBytes));
 
     // The reported loss is the mean over the whole batch.
     auto ret = cast<func::ReturnOp>(block.getTerminator());

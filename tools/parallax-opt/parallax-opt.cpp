@@ -357,6 +357,9 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   if (report) {
     parallax::printVariableReport(parallax::analyzeVariables(*module),
                                   llvm::outs());
+    if (auto bn = (*module)->getAttrOfType<IntegerAttr>("px.batchnorm_bytes_per_step"))
+      llvm::outs() << "synchronized batch norm statistics: " << bn.getInt()
+                   << " B per rank and step, each way\n";
     if (plan) {
       llvm::outs() << "\n";
       parallax::printMemoryReport(*plan, llvm::outs());

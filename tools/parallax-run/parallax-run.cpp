@@ -351,6 +351,7 @@ int main(int argc, char **argv) {
           line["bytes"] = byVariable;
         }
         metrics << line.dump() << "\n";
+        metrics.flush(); // a failing rank must not take its last lines with it
       }
       progress.update(s + 1, loss, samplesPerSec, elapsed);
       if (!std::isfinite(loss))

@@ -710,6 +710,10 @@ std::function<void(std::vector<double> &)> groupSum(KernelArgs &args) {
       comm->run([&] {
         comm->allreduce(*group, v.data(), (int64_t)v.size(), DType::F64,
                         ReduceOp::Sum);
+        // Counted as all-reduces are: the ring volume, 2 (G-1)/G of it.
+        int64_t g = group->size(), bytes = (int64_t)(v.size() * sizeof(double));
+        int64_t ring = g > 1 ? 2 * bytes * (g - 1) / g : 0;
+        comm->traffic.add("(batchnorm)", ring, ring);
       });
     } catch (const CommError &e) {
       throw KernelError(e.what());
