@@ -39,6 +39,8 @@ using namespace parallax;
 namespace {
 
 struct PartitionPass : parallax::impl::PxPartitionBase<PartitionPass> {
+  using PxPartitionBase::PxPartitionBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     func::FuncOp func = getEntryFunction(module);
@@ -78,6 +80,8 @@ struct PartitionPass : parallax::impl::PxPartitionBase<PartitionPass> {
           bestTime = t;
         }
       }
+      if (forced > 0)
+        best = std::min<int64_t>(forced, std::max<int64_t>(rows, 1));
       var->setAttr("px.partitions", b.getI64IntegerAttr(best));
       var->setAttr("px.partition_cost",
                    b.getDenseF64ArrayAttr({theta1, theta2}));

@@ -108,6 +108,11 @@ static cl::opt<std::string> syncScheme(
 static cl::opt<double> bucketMiB(
     "bucket-size", cl::desc("All-reduce fusion bucket in MiB (default 25)"),
     cl::init(25.0), cl::cat(parallaxCategory));
+static cl::opt<int> forcedPartitions(
+    "partitions",
+    cl::desc("Parameter-server partitions of every sparse variable (default: "
+             "the cost model's choice)"),
+    cl::init(0), cl::cat(parallaxCategory));
 static cl::opt<bool> localBatchnorm(
     "local-batchnorm",
     cl::desc("Normalise with each rank's own batch statistics (PyTorch DDP's "
@@ -283,7 +288,9 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       sparsity.profileData = profileData;
       sparsity.profileSteps = profileSteps;
       pm.addPass(parallax::createPxSparsity(sparsity));
-      pm.addPass(parallax::createPxPartition());
+      parallax::PxPartitionOptions partition;
+      partition.forced = forcedPartitions;
+      pm.addPass(parallax::createPxPartition(partition));
       parallax::PxSyncOptions sync;
       sync.scheme = syncScheme;
       sync.bucketBytes = (int64_t)(bucketMiB * 1024 * 1024);

@@ -112,9 +112,14 @@ def PxPartition : Pass<"px-partition", "mlir::ModuleOp"> {
     message to every rank, one latency each), theta0 the rest. The
     partitions go to ranks greedily, each to the machine, then the rank,
     with the fewest bytes so far. Annotates `px.partitions` and
-    `px.placement`.
+    `px.placement`. `partitions=P` forces P partitions on every sparse
+    variable (to measure t(P), as bench/partitions.py does).
   }];
   let dependentDialects = ["::parallax::px::PxDialect"];
+  let options = [
+    Option<"forced", "partitions", "int64_t", /*default=*/"0",
+           "use this many partitions for every sparse variable (0: choose)">,
+  ];
 }
 
 def PxSync : Pass<"px-sync", "mlir::ModuleOp"> {
