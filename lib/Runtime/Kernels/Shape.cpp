@@ -18,6 +18,9 @@
 
 #include <algorithm>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <memory>
 #include <string>
 #include <vector>
@@ -151,6 +154,36 @@ void copyRange(const CopyGeometry &g, const T *src, T *dst, int64_t begin,
   }
 }
 
+#if defined(__SSE2__)
+/// One tile of 4-byte elements, in 4x4 blocks transposed in SSE registers:
+/// dst[i * dq + j] = src[j * sl + i] for i < qn, j < ln.
+inline void transposeTile4(const uint32_t *src, int64_t sl, uint32_t *dst, int64_t dq,
+                           int64_t qn, int64_t ln) {
+  const int64_t q4 = qn & ~int64_t(3), l4 = ln & ~int64_t(3);
+  for (int64_t i = 0; i < q4; i += 4) {
+    for (int64_t j = 0; j < l4; j += 4) {
+      const uint32_t *s0 = src + j * sl + i;
+      __m128 r0 = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)s0));
+      __m128 r1 = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(s0 + sl)));
+      __m128 r2 = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(s0 + 2 * sl)));
+      __m128 r3 = _mm_castsi128_ps(_mm_loadu_si128((const __m128i *)(s0 + 3 * sl)));
+      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      uint32_t *d0 = dst + i * dq + j;
+      _mm_storeu_si128((__m128i *)d0, _mm_castps_si128(r0));
+      _mm_storeu_si128((__m128i *)(d0 + dq), _mm_castps_si128(r1));
+      _mm_storeu_si128((__m128i *)(d0 + 2 * dq), _mm_castps_si128(r2));
+      _mm_storeu_si128((__m128i *)(d0 + 3 * dq), _mm_castps_si128(r3));
+    }
+    for (int64_t m = i; m < i + 4; ++m)
+      for (int64_t j = l4; j < ln; ++j)
+        dst[m * dq + j] = src[j * sl + m];
+  }
+  for (int64_t m = q4; m < qn; ++m)
+    for (int64_t j = 0; j < ln; ++j)
+      dst[m * dq + j] = src[j * sl + m];
+}
+#endif
+
 /// The tiled path: dimensions q = tileDim (source stride 1) and l = the
 /// innermost (destination stride 1) are walked in B x B tiles; the other
 /// dimensions and the tile rows along q are the parallel work units.
@@ -202,6 +235,13 @@ void copyTiled(const CopyGeometry &g, const T *src, T *dst, int threads) {
         const int64_t ln = std::min(L, l0 + B) - l0;
         for (int64_t j = 0; j < ln; ++j)
           std::memcpy(buf + j * B, t.src + so + (l0 + j) * sl + q0, qn * sizeof(T));
+#if defined(__SSE2__)
+        if constexpr (sizeof(T) == 4) {
+          transposeTile4(reinterpret_cast<const uint32_t *>(buf), B,
+                         reinterpret_cast<uint32_t *>(t.dst + doff + q0 * dq + l0), dq, qn, ln);
+          continue;
+        }
+#endif
         for (int64_t i = 0; i < qn; ++i) {
           T *d = t.dst + doff + (q0 + i) * dq + l0;
           const T *b = buf + i;
