@@ -33,8 +33,6 @@
 #include <map>
 #include <thread>
 
-extern "C" void openblas_set_num_threads(int);
-
 using namespace parallax::rt;
 
 namespace {
@@ -235,8 +233,9 @@ int main(int argc, char **argv) {
                     : std::max(1, (int)std::thread::hardware_concurrency() / localRanks);
   if (threads < 1)
     return failRank("--threads must be >= 1");
+  // The kernels split BLAS products over these threads themselves (OpenBLAS
+  // stays single-threaded: see lib/Runtime/Kernels/Blas.h).
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
 
   if (args.count("calibrate")) {
     try {

@@ -28,7 +28,7 @@
 
 #include "parallax/Runtime/Kernel.h"
 
-#include <cblas.h>
+#include "Blas.h"
 
 #include <algorithm>
 #include <climits>
@@ -179,36 +179,12 @@ Geo makeGeo(const KernelArgs &args, const std::vector<int64_t> &xShape,
 // GEMM
 //===----------------------------------------------------------------------===//
 
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                 const float *a, int64_t lda, const float *b, int64_t ldb,
-                 float beta, float *c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a,
-              (int)lda, b, (int)ldb, beta, c, (int)ldc);
-}
-inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                 double alpha, const double *a, int64_t lda, const double *b,
-                 int64_t ldb, double beta, double *c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a,
-              (int)lda, b, (int)ldb, beta, c, (int)ldc);
-}
-
-/// C[m, n] (ldc) = alpha * op(A) op(B) + beta * C; handles k == 0 (BLAS
-/// implementations differ on it).
+/// C[m, n] (ldc) = op(A) op(B) + beta * C on up to `threads` threads.
 template <typename T>
-void gemmSafe(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a,
-              int64_t lda, const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {
-  if (m == 0 || n == 0)
-    return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
-    return;
-  }
-  gemm(ta, tb, m, n, k, T(1), a, std::max<int64_t>(lda, 1), b,
-       std::max<int64_t>(ldb, 1), beta, c, std::max<int64_t>(ldc, 1));
+void gemmSafe(int threads, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+              const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,
+              int64_t ldc) {
+  blas::gemm(threads, ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
 }
 
 void checkBlasSize(const KernelArgs &args, std::initializer_list<int64_t> dims) {
@@ -639,9 +615,8 @@ void forUnits(const ConvDims &cd, int64_t c0, int64_t c1, F &&f) {
 
 /// Runs body(worker, c0, c1) over the image chunks. With several threads and
 /// at least one chunk per thread, each thread takes whole chunks with its
-/// own scratch and single-threaded BLAS, so OpenMP and OpenBLAS threads never
-/// take turns (and spin against each other) inside the kernel; otherwise one
-/// worker runs them all, with multithreaded BLAS and im2col. body gets the
+/// own scratch and single-threaded BLAS; otherwise one worker runs them all,
+/// with BLAS products and im2col split over the threads. body gets the
 /// thread count for its own loops.
 template <typename F>
 void forWorkers(const ConvDims &cd, F &&body) {
@@ -649,22 +624,11 @@ void forWorkers(const ConvDims &cd, F &&body) {
     body(0, int64_t(0), cd.imageChunks, cd.threads);
     return;
   }
-  int saved = openblas_get_num_threads();
-  if (saved != 1)
-    openblas_set_num_threads(1);
-  try {
-    int64_t workers = cd.threads;
-    parallelFor(cd.threads, workers, 1, [&](int64_t w0, int64_t w1) {
-      for (int64_t w = w0; w < w1; ++w)
-        body(w, cd.imageChunks * w / workers, cd.imageChunks * (w + 1) / workers, 1);
-    });
-  } catch (...) {
-    if (saved != 1)
-      openblas_set_num_threads(saved);
-    throw;
-  }
-  if (saved != 1)
-    openblas_set_num_threads(saved);
+  int64_t workers = cd.threads;
+  parallelFor(cd.threads, workers, 1, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w)
+      body(w, cd.imageChunks * w / workers, cd.imageChunks * (w + 1) / workers, 1);
+  });
 }
 
 /// Copies dy[n0 + j, gi*mg + mm, :] into buf[mm, j * outSize + :].
@@ -856,7 +820,7 @@ KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
           if (b)
             for (int64_t mm = 0; mm < cd.mg; ++mm)
               std::fill(yg + mm * outSize, yg + (mm + 1) * outSize, b[gi * cd.mg + mm]);
-          gemmSafe<T>(false, false, cd.mg, outSize, cd.cg,
+          gemmSafe<T>(threads, false, false, cd.mg, outSize, cd.cg,
                       w + gi * cd.mg * cd.kc, cd.kc,
                       x + (n * cd.c + gi * cd.cg) * inSize, inSize,
                       b ? T(1) : T(0), yg, outSize);
@@ -912,7 +876,7 @@ KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
             for (int64_t m = 0; m < cd.m; ++m)
               std::fill(c + m * ldc, c + m * ldc + u.N, b[m]);
           for (int64_t kh = 0; kh < KH; ++kh)
-            gemmSafe<T>(false, false, cd.m, u.N, kk, wp->data() + kh * cd.m * kk, kk,
+            gemmSafe<T>(threads, false, false, cd.m, u.N, kk, wp->data() + kh * cd.m * kk, kk,
                         zb + shiftTapOffset(g, u, kk, kh), u.ZP,
                         (kh > 0 || (nb == 1 && b)) ? T(1) : T(0), c,
                         ldc);
@@ -951,11 +915,11 @@ KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
           if (b)
             for (int64_t mm = 0; mm < cd.mg; ++mm)
               std::fill(yg + mm * outSize, yg + mm * outSize + ncols, b[gi * cd.mg + mm]);
-          gemmSafe<T>(false, false, cd.mg, ncols, cd.kc, wg, cd.kc, cb, ncols,
+          gemmSafe<T>(threads, false, false, cd.mg, ncols, cd.kc, wg, cd.kc, cb, ncols,
                       b ? T(1) : T(0), yg, outSize);
         } else {
           T *yb = ybuf->data() + wk * ybufSize;
-          gemmSafe<T>(false, false, cd.mg, ncols, cd.kc, wg, cd.kc, cb, ncols,
+          gemmSafe<T>(threads, false, false, cd.mg, ncols, cd.kc, wg, cd.kc, cb, ncols,
                       T(0), yb, ncols);
           parallelFor(threads, nb * cd.mg, std::max<int64_t>(1, 16384 / outSize),
                       [&](int64_t p0, int64_t p1) {
@@ -986,7 +950,7 @@ KernelFn convGradInputKernel(KernelArgs &args, const ConvDims &cd) {
     return [=]() {
       for (int64_t n = 0; n < cd.n; ++n)
         for (int64_t gi = 0; gi < cd.group; ++gi)
-          gemmSafe<T>(true, false, cd.cg, inSize, cd.mg, w + gi * cd.mg * cd.kc,
+          gemmSafe<T>(threads, true, false, cd.cg, inSize, cd.mg, w + gi * cd.mg * cd.kc,
                       cd.kc, dy + (n * cd.m + gi * cd.mg) * outSize, outSize,
                       T(0), dx + (n * cd.c + gi * cd.cg) * inSize, inSize);
     };
@@ -1049,7 +1013,7 @@ KernelFn convGradInputKernel(KernelArgs &args, const ConvDims &cd) {
           }
           std::fill(zb, zb + u.P * kk * u.ZP, T(0));
           for (int64_t kh = 0; kh < KH; ++kh)
-            gemmSafe<T>(true, false, kk, u.N, cd.m, wp->data() + kh * cd.m * kk, kk, dyu,
+            gemmSafe<T>(threads, true, false, kk, u.N, cd.m, wp->data() + kh * cd.m * kk, kk, dyu,
                         ldd, T(1), zb + shiftTapOffset(g, u, kk, kh), u.ZP);
           scatterShiftZ(g, u, zb, cd.c, dx + n0 * cd.c * inSize, cd.c * inSize, threads);
         });
@@ -1077,7 +1041,7 @@ KernelFn convGradInputKernel(KernelArgs &args, const ConvDims &cd) {
             dyg = db;
             ldd = ncols;
           }
-          gemmSafe<T>(true, false, cd.kc, ncols, cd.mg, w + gi * cd.mg * cd.kc,
+          gemmSafe<T>(threads, true, false, cd.kc, ncols, cd.mg, w + gi * cd.mg * cd.kc,
                       cd.kc, dyg, ldd, T(0), cb, ncols);
           col2im(g, cb, ncols, nb, cd.cg, q0, q1,
                  dx + (n0 * cd.c + gi * cd.cg) * inSize, cd.c * inSize, threads);
@@ -1100,7 +1064,7 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
         std::fill(dw, dw + cd.m * cd.kc, T(0));
       for (int64_t n = 0; n < cd.n; ++n)
         for (int64_t gi = 0; gi < cd.group; ++gi)
-          gemmSafe<T>(false, true, cd.mg, cd.cg, outSize,
+          gemmSafe<T>(threads, false, true, cd.mg, cd.cg, outSize,
                       dy + (n * cd.m + gi * cd.mg) * outSize, outSize,
                       x + (n * cd.c + gi * cd.cg) * inSize, inSize,
                       n == 0 ? T(0) : T(1), dw + gi * cd.mg * cd.kc, cd.kc);
@@ -1174,7 +1138,7 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
             ldd = u.N;
           }
           for (int64_t kh = 0; kh < KH; ++kh)
-            gemmSafe<T>(false, true, kk, cd.m, u.N, zb + shiftTapOffset(g, u, kk, kh), u.ZP,
+            gemmSafe<T>(threads, false, true, kk, cd.m, u.N, zb + shiftTapOffset(g, u, kk, kh), u.ZP,
                         dyu, ldd,
                         first ? T(0) : T(1), sk + kh * kk * cd.m, cd.m);
           first = false;
@@ -1223,7 +1187,7 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
             dyg = db;
             ldd = ncols;
           }
-          gemmSafe<T>(false, true, cd.kc, cd.mg, ncols, cb, ncols, dyg, ldd,
+          gemmSafe<T>(threads, false, true, cd.kc, cd.mg, ncols, cb, ncols, dyg, ldd,
                       first ? T(0) : T(1), dwk + gi * cd.kc * cd.mg, cd.mg);
         }
         first = false;

@@ -8,7 +8,7 @@
 
 #include "parallax/Runtime/Kernel.h"
 
-#include <cblas.h>
+#include "Blas.h"
 
 #include <algorithm>
 #include <cstring>
@@ -35,38 +35,10 @@ int64_t product(const std::vector<int64_t> &v, size_t begin, size_t end) {
   return n;
 }
 
-/// C = alpha * op(A) * op(B) + beta * C, row-major.
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-          float *c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
-              (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, c,
-              (blasint)ldc);
-}
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
-          const double *a, int64_t lda, const double *b, int64_t ldb,
-          double beta, double *c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
-              (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, c,
-              (blasint)ldc);
-}
-void gemv(bool trans, int64_t m, int64_t n, float alpha, const float *a,
-          int64_t lda, const float *x, float beta, float *y) {
-  cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (blasint)m,
-              (blasint)n, alpha, a, (blasint)lda, x, 1, beta, y, 1);
-}
-void gemv(bool trans, int64_t m, int64_t n, double alpha, const double *a,
-          int64_t lda, const double *x, double beta, double *y) {
-  cblas_dgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (blasint)m,
-              (blasint)n, alpha, a, (blasint)lda, x, 1, beta, y, 1);
-}
-
 /// Y[M,N] = A[M,K] * B[K,N], all contiguous row-major, through BLAS.
 template <typename T>
-void matmulBlas(const T *a, const T *b, T *y, int64_t m, int64_t n,
-                int64_t k) {
+void matmulBlas(int threads, const T *a, const T *b, T *y, int64_t m,
+                int64_t n, int64_t k) {
   if (m == 0 || n == 0)
     return;
   if (k == 0) {
@@ -74,11 +46,11 @@ void matmulBlas(const T *a, const T *b, T *y, int64_t m, int64_t n,
     return;
   }
   if (n == 1) // matrix x vector
-    gemv(false, m, k, T(1), a, k, b, T(0), y);
+    blas::gemv(threads, false, m, k, T(1), a, k, b, T(0), y);
   else if (m == 1) // vector x matrix: y = B^T a
-    gemv(true, k, n, T(1), b, n, a, T(0), y);
+    blas::gemv(threads, true, k, n, T(1), b, n, a, T(0), y);
   else
-    gemm(false, false, m, n, k, T(1), a, k, b, n, T(0), y, n);
+    blas::gemm(threads, false, false, m, n, k, T(1), a, k, b, n, T(0), y, n);
 }
 
 /// The same with integers: wrap-around (two's complement) arithmetic.
@@ -170,20 +142,19 @@ template <typename T> KernelFn matmulTyped(KernelArgs &args) {
 
   if constexpr (std::is_floating_point_v<T>) {
     if (fold) // one GEMM; a batch of A over a shared B folds into M
-      return [=] { matmulBlas(a, b, y, batches * m, n, k); };
-    // Small products run single-threaded inside OpenBLAS: spread the batch
-    // over threads instead. Large ones use OpenBLAS's own threads. The
-    // limits are OpenBLAS 0.3's own thresholds for going multi-threaded
-    // (gemm: m*n*k < 65536 * 4; gemv: m*n < 2304 * 4), so that no call
-    // from a worker thread starts OpenBLAS threads.
+      return [=] { matmulBlas(threads, a, b, y, batches * m, n, k); };
+    // Small products would each run on one thread: spread the batch over
+    // the threads instead. Large ones are split inside blas::gemm. The
+    // limits are OpenBLAS 0.3's thresholds for going multi-threaded (gemm:
+    // m*n*k < 65536 * 4; gemv: m*n < 2304 * 4), which blas:: also uses.
     bool vector = m == 1 || n == 1;
     bool small = vector ? (n == 1 ? m * k : k * n) < 2304 * 4
                         : m * n * k < 65536 * 4;
     return [=] {
       auto body = [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i)
-          matmulBlas(a + (*offsets)[i].first, b + (*offsets)[i].second,
-                     y + i * m * n, m, n, k);
+          matmulBlas(small ? 1 : threads, a + (*offsets)[i].first,
+                     b + (*offsets)[i].second, y + i * m * n, m, n, k);
       };
       if (small)
         parallelFor(threads, batches, 2, body);
@@ -296,7 +267,8 @@ template <typename T> KernelFn gemmTyped(KernelArgs &args) {
         std::fill(y, y + m * n, T(0));
       return;
     }
-    gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, useC ? T(1) : T(0), y, n);
+    blas::gemm(threads, ta, tb, m, n, k, alpha, a, lda, b, ldb,
+               useC ? T(1) : T(0), y, n);
   };
 }
 
