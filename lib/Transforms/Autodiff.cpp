@@ -562,6 +562,37 @@ LogicalResult Differentiator::visitMatMul(px::MatMulOp op, Value dy) {
   y2.push_back(a2t.getDimSize(a2t.getRank() - 2));
   y2.push_back(b2t.getDimSize(b2t.getRank() - 1));
   Value dy2 = pb.reshape(dy, y2);
+  // A shared matrix B (a weight) against a batch of A: fold the batch into
+  // rows, so that dA = dY B^T and dB = A^T dY are single GEMMs with
+  // transposed operands, instead of a transposed copy of B and, for dB, one
+  // product per batch element summed afterwards (a [batch, K, N] temporary).
+  if (b2t.getRank() == 2 && isa<FloatType>(b2t.getElementType())) {
+    int64_t k = b2t.getDimSize(0), n = b2t.getDimSize(1);
+    int64_t rows = a2t.getNumElements() / std::max<int64_t>(k, 1);
+    Value aFlat = pb.reshape(a2, {rows, k});
+    Value dyFlat = pb.reshape(dy2, {rows, n});
+    auto gemm = [&](Value x, Value y, bool transX, bool transY,
+                    ArrayRef<int64_t> shape) {
+      SmallVector<NamedAttribute> attrs{
+          pb.named("alpha", b.getF32FloatAttr(1.0f)),
+          pb.named("beta", b.getF32FloatAttr(1.0f))};
+      if (transX)
+        attrs.push_back(pb.named("trans_a", b.getUnitAttr()));
+      if (transY)
+        attrs.push_back(pb.named("trans_b", b.getUnitAttr()));
+      auto type = RankedTensorType::get(shape, b2t.getElementType());
+      return px::GemmOp::create(b, op.getLoc(), TypeRange{type},
+                                ValueRange{x, y}, attrs)
+          ->getResult(0);
+    };
+    if (isActive(a))
+      contribute(a, pb.reshape(gemm(dyFlat, b2, false, true, {rows, k}),
+                               at.getShape()));
+    if (isActive(bm))
+      contribute(bm, pb.reshape(gemm(aFlat, dyFlat, true, false, {k, n}),
+                                bt.getShape()));
+    return success();
+  }
   if (isActive(a)) {
     Value da = pb.unbroadcast(pb.matmul(dy2, pb.transposeLast2(b2)), a2t);
     contribute(a, pb.reshape(da, at.getShape()));

@@ -77,9 +77,10 @@ func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
 
 // -----
 
-// Batched matmul against a shared matrix (the batch is summed out of dW), a
-// vector operand (promoted to a matrix and back), and Gemm with both
-// transposes, alpha, beta and a broadcast C. "unused" gets no gradient.
+// Batched matmul against a shared matrix (the batch folds into the rows of
+// one GEMM per gradient: dX = dY W^T, dW = X^T dY), a vector operand
+// (promoted to a matrix and back), and Gemm with both transposes, alpha, beta
+// and a broadcast C. "unused" gets no gradient.
 // CHECK-LABEL: func.func @main
 // CHECK-DAG: %[[X:.*]] = px.input "x"
 // CHECK-DAG: %[[W:.*]] = px.variable "w"
@@ -92,11 +93,13 @@ func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
 // CHECK: %[[DC3:.*]] = px.mul %[[DY]], %{{.*}} : tensor<4x5xf32>, tensor<f32>
 // CHECK: %[[DC1:.*]] = px.reduce_sum %[[DC3]] {axes = array<i64: 0>} : tensor<4x5xf32>
 // CHECK: %[[DC:.*]] = px.reshape %[[DC1]] : tensor<1x5xf32> -> tensor<5xf32>
-// CHECK: px.matmul %{{.*}}, %{{.*}} : tensor<2x5x4xf32>, tensor<2x4x1xf32>
-// CHECK: %[[XT:.*]] = px.transpose %[[X]] {perm = array<i64: 0, 2, 1>} : tensor<2x4x3xf32>
-// CHECK: %[[DWB:.*]] = px.matmul %[[XT]], %{{.*}} : tensor<2x3x4xf32>, tensor<2x4x5xf32>
-// CHECK: %[[DW1:.*]] = px.reduce_sum %[[DWB]] {axes = array<i64: 0>} : tensor<2x3x5xf32>
-// CHECK: %[[DW:.*]] = px.reshape %[[DW1]] : tensor<1x3x5xf32> -> tensor<3x5xf32>
+// CHECK: %[[DY1:.*]] = px.reshape %{{.*}} : tensor<2x4x1xf32> -> tensor<8x1xf32>
+// CHECK: %[[D0F:.*]] = px.gemm %[[DY1]], %{{.*}} {trans_b} : tensor<8x1xf32>, tensor<5x1xf32>
+// CHECK: %[[D0:.*]] = px.reshape %[[D0F]] : tensor<8x5xf32> -> tensor<2x4x5xf32>
+// CHECK: px.gemm %{{.*}}, %[[DY1]] {trans_a} : tensor<8x5xf32>, tensor<8x1xf32>
+// CHECK: %[[XF:.*]] = px.reshape %[[X]] : tensor<2x4x3xf32> -> tensor<8x3xf32>
+// CHECK: %[[D0R:.*]] = px.reshape %[[D0]] : tensor<2x4x5xf32> -> tensor<8x5xf32>
+// CHECK: %[[DW:.*]] = px.gemm %[[XF]], %[[D0R]] {trans_a} : tensor<8x3xf32>, tensor<8x5xf32>
 // CHECK: px.gradient %[[W]], %[[DW]] : tensor<3x5xf32>
 // CHECK: px.gradient %[[U]], %{{.*}} : tensor<5xf32>, tensor<5xf32>
 // CHECK: px.gradient %[[A]], %[[DA]] : tensor<6x4xf32>
@@ -118,6 +121,28 @@ func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
   %4 = px.reduce_sum %2 {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x5xf32>
   %5 = px.add %3, %4 : tensor<f32>, tensor<f32>
   return %5 : tensor<f32>
+}
+
+// -----
+
+// Both operands batched: one product per batch element (broadcast over the
+// leading 1 of x), and the gradient of the broadcast operand summed over the
+// batch it was broadcast along.
+// CHECK-LABEL: func.func @main
+// CHECK-DAG: %[[X:.*]] = px.variable "x"
+// CHECK-DAG: %[[V:.*]] = px.variable "v"
+// CHECK: %[[VT:.*]] = px.transpose %[[V]] {perm = array<i64: 0, 2, 1>} : tensor<2x3x5xf32>
+// CHECK: %[[DXB:.*]] = px.matmul %{{.*}}, %[[VT]] : tensor<2x4x5xf32>, tensor<2x5x3xf32>
+// CHECK: %[[DX1:.*]] = px.reduce_sum %[[DXB]] {axes = array<i64: 0>} : tensor<2x4x3xf32>
+// CHECK: %[[XT:.*]] = px.transpose %[[X]] {perm = array<i64: 0, 2, 1>} : tensor<1x4x3xf32>
+// CHECK: %[[DV:.*]] = px.matmul %[[XT]], %{{.*}} : tensor<1x3x4xf32>, tensor<2x4x5xf32>
+// CHECK: px.gradient %[[V]], %[[DV]] : tensor<2x3x5xf32>
+func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
+  %x = px.variable "x" trainable = dense<0.25> : tensor<1x4x3xf32>
+  %v = px.variable "v" trainable = dense<0.5> : tensor<2x3x5xf32>
+  %0 = px.matmul %x, %v : tensor<1x4x3xf32>, tensor<2x3x5xf32>
+  %1 = px.reduce_sum %0 {axes = array<i64: 0, 1, 2>, keepdims = false} : tensor<2x4x5xf32>
+  return %1 : tensor<f32>
 }
 
 // -----
