@@ -20,6 +20,8 @@
 #endif
 
 #include "parallax/Runtime/Kernel.h"
+
+#include "KernelUtil.h"
 #include "parallax/Runtime/Random.h"
 
 #include <algorithm>
@@ -34,18 +36,13 @@
 namespace parallax::rt {
 namespace {
 
+using namespace detail;
+
 constexpr int kMaxDims = 16;
 constexpr int kMaxOperands = 3;
 /// Elements per thread below which a loop stays serial.
 constexpr int64_t kCheapGrain = 1 << 15;  // add, mul, compare, copy-like
 constexpr int64_t kCostlyGrain = 1 << 12; // exp, tanh, erf, pow, dropout
-
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 /// Tag for i1 tensors (one byte holding 0 or 1).
 struct BoolT {};

@@ -11,37 +11,16 @@
 
 #include "parallax/Runtime/Kernel.h"
 
+#include "KernelUtil.h"
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <sstream>
 
 namespace parallax::rt {
 namespace {
 
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    os << (i ? ", " : "") << shape[i];
-  os << "]";
-  return os.str();
-}
-
-int64_t product(const std::vector<int64_t> &v, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t i = begin; i < end; ++i)
-    n *= v[i];
-  return n;
-}
-
-int64_t normalizeAxis(const KernelArgs &args, int64_t axis, int64_t rank,
-                      const char *op) {
-  if (axis < -rank || axis >= rank)
-    args.fail(std::string(op) + ": axis " + std::to_string(axis) +
-              " is out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
-}
+using namespace detail;
 
 [[noreturn]] void badIndex(const char *op, int64_t index, int64_t position,
                            int64_t size, int64_t axis) {

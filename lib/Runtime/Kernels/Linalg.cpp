@@ -8,32 +8,19 @@
 
 #include "parallax/Runtime/Kernel.h"
 
+#include "KernelUtil.h"
+
 #include "Blas.h"
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <sstream>
 #include <type_traits>
 
 namespace parallax::rt {
 namespace {
 
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    os << (i ? ", " : "") << shape[i];
-  os << "]";
-  return os.str();
-}
-
-int64_t product(const std::vector<int64_t> &v, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t i = begin; i < end; ++i)
-    n *= v[i];
-  return n;
-}
+using namespace detail;
 
 /// Y[M,N] = A[M,K] * B[K,N], all contiguous row-major, through BLAS.
 template <typename T>

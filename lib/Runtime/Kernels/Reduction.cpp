@@ -24,6 +24,8 @@
 
 #include "parallax/Runtime/Kernel.h"
 
+#include "KernelUtil.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -36,18 +38,13 @@
 namespace parallax::rt {
 namespace {
 
+using namespace detail;
+
 constexpr int kMaxDims = 16;
 /// Elements of work per task below which loops stay serial.
 constexpr int64_t kGrainElements = 1 << 15;
 /// Accumulators per column block in the [O, R, K] path (on the stack).
 constexpr int64_t kColumnBlock = 256;
-
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 template <typename F>
 KernelFn dispatchNumeric(const KernelArgs &args, DType t, const std::string &what,

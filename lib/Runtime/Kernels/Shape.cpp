@@ -16,6 +16,8 @@
 
 #include "parallax/Runtime/Kernel.h"
 
+#include "KernelUtil.h"
+
 #include <algorithm>
 #include <cstring>
 #if defined(__SSE2__)
@@ -28,16 +30,11 @@
 namespace parallax::rt {
 namespace {
 
+using namespace detail;
+
 constexpr int kMaxDims = 16;
 /// Bytes per thread below which a copy stays serial.
 constexpr int64_t kCopyGrainBytes = 1 << 17;
-
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 void checkElementType(const KernelArgs &args, const std::string &what, DType t) {
   if (t == DType::F16 || t == DType::BF16)

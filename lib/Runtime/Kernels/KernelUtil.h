@@ -1,0 +1,48 @@
+//===- KernelUtil.h - helpers shared by the CPU kernel files ----*- C++ -*-===//
+//
+// Shape formatting for error messages, element counts and axis checks that
+// every kernel family needs. Internal to lib/Runtime/Kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_LIB_RUNTIME_KERNELS_KERNELUTIL_H
+#define PARALLAX_LIB_RUNTIME_KERNELS_KERNELUTIL_H
+
+#include "parallax/Runtime/Kernel.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace parallax::rt::detail {
+
+/// "[2, 3, 4]", for error messages.
+inline std::string shapeStr(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// The product of v[begin, end).
+inline int64_t product(const std::vector<int64_t> &v, size_t begin,
+                       size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i)
+    n *= v[i];
+  return n;
+}
+
+/// `axis` in [-rank, rank) made non-negative; anything else fails the
+/// kernel with a message naming `op`.
+inline int64_t normalizeAxis(const KernelArgs &args, int64_t axis,
+                             int64_t rank, const std::string &op) {
+  if (axis < -rank || axis >= rank)
+    args.fail(op + ": axis " + std::to_string(axis) +
+              " is out of range for rank " + std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+} // namespace parallax::rt::detail
+
+#endif // PARALLAX_LIB_RUNTIME_KERNELS_KERNELUTIL_H
