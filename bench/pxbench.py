@@ -1,0 +1,155 @@
+"""Helpers shared by bench/single_process.py and bench/distributed.py.
+
+Finds the build, compiles plans, runs parallax-run, reads its metrics, and
+makes PyTorch inputs with the same distributions parallax-run --synthetic
+draws (read from the plan: normal floats, Zipf(s = 1) ids, uniform labels).
+"""
+
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS_DIR = ROOT / "examples" / "models"
+PYTHON = "/usr/bin/python3"  # Debian's: python3-torch 1.13, numpy, onnx
+
+
+def find_build(explicit=None):
+    """The build directory holding bin/parallax-opt and bin/parallax-run."""
+    candidates = [explicit] if explicit else [
+        os.environ.get("PARALLAX_BUILD"), ROOT / "build-bench", ROOT / "build"]
+    for c in candidates:
+        if c and (Path(c) / "bin" / "parallax-run").exists():
+            return Path(c).resolve()
+    sys.exit("no build with bin/parallax-run found (tried %s); build with: cmake -G Ninja "
+             "-S . -B build-bench -DCMAKE_BUILD_TYPE=Release && ninja -C build-bench "
+             "parallax-opt parallax-run" % ", ".join(str(c) for c in candidates if c))
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return tuple(float(x) for x in f.read().split()[:3])
+
+
+def run(cmd, what, env=None, timeout=None, capture=True):
+    """Runs cmd; on failure prints its output and exits naming it."""
+    p = subprocess.run([str(c) for c in cmd], env=env, timeout=timeout, text=True,
+                       stdout=subprocess.PIPE if capture else None,
+                       stderr=subprocess.STDOUT if capture else None)
+    if p.returncode != 0:
+        if capture:
+            sys.stdout.write(p.stdout[-4000:])
+        sys.exit("%s failed (exit status %d): %s" % (
+            what, p.returncode, " ".join(shlex.quote(str(c)) for c in cmd)))
+    return p.stdout
+
+
+def compile_plan(build, model, out, flags):
+    """parallax-opt MODEL --emit=plan FLAGS -o OUT (skipped when OUT is newer
+    than the model, the compiler and the flags file next to it)."""
+    out = Path(out)
+    stamp = out.with_suffix(".flags")
+    src = MODELS_DIR / (model + ".onnx")
+    opt = build / "bin" / "parallax-opt"
+    key = " ".join(flags)
+    if (out.exists() and stamp.exists() and stamp.read_text() == key
+            and out.stat().st_mtime > max(src.stat().st_mtime, opt.stat().st_mtime)):
+        return out
+    run([opt, src, "--emit=plan", *flags, "-o", out], "parallax-opt %s %s" % (model, key))
+    stamp.write_text(key)
+    return out
+
+
+def plan_json(build, plan):
+    return json.loads(run([build / "bin" / "parallax-run", plan, "--print-plan"],
+                          "parallax-run --print-plan"))
+
+
+def read_metrics(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+# ---------------------------------------------------------------------------
+# Synthetic inputs with parallax-run --synthetic's distributions
+# ---------------------------------------------------------------------------
+
+class Synthetic:
+    """Draws the plan's inputs as parallax-run --synthetic does (same
+    distributions, not the same numbers): 'normal' N(0,1) floats, 'ids'
+    Zipf(s = 1) over [0, range), 'labels'/'index' uniform in [0, range),
+    'binary' 0.0 or 1.0.  Batched inputs are drawn for the global batch and
+    cut by rank; unbatched ones (lm's `sampled`) are shared by all ranks."""
+
+    def __init__(self, plan_inputs, seed=0):
+        import numpy as np
+        self.np = np
+        self.inputs = plan_inputs
+        self.rng = np.random.default_rng(seed)
+        self.cdfs = {}
+        for i in plan_inputs:
+            if i["synthetic"] == "ids":
+                n = i["range"]
+                if n not in self.cdfs:
+                    c = np.cumsum(1.0 / np.arange(1, n + 1, dtype=np.float64))
+                    self.cdfs[n] = c / c[-1]
+
+    def draw(self, inp, shape):
+        np = self.np
+        kind, n = inp["synthetic"], inp["range"]
+        if kind == "normal":
+            a = self.rng.standard_normal(shape)
+        elif kind == "ids":
+            u = self.rng.random(shape)
+            a = np.minimum(np.searchsorted(self.cdfs[n], u), n - 1)
+        elif kind == "binary":
+            a = (self.rng.random(shape) >= 0.5).astype(np.float64)
+        else:  # labels, index
+            a = self.rng.integers(0, n, shape)
+        return a.astype(np.float32 if inp["dtype"] == "f32" else np.int64)
+
+    def batches(self, steps, global_scale=1, rank=0, world=1):
+        """`steps` lists of arrays in the plan's input order.  The plan's
+        batched inputs have dim 0 = the local batch; with global_scale =
+        world the global batch is drawn and this rank's slice returned."""
+        out = []
+        for _ in range(steps):
+            step = []
+            for inp in self.inputs:
+                shape = list(inp["shape"])
+                if inp["batch_axis"] == 0:
+                    local = shape[0]
+                    shape[0] = local * global_scale
+                    a = self.draw(inp, shape)[rank * local:(rank + 1) * local]
+                else:
+                    a = self.draw(inp, shape)
+                step.append(a)
+            out.append(step)
+        return out
+
+
+def build_module(name):
+    """The example model's nn.Module, from examples/make_models.py."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    import make_models
+    import torch
+    spec = make_models.MODELS[name]
+    torch.manual_seed(spec.seed)
+    module = spec.build()
+    module.train()
+    return module, spec
+
+
+def check_input_order(spec, plan_inputs):
+    names = [i.name for i in spec.inputs]
+    got = [i["name"] for i in plan_inputs]
+    if names != got:
+        sys.exit("the plan's inputs %s are not the module's forward arguments %s" % (got, names))
