@@ -223,12 +223,11 @@ public:
 /// Open MPI's fixed decision rules pick, for 4 ranks and multi-megabyte
 /// buffers over TCP, an all-reduce that reached half the link rate in
 /// bench/distributed.py's rate-limited runs (318 MB/rank: 4.9 s at 1 Gbit/s
-/// against 3.3 s for gloo's ring; the ring: 3.0 s). Parallax ships a rules
-/// file (share/parallax/openmpi-coll-rules.conf: recursive doubling below
-/// 64 KiB, the ring above) and points the tuned component at it before
-/// MPI_Init, unless the user chose rules or an algorithm themselves (any
-/// coll_tuned setting in the environment wins). Other MPIs ignore the
-/// variables.
+/// against 3.3 s for gloo's ring; Open MPI's ring: 2.9 s). Parallax ships a
+/// rules file (share/parallax/openmpi-coll-rules.conf: recursive doubling
+/// below 64 KiB, the ring above) and points the tuned component at it before
+/// MPI_Init, unless the user already enabled dynamic rules, named a rules
+/// file or forced an all-reduce algorithm. Other MPIs ignore the variables.
 void useShippedCollectiveRules() {
 #ifdef OPEN_MPI
   if (std::getenv("OMPI_MCA_coll_tuned_use_dynamic_rules") ||
