@@ -111,3 +111,53 @@ func.func @live(%ids: tensor<3xi64>) -> tensor<f32> {
   %2 = px.reduce_sum %1 {axes = array<i64: 0, 1>, keepdims = false} : tensor<3x4xf32>
   return %2 : tensor<f32>
 }
+
+// -----
+
+// matmul(x, transpose(w)) with a 2-D float w (PyTorch's export of nn.Linear
+// on a rank-3 input) becomes one gemm that reads w transposed in place; the
+// transpose is dead and goes.
+// CHECK-LABEL: func.func @matmul_of_transposed_weight
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4xf32>, %[[W:.*]]: tensor<5x4xf32>)
+// CHECK-NOT: px.transpose
+// CHECK: %[[XF:.*]] = px.reshape %[[X]] : tensor<2x3x4xf32> -> tensor<6x4xf32>
+// CHECK: %[[G:.*]] = px.gemm %[[XF]], %[[W]] {trans_b} : tensor<6x4xf32>, tensor<5x4xf32>
+// CHECK: %[[Y:.*]] = px.reshape %[[G]] : tensor<6x5xf32> -> tensor<2x3x5xf32>
+// CHECK: return %[[Y]]
+func.func @matmul_of_transposed_weight(%x: tensor<2x3x4xf32>, %w: tensor<5x4xf32>) -> tensor<2x3x5xf32> {
+  %t = px.transpose %w {perm = array<i64: 1, 0>} : tensor<5x4xf32>
+  %0 = px.matmul %x, %t : tensor<2x3x4xf32>, tensor<4x5xf32>
+  return %0 : tensor<2x3x5xf32>
+}
+
+// -----
+
+// A matrix left operand needs no reshapes.
+// CHECK-LABEL: func.func @matmul_of_transposed_weight_2d
+// CHECK-NEXT: %[[G:.*]] = px.gemm %arg0, %arg1 {trans_b} : tensor<3x4xf32>, tensor<5x4xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @matmul_of_transposed_weight_2d(%x: tensor<3x4xf32>, %w: tensor<5x4xf32>) -> tensor<3x5xf32> {
+  %t = px.transpose %w {perm = array<i64: 1, 0>} : tensor<5x4xf32>
+  %0 = px.matmul %x, %t : tensor<3x4xf32>, tensor<4x5xf32>
+  return %0 : tensor<3x5xf32>
+}
+
+// -----
+
+// Not rewritten: integer operands (px.gemm is float-only), a vector left
+// operand, and a batched transpose.
+// CHECK-LABEL: func.func @matmul_not_gemm
+// CHECK-COUNT-3: px.transpose
+// CHECK-NOT: px.gemm
+func.func @matmul_not_gemm(%xi: tensor<3x4xi32>, %wi: tensor<5x4xi32>,
+                           %v: tensor<4xf32>, %w: tensor<5x4xf32>,
+                           %xb: tensor<2x3x4xf32>, %wb: tensor<2x5x4xf32>)
+    -> (tensor<3x5xi32>, tensor<5xf32>, tensor<2x3x5xf32>) {
+  %ti = px.transpose %wi {perm = array<i64: 1, 0>} : tensor<5x4xi32>
+  %0 = px.matmul %xi, %ti : tensor<3x4xi32>, tensor<4x5xi32>
+  %t = px.transpose %w {perm = array<i64: 1, 0>} : tensor<5x4xf32>
+  %1 = px.matmul %v, %t : tensor<4xf32>, tensor<4x5xf32>
+  %tb = px.transpose %wb {perm = array<i64: 0, 2, 1>} : tensor<2x5x4xf32>
+  %2 = px.matmul %xb, %tb : tensor<2x3x4xf32>, tensor<2x4x5xf32>
+  return %0, %1, %2 : tensor<3x5xi32>, tensor<5xf32>, tensor<2x3x5xf32>
+}

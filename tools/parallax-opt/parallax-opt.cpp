@@ -275,6 +275,9 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     opt.beta2 = beta2;
     opt.epsilon = epsilon;
     opt.weightDecay = weightDecay;
+    // Canonical forms first (e.g. matmul of a transposed weight -> gemm), so
+    // that px-autodiff differentiates the simpler graph.
+    pm.addPass(createCanonicalizerPass());
     if (distributed()) {
       parallax::PxClusterOptions cluster;
       cluster.np = numRanks;

@@ -13,6 +13,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
@@ -699,6 +700,54 @@ LogicalResult ReshapeOp::verify() {
            << ") into " << out.getNumElements() << " (" << fmt(out.getShape())
            << ")";
   return success();
+}
+
+namespace {
+/// matmul(x, transpose(w, [1, 0])) with a 2-D float w is how PyTorch exports
+/// nn.Linear on inputs of rank > 2 (and `x @ w.T`): rewrite it as
+/// reshape(gemm(reshape(x, [rows, K]), w, trans_b)), one GEMM that reads w
+/// transposed in place. The transpose then has no reader and goes away, and
+/// so does, after px-autodiff, the transpose of its gradient: for the
+/// transformer examples half of the training step's copies.
+struct MatMulOfTransposedMatrixToGemm : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatMulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto transpose = op.getRhs().getDefiningOp<TransposeOp>();
+    if (!transpose || transpose.getPerm() != ArrayRef<int64_t>{1, 0})
+      return failure();
+    Value w = transpose.getInput();
+    auto wType = dyn_cast<RankedTensorType>(w.getType());
+    auto xType = dyn_cast<RankedTensorType>(op.getLhs().getType());
+    auto outType = dyn_cast<RankedTensorType>(op.getType());
+    if (!wType || !xType || !outType || xType.getRank() < 2 ||
+        !isa<FloatType>(wType.getElementType()) ||
+        xType.getElementType() != wType.getElementType() ||
+        !xType.hasStaticShape() || !wType.hasStaticShape())
+      return failure();
+    int64_t n = wType.getDimSize(0), k = wType.getDimSize(1);
+    int64_t rows = xType.getNumElements() / std::max<int64_t>(k, 1);
+    Type elem = wType.getElementType();
+    Location loc = op.getLoc();
+    Value x = op.getLhs();
+    if (xType.getRank() != 2)
+      x = ReshapeOp::create(rewriter, loc, RankedTensorType::get({rows, k}, elem), x);
+    Value product =
+        GemmOp::create(rewriter, loc, RankedTensorType::get({rows, n}, elem), x, w,
+                       /*c=*/Value(), rewriter.getF32FloatAttr(1.0f),
+                       rewriter.getF32FloatAttr(1.0f), /*trans_a=*/nullptr,
+                       rewriter.getUnitAttr());
+    if (outType.getRank() != 2)
+      product = ReshapeOp::create(rewriter, loc, outType, product);
+    rewriter.replaceOp(op, product);
+    return success();
+  }
+};
+} // namespace
+
+void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                           MLIRContext *context) {
+  patterns.add<MatMulOfTransposedMatrixToGemm>(context);
 }
 
 OpFoldResult ReshapeOp::fold(FoldAdaptor) {

@@ -216,6 +216,7 @@ def Px_MatMulOp : Px_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let arguments = (ins Px_NumericTensor:$lhs, Px_NumericTensor:$rhs);
   let results = (outs Px_NumericTensor:$output);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+  let hasCanonicalizer = 1;
 }
 
 def Px_GemmOp : Px_Op<"gemm", [Pure, InferTypeOpAdaptor]> {
