@@ -571,25 +571,11 @@ LogicalResult Differentiator::visitMatMul(px::MatMulOp op, Value dy) {
     int64_t rows = a2t.getNumElements() / std::max<int64_t>(k, 1);
     Value aFlat = pb.reshape(a2, {rows, k});
     Value dyFlat = pb.reshape(dy2, {rows, n});
-    auto gemm = [&](Value x, Value y, bool transX, bool transY,
-                    ArrayRef<int64_t> shape) {
-      SmallVector<NamedAttribute> attrs{
-          pb.named("alpha", b.getF32FloatAttr(1.0f)),
-          pb.named("beta", b.getF32FloatAttr(1.0f))};
-      if (transX)
-        attrs.push_back(pb.named("trans_a", b.getUnitAttr()));
-      if (transY)
-        attrs.push_back(pb.named("trans_b", b.getUnitAttr()));
-      auto type = RankedTensorType::get(shape, b2t.getElementType());
-      return px::GemmOp::create(b, op.getLoc(), TypeRange{type},
-                                ValueRange{x, y}, attrs)
-          ->getResult(0);
-    };
     if (isActive(a))
-      contribute(a, pb.reshape(gemm(dyFlat, b2, false, true, {rows, k}),
+      contribute(a, pb.reshape(pb.gemm(dyFlat, b2, false, true),
                                at.getShape()));
     if (isActive(bm))
-      contribute(bm, pb.reshape(gemm(aFlat, dyFlat, true, false, {k, n}),
+      contribute(bm, pb.reshape(pb.gemm(aFlat, dyFlat, true, false),
                                 bt.getShape()));
     return success();
   }
@@ -608,25 +594,13 @@ LogicalResult Differentiator::visitGemm(px::GemmOp op, Value dy) {
   // Y = alpha op(A) op(B) + beta C, op(X) = X or X^T.
   bool ta = op.getTransA(), tb = op.getTransB();
   double alpha = op.getAlpha().convertToDouble();
-  auto gemm = [&](Value x, Value y, bool transX, bool transY, Type result) {
-    SmallVector<NamedAttribute> attrs{
-        pb.named("alpha", b.getF32FloatAttr(alpha)),
-        pb.named("beta", b.getF32FloatAttr(1.0f))};
-    if (transX)
-      attrs.push_back(pb.named("trans_a", b.getUnitAttr()));
-    if (transY)
-      attrs.push_back(pb.named("trans_b", b.getUnitAttr()));
-    return px::GemmOp::create(b, op.getLoc(), TypeRange{result},
-                              ValueRange{x, y}, attrs)
-        ->getResult(0);
-  };
   Value a = op.getA(), bm = op.getB();
   if (isActive(a))
-    contribute(a, ta ? gemm(bm, dy, tb, true, a.getType())
-                     : gemm(dy, bm, false, !tb, a.getType()));
+    contribute(a, ta ? pb.gemm(bm, dy, tb, true, alpha)
+                     : pb.gemm(dy, bm, false, !tb, alpha));
   if (isActive(bm))
-    contribute(bm, tb ? gemm(dy, a, true, ta, bm.getType())
-                      : gemm(a, dy, !ta, false, bm.getType()));
+    contribute(bm, tb ? pb.gemm(dy, a, true, ta, alpha)
+                      : pb.gemm(a, dy, !ta, false, alpha));
   if (Value c = op.getC(); c && isActive(c))
     contribute(c, pb.unbroadcast(pb.scale(dy, op.getBeta().convertToDouble()),
                                  PxBuilder::typeOf(c)));

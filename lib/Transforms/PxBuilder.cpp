@@ -45,6 +45,18 @@ Value PxBuilder::matmul(Value x, Value y) {
   return inferred<px::MatMulOp>({x, y});
 }
 
+Value PxBuilder::gemm(Value x, Value y, bool transX, bool transY,
+                      double alpha) {
+  SmallVector<NamedAttribute> attrs;
+  if (alpha != 1.0)
+    attrs.push_back(named("alpha", b.getF32FloatAttr(alpha)));
+  if (transX)
+    attrs.push_back(named("trans_a", b.getUnitAttr()));
+  if (transY)
+    attrs.push_back(named("trans_b", b.getUnitAttr()));
+  return inferred<px::GemmOp>({x, y}, attrs);
+}
+
 Value PxBuilder::neg(Value x) {
   return px::NegOp::create(b, loc, x.getType(), x);
 }

@@ -50,6 +50,10 @@ public:
   mlir::Value where(mlir::Value c, mlir::Value x, mlir::Value y);
   mlir::Value cast(mlir::Value a, mlir::Type elem);
   mlir::Value matmul(mlir::Value a, mlir::Value b);
+  /// alpha * op(a) * op(b) of two matrices, op(X) = X or X^T (px.gemm
+  /// without C).
+  mlir::Value gemm(mlir::Value a, mlir::Value b, bool transA, bool transB,
+                   double alpha = 1.0);
 
   mlir::Value reshape(mlir::Value a, llvm::ArrayRef<int64_t> shape);
   mlir::Value transpose(mlir::Value a, llvm::ArrayRef<int64_t> perm);
