@@ -249,11 +249,7 @@ template <typename T> KernelFn gemmTyped(KernelArgs &args) {
                     }
                   });
     }
-    if (k == 0) {
-      if (!useC)
-        std::fill(y, y + m * n, T(0));
-      return;
-    }
+    // With k == 0 this leaves beta * C (or zeros): blas::gemm handles it.
     blas::gemm(threads, ta, tb, m, n, k, alpha, a, lda, b, ldb,
                useC ? T(1) : T(0), y, n);
   };
