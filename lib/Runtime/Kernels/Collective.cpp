@@ -333,39 +333,58 @@ int64_t readIndex(const TensorView &t, int64_t i) {
   return t.dtype == DType::I32 ? t.as<int32_t>()[i] : t.as<int64_t>()[i];
 }
 
-/// Sends variable-size blocks (bytes per group rank) and returns what every
-/// rank sent us, with the byte counts.
+/// A variable-size all-to-all of packed blocks, one block per group rank.
+/// An Exchange lives as long as its kernel and is reused every step (a
+/// kernel's jobs run one at a time on the communication thread), so after
+/// the first steps its buffers are never reallocated. That matters: a
+/// fresh megabyte is 256 page faults, each zeroing a page in the kernel,
+/// and with several ranks sharing the cores those faults cost more than
+/// the copies themselves.
 struct Exchange {
-  Bytes data;
-  std::vector<int64_t> bytes;
-};
-Exchange exchange(Comm &comm, Group &g, const std::vector<Bytes> &blocks) {
-  int n = g.size();
-  std::vector<int64_t> sendCounts(n), one(n, (int64_t)sizeof(int64_t));
-  for (int i = 0; i < n; ++i)
-    sendCounts[i] = (int64_t)blocks[i].size();
-  Exchange out;
-  out.bytes.assign(n, 0);
-  comm.alltoallv(g, sendCounts.data(), one, out.bytes.data(), one);
-  Bytes send;
-  for (const Bytes &b : blocks)
-    send.insert(send.end(), b.begin(), b.end());
-  out.data.resize(std::accumulate(out.bytes.begin(), out.bytes.end(), int64_t(0)));
-  comm.alltoallv(g, send.data(), sendCounts, out.data.data(), out.bytes);
-  return out;
-}
+  std::vector<Bytes> blocks; ///< to send: one block per group rank
+  Bytes send;                ///< the blocks, packed
+  Bytes data;                ///< received: rank 0's block, rank 1's, ...
+  std::vector<int64_t> sendBytes, bytes; ///< block sizes sent and received
 
-/// Traffic of an exchange: everything but the blocks to and from oneself.
-std::pair<int64_t, int64_t> offRank(Group &g, const std::vector<Bytes> &sent,
-                                    const std::vector<int64_t> &received) {
-  int64_t s = 0, r = 0;
-  for (int i = 0; i < g.size(); ++i)
-    if (i != g.rank()) {
-      s += (int64_t)sent[i].size();
-      r += received[i];
+  /// Empties the blocks for a new round (keeping their memory).
+  void reset(int n) {
+    blocks.resize(n);
+    for (Bytes &b : blocks)
+      b.clear();
+  }
+
+  /// Counts first, then the payload.
+  void run(Comm &comm, Group &g) {
+    int n = g.size();
+    std::vector<int64_t> one(n, (int64_t)sizeof(int64_t));
+    sendBytes.resize(n);
+    bytes.assign(n, 0);
+    int64_t total = 0;
+    for (int i = 0; i < n; ++i)
+      total += sendBytes[i] = (int64_t)blocks[i].size();
+    comm.alltoallv(g, sendBytes.data(), one, bytes.data(), one);
+    send.resize(total);
+    int64_t at = 0;
+    for (const Bytes &b : blocks) {
+      if (!b.empty())
+        std::memcpy(send.data() + at, b.data(), b.size());
+      at += (int64_t)b.size();
     }
-  return {s, r};
-}
+    data.resize(std::accumulate(bytes.begin(), bytes.end(), int64_t(0)));
+    comm.alltoallv(g, send.data(), sendBytes, data.data(), bytes);
+  }
+
+  /// Traffic: everything but the blocks to and from oneself.
+  std::pair<int64_t, int64_t> offRank(Group &g) const {
+    int64_t s = 0, r = 0;
+    for (int i = 0; i < g.size(); ++i)
+      if (i != g.rank()) {
+        s += sendBytes[i];
+        r += bytes[i];
+      }
+    return {s, r};
+  }
+};
 
 /// Pull the rows this rank's ids name from their servers: each distinct
 /// row is requested once.
@@ -383,8 +402,15 @@ KernelFn psPull(KernelArgs &args) {
   auto names = variablesOf(args, 1);
   Comm *comm = args.env.comm;
   TensorView t = table, i = ids, out = rows;
+  // Per-kernel scratch, reused every step (see Exchange).
+  struct Scratch {
+    std::vector<int64_t> wanted, unique, start, next;
+    std::vector<const char *> rowOf;
+    Exchange asked, got;
+  };
+  auto s = std::make_shared<Scratch>();
   // The ids are copied before the job starts: their buffer may be reused.
-  auto wanted = std::make_shared<std::vector<int64_t>>(ids.numElements());
+  s->wanted.resize(ids.numElements());
   auto prepare = [=] {
     for (int64_t k = 0; k < i.numElements(); ++k) {
       int64_t id = readIndex(i, k);
@@ -395,28 +421,31 @@ KernelFn psPull(KernelArgs &args) {
                           " at position " + std::to_string(k) +
                           " is out of range for a table of " +
                           std::to_string(part.rows) + " rows");
-      (*wanted)[k] = id;
+      s->wanted[k] = id;
     }
   };
   auto job = [=, &group] {
     int n = group.size();
-    std::vector<int64_t> unique = *wanted;
+    std::vector<int64_t> &unique = s->unique;
+    unique.assign(s->wanted.begin(), s->wanted.end());
     std::sort(unique.begin(), unique.end());
     unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
     // Requests, per server, in increasing row order.
-    std::vector<Bytes> requests(n);
+    Exchange &asked = s->asked;
+    asked.reset(n);
     for (int64_t row : unique) {
-      Bytes &b = requests[part.owner(row)];
+      Bytes &b = asked.blocks[part.owner(row)];
       b.insert(b.end(), reinterpret_cast<const char *>(&row),
                reinterpret_cast<const char *>(&row) + sizeof row);
     }
-    Exchange asked = exchange(*comm, group, requests);
+    asked.run(*comm, group);
     // Serve: the rows others asked for, from this rank's table.
-    std::vector<Bytes> replies(n);
+    Exchange &got = s->got;
+    got.reset(n);
     int64_t at = 0;
     for (int src = 0; src < n; ++src) {
       int64_t count = asked.bytes[src] / (int64_t)sizeof(int64_t);
-      Bytes &b = replies[src];
+      Bytes &b = got.blocks[src];
       b.resize(count * rowBytes);
       for (int64_t k = 0; k < count; ++k) {
         int64_t row;
@@ -430,35 +459,37 @@ KernelFn psPull(KernelArgs &args) {
       }
       at += asked.bytes[src];
     }
-    Exchange got = exchange(*comm, group, replies);
+    got.run(*comm, group);
     // Received rows are in the order requested, server by server.
-    std::vector<int64_t> start(n, 0);
-    for (int s = 1; s < n; ++s)
-      start[s] = start[s - 1] + got.bytes[s - 1];
-    std::vector<const char *> rowOf(unique.size());
-    std::vector<int64_t> next(n, 0);
+    s->start.assign(n, 0);
+    for (int r = 1; r < n; ++r)
+      s->start[r] = s->start[r - 1] + got.bytes[r - 1];
+    s->rowOf.resize(unique.size());
+    s->next.assign(n, 0);
     for (size_t u = 0; u < unique.size(); ++u) {
-      int s = part.owner(unique[u]);
-      rowOf[u] = got.data.data() + start[s] + next[s]++ * rowBytes;
+      int r = part.owner(unique[u]);
+      s->rowOf[u] = got.data.data() + s->start[r] + s->next[r]++ * rowBytes;
     }
     char *dst = static_cast<char *>(out.data);
-    for (int64_t k = 0; k < (int64_t)wanted->size(); ++k) {
-      size_t u = std::lower_bound(unique.begin(), unique.end(), (*wanted)[k]) -
+    for (int64_t k = 0; k < (int64_t)s->wanted.size(); ++k) {
+      size_t u = std::lower_bound(unique.begin(), unique.end(), s->wanted[k]) -
                  unique.begin();
-      std::memcpy(dst + k * rowBytes, rowOf[u], rowBytes);
+      std::memcpy(dst + k * rowBytes, s->rowOf[u], rowBytes);
     }
-    auto a = offRank(group, requests, asked.bytes);
-    auto b = offRank(group, replies, got.bytes);
+    auto a = asked.offRank(group);
+    auto b = got.offRank(group);
     comm->traffic.add(names[0], a.first + b.first, a.second + b.second);
   };
   return launch(args, prepare, job);
 }
 
 /// Sum of rows per distinct index, index -1 dropped: (sorted indices, rows).
+/// `order` is scratch.
 template <typename T>
 void coalesce(const std::vector<int64_t> &idx, const T *vals, int64_t width,
-              std::vector<int64_t> &outIdx, std::vector<T> &outVals) {
-  std::vector<int64_t> order;
+              std::vector<int64_t> &order, std::vector<int64_t> &outIdx,
+              std::vector<T> &outVals) {
+  order.clear();
   for (int64_t k = 0; k < (int64_t)idx.size(); ++k)
     if (idx[k] >= 0)
       order.push_back(k);
@@ -502,9 +533,16 @@ KernelFn psPushTyped(KernelArgs &args) {
   auto names = variablesOf(args, 1);
   Comm *comm = args.env.comm;
   TensorView i0 = idx, v0 = vals, i1 = outIdx, v1 = outVals;
-  // Copies made before the job starts.
-  auto myIdx = std::make_shared<std::vector<int64_t>>(idx.numElements());
-  auto myVals = std::make_shared<std::vector<T>>(vals.numElements());
+  // Per-kernel scratch, reused every step (see Exchange). my* are the
+  // inputs, copied before the job starts.
+  struct Scratch {
+    std::vector<int64_t> myIdx, order, ci, gotIdx, keepIdx, fwdIdx, si, served, fi;
+    std::vector<T> myVals, cv, gotVals, keepVals, fwdVals, sv, servedVals, fv;
+    Exchange e1, e2;
+  };
+  auto s = std::make_shared<Scratch>();
+  s->myIdx.resize(idx.numElements());
+  s->myVals.resize(vals.numElements());
   auto prepare = [=] {
     for (int64_t k = 0; k < i0.numElements(); ++k) {
       int64_t r = i0.as<int64_t>()[k];
@@ -512,15 +550,15 @@ KernelFn psPushTyped(KernelArgs &args) {
         throw KernelError("row " + std::to_string(r) + " at position " +
                           std::to_string(k) + " is out of range for a table of " +
                           std::to_string(rows) + " rows");
-      (*myIdx)[k] = r;
+      s->myIdx[k] = r;
     }
-    std::memcpy(myVals->data(), v0.data, v0.bytes());
+    std::memcpy(s->myVals.data(), v0.data, v0.bytes());
   };
   auto job = [=, &group] {
     int n = group.size();
     int64_t record = (int64_t)sizeof(int64_t) + width * (int64_t)sizeof(T);
-    auto pack = [&](std::vector<Bytes> &blocks, int dest, int64_t row, const T *v) {
-      Bytes &b = blocks[dest];
+    auto pack = [&](Exchange &e, int dest, int64_t row, const T *v) {
+      Bytes &b = e.blocks[dest];
       size_t at = b.size();
       b.resize(at + record);
       std::memcpy(b.data() + at, &row, sizeof row);
@@ -537,14 +575,12 @@ KernelFn psPushTyped(KernelArgs &args) {
       }
     };
     int64_t sent = 0, received = 0;
-    auto count = [&](const std::vector<Bytes> &blocks, const Exchange &e) {
-      auto t = offRank(group, blocks, e.bytes);
+    auto count = [&](const Exchange &e) {
+      auto t = e.offRank(group);
       sent += t.first;
       received += t.second;
     };
-    std::vector<int64_t> ci;
-    std::vector<T> cv;
-    coalesce(*myIdx, myVals->data(), width, ci, cv);
+    coalesce(s->myIdx, s->myVals.data(), width, s->order, s->ci, s->cv);
     // Machine of a group rank (world ranks are numbered machine by machine).
     auto machine = [&](int r) { return group.members()[r] / perMachine; };
     auto leader = [&](int r) {
@@ -553,54 +589,55 @@ KernelFn psPushTyped(KernelArgs &args) {
           return q;
       return r;
     };
-    std::vector<int64_t> served;
-    std::vector<T> servedVals;
+    s->served.clear();
+    s->servedVals.clear();
     if (!localAggregation) {
-      std::vector<Bytes> blocks(n);
-      for (size_t k = 0; k < ci.size(); ++k)
-        pack(blocks, part.owner(ci[k]), ci[k], cv.data() + k * width);
-      Exchange e = exchange(*comm, group, blocks);
-      count(blocks, e);
-      unpack(e, served, servedVals);
+      s->e1.reset(n);
+      for (size_t k = 0; k < s->ci.size(); ++k)
+        pack(s->e1, part.owner(s->ci[k]), s->ci[k], s->cv.data() + k * width);
+      s->e1.run(*comm, group);
+      count(s->e1);
+      unpack(s->e1, s->served, s->servedVals);
     } else {
       // Round 1: rows of servers on this machine go straight to them; the
       // rest to this machine's leader, which sums them up.
-      std::vector<Bytes> first(n);
-      for (size_t k = 0; k < ci.size(); ++k) {
-        int owner = part.owner(ci[k]);
+      s->e1.reset(n);
+      for (size_t k = 0; k < s->ci.size(); ++k) {
+        int owner = part.owner(s->ci[k]);
         int dest = machine(owner) == machine(group.rank()) ? owner : leader(group.rank());
-        pack(first, dest, ci[k], cv.data() + k * width);
+        pack(s->e1, dest, s->ci[k], s->cv.data() + k * width);
       }
-      Exchange e1 = exchange(*comm, group, first);
-      count(first, e1);
-      std::vector<int64_t> gotIdx;
-      std::vector<T> gotVals;
-      unpack(e1, gotIdx, gotVals);
+      s->e1.run(*comm, group);
+      count(s->e1);
+      s->gotIdx.clear();
+      s->gotVals.clear();
+      unpack(s->e1, s->gotIdx, s->gotVals);
       // Split what arrived: rows this rank serves stay; the leader forwards
       // the (summed) rows of other machines' servers in round 2.
-      std::vector<int64_t> keepIdx, fwdIdx;
-      std::vector<T> keepVals, fwdVals;
-      for (size_t k = 0; k < gotIdx.size(); ++k) {
-        bool mine = part.owner(gotIdx[k]) == group.rank();
-        (mine ? keepIdx : fwdIdx).push_back(gotIdx[k]);
-        auto &dst = mine ? keepVals : fwdVals;
-        dst.insert(dst.end(), gotVals.begin() + k * width, gotVals.begin() + (k + 1) * width);
+      s->keepIdx.clear();
+      s->keepVals.clear();
+      s->fwdIdx.clear();
+      s->fwdVals.clear();
+      for (size_t k = 0; k < s->gotIdx.size(); ++k) {
+        bool mine = part.owner(s->gotIdx[k]) == group.rank();
+        (mine ? s->keepIdx : s->fwdIdx).push_back(s->gotIdx[k]);
+        auto &dst = mine ? s->keepVals : s->fwdVals;
+        dst.insert(dst.end(), s->gotVals.begin() + k * width,
+                   s->gotVals.begin() + (k + 1) * width);
       }
-      std::vector<int64_t> si;
-      std::vector<T> sv;
-      coalesce(fwdIdx, fwdVals.data(), width, si, sv);
-      std::vector<Bytes> second(n);
-      for (size_t k = 0; k < si.size(); ++k)
-        pack(second, part.owner(si[k]), si[k], sv.data() + k * width);
-      Exchange e2 = exchange(*comm, group, second);
-      count(second, e2);
-      served = std::move(keepIdx);
-      servedVals = std::move(keepVals);
-      unpack(e2, served, servedVals);
+      coalesce(s->fwdIdx, s->fwdVals.data(), width, s->order, s->si, s->sv);
+      s->e2.reset(n);
+      for (size_t k = 0; k < s->si.size(); ++k)
+        pack(s->e2, part.owner(s->si[k]), s->si[k], s->sv.data() + k * width);
+      s->e2.run(*comm, group);
+      count(s->e2);
+      s->served.assign(s->keepIdx.begin(), s->keepIdx.end());
+      s->servedVals.assign(s->keepVals.begin(), s->keepVals.end());
+      unpack(s->e2, s->served, s->servedVals);
     }
-    std::vector<int64_t> fi;
-    std::vector<T> fv;
-    coalesce(served, servedVals.data(), width, fi, fv);
+    coalesce(s->served, s->servedVals.data(), width, s->order, s->fi, s->fv);
+    const std::vector<int64_t> &fi = s->fi;
+    const std::vector<T> &fv = s->fv;
     if ((int64_t)fi.size() > capacity)
       throw KernelError("rank " + std::to_string(group.rank()) + " serves " +
                         std::to_string(fi.size()) + " rows this step, more than " +
