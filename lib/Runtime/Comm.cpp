@@ -7,6 +7,8 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <pthread.h>
+
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +24,13 @@ Comm::~Comm() = default;
 // Communication thread
 //===----------------------------------------------------------------------===//
 
-void Comm::startThread() { thread_ = std::thread([this] { loop(); }); }
+void Comm::startThread() {
+  thread_ = std::thread([this] {
+    // Named, so that top -H and perf tell it from the compute threads.
+    pthread_setname_np(pthread_self(), "px-comm");
+    loop();
+  });
+}
 
 void Comm::stopThread() {
   {

@@ -29,6 +29,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Dominance.h"
 
 #include <cmath>
 
@@ -127,6 +128,70 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     return {p, place};
   }
 
+  /// Several gathers of one PS table whose ids are all known where the
+  /// first gather is (the usual case: they are graph inputs, like a sampled
+  /// softmax's targets and its shared negative samples) become one pull of
+  /// the concatenated ids, sliced back per gather. A pull is two
+  /// exchanges (requests, then rows), each a synchronization of every rank,
+  /// so this halves the LM's pulls of its output table; a row both gathers
+  /// read is pulled once. Returns false, changing nothing, when the gathers
+  /// do not qualify: one gather, several blocks, dynamic or mixed-type ids,
+  /// or ids computed after the first gather.
+  template <typename PullFn>
+  bool fusePulls(SmallVectorImpl<px::GatherOp> &gathers, OpBuilder &b,
+                 PullFn pullOf) {
+    if (gathers.size() < 2)
+      return false;
+    Block *block = gathers.front()->getBlock();
+    for (px::GatherOp g : gathers)
+      if (g->getBlock() != block || g.getAxis() != 0)
+        return false;
+    llvm::sort(gathers, [](px::GatherOp x, px::GatherOp y) {
+      return x->isBeforeInBlock(y);
+    });
+    px::GatherOp first = gathers.front();
+    auto firstIds = cast<RankedTensorType>(first.getIndices().getType());
+    DominanceInfo dominance(first->getParentOp());
+    for (px::GatherOp g : gathers) {
+      auto ids = cast<RankedTensorType>(g.getIndices().getType());
+      if (!ids.hasStaticShape() || ids.getElementType() != firstIds.getElementType() ||
+          !cast<RankedTensorType>(g.getType()).hasStaticShape() ||
+          (g != first && !dominance.properlyDominates(g.getIndices(), first)))
+        return false;
+    }
+    b.setInsertionPoint(first);
+    PxBuilder pb(b, first.getLoc());
+    SmallVector<Value> flat;
+    int64_t total = 0;
+    for (px::GatherOp g : gathers) {
+      int64_t n = cast<RankedTensorType>(g.getIndices().getType()).getNumElements();
+      flat.push_back(pb.reshape(g.getIndices(), {n}));
+      total += n;
+    }
+    auto table = cast<RankedTensorType>(first.getData().getType());
+    SmallVector<int64_t> shape{total};
+    llvm::append_range(shape, table.getShape().drop_front());
+    Value rows = pullOf(first.getLoc(),
+                        RankedTensorType::get(shape, table.getElementType()),
+                        pb.concat(flat, 0));
+    int64_t offset = 0;
+    for (px::GatherOp g : gathers) {
+      int64_t n = cast<RankedTensorType>(g.getIndices().getType()).getNumElements();
+      SmallVector<int64_t> starts(shape.size(), 0), steps(shape.size(), 1);
+      SmallVector<int64_t> part(shape);
+      starts[0] = offset;
+      part[0] = n;
+      b.setInsertionPoint(g);
+      pb.setLocation(g.getLoc());
+      Value mine = pb.reshape(pb.slice(rows, starts, steps, part),
+                              cast<RankedTensorType>(g.getType()).getShape());
+      g.replaceAllUsesWith(mine);
+      g.erase();
+      offset += n;
+    }
+    return true;
+  }
+
   /// Parameter-server: pulls in the forward pass, a push of the gradient.
   LogicalResult toParameterServer(px::VariableOp var, px::GradientOp g,
                                   OpBuilder &b) {
@@ -139,19 +204,27 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     Value grad = g.getGrad();
     PxBuilder pb(b, g.getLoc());
     if (auto sparse = dyn_cast<px::SparseGradType>(grad.getType())) {
-      // Reads: every gather of the table becomes a pull of its rows.
-      for (Operation *user : llvm::make_early_inc_range(var.getOutput().getUsers())) {
-        auto gather = dyn_cast<px::GatherOp>(user);
-        if (!gather)
-          continue;
-        b.setInsertionPoint(gather);
+      // Reads: every gather of the table becomes a pull of its rows, or
+      // gathers share one (see fusePulls).
+      SmallVector<px::GatherOp> gathers;
+      for (Operation *user : var.getOutput().getUsers())
+        if (auto gather = dyn_cast<px::GatherOp>(user))
+          gathers.push_back(gather);
+      auto pullOf = [&](Location loc, Type type, Value ids) {
         auto pull = px::PsPullOp::create(
-            b, gather.getLoc(), gather.getType(), gridRef(),
-            b.getDenseI16ArrayAttr(axes), b.getI64IntegerAttr(parts),
-            b.getDenseI64ArrayAttr(place), var.getOutput(), gather.getIndices());
+            b, loc, type, gridRef(), b.getDenseI16ArrayAttr(axes),
+            b.getI64IntegerAttr(parts), b.getDenseI64ArrayAttr(place),
+            var.getOutput(), ids);
         common(pull);
-        gather.replaceAllUsesWith(pull.getRows());
-        gather.erase();
+        return pull.getRows();
+      };
+      if (!fusePulls(gathers, b, pullOf)) {
+        for (px::GatherOp gather : gathers) {
+          b.setInsertionPoint(gather);
+          gather.replaceAllUsesWith(pullOf(gather.getLoc(), gather.getType(),
+                                           gather.getIndices()));
+          gather.erase();
+        }
       }
     } else {
       // A dense variable on servers: pull every row, push the whole

@@ -58,6 +58,7 @@ VAR_RE = re.compile(r'^\s*(%[\w.#]+) = px\.variable "([^"]+)" trainable = .*?'
                     r': tensor<([^>]*)>\s*\{(.*)\}\s*$')
 INPUT_RE = re.compile(r'^\s*(%[\w.#]+) = px\.input "([^"]+)" : tensor<([^>]*)>( batched)?')
 RESHAPE_RE = re.compile(r'^\s*(%[\w.#]+) = px\.reshape (%[\w.#]+) ')
+CONCAT_RE = re.compile(r'^\s*(%[\w.#]+) = px\.concat ([^{]*) \{axis = 0 : i64\}')
 PULL_RE = re.compile(r'px\.ps_pull (%[\w.#]+)\[(%[\w.#]+)\]')
 GRID_RE = re.compile(r'shard\.grid @world\(shape = ([0-9x]+)\)')
 DTYPE_BYTES = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
@@ -90,7 +91,7 @@ def tensor_type(text):
 def parse_ir(text):
     """Trainable variables (name -> facts), inputs (name -> (shape,
     batched)), the grid's shape."""
-    variables, ssa_var, inputs, reshapes, pulls = {}, {}, {}, {}, []
+    variables, ssa_var, inputs, reshapes, concats, pulls = {}, {}, {}, {}, {}, []
     input_facts = {}
     grid = None
     for line in text.splitlines():
@@ -128,15 +129,25 @@ def parse_ir(text):
         m = RESHAPE_RE.match(line)
         if m:
             reshapes[m.group(1)] = m.group(2)
+        m = CONCAT_RE.match(line)
+        if m:
+            concats[m.group(1)] = [v.strip() for v in m.group(2).split(",")]
         for p in PULL_RE.finditer(line):
             pulls.append(p.groups())
+    def sources(ids):
+        # The graph inputs a pull's ids are, in order: px-sync's fused pulls
+        # read a concatenation of (flattened) inputs. None: not an input.
+        while ids in reshapes:
+            ids = reshapes[ids]
+        if ids in concats:
+            return [i for v in concats[ids] for i in sources(v)]
+        return [inputs.get(ids)]
+
     for table, ids in pulls:
         name = ssa_var.get(table)
         if name not in variables:
             continue
-        while ids in reshapes:
-            ids = reshapes[ids]
-        variables[name]["pull_inputs"].append(inputs.get(ids))
+        variables[name]["pull_inputs"].append(sources(ids))
     return variables, input_facts, grid
 
 
@@ -187,10 +198,11 @@ class PsExact:
         if var["access"] == "dense":
             pulls = [[np.arange(rows) for _ in range(n)]]
         else:
-            if not var["pull_inputs"] or None in var["pull_inputs"]:
+            if not var["pull_inputs"] or any(None in p for p in var["pull_inputs"]):
                 raise Failure(f"{var['name']}: a pull whose ids are not a graph input")
-            pulls = [[np.unique(self.ids(i, step, r)) for r in range(n)]
-                     for i in var["pull_inputs"]]
+            pulls = [[np.unique(np.concatenate([self.ids(i, step, r) for i in p]))
+                      for r in range(n)]
+                     for p in var["pull_inputs"]]
         pulls = [[np.unique(u) for u in p] for p in pulls]
         pushed = [np.unique(np.concatenate([p[r] for p in pulls])) for r in range(n)]
         out = []

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <type_traits>
 
 namespace parallax::rt {
 
@@ -91,6 +92,22 @@ ReduceOp reduceOpOf(KernelArgs &args) {
 // Dense collectives
 //===----------------------------------------------------------------------===//
 
+/// out = in / by, elementwise, for f32 or f64 (the division, not a
+/// multiplication by 1/by: results do not depend on where it happens).
+void divideInto(const TensorView &out, const char *in, int by) {
+  auto run = [&](auto *o) {
+    using T = std::remove_pointer_t<decltype(o)>;
+    const T *x = reinterpret_cast<const T *>(in);
+    T d = (T)by;
+    for (int64_t k = 0, n = out.numElements(); k < n; ++k)
+      o[k] = x[k] / d;
+  };
+  if (out.dtype == DType::F32)
+    run(static_cast<float *>(out.data));
+  else
+    run(static_cast<double *>(out.data));
+}
+
 /// all_reduce over one or more tensors of one element type (a fused bucket:
 /// one collective over a contiguous staging buffer).
 KernelFn allReduce(KernelArgs &args) {
@@ -118,11 +135,18 @@ KernelFn allReduce(KernelArgs &args) {
     for (size_t i = 0; i < ins.size(); ++i)
       std::memcpy(staging->data() + offsets[i], ins[i].data, ins[i].bytes());
   };
+  // A float average is a sum whose division by the group size happens
+  // while the result is copied out: one pass over the bucket, not two.
+  bool divideOut = op == ReduceOp::Average && (dtype == DType::F32 || dtype == DType::F64);
   auto job = [=, &group] {
-    comm->allreduce(group, staging->data(), count, dtype, op);
     int g = group.size();
+    comm->allreduce(group, staging->data(), count, dtype, divideOut ? ReduceOp::Sum : op);
     for (size_t i = 0; i < outs.size(); ++i) {
-      std::memcpy(outs[i].data, staging->data() + offsets[i], outs[i].bytes());
+      const char *from = staging->data() + offsets[i];
+      if (divideOut && g > 1)
+        divideInto(outs[i], from, g);
+      else
+        std::memcpy(outs[i].data, from, outs[i].bytes());
       // The ring algorithm's volume: 2 (G-1)/G of the buffer each way.
       int64_t ring = g > 1 ? 2 * outs[i].bytes() * (g - 1) / g : 0;
       comm->traffic.add(names[i], ring, ring);
