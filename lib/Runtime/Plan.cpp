@@ -202,11 +202,12 @@ void validate(const Plan &p, const Reader &r) {
       sameAs(p.inputs[t.ref].dtype, p.inputs[t.ref].shape, "input");
       break;
     case PlanTensor::Kind::Alias: {
-      // Aliases point backwards, so chains end and sizes can be checked
-      // against an already-validated base.
-      if (t.ref < 0 || t.ref >= (int32_t)id)
+      // Aliases point backwards, or to an arena buffer (a gradient bucket
+      // made after the gradients it holds), so chains end.
+      if (t.ref < 0 || t.ref >= (int32_t)p.tensors.size() ||
+          (t.ref >= (int32_t)id && p.tensors[t.ref].kind != PlanTensor::Kind::Arena))
         r.fail(ctx + ": aliases tensor " + std::to_string(t.ref) +
-               ", which is not an earlier tensor");
+               ", which is neither an earlier tensor nor an arena buffer");
       int64_t base = p.tensors[t.ref].bytes();
       if (t.offset < 0 || bytes > base - t.offset)
         r.fail(ctx + ": alias range is outside tensor " + std::to_string(t.ref));

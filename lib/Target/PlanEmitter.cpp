@@ -114,6 +114,7 @@ private:
   llvm::Expected<int32_t> tensorFor(Operation *user, Value v);
   void planMemory();
   void scheduleWaits();
+  void bucketsInPlace();
   llvm::Error emitGrids();
   llvm::Expected<std::vector<int64_t>> gridShape(Operation *op);
 
@@ -611,6 +612,91 @@ void Emitter::scheduleWaits() {
       definedBy[id] = k;
 }
 
+/// Gradient buckets in place, as PyTorch DDP's gradient_as_bucket_view: the
+/// gradients of a fused all_reduce are laid out back to back (each at an
+/// aligned offset) in one arena buffer, the collective reduces that buffer
+/// where it lies, and its results are the same slices. Without this the
+/// kernel copies every gradient into a staging buffer before the
+/// collective and every result out of it after: two passes over all dense
+/// gradients a step. A gradient qualifies when it is a whole arena tensor
+/// (or an alias of all of one) that only the all_reduce reads and no other
+/// bucket holds; a bucket goes in place when all its tensors qualify. The
+/// kernel gets "in_place", and the runtime checks the layout.
+void Emitter::bucketsInPlace() {
+  auto base = [&](int32_t id) {
+    while (plan.tensors[id].kind == rt::PlanTensor::Kind::Alias)
+      id = plan.tensors[id].ref;
+    return id;
+  };
+  auto aliasOffset = [&](int32_t id) {
+    int64_t off = 0;
+    for (; plan.tensors[id].kind == rt::PlanTensor::Kind::Alias; id = plan.tensors[id].ref)
+      off += plan.tensors[id].offset;
+    return off;
+  };
+  // The kernels reading each base tensor (-2: more than one, or read after
+  // the step).
+  std::vector<int64_t> reader(plan.tensors.size(), -1);
+  auto read = [&](int32_t b, int64_t k) {
+    reader[b] = reader[b] == -1 || reader[b] == k ? k : -2;
+  };
+  for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k)
+    for (int32_t id : plan.kernels[k].inputs)
+      if (id >= 0)
+        read(base(id), k);
+  for (const rt::PlanOutput &o : plan.outputs)
+    reader[base(o.tensor)] = -2;
+  auto align = [](int64_t n) {
+    return (n + rt::kPlanAlignment - 1) / rt::kPlanAlignment * rt::kPlanAlignment;
+  };
+  for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k) {
+    rt::PlanKernel &kernel = plan.kernels[k];
+    if (kernel.op != "all_reduce" || kernel.inputs.empty() ||
+        kernel.inputs.size() != kernel.outputs.size())
+      continue;
+    const rt::PlanTensor &first = plan.tensors[kernel.inputs[0]];
+    bool ok = true;
+    llvm::DenseSet<int32_t> seen;
+    for (size_t i = 0; i < kernel.inputs.size() && ok; ++i) {
+      int32_t in = kernel.inputs[i], out = kernel.outputs[i];
+      if (in < 0 || out < 0) {
+        ok = false;
+        break;
+      }
+      int32_t b = base(in);
+      const rt::PlanTensor &t = plan.tensors[in];
+      ok = plan.tensors[b].kind == rt::PlanTensor::Kind::Arena &&
+           plan.tensors[b].bytes() == t.bytes() && aliasOffset(in) == 0 &&
+           reader[b] == k && seen.insert(b).second &&
+           plan.tensors[out].kind == rt::PlanTensor::Kind::Arena &&
+           t.dtype == first.dtype && plan.tensors[out].bytes() == t.bytes();
+    }
+    if (!ok)
+      continue;
+    std::vector<int64_t> offsets;
+    int64_t total = 0;
+    for (int32_t in : kernel.inputs) {
+      offsets.push_back(total);
+      total += align(std::max<int64_t>(plan.tensors[in].bytes(), 1));
+    }
+    rt::PlanTensor bucket;
+    bucket.name = "gradient bucket of " + kernel.loc;
+    bucket.dtype = first.dtype;
+    bucket.shape = {total / (int64_t)rt::sizeOf(first.dtype)};
+    bucket.kind = rt::PlanTensor::Kind::Arena;
+    int32_t id = plan.tensors.size();
+    for (size_t i = 0; i < kernel.inputs.size(); ++i)
+      for (int32_t t : {base(kernel.inputs[i]), kernel.outputs[i]}) {
+        plan.tensors[t].kind = rt::PlanTensor::Kind::Alias;
+        plan.tensors[t].ref = id;
+        plan.tensors[t].offset = offsets[i];
+      }
+    plan.tensors.push_back(std::move(bucket));
+    definedBy.push_back(-1);
+    kernel.attrs["in_place"] = true;
+  }
+}
+
 void Emitter::planMemory() {
   int64_t end = plan.kernels.size();
   // Resolve aliases to the arena tensor whose storage they share.
@@ -619,6 +705,14 @@ void Emitter::planMemory() {
       id = plan.tensors[id].ref;
     return id;
   };
+  // A buffer lives from the first kernel that writes any view of it to the
+  // last that reads one (an in-place bucket has no kernel of its own).
+  std::vector<int64_t> firstDef(plan.tensors.size(), -1);
+  for (size_t id = 0; id < plan.tensors.size(); ++id)
+    if (definedBy[id] >= 0) {
+      int64_t &f = firstDef[base(id)];
+      f = f < 0 ? definedBy[id] : std::min(f, definedBy[id]);
+    }
   std::vector<int64_t> last(plan.tensors.size(), -1);
   for (int64_t k = 0; k < end; ++k)
     for (int32_t id : plan.kernels[k].inputs)
@@ -634,7 +728,7 @@ void Emitter::planMemory() {
       continue;
     BufferLifetime b;
     b.bytes = plan.tensors[id].bytes();
-    b.first = definedBy[id];
+    b.first = firstDef[id];
     b.last = std::max(last[id], b.first);
     buffers.push_back(b);
     ids.push_back(id);
@@ -645,11 +739,13 @@ void Emitter::planMemory() {
 
   // Peak bytes of gradients alive at once.
   std::vector<int64_t> live(end + 1, 0);
+  llvm::DenseSet<int32_t> counted; // a bucket holds several gradients
   for (int32_t g : gradientTensors) {
     int32_t id = base(g);
-    if (plan.tensors[id].kind != rt::PlanTensor::Kind::Arena)
+    if (plan.tensors[id].kind != rt::PlanTensor::Kind::Arena || !counted.insert(id).second ||
+        firstDef[id] < 0)
       continue;
-    for (int64_t k = definedBy[id]; k <= std::max(last[id], definedBy[id]); ++k)
+    for (int64_t k = firstDef[id]; k <= std::max(last[id], firstDef[id]); ++k)
       live[k] += plan.tensors[id].bytes();
   }
   rt::MemoryEstimate &m = plan.memory;
@@ -710,6 +806,7 @@ llvm::Expected<rt::Plan> Emitter::run() {
     if (auto err = emitOp(&op))
       return std::move(err);
   scheduleWaits();
+  bucketsInPlace();
   planMemory();
   return std::move(plan);
 }

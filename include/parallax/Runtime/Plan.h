@@ -40,7 +40,9 @@ namespace parallax::rt {
 
 /// Bumped whenever the program's meaning or layout changes; a runtime reads
 /// exactly its own version and asks for a recompile otherwise.
-constexpr uint32_t kPlanFormatVersion = 1;
+/// Version 2: an alias may name a later tensor when that one is an arena
+/// buffer (the all-reduce buckets laid out in place).
+constexpr uint32_t kPlanFormatVersion = 2;
 
 /// Alignment of every arena offset and buffer (a cache line; also what
 /// AVX-512 loads like).

@@ -16,6 +16,7 @@
 
 #include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Kernel.h"
+#include "parallax/Runtime/Plan.h"
 
 #include <algorithm>
 #include <cstring>
@@ -109,11 +110,16 @@ void divideInto(const TensorView &out, const char *in, int by) {
 }
 
 /// all_reduce over one or more tensors of one element type (a fused bucket:
-/// one collective over a contiguous staging buffer).
+/// one collective over a contiguous buffer). With "in_place" the plan has
+/// laid the bucket's tensors out back to back, each at an aligned offset,
+/// and made every output the same memory as its input (px's
+/// gradient-as-bucket-view): the collective runs on that memory. Otherwise
+/// the inputs are copied into a staging buffer and the results out of it.
 KernelFn allReduce(KernelArgs &args) {
   if (args.ins.empty() || args.ins.size() != args.outs.size())
     args.fail("all_reduce needs as many outputs as inputs");
   DType dtype = args.in(0).dtype;
+  bool inPlace = args.flag("in_place");
   int64_t total = 0;
   std::vector<int64_t> offsets;
   for (size_t i = 0; i < args.ins.size(); ++i) {
@@ -122,30 +128,43 @@ KernelFn allReduce(KernelArgs &args) {
       args.fail("a fused all_reduce needs tensors of one element type, each "
                 "output shaped as its input");
     offsets.push_back(total);
-    total += args.in(i).bytes();
+    int64_t bytes = args.in(i).bytes();
+    // In place: the plan emitter's layout, each tensor at an aligned offset.
+    total += inPlace ? (std::max<int64_t>(bytes, 1) + kPlanAlignment - 1) /
+                           kPlanAlignment * kPlanAlignment
+                     : bytes;
   }
+  char *bucket = inPlace ? static_cast<char *>(args.in(0).data) : nullptr;
+  for (size_t i = 0; inPlace && i < args.ins.size(); ++i)
+    if (args.in(i).data != bucket + offsets[i] || args.out(i).data != args.in(i).data)
+      args.fail("an in_place all_reduce needs its tensors back to back in one "
+                "buffer, each output the memory of its input (tensor " +
+                std::to_string(i) + " is not)");
   Group &group = groupOf(args);
   ReduceOp op = reduceOpOf(args);
-  auto staging = std::make_shared<Bytes>(std::max<int64_t>(total, 1));
+  auto staging = inPlace ? nullptr : std::make_shared<Bytes>(std::max<int64_t>(total, 1));
+  char *buffer = inPlace ? bucket : staging->data();
   auto names = variablesOf(args, args.ins.size());
   std::vector<TensorView> ins = args.ins, outs = args.outs;
   Comm *comm = args.env.comm;
   int64_t count = total / (int64_t)sizeOf(dtype);
-  auto prepare = [=] {
-    for (size_t i = 0; i < ins.size(); ++i)
-      std::memcpy(staging->data() + offsets[i], ins[i].data, ins[i].bytes());
-  };
+  std::function<void()> prepare;
+  if (!inPlace)
+    prepare = [=] {
+      for (size_t i = 0; i < ins.size(); ++i)
+        std::memcpy(staging->data() + offsets[i], ins[i].data, ins[i].bytes());
+    };
   // A float average is a sum whose division by the group size happens
-  // while the result is copied out: one pass over the bucket, not two.
+  // while the result is copied out (or, in place, in one pass after).
   bool divideOut = op == ReduceOp::Average && (dtype == DType::F32 || dtype == DType::F64);
   auto job = [=, &group] {
     int g = group.size();
-    comm->allreduce(group, staging->data(), count, dtype, divideOut ? ReduceOp::Sum : op);
+    comm->allreduce(group, buffer, count, dtype, divideOut ? ReduceOp::Sum : op);
     for (size_t i = 0; i < outs.size(); ++i) {
-      const char *from = staging->data() + offsets[i];
+      const char *from = buffer + offsets[i];
       if (divideOut && g > 1)
         divideInto(outs[i], from, g);
-      else
+      else if (!inPlace)
         std::memcpy(outs[i].data, from, outs[i].bytes());
       // The ring algorithm's volume: 2 (G-1)/G of the buffer each way.
       int64_t ring = g > 1 ? 2 * outs[i].bytes() * (g - 1) / g : 0;

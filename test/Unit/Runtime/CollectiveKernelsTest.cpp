@@ -90,6 +90,42 @@ TEST(Collective, AllReduceOfOneRankCopiesEveryMember) {
   EXPECT_EQ(comm->traffic.byVariable["a"].sent, 0); // nothing crosses a wire
 }
 
+/// Binds an all_reduce over views into one buffer (as the plan lays out an
+/// in-place bucket) and runs it: the error message, or "".
+std::string allReduceInPlace(Comm &comm, std::vector<float> &buffer,
+                             const std::vector<int64_t> &offsets,
+                             const std::vector<int64_t> &sizes) {
+  PlanKernel kernel;
+  kernel.op = "all_reduce";
+  kernel.attrs = {{"in_place", true}, {"reduction", "average"}};
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < offsets.size(); ++i)
+    views.push_back(TensorView{buffer.data() + offsets[i], DType::F32, {sizes[i]}});
+  ExecEnv env = envWith(comm);
+  env.step = 1;
+  try {
+    KernelArgs args(kernel, views, views, env);
+    (*KernelRegistry::global().find("all_reduce"))(args)();
+  } catch (const KernelError &e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Collective, AllReduceInPlaceUsesTheBucketItself) {
+  auto comm = makeLocalComm();
+  // Two tensors, 3 and 2 floats, at the 64-byte offsets 0 and 16 floats.
+  std::vector<float> buffer(32, 0.f);
+  buffer[0] = 1, buffer[1] = 2, buffer[2] = 3, buffer[16] = 4, buffer[17] = 5;
+  EXPECT_EQ(allReduceInPlace(*comm, buffer, {0, 16}, {3, 2}), "");
+  EXPECT_EQ(buffer[2], 3.f); // one rank: the average is the value
+  EXPECT_EQ(buffer[17], 5.f);
+  // Not the plan's layout (the second tensor right after the first): refused.
+  EXPECT_EQ(allReduceInPlace(*comm, buffer, {0, 3}, {3, 2}),
+            "an in_place all_reduce needs its tensors back to back in "
+            "one buffer, each output the memory of its input (tensor 1 is not)");
+}
+
 TEST(Collective, AllGatherVOfOneRankCopies) {
   auto comm = makeLocalComm();
   TestTensor idx(DType::I64, {2}, {3, 1}), vals(DType::F32, {2, 2}, {1, 2, 3, 4});

@@ -112,7 +112,7 @@ TEST(Plan, RefusesOtherVersions) {
                 // version is checked first so the message says why
   EXPECT_EQ(errorOf(bytes),
             "p.pxplan: plan format version 7, but this parallax-run reads "
-            "version 1; recompile the model with this parallax-opt");
+            "version 2; recompile the model with this parallax-opt");
 }
 
 TEST(Plan, RefusesInconsistentPrograms) {
@@ -123,8 +123,20 @@ TEST(Plan, RefusesInconsistentPrograms) {
   EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.tensors[3].offset = 96; }))
                 .find("is outside the arena of 128 bytes or misaligned"),
             std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.tensors[4].ref = 6; }))
+                .find("aliases tensor 6, which is neither an earlier tensor nor an arena buffer"),
+            std::string::npos);
+  // A later tensor only when it is an arena buffer, so alias chains end:
+  // here 4 -> 5 -> 4 would be a cycle.
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) {
+              q.tensors[4].ref = 5;
+              q.tensors[5].kind = PlanTensor::Kind::Alias;
+              q.tensors[5].ref = 4;
+            })).find("aliases tensor 5, which is neither an earlier tensor nor an arena buffer"),
+            std::string::npos);
+  // A later arena buffer is checked for size like any other.
   EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.tensors[4].ref = 5; }))
-                .find("which is not an earlier tensor"),
+                .find("alias range is outside tensor 5"),
             std::string::npos);
   EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.tensors[4].shape = {13}; }))
                 .find("alias range is outside tensor 3"),

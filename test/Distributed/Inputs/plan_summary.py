@@ -1,0 +1,12 @@
+"""Prints a plan's kernels and tensors one per line (parallax-run
+--print-plan's JSON on stdin), for FileCheck."""
+import json
+import sys
+
+plan = json.load(sys.stdin)
+for k in plan["kernels"]:
+    attrs = " ".join(f"{a}={json.dumps(v)}" for a, v in sorted(k["attrs"].items()))
+    print(f"kernel {k['op']} in={k['in']} out={k['out']} {attrs}")
+for i, t in enumerate(plan["tensors"]):
+    print(f"tensor {i} {t['kind']} ref={t['ref']} offset={t['offset']} "
+          f"{t['dtype']}{t['shape']} {t['name']}")
