@@ -8,9 +8,7 @@
 namespace parallax {
 
 int64_t planArena(std::vector<BufferLifetime> &buffers) {
-  auto align = [](int64_t n) {
-    return (n + rt::kPlanAlignment - 1) / rt::kPlanAlignment * rt::kPlanAlignment;
-  };
+  auto align = rt::alignToPlan;
   std::vector<size_t> order(buffers.size());
   std::iota(order.begin(), order.end(), 0);
   // Largest first; ties by first use, so the result is deterministic.

@@ -646,9 +646,6 @@ void Emitter::bucketsInPlace() {
         read(base(id), k);
   for (const rt::PlanOutput &o : plan.outputs)
     reader[base(o.tensor)] = -2;
-  auto align = [](int64_t n) {
-    return (n + rt::kPlanAlignment - 1) / rt::kPlanAlignment * rt::kPlanAlignment;
-  };
   for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k) {
     rt::PlanKernel &kernel = plan.kernels[k];
     if (kernel.op != "all_reduce" || kernel.inputs.empty() ||
@@ -677,7 +674,7 @@ void Emitter::bucketsInPlace() {
     int64_t total = 0;
     for (int32_t in : kernel.inputs) {
       offsets.push_back(total);
-      total += align(std::max<int64_t>(plan.tensors[in].bytes(), 1));
+      total += rt::alignToPlan(std::max<int64_t>(plan.tensors[in].bytes(), 1));
     }
     rt::PlanTensor bucket;
     bucket.name = "gradient bucket of " + kernel.loc;

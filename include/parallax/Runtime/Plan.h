@@ -48,6 +48,13 @@ constexpr uint32_t kPlanFormatVersion = 2;
 /// AVX-512 loads like).
 constexpr int64_t kPlanAlignment = 64;
 
+/// `bytes` rounded up to kPlanAlignment: the arena planner's and an in-place
+/// all-reduce bucket's layout (the plan emitter writes it, the kernel checks
+/// it).
+constexpr int64_t alignToPlan(int64_t bytes) {
+  return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
+}
+
 /// Where a variable's or constant's initial value comes from.
 struct InitialValue {
   enum class Kind { Onnx, Splat, Blob };

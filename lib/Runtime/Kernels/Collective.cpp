@@ -130,9 +130,7 @@ KernelFn allReduce(KernelArgs &args) {
     offsets.push_back(total);
     int64_t bytes = args.in(i).bytes();
     // In place: the plan emitter's layout, each tensor at an aligned offset.
-    total += inPlace ? (std::max<int64_t>(bytes, 1) + kPlanAlignment - 1) /
-                           kPlanAlignment * kPlanAlignment
-                     : bytes;
+    total += inPlace ? alignToPlan(std::max<int64_t>(bytes, 1)) : bytes;
   }
   char *bucket = inPlace ? static_cast<char *>(args.in(0).data) : nullptr;
   for (size_t i = 0; inPlace && i < args.ins.size(); ++i)
