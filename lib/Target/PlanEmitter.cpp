@@ -112,6 +112,13 @@ private:
                                           rt::PlanTensor::Kind kind, int32_t ref,
                                           int64_t offset = 0);
   llvm::Expected<int32_t> tensorFor(Operation *user, Value v);
+  /// The tensor whose storage `id` shares (itself unless an alias; -1 stays
+  /// -1, an absent operand).
+  int32_t baseOf(int32_t id) const {
+    while (id >= 0 && plan.tensors[id].kind == rt::PlanTensor::Kind::Alias)
+      id = plan.tensors[id].ref;
+    return id;
+  }
   void planMemory();
   void scheduleWaits();
   void bucketsInPlace();
@@ -549,11 +556,6 @@ llvm::Error Emitter::emitGrids() {
 /// or updates a variable the collective reads while it runs. Everything in
 /// between overlaps the communication.
 void Emitter::scheduleWaits() {
-  auto base = [&](int32_t id) {
-    while (id >= 0 && plan.tensors[id].kind == rt::PlanTensor::Kind::Alias)
-      id = plan.tensors[id].ref;
-    return id;
-  };
   auto isAsync = [](const std::string &op) {
     return op == "all_reduce" || op == "all_gatherv" || op == "ps_push" ||
            op == "ps_pull" || op == "all_gather" || op == "reduce_scatter" ||
@@ -573,17 +575,17 @@ void Emitter::scheduleWaits() {
       continue;
     llvm::DenseSet<int32_t> outs, lazyIns;
     for (int32_t id : kernels[k].outputs)
-      outs.insert(base(id));
+      outs.insert(baseOf(id));
     // ps_pull reads its table while it runs (rows are served from it).
     if (kernels[k].op == "ps_pull")
-      lazyIns.insert(base(kernels[k].inputs[0]));
+      lazyIns.insert(baseOf(kernels[k].inputs[0]));
     size_t j = k + 1;
     for (; j < kernels.size(); ++j) {
       bool reads = llvm::any_of(kernels[j].inputs, [&](int32_t id) {
-        return id >= 0 && outs.contains(base(id));
+        return id >= 0 && outs.contains(baseOf(id));
       });
       bool writes = isUpdate(kernels[j].op) && !kernels[j].inputs.empty() &&
-                    lazyIns.contains(base(kernels[j].inputs[0]));
+                    lazyIns.contains(baseOf(kernels[j].inputs[0]));
       if (reads || writes)
         break;
     }
@@ -623,11 +625,6 @@ void Emitter::scheduleWaits() {
 /// bucket holds; a bucket goes in place when all its tensors qualify. The
 /// kernel gets "in_place", and the runtime checks the layout.
 void Emitter::bucketsInPlace() {
-  auto base = [&](int32_t id) {
-    while (plan.tensors[id].kind == rt::PlanTensor::Kind::Alias)
-      id = plan.tensors[id].ref;
-    return id;
-  };
   auto aliasOffset = [&](int32_t id) {
     int64_t off = 0;
     for (; plan.tensors[id].kind == rt::PlanTensor::Kind::Alias; id = plan.tensors[id].ref)
@@ -643,9 +640,9 @@ void Emitter::bucketsInPlace() {
   for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k)
     for (int32_t id : plan.kernels[k].inputs)
       if (id >= 0)
-        read(base(id), k);
+        read(baseOf(id), k);
   for (const rt::PlanOutput &o : plan.outputs)
-    reader[base(o.tensor)] = -2;
+    reader[baseOf(o.tensor)] = -2;
   for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k) {
     rt::PlanKernel &kernel = plan.kernels[k];
     if (kernel.op != "all_reduce" || kernel.inputs.empty() ||
@@ -660,7 +657,7 @@ void Emitter::bucketsInPlace() {
         ok = false;
         break;
       }
-      int32_t b = base(in);
+      int32_t b = baseOf(in);
       const rt::PlanTensor &t = plan.tensors[in];
       ok = plan.tensors[b].kind == rt::PlanTensor::Kind::Arena &&
            plan.tensors[b].bytes() == t.bytes() && aliasOffset(in) == 0 &&
@@ -683,7 +680,7 @@ void Emitter::bucketsInPlace() {
     bucket.kind = rt::PlanTensor::Kind::Arena;
     int32_t id = plan.tensors.size();
     for (size_t i = 0; i < kernel.inputs.size(); ++i)
-      for (int32_t t : {base(kernel.inputs[i]), kernel.outputs[i]}) {
+      for (int32_t t : {baseOf(kernel.inputs[i]), kernel.outputs[i]}) {
         plan.tensors[t].kind = rt::PlanTensor::Kind::Alias;
         plan.tensors[t].ref = id;
         plan.tensors[t].offset = offsets[i];
@@ -696,27 +693,21 @@ void Emitter::bucketsInPlace() {
 
 void Emitter::planMemory() {
   int64_t end = plan.kernels.size();
-  // Resolve aliases to the arena tensor whose storage they share.
-  auto base = [&](int32_t id) {
-    while (plan.tensors[id].kind == rt::PlanTensor::Kind::Alias)
-      id = plan.tensors[id].ref;
-    return id;
-  };
   // A buffer lives from the first kernel that writes any view of it to the
   // last that reads one (an in-place bucket has no kernel of its own).
   std::vector<int64_t> firstDef(plan.tensors.size(), -1);
   for (size_t id = 0; id < plan.tensors.size(); ++id)
     if (definedBy[id] >= 0) {
-      int64_t &f = firstDef[base(id)];
+      int64_t &f = firstDef[baseOf(id)];
       f = f < 0 ? definedBy[id] : std::min(f, definedBy[id]);
     }
   std::vector<int64_t> last(plan.tensors.size(), -1);
   for (int64_t k = 0; k < end; ++k)
     for (int32_t id : plan.kernels[k].inputs)
       if (id >= 0)
-        last[base(id)] = std::max(last[base(id)], k);
+        last[baseOf(id)] = std::max(last[baseOf(id)], k);
   for (const rt::PlanOutput &o : plan.outputs)
-    last[base(o.tensor)] = end; // read after the step
+    last[baseOf(o.tensor)] = end; // read after the step
 
   std::vector<BufferLifetime> buffers;
   std::vector<int32_t> ids;
@@ -738,7 +729,7 @@ void Emitter::planMemory() {
   std::vector<int64_t> live(end + 1, 0);
   llvm::DenseSet<int32_t> counted; // a bucket holds several gradients
   for (int32_t g : gradientTensors) {
-    int32_t id = base(g);
+    int32_t id = baseOf(g);
     if (plan.tensors[id].kind != rt::PlanTensor::Kind::Arena || !counted.insert(id).second ||
         firstDef[id] < 0)
       continue;
