@@ -30,6 +30,14 @@ def find_build(explicit=None):
              "parallax-opt parallax-run" % ", ".join(str(c) for c in candidates if c))
 
 
+def setup(args):
+    """The build directory (args.build or the default ones) and the work
+    directory args.work, created."""
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    return find_build(args.build), work
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return tuple(float(x) for x in f.read().split()[:3])

@@ -139,9 +139,7 @@ def main():
         args.threads = int(args.threads)
         return torch_worker(args)
 
-    build = pxbench.find_build(args.build)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    build, work = pxbench.setup(args)
     models = args.models.split(",")
     threads = [int(t) for t in args.threads.split(",")]
     optimizers = args.optimizers.split(",")
