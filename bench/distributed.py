@@ -262,10 +262,11 @@ def ddp_worker(args):
         step(i)
         warm.append(time.perf_counter() - t0)
     # As many timed steps as fit --budget seconds (rank 0 decides), at least
-    # --min-steps.
+    # --min-steps but never more than the --steps whose batches exist.
     n = torch.tensor([args.steps])
     if rank == 0 and warm and args.budget > 0:
-        n[0] = max(args.min_steps, min(args.steps, int(args.budget / max(warm[-1], 1e-6))))
+        n[0] = max(min(args.min_steps, args.steps),
+                   min(args.steps, int(args.budget / max(warm[-1], 1e-6))))
     dist.broadcast(n, 0)
     steps = int(n[0])
     dist.barrier()
@@ -660,9 +661,7 @@ def main():
     atexit.register(_cleanup)
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    build = pxbench.find_build(args.build)
-    work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
+    build, work = pxbench.setup(args)
     models = args.models.split(",")
     ranks = [int(n) for n in args.ranks.split(",")]
     schemes = args.schemes.split(",")
