@@ -8,12 +8,14 @@
 #include <mpi.h>
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <thread>
 
 namespace parallax::rt {
 
@@ -23,6 +25,26 @@ Comm::~Comm() = default;
 //===----------------------------------------------------------------------===//
 // Communication thread
 //===----------------------------------------------------------------------===//
+
+int coresPerRank(int localRanks) {
+  int machine = (int)std::thread::hardware_concurrency();
+  int share = machine / std::max(1, localRanks);
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0)
+    share = std::min(share, CPU_COUNT(&mask));
+  return std::max(0, share);
+}
+
+bool useCommThread(CommThread mode, int cores) {
+  switch (mode) {
+  case CommThread::On: return true;
+  case CommThread::Off: return false;
+  case CommThread::Auto: break;
+  }
+  // One core for the compute thread, one for the communication thread.
+  return cores >= 2;
+}
 
 void Comm::startThread() {
   thread_ = std::thread([this] {
@@ -257,7 +279,7 @@ void useShippedCollectiveRules() {
 
 class MpiComm : public Comm {
 public:
-  MpiComm() {
+  explicit MpiComm(CommThread thread) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -276,7 +298,8 @@ public:
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     ranksPerMachine_ = localSize();
-    startThread();
+    if (useCommThread(thread, coresPerRank(ranksPerMachine_)))
+      startThread();
   }
 
   ~MpiComm() override {
@@ -415,6 +438,8 @@ bool launchedUnderMpi() {
          std::getenv("PMIX_RANK") != nullptr;
 }
 
-std::unique_ptr<Comm> makeMpiComm() { return std::make_unique<MpiComm>(); }
+std::unique_ptr<Comm> makeMpiComm(CommThread thread) {
+  return std::make_unique<MpiComm>(thread);
+}
 
 } // namespace parallax::rt

@@ -195,6 +195,9 @@ int main(int argc, char **argv) {
       ("seed", "Seed for synthetic data and dropout", cxxopts::value<uint64_t>()->default_value("0"))
       ("threads", "CPU threads per rank (default: the machine's cores / its ranks)",
        cxxopts::value<int>())
+      ("comm-thread", "Collectives on a thread of their own (on), on the thread that "
+                      "runs the kernels (off), or on when a rank has 2 cores or more (auto)",
+       cxxopts::value<std::string>()->default_value("auto"))
       ("np", "Run on N ranks of this machine (or of --hostfile) through mpirun",
        cxxopts::value<int>())
       ("hostfile", "Open MPI host file for a cluster", cxxopts::value<std::string>())
@@ -227,6 +230,10 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  std::string commThreadArg = args["comm-thread"].as<std::string>();
+  if (commThreadArg != "on" && commThreadArg != "off" && commThreadArg != "auto")
+    return fail("--comm-thread must be auto, on or off (not '" + commThreadArg + "')");
+
   // The launcher: re-run this command on N ranks under mpirun.
   bool underMpi = launchedUnderMpi();
   if (args.count("np") && !underMpi) {
@@ -238,9 +245,13 @@ int main(int argc, char **argv) {
       return parallax::run::launchRanks(np, hostfile, withoutLauncherFlags(argc, argv));
   }
 
+  CommThread commThread = commThreadArg == "on"    ? CommThread::On
+                          : commThreadArg == "off" ? CommThread::Off
+                                                   : CommThread::Auto;
+
   std::unique_ptr<Comm> comm;
   try {
-    comm = underMpi ? makeMpiComm() : makeLocalComm();
+    comm = underMpi ? makeMpiComm(commThread) : makeLocalComm();
   } catch (const std::exception &e) {
     return fail(e.what());
   }
@@ -384,8 +395,14 @@ int main(int argc, char **argv) {
                         std::to_string(s + 1) +
                         " (diverged: try a smaller learning rate)");
     }
-    if (options.profile && rank == 0)
+    if (options.profile && rank == 0) {
       printProfile(session, std::cerr);
+      if (world > 1)
+        std::cerr << "collectives: "
+                  << (comm->threaded() ? "on a communication thread"
+                                       : "inline, on the kernels' thread")
+                  << " (--comm-thread " << commThreadArg << ")\n";
+    }
     if (args.count("save")) {
       session.gatherShardedVariables();
       if (rank == 0) {

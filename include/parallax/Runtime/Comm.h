@@ -10,7 +10,9 @@
 // (the same order on every rank, because every rank runs the same plan), so
 // collectives overlap the compute kernels that do not depend on them and MPI
 // only needs MPI_THREAD_SERIALIZED. Kernels submit a job and wait for it
-// later, or at once.
+// later, or at once. When the ranks leave no core for that thread (more
+// ranks than cores on a machine) there is nothing to overlap with, and jobs
+// run inline on the submitting thread instead (CommThread).
 //
 // Traffic is counted per variable as the bytes this rank puts on and takes
 // off the wire: exact for the exchanges we size ourselves (all-gather,
@@ -46,6 +48,25 @@ public:
 };
 
 enum class ReduceOp { Sum, Average, Max, Min };
+
+/// Where a rank runs its collectives. A thread of their own lets them
+/// overlap the kernels, but only if it gets a core: Open MPI's shared-memory
+/// transport waits by polling (with sched_yield when ranks outnumber cores),
+/// so a communication thread that shares its core with the compute thread
+/// only takes turns with it, and with 4 ranks on 2 cores the extra threads
+/// cost the lm example 1 to 2 ms per step in context switches
+/// (docs/benchmarks.md). Auto: a thread when this rank has at least two
+/// cores (coresPerRank), inline otherwise.
+enum class CommThread { Auto, On, Off };
+
+/// Cores this rank can count on: the CPUs it may run on (its affinity,
+/// which mpirun --bind-to narrows), or its even share of the machine's
+/// among `localRanks` ranks if that is fewer. At least 0.
+int coresPerRank(int localRanks);
+
+/// Whether `mode` runs collectives on their own thread for a rank with
+/// `cores` cores.
+bool useCommThread(CommThread mode, int cores);
 
 /// A set of ranks that communicate together, in group-rank order.
 class Group {
@@ -90,7 +111,8 @@ public:
   virtual Group &group(const std::vector<int64_t> &shape,
                        const std::vector<int64_t> &axes) = 0;
 
-  // Collectives: only on the communication thread (inside a submitted job).
+  // Collectives: only inside a submitted job (on the communication thread,
+  // or inline when there is none).
   virtual void allreduce(Group &g, void *buf, int64_t count, DType dtype,
                          ReduceOp op) = 0;
   /// recv holds every member's block, in group order; counts in bytes.
@@ -112,6 +134,8 @@ public:
   void wait(uint64_t ticket);
   /// submit + wait.
   void run(std::function<void()> job) { wait(submit(std::move(job))); }
+  /// Whether jobs run on a communication thread (else inline, in submit).
+  bool threaded() const { return thread_.joinable(); }
 
   Traffic traffic;
 
@@ -140,9 +164,10 @@ std::unique_ptr<Comm> makeLocalComm();
 /// Whether this process was started by mpirun (Open MPI's environment).
 bool launchedUnderMpi();
 
-/// Initialises MPI (MPI_THREAD_SERIALIZED) and returns the world; throws
-/// CommError if MPI cannot give what is needed.
-std::unique_ptr<Comm> makeMpiComm();
+/// Initialises MPI (MPI_THREAD_SERIALIZED) and returns the world, its
+/// collectives on a thread or inline as `thread` says; throws CommError if
+/// MPI cannot give what is needed.
+std::unique_ptr<Comm> makeMpiComm(CommThread thread = CommThread::Auto);
 
 /// Bytes of one element of `dtype` in collectives.
 inline int64_t elementBytes(DType dtype) { return (int64_t)sizeOf(dtype); }

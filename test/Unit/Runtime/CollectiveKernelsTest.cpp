@@ -1,10 +1,15 @@
 // Collective kernels on a world of one (the multi-rank behaviour is tested
 // end to end under mpirun by test/Distributed): the parameter-server pull is
 // a gather, the push a coalescing, all-reduce and all-gather are copies.
+// Also where a rank runs its collectives (CommThread).
 
 #include "KernelTestUtil.h"
 
 #include "parallax/Runtime/Comm.h"
+
+#include <sched.h>
+
+#include <thread>
 
 using namespace parallax::rt;
 using namespace parallax::rt::test;
@@ -152,3 +157,35 @@ TEST(Collective, BadPlacementIsRefused) {
 }
 
 } // namespace
+
+// --comm-thread auto: collectives get a thread only when the rank has a core
+// for it besides the one its kernels run on.
+TEST(CommThread, AutoWantsASecondCore) {
+  EXPECT_FALSE(useCommThread(CommThread::Auto, 0)); // ranks outnumber cores
+  EXPECT_FALSE(useCommThread(CommThread::Auto, 1));
+  EXPECT_TRUE(useCommThread(CommThread::Auto, 2));
+  EXPECT_TRUE(useCommThread(CommThread::On, 0));
+  EXPECT_FALSE(useCommThread(CommThread::Off, 64));
+}
+
+TEST(CommThread, CoresPerRankIsAShareOfTheAffinity) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  int allowed = CPU_COUNT(&mask);
+  int machine = (int)std::thread::hardware_concurrency();
+  EXPECT_EQ(coresPerRank(1), std::min(allowed, machine));
+  EXPECT_EQ(coresPerRank(machine), std::min(allowed, 1));
+  EXPECT_EQ(coresPerRank(machine + 1), 0);
+  EXPECT_EQ(coresPerRank(0), coresPerRank(1)); // no count: one rank
+}
+
+TEST(CommThread, LocalWorldRunsJobsInline) {
+  auto comm = makeLocalComm();
+  EXPECT_FALSE(comm->threaded());
+  int ran = 0;
+  uint64_t ticket = comm->submit([&] { ++ran; });
+  EXPECT_EQ(ran, 1); // already run, before wait
+  comm->wait(ticket);
+  EXPECT_EQ(ran, 1);
+}
