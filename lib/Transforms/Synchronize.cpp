@@ -2,9 +2,12 @@
 //
 // Data parallelism over the ranks of @world: each rank computes the mean loss
 // of its part of the global batch, so the gradient of the global mean loss
-// is the average of the ranks' gradients. Per trainable variable:
+// is the average of the ranks' gradients; px-autodiff seeds the backward
+// pass with 1/N (px.gradient_scale), so each rank's gradients are shares
+// that sum to it and the 1/N below is already applied. Per trainable
+// variable:
 //
-//   allreduce   px.all_reduce <average> of the dense gradient (a sparse one
+//   allreduce   px.all_reduce <sum> of the dense gradient (a sparse one
 //               is densified first: Horovod's sparse_as_dense), in fusion
 //               buckets issued in backward order as soon as they fill;
 //   allgatherv  every rank gathers every rank's rows, scaled by 1/N, and
@@ -98,9 +101,20 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     return tAgv <= tAr ? "allgatherv" : "allreduce";
   }
 
-  /// The gradient scaled by 1/N (ranks average their mean-loss gradients).
+  /// Whether px-autodiff seeded the backward pass with 1/N, making each
+  /// gradient this rank's share of the global one: then shares are summed
+  /// and rows pushed or gathered as they are. Otherwise (IR differentiated
+  /// without px-cluster's world size) gradients are averaged.
+  bool shares = false;
+
+  shard::ReductionKind gradientReduction() const {
+    return shares ? shard::ReductionKind::Sum : shard::ReductionKind::Average;
+  }
+
+  /// The gradient scaled by 1/N (ranks average their mean-loss gradients),
+  /// unless it is already a share.
   Value averaged(PxBuilder &pb, Value grad) {
-    if (cluster.worldSize == 1)
+    if (cluster.worldSize == 1 || shares)
       return grad;
     auto type = cast<px::SparseGradType>(grad.getType());
     OpBuilder &b = pb.builder();
@@ -388,7 +402,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         auto ar = px::AllReduceOp::create(
             b, g.getLoc(), g.getGrad().getType(), gridRef(),
             b.getDenseI16ArrayAttr(axes), g.getGrad(),
-            shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Average),
+            shard::ReductionKindAttr::get(b.getContext(), gradientReduction()),
             b.getI64IntegerAttr(bucket));
         ar->setAttr("px.variables", variables(b, var.getName()));
         g.getGradMutable().assign(ar.getOutput());
@@ -430,6 +444,17 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     if (!func || !func->hasAttr("px.loss")) {
       module.emitError("px-sync: no training step (px.loss) to synchronize");
       return signalPassFailure();
+    }
+    if (auto scale = module->getAttrOfType<FloatAttr>("px.gradient_scale")) {
+      double expected = 1.0 / (double)cluster.worldSize;
+      if (scale.getValueAsDouble() != expected) {
+        module.emitError("px-sync: px.gradient_scale is ")
+            << scale.getValueAsDouble() << " but " << cluster.worldSize
+            << " ranks need " << expected
+            << " (px-autodiff ran for another world size)";
+        return signalPassFailure();
+      }
+      shares = true;
     }
     Block &block = func.getBody().front();
     OpBuilder b(module.getContext());
