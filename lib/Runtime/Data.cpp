@@ -123,7 +123,12 @@ private:
 // Synthetic data
 //===----------------------------------------------------------------------===//
 
-/// Zipf(s = 1) over [0, n): P(k) proportional to 1 / (k + 1).
+/// Zipf(s = 1) over [0, n): P(k) proportional to 1 / (k + 1), sampled by
+/// inverting the CDF. A guide table (the first k whose CDF reaches j / G)
+/// narrows each search to a few neighbouring entries: a binary search of a
+/// 100000-row table's whole CDF misses the cache at most of its 17 steps,
+/// and the lm example draws 1200 ids a step. The result is the plain
+/// search's, so the data does not change.
 class Zipf {
 public:
   explicit Zipf(int64_t n) : cdf(std::max<int64_t>(n, 1)) {
@@ -132,14 +137,29 @@ public:
       cdf[k] = sum += 1.0 / double(k + 1);
     for (double &c : cdf)
       c /= sum;
+    int64_t g = std::min<int64_t>((int64_t)cdf.size(), kGuide);
+    guide.resize(g + 1);
+    for (int64_t j = 0; j <= g; ++j)
+      guide[j] = std::lower_bound(cdf.begin(), cdf.end(), (double)j / (double)g) -
+                 cdf.begin();
   }
   int64_t sample(double u) const {
-    return std::min<int64_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin(),
-                             cdf.size() - 1);
+    int64_t g = (int64_t)guide.size() - 1;
+    // u lies in [j / g, (j + 1) / g) up to rounding: one bucket of slack on
+    // either side.
+    int64_t j = std::clamp<int64_t>((int64_t)(u * (double)g), 0, g - 1);
+    int64_t lo = guide[std::max<int64_t>(j - 1, 0)];
+    int64_t hi = std::min<int64_t>(guide[std::min<int64_t>(j + 2, g)] + 1,
+                                   (int64_t)cdf.size());
+    return std::min<int64_t>(
+        std::lower_bound(cdf.begin() + lo, cdf.begin() + hi, u) - cdf.begin(),
+        cdf.size() - 1);
   }
 
 private:
+  static constexpr int64_t kGuide = 1 << 16;
   std::vector<double> cdf;
+  std::vector<int64_t> guide;
 };
 
 class SyntheticData : public DataSource {

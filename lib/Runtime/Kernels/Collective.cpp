@@ -415,6 +415,16 @@ struct Exchange {
     comm.alltoallv(g, send.data(), sendBytes, data.data(), bytes);
   }
 
+  /// The payload alone, when both sides know the sizes (a reply to
+  /// requests): `sendBytes` and `send` are filled in place by the caller
+  /// (no blocks, no packing copy), `expected[i]` is what rank i sends here.
+  /// One all-to-all instead of two.
+  void runKnown(Comm &comm, Group &g, const std::vector<int64_t> &expected) {
+    bytes = expected;
+    data.resize(std::accumulate(bytes.begin(), bytes.end(), int64_t(0)));
+    comm.alltoallv(g, send.data(), sendBytes, data.data(), bytes);
+  }
+
   /// Traffic: everything but the blocks to and from oneself.
   std::pair<int64_t, int64_t> offRank(Group &g) const {
     int64_t s = 0, r = 0;
@@ -445,7 +455,7 @@ KernelFn psPull(KernelArgs &args) {
   TensorView t = table, i = ids, out = rows;
   // Per-kernel scratch, reused every step (see Exchange).
   struct Scratch {
-    std::vector<int64_t> wanted, unique, start, next;
+    std::vector<int64_t> wanted, unique, start, next, expected;
     std::vector<const char *> rowOf;
     Exchange asked, got;
   };
@@ -480,27 +490,30 @@ KernelFn psPull(KernelArgs &args) {
                reinterpret_cast<const char *>(&row) + sizeof row);
     }
     asked.run(*comm, group);
-    // Serve: the rows others asked for, from this rank's table.
+    // Serve: the rows others asked for, from this rank's table, written
+    // straight into the reply. Its sizes need no exchange of their own: a
+    // rank that asked a server for k rows gets k rows back.
     Exchange &got = s->got;
-    got.reset(n);
-    int64_t at = 0;
-    for (int src = 0; src < n; ++src) {
-      int64_t count = asked.bytes[src] / (int64_t)sizeof(int64_t);
-      Bytes &b = got.blocks[src];
-      b.resize(count * rowBytes);
-      for (int64_t k = 0; k < count; ++k) {
-        int64_t row;
-        std::memcpy(&row, asked.data.data() + at + k * sizeof(int64_t), sizeof row);
-        if (row < 0 || row >= part.rows || part.owner(row) != group.rank())
-          throw KernelError("rank " + std::to_string(group.rank()) +
-                            " was asked for row " + std::to_string(row) +
-                            ", which it does not serve");
-        std::memcpy(b.data() + k * rowBytes,
-                    static_cast<const char *>(t.data) + row * rowBytes, rowBytes);
-      }
-      at += asked.bytes[src];
+    int64_t asks = (int64_t)asked.data.size() / (int64_t)sizeof(int64_t);
+    got.sendBytes.resize(n);
+    for (int src = 0; src < n; ++src)
+      got.sendBytes[src] = asked.bytes[src] / (int64_t)sizeof(int64_t) * rowBytes;
+    got.send.resize(asks * rowBytes);
+    for (int64_t k = 0; k < asks; ++k) {
+      int64_t row;
+      std::memcpy(&row, asked.data.data() + k * sizeof(int64_t), sizeof row);
+      if (row < 0 || row >= part.rows || part.owner(row) != group.rank())
+        throw KernelError("rank " + std::to_string(group.rank()) +
+                          " was asked for row " + std::to_string(row) +
+                          ", which it does not serve");
+      std::memcpy(got.send.data() + k * rowBytes,
+                  static_cast<const char *>(t.data) + row * rowBytes, rowBytes);
     }
-    got.run(*comm, group);
+    std::vector<int64_t> &expected = s->expected;
+    expected.resize(n);
+    for (int r = 0; r < n; ++r)
+      expected[r] = asked.sendBytes[r] / (int64_t)sizeof(int64_t) * rowBytes;
+    got.runKnown(*comm, group, expected);
     // Received rows are in the order requested, server by server.
     s->start.assign(n, 0);
     for (int r = 1; r < n; ++r)

@@ -3,10 +3,12 @@
 // Zipf-skewed ids, identical whatever the rank count).
 
 #include "parallax/Runtime/Data.h"
+#include "parallax/Runtime/Random.h"
 #include "parallax/Runtime/Session.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -262,3 +264,34 @@ TEST_F(DataTest, SyntheticDataDoesNotDependOnTheRankCount) {
 }
 
 } // namespace
+
+// Synthetic ids are the inverse of the Zipf CDF at a counter-based uniform:
+// the guide table that speeds the search up must give exactly the plain
+// binary search's ids (the data of a seed never changes), over a large
+// table (the guide is coarser than the CDF) and tiny ones (finer).
+TEST_F(DataTest, SyntheticIdsAreTheInverseCdfOfTheirUniforms) {
+  for (int64_t range : {100000, 70000, 3, 1}) {
+    Plan p = inputsPlan(4096);
+    p.inputs[1].range = range;
+    Session session(p, SessionOptions{});
+    auto data = makeSyntheticData(session.plan(), 11, Sharding{});
+    std::vector<double> cdf(range);
+    double sum = 0;
+    for (int64_t k = 0; k < range; ++k)
+      cdf[k] = sum += 1.0 / double(k + 1);
+    for (double &c : cdf)
+      c /= sum;
+    uint64_t key = splitmix64(splitmix64(11) ^ (2 * kGolden)); // input 1
+    for (int step : {0, 3}) {
+      data->fill(session, step);
+      std::vector<double> ids = values(session.input(1));
+      for (int64_t e = 0; e < 4096; ++e) {
+        double u = uniform53At(key, (uint64_t)(step * 4096 + e));
+        int64_t expected = std::min<int64_t>(
+            std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin(), range - 1);
+        ASSERT_EQ((int64_t)ids[e], expected) << "range " << range << " step " << step
+                                             << " sample " << e;
+      }
+    }
+  }
+}
