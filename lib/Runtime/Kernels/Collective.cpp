@@ -645,7 +645,13 @@ KernelFn psPushTyped(KernelArgs &args) {
     };
     s->served.clear();
     s->servedVals.clear();
-    if (!localAggregation) {
+    // A group on one machine has nothing to forward between machines: the
+    // second round would be two empty all-to-alls. Every member sees the
+    // same layout, so all of them skip it.
+    bool oneMachine = true;
+    for (int q = 0; q < n; ++q)
+      oneMachine = oneMachine && machine(q) == machine(group.rank());
+    if (!localAggregation || oneMachine) {
       s->e1.reset(n);
       for (size_t k = 0; k < s->ci.size(); ++k)
         pack(s->e1, part.owner(s->ci[k]), s->ci[k], s->cv.data() + k * width);
