@@ -53,9 +53,9 @@ enum class ReduceOp { Sum, Average, Max, Min };
 /// overlap the kernels, but only if it gets a core: Open MPI's shared-memory
 /// transport waits by polling (with sched_yield when ranks outnumber cores),
 /// so a communication thread that shares its core with the compute thread
-/// only takes turns with it, and with 4 ranks on 2 cores the extra threads
-/// cost the lm example 1 to 2 ms per step in context switches
-/// (docs/benchmarks.md). Auto: a thread when this rank has at least two
+/// only takes turns with it: with 4 ranks on 2 cores the extra threads
+/// cost the lm example 2 to 4 ms per step in context switches
+/// (docs/user-guide.md, --comm-thread). Auto: a thread when this rank has at least two
 /// cores (coresPerRank), inline otherwise.
 enum class CommThread { Auto, On, Off };
 

@@ -24,8 +24,9 @@ def PxAutodiff : Pass<"px-autodiff", "mlir::ModuleOp"> {
     gradients; on N data-parallel ranks (`px.world_size`, from px-cluster)
     with 1/N, so that each gradient is the rank's share of the gradient of
     the global mean loss and the ranks' shares sum to it (recorded as
-    `px.gradient_scale` on the module, which px-sync reads). Ops with no useful gradient (comparisons, Shape-like integer
-    computations, casts to integers) propagate none. A trainable variable
+    `px.gradient_scale` on the module, which px-sync reads). Ops with no
+    useful gradient (comparisons, Shape-like integer computations, casts to
+    integers) propagate none. A trainable variable
     the loss does not depend on gets no `px.gradient`.
   }];
   let dependentDialects = ["::parallax::px::PxDialect"];

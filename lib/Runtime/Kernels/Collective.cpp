@@ -416,11 +416,10 @@ struct Exchange {
   }
 
   /// The payload alone, when both sides know the sizes (a reply to
-  /// requests): `sendBytes` and `send` are filled in place by the caller
-  /// (no blocks, no packing copy), `expected[i]` is what rank i sends here.
-  /// One all-to-all instead of two.
-  void runKnown(Comm &comm, Group &g, const std::vector<int64_t> &expected) {
-    bytes = expected;
+  /// requests): the caller fills `sendBytes`, `send` (in place: no blocks,
+  /// no packing copy) and `bytes`, what each rank sends here. One
+  /// all-to-all instead of two.
+  void runKnown(Comm &comm, Group &g) {
     data.resize(std::accumulate(bytes.begin(), bytes.end(), int64_t(0)));
     comm.alltoallv(g, send.data(), sendBytes, data.data(), bytes);
   }
@@ -455,7 +454,7 @@ KernelFn psPull(KernelArgs &args) {
   TensorView t = table, i = ids, out = rows;
   // Per-kernel scratch, reused every step (see Exchange).
   struct Scratch {
-    std::vector<int64_t> wanted, unique, start, next, expected;
+    std::vector<int64_t> wanted, unique, start, next;
     std::vector<const char *> rowOf;
     Exchange asked, got;
   };
@@ -496,8 +495,11 @@ KernelFn psPull(KernelArgs &args) {
     Exchange &got = s->got;
     int64_t asks = (int64_t)asked.data.size() / (int64_t)sizeof(int64_t);
     got.sendBytes.resize(n);
-    for (int src = 0; src < n; ++src)
-      got.sendBytes[src] = asked.bytes[src] / (int64_t)sizeof(int64_t) * rowBytes;
+    got.bytes.resize(n);
+    for (int r = 0; r < n; ++r) {
+      got.sendBytes[r] = asked.bytes[r] / (int64_t)sizeof(int64_t) * rowBytes;
+      got.bytes[r] = asked.sendBytes[r] / (int64_t)sizeof(int64_t) * rowBytes;
+    }
     got.send.resize(asks * rowBytes);
     for (int64_t k = 0; k < asks; ++k) {
       int64_t row;
@@ -509,11 +511,7 @@ KernelFn psPull(KernelArgs &args) {
       std::memcpy(got.send.data() + k * rowBytes,
                   static_cast<const char *>(t.data) + row * rowBytes, rowBytes);
     }
-    std::vector<int64_t> &expected = s->expected;
-    expected.resize(n);
-    for (int r = 0; r < n; ++r)
-      expected[r] = asked.sendBytes[r] / (int64_t)sizeof(int64_t) * rowBytes;
-    got.runKnown(*comm, group, expected);
+    got.runKnown(*comm, group);
     // Received rows are in the order requested, server by server.
     s->start.assign(n, 0);
     for (int r = 1; r < n; ++r)
