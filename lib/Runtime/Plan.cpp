@@ -11,6 +11,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -156,6 +157,33 @@ void validate(const Plan &p, const Reader &r) {
       r.fail("variable '" + v.name + "' is too large");
     checkBlob(v.init, n * (int64_t)sizeOf(v.dtype), "variable '" + v.name + "'");
   }
+  // Variable blocks: every member inside its block, aligned, none overlapping.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> blockRanges(p.variableBlocks.size());
+  for (int64_t bytes : p.variableBlocks)
+    if (bytes < 0)
+      r.fail("a variable block has a negative size");
+  for (const auto &v : p.variables) {
+    if (v.block < 0)
+      continue;
+    int64_t bytes = elementsOf(v.shape) * (int64_t)sizeOf(v.dtype);
+    if (v.block >= (int32_t)p.variableBlocks.size())
+      r.fail("variable '" + v.name + "' names variable block " +
+             std::to_string(v.block) + ", which does not exist");
+    if (v.blockOffset < 0 || v.blockOffset % kPlanAlignment != 0 ||
+        bytes > p.variableBlocks[v.block] - v.blockOffset)
+      r.fail("variable '" + v.name + "': range [" + std::to_string(v.blockOffset) +
+             ", +" + std::to_string(bytes) + ") is outside variable block " +
+             std::to_string(v.block) + " or misaligned");
+    blockRanges[v.block].push_back({v.blockOffset, v.blockOffset + bytes});
+  }
+  for (size_t b = 0; b < blockRanges.size(); ++b) {
+    auto &ranges = blockRanges[b];
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t i = 1; i < ranges.size(); ++i)
+      if (ranges[i].first < ranges[i - 1].second)
+        r.fail("variable block " + std::to_string(b) + ": two variables overlap at byte " +
+               std::to_string(ranges[i].first));
+  }
   for (size_t i = 0; i < p.constants.size(); ++i) {
     const auto &c = p.constants[i];
     int64_t n = elementsOf(c.shape);
@@ -279,9 +307,14 @@ json planToJson(const Plan &p) {
               {"role", roleName(v.role)}, {"init", initToJson(v.init)}};
     if (!v.parameter.empty())
       e["parameter"] = v.parameter;
+    if (v.block >= 0) {
+      e["block"] = v.block;
+      e["block_offset"] = v.blockOffset;
+    }
     vars.push_back(e);
   }
   j["variables"] = vars;
+  j["variable_blocks"] = p.variableBlocks;
   json consts = json::array();
   for (const auto &c : p.constants)
     consts.push_back({{"dtype", nameOf(c.dtype)}, {"shape", c.shape},
@@ -411,8 +444,14 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
     var.init = r.init(r.field(v, "init", ctx), ctx);
     if (v.contains("parameter"))
       var.parameter = r.get<std::string>(v, "parameter", ctx);
+    if (v.contains("block")) {
+      var.block = r.get<int32_t>(v, "block", ctx);
+      var.blockOffset = r.get<int64_t>(v, "block_offset", ctx);
+    }
     p.variables.push_back(std::move(var));
   }
+  if (j.contains("variable_blocks"))
+    p.variableBlocks = r.get<std::vector<int64_t>>(j, "variable_blocks", "plan");
   for (const json &c : r.get<json>(j, "constants", "plan")) {
     PlanConstant constant;
     std::string ctx = "constant " + std::to_string(p.constants.size());

@@ -127,8 +127,15 @@ void Session::allocate() {
       n *= d;
     return n * (int64_t)sizeOf(t);
   };
-  for (const auto &v : plan_.variables)
-    variables_.emplace_back(bytesOf(v.dtype, v.shape));
+  for (int64_t bytes : plan_.variableBlocks)
+    variableBlocks_.emplace_back(bytes);
+  for (const auto &v : plan_.variables) {
+    bool inBlock = v.block >= 0;
+    variables_.emplace_back(inBlock ? 0 : bytesOf(v.dtype, v.shape));
+    variableData_.push_back(
+        inBlock ? static_cast<char *>(variableBlocks_[v.block].data()) + v.blockOffset
+                : static_cast<char *>(variables_.back().data()));
+  }
   for (const auto &c : plan_.constants)
     constants_.emplace_back(bytesOf(c.dtype, c.shape));
   for (const auto &in : plan_.inputs)
@@ -188,7 +195,7 @@ TensorView Session::view(int32_t id) const {
     v.data = static_cast<char *>(arena_.data()) + t.offset;
     break;
   case PlanTensor::Kind::Variable:
-    v.data = variables_[t.ref].data();
+    v.data = variableData_[t.ref];
     break;
   case PlanTensor::Kind::Constant:
     v.data = constants_[t.ref].data();
@@ -247,7 +254,7 @@ double Session::loss() const {
 
 TensorView Session::variable(size_t i) const {
   const PlanVariable &v = plan_.variables.at(i);
-  return TensorView{variables_[i].data(), v.dtype, v.shape};
+  return TensorView{variableData_[i], v.dtype, v.shape};
 }
 
 TensorView Session::variable(const std::string &name) const {

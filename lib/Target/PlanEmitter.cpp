@@ -122,6 +122,7 @@ private:
   void planMemory();
   void scheduleWaits();
   void bucketsInPlace();
+  void shardWeightUpdates();
   llvm::Error emitGrids();
   llvm::Expected<std::vector<int64_t>> gridShape(Operation *op);
 
@@ -691,6 +692,143 @@ void Emitter::bucketsInPlace() {
   }
 }
 
+/// Weight-update sharding (Xu et al., "Automatic Cross-Replica Sharding of
+/// Weight Update in Data-Parallel Training", 2020; the optimizer half of
+/// ZeRO): an all-reduce is a reduce-scatter followed by an all-gather, and
+/// when every gradient of an in-place bucket is read only by a dense
+/// optimizer update, the update can run between the two halves on 1/G of
+/// the bucket per rank, and the all-gather can move updated parameters
+/// instead of summed gradients. The bytes on the wire are the all-reduce's;
+/// each rank's optimizer work and its passes over parameters and gradients
+/// shrink G-fold, and replicas stay bitwise identical. For that the
+/// bucket's parameters share one variable block, laid out as their
+/// gradients are in the bucket, and the bucket is padded to G blocks of
+/// S bytes (S aligned): the all_reduce kernel gets "shard_update" (it only
+/// reduce-scatters), each optimizer kernel "shard_offset" (it updates the
+/// part of its variable in this rank's block), and an all_gather_variables
+/// kernel after the bucket's last update hands every rank every block.
+void Emitter::shardWeightUpdates() {
+  auto stateCount = [](const std::string &op) {
+    return op == "sgd" ? 0 : op == "momentum" || op == "adagrad" ? 1 : op == "adam" ? 2 : -1;
+  };
+  // Per tensor, the kernels that read it directly (waits left out: they
+  // only order) and the last kernel reading any view of each variable.
+  std::vector<std::vector<int64_t>> readers(plan.tensors.size());
+  std::vector<int64_t> lastVariableRead(plan.variables.size(), -1);
+  for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k) {
+    if (plan.kernels[k].op == "wait")
+      continue;
+    for (int32_t id : plan.kernels[k].inputs) {
+      if (id < 0)
+        continue;
+      readers[id].push_back(k);
+      const rt::PlanTensor &b = plan.tensors[baseOf(id)];
+      if (b.kind == rt::PlanTensor::Kind::Variable)
+        lastVariableRead[b.ref] = k;
+    }
+  }
+  llvm::DenseSet<int32_t> aliased; // tensors some alias names
+  for (const rt::PlanTensor &t : plan.tensors)
+    if (t.kind == rt::PlanTensor::Kind::Alias)
+      aliased.insert(t.ref);
+  for (const rt::PlanOutput &o : plan.outputs)
+    aliased.insert(o.tensor); // read after the step
+
+  std::vector<std::pair<int64_t, rt::PlanKernel>> gathers; // insert before
+  for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k) {
+    rt::PlanKernel &ar = plan.kernels[k];
+    if (ar.op != "all_reduce" || !ar.attrs.value("in_place", false))
+      continue;
+    int64_t g = 1;
+    std::vector<int64_t> shape = ar.attrs.value("grid_shape", std::vector<int64_t>{plan.worldSize});
+    std::vector<int64_t> axes = ar.attrs.value("grid_axes", std::vector<int64_t>{});
+    for (size_t a = 0; a < shape.size(); ++a)
+      if (axes.empty() || llvm::is_contained(axes, (int64_t)a))
+        g *= shape[a];
+    std::string reduction = ar.attrs.value("reduction", std::string("sum"));
+    if (g <= 1 || (reduction != "sum" && reduction != "average"))
+      continue;
+    int32_t bucket = plan.tensors[ar.outputs[0]].ref;
+    std::vector<int64_t> updates;
+    std::vector<int32_t> vars, varTensors;
+    bool ok = true;
+    for (int32_t out : ar.outputs) {
+      const rt::PlanTensor &t = plan.tensors[out];
+      ok = t.kind == rt::PlanTensor::Kind::Alias && t.ref == bucket &&
+           readers[out].size() == 1 && !aliased.contains(out);
+      if (!ok)
+        break;
+      int64_t q = readers[out][0];
+      const rt::PlanKernel &u = plan.kernels[q];
+      int ns = stateCount(u.op);
+      ok = ns >= 0 && u.inputs.size() == (size_t)(2 + ns) && u.inputs[1 + ns] == out &&
+           u.inputs[0] >= 0 && q > k;
+      if (!ok)
+        break;
+      const rt::PlanTensor &v = plan.tensors[u.inputs[0]];
+      ok = v.kind == rt::PlanTensor::Kind::Variable && v.dtype == t.dtype &&
+           plan.variables[v.ref].block < 0 && lastVariableRead[v.ref] == q &&
+           !llvm::is_contained(vars, v.ref);
+      if (!ok)
+        break;
+      updates.push_back(q);
+      vars.push_back(v.ref);
+      varTensors.push_back(u.inputs[0]);
+    }
+    if (!ok)
+      continue;
+    int64_t total = plan.tensors[bucket].bytes();
+    int64_t eb = (int64_t)rt::sizeOf(plan.tensors[bucket].dtype);
+    int64_t shard = rt::alignToPlan((total + g - 1) / g);
+    plan.tensors[bucket].shape = {shard * g / eb};
+    int32_t block = plan.variableBlocks.size();
+    plan.variableBlocks.push_back(shard * g);
+    ar.attrs["shard_update"] = true;
+    ar.attrs["shard_bytes"] = shard;
+    rt::PlanKernel gather;
+    gather.op = "all_gather_variables";
+    gather.loc = ar.loc;
+    gather.attrs["shard_bytes"] = shard;
+    std::vector<int64_t> offsets;
+    for (const char *a : {"grid", "grid_shape", "grid_axes", "variables"})
+      if (ar.attrs.contains(a))
+        gather.attrs[a] = ar.attrs[a];
+    for (size_t i = 0; i < ar.outputs.size(); ++i) {
+      int64_t offset = plan.tensors[ar.outputs[i]].offset;
+      rt::PlanKernel &u = plan.kernels[updates[i]];
+      u.attrs["shard_offset"] = offset;
+      u.attrs["shard_bytes"] = shard;
+      for (const char *a : {"grid", "grid_shape", "grid_axes"})
+        if (ar.attrs.contains(a))
+          u.attrs[a] = ar.attrs[a];
+      plan.variables[vars[i]].block = block;
+      plan.variables[vars[i]].blockOffset = offset;
+      gather.inputs.push_back(varTensors[i]);
+      offsets.push_back(offset);
+    }
+    gather.attrs["offsets"] = offsets;
+    gathers.push_back({*std::max_element(updates.begin(), updates.end()) + 1,
+                       std::move(gather)});
+  }
+  if (gathers.empty())
+    return;
+  std::stable_sort(gathers.begin(), gathers.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  std::vector<rt::PlanKernel> kernels = std::move(plan.kernels);
+  plan.kernels.clear();
+  size_t next = 0;
+  for (size_t j = 0; j <= kernels.size(); ++j) {
+    for (; next < gathers.size() && gathers[next].first == (int64_t)j; ++next)
+      plan.kernels.push_back(std::move(gathers[next].second));
+    if (j < kernels.size())
+      plan.kernels.push_back(std::move(kernels[j]));
+  }
+  std::fill(definedBy.begin(), definedBy.end(), -1);
+  for (size_t k = 0; k < plan.kernels.size(); ++k)
+    for (int32_t id : plan.kernels[k].outputs)
+      definedBy[id] = k;
+}
+
 void Emitter::planMemory() {
   int64_t end = plan.kernels.size();
   // A buffer lives from the first kernel that writes any view of it to the
@@ -795,6 +933,8 @@ llvm::Expected<rt::Plan> Emitter::run() {
       return std::move(err);
   scheduleWaits();
   bucketsInPlace();
+  if (options.shardWeightUpdates)
+    shardWeightUpdates();
   planMemory();
   return std::move(plan);
 }

@@ -118,6 +118,12 @@ static cl::opt<bool> localBatchnorm(
     cl::desc("Normalise with each rank's own batch statistics (PyTorch DDP's "
              "behaviour) instead of the whole batch's"),
     cl::cat(parallaxCategory));
+static cl::opt<bool> noShardWeightUpdate(
+    "no-shard-weight-update",
+    cl::desc("Run every dense parameter's optimizer update on every rank "
+             "after a full all-reduce, instead of on 1/N of each bucket per "
+             "rank between a reduce-scatter and an all-gather"),
+    cl::cat(parallaxCategory));
 static cl::opt<bool> noLocalAggregation(
     "no-local-aggregation",
     cl::desc("Push sparse gradients to their servers without summing them "
@@ -315,6 +321,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   if (emit == EmitKind::Plan) {
     parallax::PlanEmitOptions planOptions;
     planOptions.worldSize = 1; // px-cluster's px.world_size overrides it
+    planOptions.shardWeightUpdates = !noShardWeightUpdate;
     auto &d = planOptions.description;
     d["source"] = inputFilename.str();
     if (training) {
@@ -334,6 +341,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       if (distributed()) {
         d["sync"] = syncScheme;
         d["local_batchnorm"] = (bool)localBatchnorm;
+        d["shard_weight_update"] = !noShardWeightUpdate;
       }
     }
     auto emitted = parallax::emitPlan(*module, planOptions);

@@ -122,6 +122,14 @@ public:
   virtual void alltoallv(Group &g, const void *send,
                          const std::vector<int64_t> &sendBytes, void *recv,
                          const std::vector<int64_t> &recvBytes) = 0;
+  /// In place on G blocks of `count` elements (G = g.size()): afterwards
+  /// block g.rank() holds the reduction of every member's copy of that
+  /// block; the other blocks hold unspecified values.
+  virtual void reduceScatterBlock(Group &g, void *buf, int64_t count, DType dtype,
+                                  ReduceOp op) = 0;
+  /// In place on G blocks of `bytes`: afterwards block i holds what member i
+  /// had in its block i.
+  virtual void allgatherBlock(Group &g, void *buf, int64_t bytes) = 0;
   virtual void barrier(Group &g) = 0;
   /// Ends every rank of the job at once (after a fatal error on this one,
   /// so the others do not wait forever in a collective).

@@ -51,6 +51,7 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
 
 /// What every kernel may read while it runs; owned by the session.
 class Comm;
+class Group;
 
 struct ExecEnv {
   int threads = 1;
@@ -137,6 +138,10 @@ void registerLossKernels(KernelRegistry &registry);
 void registerConvKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerCollectiveKernels(KernelRegistry &registry);
+
+/// The group a kernel's grid_shape and grid_axes attributes name (no axes:
+/// the whole grid; no grid: the world), as the collective kernels find it.
+Group &collectiveGroup(KernelArgs &args);
 
 /// Runs body(begin, end) over [0, n) split into contiguous chunks on up to
 /// `threads` OpenMP threads; serial when n is below `grain`.

@@ -42,7 +42,9 @@ namespace parallax::rt {
 /// exactly its own version and asks for a recompile otherwise.
 /// Version 2: an alias may name a later tensor when that one is an arena
 /// buffer (the all-reduce buckets laid out in place).
-constexpr uint32_t kPlanFormatVersion = 2;
+/// Version 3: variables may share a block of storage (weight-update
+/// sharding: a bucket's parameters laid out as its gradients are).
+constexpr uint32_t kPlanFormatVersion = 3;
 
 /// Alignment of every arena offset and buffer (a cache line; also what
 /// AVX-512 loads like).
@@ -73,6 +75,12 @@ struct PlanVariable {
   InitialValue init;
   /// For OptimizerState: the parameter it belongs to.
   std::string parameter;
+  /// >= 0: the variable lives at byte `blockOffset` of variable block
+  /// `block` (Plan::variableBlocks), beside the other parameters of one
+  /// all-reduce bucket at the offsets their gradients have in it, so that
+  /// one in-place all-gather can hand every rank the updated bucket.
+  int32_t block = -1;
+  int64_t blockOffset = 0;
 };
 
 struct PlanConstant {
@@ -157,6 +165,8 @@ struct Plan {
 
   std::vector<PlanTensor> tensors;
   std::vector<PlanVariable> variables;
+  /// Bytes of each variable block (see PlanVariable::block).
+  std::vector<int64_t> variableBlocks;
   std::vector<PlanConstant> constants;
   std::vector<PlanInput> inputs;
   std::vector<PlanOutput> outputs;

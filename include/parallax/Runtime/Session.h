@@ -115,6 +115,10 @@ private:
   ExecEnv env_;
   Buffer arena_;
   std::vector<Buffer> variables_, constants_, inputs_;
+  /// Storage of the variable blocks; a variable in a block has an empty
+  /// Buffer of its own and its data in variableData_.
+  std::vector<Buffer> variableBlocks_;
+  std::vector<char *> variableData_;
   std::vector<KernelFn> bound_;
   std::vector<KernelTime> times_;
   std::unique_ptr<Comm> ownComm_;

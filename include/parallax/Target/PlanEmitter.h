@@ -21,6 +21,9 @@ namespace parallax {
 
 struct PlanEmitOptions {
   int worldSize = 1;
+  /// Split each eligible all-reduce bucket's optimizer update over its
+  /// ranks (reduce-scatter, update 1/G, all-gather the parameters).
+  bool shardWeightUpdates = true;
   /// Recorded in the plan (optimizer, flags) for reports and --print-plan.
   nlohmann::json description = nlohmann::json::object();
 };

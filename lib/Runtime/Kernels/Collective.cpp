@@ -155,6 +155,31 @@ KernelFn allReduce(KernelArgs &args) {
   // A float average is a sum whose division by the group size happens
   // while the result is copied out (or, in place, in one pass after).
   bool divideOut = op == ReduceOp::Average && (dtype == DType::F32 || dtype == DType::F64);
+  if (args.flag("shard_update")) {
+    // Weight-update sharding (the plan emitter's shardWeightUpdates): only
+    // the reduce-scatter half of the all-reduce. Group rank r's block
+    // [r*S, (r+1)*S) of the bucket ends up reduced where it lies; the
+    // optimizer kernels update the parameters in that block and
+    // all_gather_variables hands every rank all of them.
+    int64_t shard = args.i64("shard_bytes");
+    int g = group.size();
+    int64_t eb = (int64_t)sizeOf(dtype);
+    if (!inPlace || shard <= 0 || shard % eb != 0 || shard * g < total)
+      args.fail("shard_update needs an in_place bucket split into " +
+                std::to_string(g) + " blocks of whole elements covering its " +
+                std::to_string(total) + " bytes, got shard_bytes " +
+                std::to_string(shard));
+    auto rs = [=, &group] {
+      comm->reduceScatterBlock(group, buffer, shard / eb, dtype, op);
+      // Half of the ring all-reduce's volume; all_gather_variables counts
+      // the other half.
+      for (size_t i = 0; i < outs.size(); ++i) {
+        int64_t half = outs[i].bytes() * (g - 1) / g;
+        comm->traffic.add(names[i], half, half);
+      }
+    };
+    return launch(args, nullptr, rs);
+  }
   auto job = [=, &group] {
     int g = group.size();
     comm->allreduce(group, buffer, count, dtype, divideOut ? ReduceOp::Sum : op);
@@ -170,6 +195,48 @@ KernelFn allReduce(KernelArgs &args) {
     }
   };
   return launch(args, prepare, job);
+}
+
+/// The second half of a sharded weight update: the variables (inputs, no
+/// outputs) lie back to back in one variable block at `offsets`, split
+/// into G blocks of shard_bytes; group rank r has just updated block r, and
+/// an in-place all-gather gives every rank every block.
+KernelFn allGatherVariables(KernelArgs &args) {
+  if (args.ins.empty() || !args.outs.empty())
+    args.fail("all_gather_variables takes the variables of one block and has "
+              "no outputs");
+  auto offsets = args.i64s("offsets");
+  int64_t shard = args.i64("shard_bytes");
+  Group &group = groupOf(args);
+  int g = group.size();
+  if (offsets.size() != args.ins.size() || offsets[0] != 0)
+    args.fail("all_gather_variables needs one offset per variable, the first 0");
+  char *block = static_cast<char *>(args.in(0).data);
+  int64_t end = 0;
+  for (size_t i = 0; i < args.ins.size(); ++i) {
+    if (args.in(i).data != block + offsets[i])
+      args.fail("all_gather_variables: variable " + std::to_string(i) +
+                " is not at offset " + std::to_string(offsets[i]) +
+                " of the first one's block");
+    end = std::max(end, offsets[i] + args.in(i).bytes());
+  }
+  if (shard <= 0 || shard * g < end)
+    args.fail("all_gather_variables: " + std::to_string(g) + " blocks of " +
+              std::to_string(shard) + " bytes do not cover " +
+              std::to_string(end) + " bytes of variables");
+  auto names = variablesOf(args, args.ins.size());
+  std::vector<int64_t> bytes;
+  for (const TensorView &v : args.ins)
+    bytes.push_back(v.bytes());
+  Comm *comm = args.env.comm;
+  auto job = [=, &group] {
+    comm->allgatherBlock(group, block, shard);
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      int64_t other = 2 * bytes[i] * (g - 1) / g - bytes[i] * (g - 1) / g;
+      comm->traffic.add(names[i], other, other);
+    }
+  };
+  return launch(args, nullptr, job);
 }
 
 /// Concatenation of the group's tensors along gather_axis.
@@ -724,9 +791,12 @@ KernelFn psPush(KernelArgs &args) {
 
 } // namespace
 
+Group &collectiveGroup(KernelArgs &args) { return groupOf(args); }
+
 void registerCollectiveKernels(KernelRegistry &r) {
   r.add("all_reduce", allReduce);
   r.add("all_gather", allGather);
+  r.add("all_gather_variables", allGatherVariables);
   r.add("reduce_scatter", reduceScatter);
   r.add("all_to_all", allToAll);
   r.add("all_gatherv", allGatherV);

@@ -26,6 +26,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Kernel.h"
 
 #if defined(__SSE2__)
@@ -386,6 +387,24 @@ KernelFn bindTyped(KernelArgs &args, const Hyper &h, bool sparse) {
   T *s0 = ns > 0 ? args.in(1).as<T>() : nullptr;
   T *s1 = ns > 1 ? args.in(2).as<T>() : nullptr;
   size_t gi = 1 + ns;
+  if (!sparse && args.has("shard_offset")) {
+    // Weight-update sharding: the gradient's all-reduce was only a
+    // reduce-scatter, and this rank updates the elements that fall in its
+    // block [r*S, (r+1)*S) of the bucket (the variable lies at byte
+    // shard_offset of it); all_gather_variables distributes the rest.
+    int64_t offset = args.i64("shard_offset"), shard = args.i64("shard_bytes");
+    int64_t bytes = var.bytes(), r = collectiveGroup(args).rank();
+    if (offset < 0 || shard <= 0 || offset % (int64_t)sizeof(T) != 0 ||
+        shard % (int64_t)sizeof(T) != 0)
+      args.fail("shard_offset and shard_bytes must be whole elements, got " +
+                std::to_string(offset) + " and " + std::to_string(shard));
+    int64_t lo = std::clamp(r * shard - offset, int64_t(0), bytes) / (int64_t)sizeof(T);
+    int64_t hi = std::clamp((r + 1) * shard - offset, int64_t(0), bytes) / (int64_t)sizeof(T);
+    if (hi <= lo)
+      return [] {};
+    return makeDense<K, T>(h, w + lo, s0 ? s0 + lo : nullptr, s1 ? s1 + lo : nullptr,
+                           args.in(gi).as<T>() + lo, hi - lo, &args.env);
+  }
   if (!sparse)
     return makeDense<K, T>(h, w, s0, s1, args.in(gi).as<T>(),
                            var.numElements(), &args.env);

@@ -10,3 +10,8 @@ for k in plan["kernels"]:
 for i, t in enumerate(plan["tensors"]):
     print(f"tensor {i} {t['kind']} ref={t['ref']} offset={t['offset']} "
           f"{t['dtype']}{t['shape']} {t['name']}")
+for v in plan["variables"]:
+    if "block" in v:
+        print(f"variable {v['name']} block={v['block']} offset={v['block_offset']}")
+if plan.get("variable_blocks"):
+    print(f"variable blocks {plan['variable_blocks']}")

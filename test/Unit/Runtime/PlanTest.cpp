@@ -83,6 +83,49 @@ TEST(Plan, RoundTripKeepsEverything) {
   EXPECT_EQ(q.memory.parameters, 24);
 }
 
+/// smallPlan with a second variable, both in one variable block.
+Plan blockedPlan() {
+  Plan p = smallPlan();
+  PlanVariable b = p.variables[0];
+  b.name = "b";
+  b.shape = {3};
+  p.variables.push_back(b);
+  p.variables[0].block = 0;
+  p.variables[1].block = 0;
+  p.variables[1].blockOffset = 64;
+  p.variableBlocks = {128};
+  return p;
+}
+
+TEST(Plan, RoundTripKeepsVariableBlocks) {
+  Plan q = parsePlan(serializePlan(blockedPlan()), "p.pxplan");
+  ASSERT_EQ(q.variables.size(), 2u);
+  EXPECT_EQ(q.variableBlocks, std::vector<int64_t>{128});
+  EXPECT_EQ(q.variables[0].block, 0);
+  EXPECT_EQ(q.variables[0].blockOffset, 0);
+  EXPECT_EQ(q.variables[1].block, 0);
+  EXPECT_EQ(q.variables[1].blockOffset, 64);
+  EXPECT_EQ(q.variables[1].name, "b");
+}
+
+TEST(Plan, RefusesBadVariableBlocks) {
+  Plan p = blockedPlan();
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.variables[1].block = 3; }))
+                .find("variable 'b' names variable block 3, which does not exist"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.variables[1].blockOffset = 120; }))
+                .find("variable 'b': range [120, +12) is outside variable block 0 or misaligned"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.variables[1].blockOffset = 32; }))
+                .find("misaligned"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) {
+              q.variables[0].shape = {2, 12};
+              q.tensors[1].shape = {2, 12};
+            })).find("variable block 0: two variables overlap at byte 64"),
+            std::string::npos);
+}
+
 TEST(Plan, RefusesBadMagic) {
   EXPECT_EQ(errorOf("not a plan at all, really"),
             "p.pxplan: not a Parallax plan (bad magic); make one with "
@@ -112,7 +155,7 @@ TEST(Plan, RefusesOtherVersions) {
                 // version is checked first so the message says why
   EXPECT_EQ(errorOf(bytes),
             "p.pxplan: plan format version 7, but this parallax-run reads "
-            "version 2; recompile the model with this parallax-opt");
+            "version 3; recompile the model with this parallax-opt");
 }
 
 TEST(Plan, RefusesInconsistentPrograms) {
