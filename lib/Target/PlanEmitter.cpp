@@ -746,7 +746,8 @@ void Emitter::shardWeightUpdates() {
       if (axes.empty() || llvm::is_contained(axes, (int64_t)a))
         g *= shape[a];
     std::string reduction = ar.attrs.value("reduction", std::string("sum"));
-    if (g <= 1 || (reduction != "sum" && reduction != "average"))
+    if (g <= 1 || g < options.shardMinRanks ||
+        (reduction != "sum" && reduction != "average"))
       continue;
     int32_t bucket = plan.tensors[ar.outputs[0]].ref;
     std::vector<int64_t> updates;
@@ -754,7 +755,7 @@ void Emitter::shardWeightUpdates() {
     bool ok = true;
     for (int32_t out : ar.outputs) {
       const rt::PlanTensor &t = plan.tensors[out];
-      ok = t.kind == rt::PlanTensor::Kind::Alias && t.ref == bucket &&
+      ok = t.kind == rt::PlanTensor::Kind::Alias && t.ref == bucket && t.bytes() > 0 &&
            readers[out].size() == 1 && !aliased.contains(out);
       if (!ok)
         break;
@@ -933,7 +934,7 @@ llvm::Expected<rt::Plan> Emitter::run() {
       return std::move(err);
   scheduleWaits();
   bucketsInPlace();
-  if (options.shardWeightUpdates)
+  if (options.shardMinRanks > 0)
     shardWeightUpdates();
   planMemory();
   return std::move(plan);

@@ -118,12 +118,17 @@ static cl::opt<bool> localBatchnorm(
     cl::desc("Normalise with each rank's own batch statistics (PyTorch DDP's "
              "behaviour) instead of the whole batch's"),
     cl::cat(parallaxCategory));
-static cl::opt<bool> noShardWeightUpdate(
-    "no-shard-weight-update",
-    cl::desc("Run every dense parameter's optimizer update on every rank "
-             "after a full all-reduce, instead of on 1/N of each bucket per "
-             "rank between a reduce-scatter and an all-gather"),
-    cl::cat(parallaxCategory));
+enum class ShardMode { Auto, On, Off };
+static cl::opt<ShardMode> shardWeightUpdate(
+    "shard-weight-update",
+    cl::desc("Split each all-reduce bucket's dense updates over its ranks "
+             "(reduce-scatter, update 1/N, all-gather the parameters)"),
+    cl::values(clEnumValN(ShardMode::Auto, "auto",
+                          "from 4 ranks a group on (default; measured slower at 2)"),
+               clEnumValN(ShardMode::On, "on", "from 2 ranks on"),
+               clEnumValN(ShardMode::Off, "off",
+                          "all-reduce in full, update on every rank")),
+    cl::init(ShardMode::Auto), cl::cat(parallaxCategory));
 static cl::opt<bool> noLocalAggregation(
     "no-local-aggregation",
     cl::desc("Push sparse gradients to their servers without summing them "
@@ -321,7 +326,9 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   if (emit == EmitKind::Plan) {
     parallax::PlanEmitOptions planOptions;
     planOptions.worldSize = 1; // px-cluster's px.world_size overrides it
-    planOptions.shardWeightUpdates = !noShardWeightUpdate;
+    planOptions.shardMinRanks = shardWeightUpdate == ShardMode::Off  ? 0
+                                : shardWeightUpdate == ShardMode::On ? 2
+                                                                     : 4;
     auto &d = planOptions.description;
     d["source"] = inputFilename.str();
     if (training) {
@@ -341,7 +348,9 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       if (distributed()) {
         d["sync"] = syncScheme;
         d["local_batchnorm"] = (bool)localBatchnorm;
-        d["shard_weight_update"] = !noShardWeightUpdate;
+        d["shard_weight_update"] = shardWeightUpdate == ShardMode::Off  ? "off"
+                                   : shardWeightUpdate == ShardMode::On ? "on"
+                                                                        : "auto";
       }
     }
     auto emitted = parallax::emitPlan(*module, planOptions);

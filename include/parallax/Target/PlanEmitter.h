@@ -22,8 +22,11 @@ namespace parallax {
 struct PlanEmitOptions {
   int worldSize = 1;
   /// Split each eligible all-reduce bucket's optimizer update over its
-  /// ranks (reduce-scatter, update 1/G, all-gather the parameters).
-  bool shardWeightUpdates = true;
+  /// G ranks (reduce-scatter, update 1/G, all-gather the parameters) when
+  /// G >= shardMinRanks; 0: never. From 4 by default: with Open MPI 4.1's
+  /// reduce-scatter, which copies its whole buffer, sharding measured
+  /// slower at 2 ranks, even at 3 and faster at 4 (docs/sync.md).
+  int shardMinRanks = 4;
   /// Recorded in the plan (optimizer, flags) for reports and --print-plan.
   nlohmann::json description = nlohmann::json::object();
 };

@@ -209,12 +209,13 @@ KernelFn allGatherVariables(KernelArgs &args) {
   int64_t shard = args.i64("shard_bytes");
   Group &group = groupOf(args);
   int g = group.size();
-  if (offsets.size() != args.ins.size() || offsets[0] != 0)
-    args.fail("all_gather_variables needs one offset per variable, the first 0");
+  if (offsets.size() != args.ins.size() || offsets[0] != 0 || args.in(0).bytes() == 0)
+    args.fail("all_gather_variables needs one offset per variable, the first 0 "
+              "and its variable not empty (its address is the block's)");
   char *block = static_cast<char *>(args.in(0).data);
   int64_t end = 0;
   for (size_t i = 0; i < args.ins.size(); ++i) {
-    if (args.in(i).data != block + offsets[i])
+    if (args.in(i).bytes() > 0 && args.in(i).data != block + offsets[i])
       args.fail("all_gather_variables: variable " + std::to_string(i) +
                 " is not at offset " + std::to_string(offsets[i]) +
                 " of the first one's block");
