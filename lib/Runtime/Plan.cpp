@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -138,6 +139,8 @@ int64_t elementsOf(const std::vector<int64_t> &shape) {
   }
   return n;
 }
+
+void validateShardedUpdates(const Plan &p, const Reader &r);
 
 void validate(const Plan &p, const Reader &r) {
   auto checkBlob = [&](const InitialValue &v, int64_t bytes,
@@ -274,6 +277,70 @@ void validate(const Plan &p, const Reader &r) {
     if (n != p.worldSize)
       r.fail("grid '" + g.name + "' has " + std::to_string(n) +
              " ranks, the plan is for " + std::to_string(p.worldSize));
+  }
+  validateShardedUpdates(p, r);
+}
+
+/// Weight-update sharding: a shard_update all-reduce and an
+/// all_gather_variables kernel write G blocks of shard_bytes, which must fit
+/// the bucket and the variable block (the kernels cannot see those sizes).
+void validateShardedUpdates(const Plan &p, const Reader &r) {
+  auto baseOf = [&](int32_t id) {
+    for (size_t hops = 0; hops <= p.tensors.size() &&
+                          p.tensors[id].kind == PlanTensor::Kind::Alias; ++hops)
+      id = p.tensors[id].ref;
+    return id;
+  };
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const PlanKernel &kernel = p.kernels[k];
+    bool reduce = kernel.op == "all_reduce" && kernel.attrs.value("shard_update", false);
+    if (!reduce && kernel.op != "all_gather_variables")
+      continue;
+    std::string ctx = "kernel " + std::to_string(k) + " (" + kernel.op + ")";
+    try {
+      std::vector<int64_t> shape =
+          kernel.attrs.value("grid_shape", std::vector<int64_t>{p.worldSize});
+      std::vector<int64_t> axes = kernel.attrs.value("grid_axes", std::vector<int64_t>{});
+      int64_t g = 1;
+      for (size_t a = 0; a < shape.size(); ++a)
+        if (axes.empty() || std::find(axes.begin(), axes.end(), (int64_t)a) != axes.end())
+          g *= shape[a];
+      int64_t shard = kernel.attrs.at("shard_bytes").get<int64_t>();
+      if (g < 1 || g > p.worldSize || shard <= 0 || shard > INT_MAX)
+        r.fail(ctx + ": shard_bytes " + std::to_string(shard) + " for a group of " +
+               std::to_string(g) + " ranks is out of range");
+      int64_t room = 0;
+      const char *what = "bucket";
+      if (reduce) {
+        if (kernel.outputs.empty())
+          r.fail(ctx + ": a sharded all-reduce needs its bucket's tensors");
+        room = p.tensors[baseOf(kernel.outputs[0])].bytes();
+      } else {
+        auto offsets = kernel.attrs.at("offsets").get<std::vector<int64_t>>();
+        if (kernel.inputs.empty() || offsets.size() != kernel.inputs.size())
+          r.fail(ctx + ": needs one offset per variable");
+        int32_t block = -1;
+        for (size_t i = 0; i < kernel.inputs.size(); ++i) {
+          int32_t id = kernel.inputs[i];
+          const PlanTensor *t = id >= 0 ? &p.tensors[id] : nullptr;
+          const PlanVariable *v =
+              t && t->kind == PlanTensor::Kind::Variable ? &p.variables[t->ref] : nullptr;
+          if (!v || v->block < 0 || (block >= 0 && v->block != block) ||
+              v->blockOffset != offsets[i])
+            r.fail(ctx + ": input " + std::to_string(i) +
+                   " is not a variable of the kernel's variable block at offset " +
+                   std::to_string(offsets[i]));
+          block = v->block;
+        }
+        room = p.variableBlocks[block];
+        what = "variable block";
+      }
+      if (shard * g > room)
+        r.fail(ctx + ": " + std::to_string(g) + " blocks of " + std::to_string(shard) +
+               " bytes do not fit its " + what + " of " + std::to_string(room) + " bytes");
+    } catch (const json::exception &e) {
+      r.fail(ctx + ": bad sharding attributes (" + e.what() + ")");
+    }
   }
 }
 

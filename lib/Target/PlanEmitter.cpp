@@ -9,6 +9,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 
+#include <climits>
 #include <filesystem>
 
 using namespace mlir;
@@ -781,6 +782,8 @@ void Emitter::shardWeightUpdates() {
     int64_t total = plan.tensors[bucket].bytes();
     int64_t eb = (int64_t)rt::sizeOf(plan.tensors[bucket].dtype);
     int64_t shard = rt::alignToPlan((total + g - 1) / g);
+    if (shard > INT_MAX) // MPI counts blocks in ints
+      continue;
     plan.tensors[bucket].shape = {shard * g / eb};
     int32_t block = plan.variableBlocks.size();
     plan.variableBlocks.push_back(shard * g);
@@ -799,9 +802,11 @@ void Emitter::shardWeightUpdates() {
       rt::PlanKernel &u = plan.kernels[updates[i]];
       u.attrs["shard_offset"] = offset;
       u.attrs["shard_bytes"] = shard;
-      for (const char *a : {"grid", "grid_shape", "grid_axes"})
+      for (const char *a : {"grid", "grid_shape", "grid_axes"}) {
+        u.attrs.erase(a);
         if (ar.attrs.contains(a))
           u.attrs[a] = ar.attrs[a];
+      }
       plan.variables[vars[i]].block = block;
       plan.variables[vars[i]].blockOffset = offset;
       gather.inputs.push_back(varTensors[i]);

@@ -126,6 +126,50 @@ TEST(Plan, RefusesBadVariableBlocks) {
             std::string::npos);
 }
 
+/// blockedPlan on 2 ranks with an all_gather_variables kernel over the
+/// block (2 blocks of 64 bytes) and a sharded all-reduce whose bucket is
+/// tensor 3 (48 bytes: 2 blocks of 16 bytes fit, 2 of 32 do not).
+Plan shardedPlan() {
+  Plan p = blockedPlan();
+  p.worldSize = 2;
+  p.tensors.push_back({"b", DType::F32, {3}, PlanTensor::Kind::Variable, 0, 1});
+  PlanKernel gather;
+  gather.op = "all_gather_variables";
+  gather.inputs = {1, 6};
+  gather.attrs = {{"offsets", {0, 64}}, {"shard_bytes", 64}};
+  p.kernels.push_back(gather);
+  PlanKernel reduce;
+  reduce.op = "all_reduce";
+  reduce.inputs = {4};
+  reduce.outputs = {4};
+  reduce.attrs = {{"in_place", true}, {"shard_update", true}, {"shard_bytes", 16}};
+  p.kernels.push_back(reduce);
+  return p;
+}
+
+TEST(Plan, ChecksShardedUpdatesFitTheirBuffers) {
+  Plan p = shardedPlan();
+  EXPECT_EQ(errorOf(serializePlan(p)), "");
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[2].attrs["shard_bytes"] = 128; }))
+                .find("kernel 2 (all_gather_variables): 2 blocks of 128 bytes do not fit "
+                      "its variable block of 128 bytes"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[3].attrs["shard_bytes"] = 32; }))
+                .find("kernel 3 (all_reduce): 2 blocks of 32 bytes do not fit its bucket "
+                      "of 48 bytes"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[2].inputs = {3, 6}; }))
+                .find("input 0 is not a variable of the kernel's variable block at offset 0"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) {
+              q.kernels[2].attrs["offsets"] = {0, 0};
+            })).find("input 1 is not a variable of the kernel's variable block at offset 0"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[3].attrs.erase("shard_bytes"); }))
+                .find("kernel 3 (all_reduce): bad sharding attributes"),
+            std::string::npos);
+}
+
 TEST(Plan, RefusesBadMagic) {
   EXPECT_EQ(errorOf("not a plan at all, really"),
             "p.pxplan: not a Parallax plan (bad magic); make one with "
