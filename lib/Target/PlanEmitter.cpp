@@ -11,6 +11,7 @@
 
 #include <climits>
 #include <filesystem>
+#include <optional>
 
 using namespace mlir;
 using json = nlohmann::json;
@@ -124,6 +125,9 @@ private:
   void scheduleWaits();
   void bucketsInPlace();
   void shardWeightUpdates();
+  void shardOptimizerState(const std::vector<int64_t> &updates, int64_t shard, int64_t eb,
+                           int32_t block, std::vector<bool> &dead);
+  void removeVariables(const std::vector<bool> &dead);
   llvm::Error emitGrids();
   llvm::Expected<std::vector<int64_t>> gridShape(Operation *op);
 
@@ -736,6 +740,7 @@ void Emitter::shardWeightUpdates() {
     aliased.insert(o.tensor); // read after the step
 
   std::vector<std::pair<int64_t, rt::PlanKernel>> gathers; // insert before
+  std::vector<bool> deadVariables(plan.variables.size(), false);
   for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k) {
     rt::PlanKernel &ar = plan.kernels[k];
     if (ar.op != "all_reduce" || !ar.attrs.value("in_place", false))
@@ -815,7 +820,9 @@ void Emitter::shardWeightUpdates() {
     gather.attrs["offsets"] = offsets;
     gathers.push_back({*std::max_element(updates.begin(), updates.end()) + 1,
                        std::move(gather)});
+    shardOptimizerState(updates, shard, eb, block, deadVariables);
   }
+  removeVariables(deadVariables);
   if (gathers.empty())
     return;
   std::stable_sort(gathers.begin(), gathers.end(),
@@ -833,6 +840,86 @@ void Emitter::shardWeightUpdates() {
   for (size_t k = 0; k < plan.kernels.size(); ++k)
     for (int32_t id : plan.kernels[k].outputs)
       definedBy[id] = k;
+}
+
+/// The optimizer-state half of a sharded update (ZeRO stage 1): rank r only
+/// ever updates the elements of block r, so each state of the bucket's
+/// updates (momentum's velocity, Adam's m and v, Adagrad's sum) needs one
+/// block of `shard` bytes, not a full copy per parameter. When every
+/// member's state j is a whole variable that only its update reads, starting
+/// from one splat value, the members' state-j tensors become views of one
+/// variable of shard/eb elements (the first member's, renamed); the others'
+/// variables die. The updates get "shard_state": they index the state by
+/// the element's place in block r.
+void Emitter::shardOptimizerState(const std::vector<int64_t> &updates, int64_t shard,
+                                  int64_t eb, int32_t block,
+                                  std::vector<bool> &dead) {
+  const rt::PlanKernel &first = plan.kernels[updates[0]];
+  int ns = (int)first.inputs.size() - 2; // variable, states..., gradient
+  if (ns <= 0)
+    return;
+  // Direct readers of every tensor (waits only order).
+  std::vector<int> readers(plan.tensors.size(), 0);
+  for (const rt::PlanKernel &k : plan.kernels)
+    if (k.op != "wait")
+      for (int32_t id : k.inputs)
+        if (id >= 0)
+          ++readers[id];
+  for (const rt::PlanTensor &t : plan.tensors)
+    if (t.kind == rt::PlanTensor::Kind::Alias)
+      readers[t.ref] += 2; // viewed otherwise: not ours to move
+  for (int j = 1; j <= ns; ++j) {
+    std::optional<double> splat;
+    bool ok = true;
+    for (int64_t q : updates) {
+      const rt::PlanKernel &u = plan.kernels[q];
+      int32_t id = u.op == first.op && (int)u.inputs.size() == ns + 2 ? u.inputs[j] : -1;
+      const rt::PlanTensor *t = id >= 0 ? &plan.tensors[id] : nullptr;
+      const rt::PlanVariable *v =
+          t && t->kind == rt::PlanTensor::Kind::Variable ? &plan.variables[t->ref] : nullptr;
+      ok = v && readers[id] == 1 && v->role == rt::PlanVariable::Role::OptimizerState &&
+           v->init.kind == rt::InitialValue::Kind::Splat && (!splat || *splat == v->init.splat);
+      if (!ok)
+        break;
+      splat = v->init.splat;
+    }
+    if (!ok)
+      return; // the kernels take all their states sharded or none
+  }
+  for (int j = 1; j <= ns; ++j) {
+    int32_t keep = plan.tensors[plan.kernels[updates[0]].inputs[j]].ref;
+    rt::PlanVariable &v = plan.variables[keep];
+    v.name = "optimizer state " + std::to_string(j - 1) + " of variable block " +
+             std::to_string(block) + " (" + v.name + "...)";
+    v.shape = {shard / eb};
+    for (int64_t q : updates) {
+      rt::PlanTensor &t = plan.tensors[plan.kernels[q].inputs[j]];
+      if (t.ref != keep)
+        dead[t.ref] = true;
+      t.ref = keep;
+      t.shape = {shard / eb};
+    }
+  }
+  for (int64_t q : updates)
+    plan.kernels[q].attrs["shard_state"] = true;
+}
+
+/// Drops the variables marked dead (no tensor names them any more) and
+/// renumbers the tensors' references to the others.
+void Emitter::removeVariables(const std::vector<bool> &dead) {
+  if (std::find(dead.begin(), dead.end(), true) == dead.end())
+    return;
+  std::vector<int32_t> index(plan.variables.size(), -1);
+  std::vector<rt::PlanVariable> kept;
+  for (size_t i = 0; i < plan.variables.size(); ++i)
+    if (!dead[i]) {
+      index[i] = kept.size();
+      kept.push_back(std::move(plan.variables[i]));
+    }
+  plan.variables = std::move(kept);
+  for (rt::PlanTensor &t : plan.tensors)
+    if (t.kind == rt::PlanTensor::Kind::Variable)
+      t.ref = index[t.ref];
 }
 
 void Emitter::planMemory() {

@@ -402,7 +402,12 @@ KernelFn bindTyped(KernelArgs &args, const Hyper &h, bool sparse) {
     int64_t hi = std::clamp((r + 1) * shard - offset, int64_t(0), bytes) / (int64_t)sizeof(T);
     if (hi <= lo)
       return [] {};
-    return makeDense<K, T>(h, w + lo, s0 ? s0 + lo : nullptr, s1 ? s1 + lo : nullptr,
+    // Full-size state is indexed like the variable; a sharded one (one block)
+    // by the element's place in block r.
+    int64_t at = args.flag("shard_state")
+                     ? offset / (int64_t)sizeof(T) + lo - r * shard / (int64_t)sizeof(T)
+                     : lo;
+    return makeDense<K, T>(h, w + lo, s0 ? s0 + at : nullptr, s1 ? s1 + at : nullptr,
                            args.in(gi).as<T>() + lo, hi - lo, &args.env);
   }
   if (!sparse)
@@ -441,13 +446,22 @@ template <Kind K> KernelFn optimizerFactory(KernelArgs &args) {
   static const char *stateNames[][2] = {
       {"", ""}, {"velocity", ""}, {"m", "v"}, {"sum", ""}};
   int kindIdx = (int)K;
+  // A sharded update's state (shard_state) is one block of the bucket:
+  // shard_bytes of elements, shared by the bucket's updates.
+  std::vector<int64_t> stateShape = var.shape;
+  if (args.flag("shard_state") && (sparse || !args.has("shard_offset")))
+    args.fail("shard_state needs a dense gradient and shard_offset");
+  if (args.flag("shard_state"))
+    stateShape = {args.i64("shard_bytes") / (int64_t)sizeOf(var.dtype)};
   for (int s = 0; s < ns; ++s) {
     const TensorView &st = args.in(1 + s);
     const char *name = stateNames[kindIdx][s];
     args.expectDType(st, var.dtype, name);
-    if (st.shape != var.shape)
-      args.fail(std::string(name) + " must have the variable's shape " +
-                shapeStr(var.shape) + ", got " + shapeStr(st.shape));
+    if (st.shape != stateShape)
+      args.fail(std::string(name) +
+                (args.flag("shard_state") ? " must have one block's shape "
+                                          : " must have the variable's shape ") +
+                shapeStr(stateShape) + ", got " + shapeStr(st.shape));
   }
   size_t gi = 1 + ns;
   if (!sparse) {

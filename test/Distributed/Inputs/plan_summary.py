@@ -15,3 +15,6 @@ for v in plan["variables"]:
         print(f"variable {v['name']} block={v['block']} offset={v['block_offset']}")
 if plan.get("variable_blocks"):
     print(f"variable blocks {plan['variable_blocks']}")
+for v in plan["variables"]:
+    if v["role"] == "optimizer_state":
+        print(f"optimizer state {v['name']} {v['dtype']}{v['shape']}")

@@ -4,6 +4,8 @@
 // f64, and 20 f32 steps against values recorded from PyTorch 1.13.
 #include "KernelTestUtil.h"
 
+#include "parallax/Runtime/Comm.h"
+
 #include <cmath>
 #include <map>
 
@@ -424,6 +426,50 @@ TEST(OptimizerKernels, Errors) {
   } catch (const KernelError &e) {
     EXPECT_NE(std::string(e.what()).find("step number must be >= 1"), std::string::npos);
   }
+}
+
+// A sharded update (shard_offset, shard_state) in a world of one: rank 0
+// owns the whole bucket, so it updates every element, exactly as the plain
+// kernel does, and reads and writes the state where the variable lies in the
+// bucket's block (here 16 elements in, a block of 32).
+TEST(OptimizerKernels, ShardedAdamMatchesPlainAndUsesTheBlocksState) {
+  auto comm = makeLocalComm();
+  ExecEnv env;
+  env.comm = comm.get();
+  json attrs{{"lr", 0.01}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}};
+  auto w0 = randomValues(8, 1), g0 = randomValues(8, 2);
+  TestTensor w(DType::F32, {4, 2}, w0), m(DType::F32, {4, 2}), v(DType::F32, {4, 2}),
+      g(DType::F32, {4, 2}, g0);
+  runKernel("adam", {&w, &m, &v, &g}, {}, attrs, env);
+  TestTensor ws(DType::F32, {4, 2}, w0), ms(DType::F32, {32}), vs(DType::F32, {32}),
+      gs(DType::F32, {4, 2}, g0);
+  json sharded = attrs;
+  sharded["shard_offset"] = 64;
+  sharded["shard_bytes"] = 128;
+  sharded["shard_state"] = true;
+  runKernel("adam", {&ws, &ms, &vs, &gs}, {}, sharded, env);
+  for (int64_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(ws.get(i), w.get(i)) << i;
+    EXPECT_EQ(ms.get(16 + i), m.get(i)) << i;
+    EXPECT_EQ(vs.get(16 + i), v.get(i)) << i;
+  }
+  for (int64_t i : {0, 15, 24, 31})
+    EXPECT_EQ(ms.get(i), 0.0) << i;
+  // The state must be one block; shard_state needs shard_offset.
+  TestTensor m8(DType::F32, {4, 2});
+  try {
+    runKernel("adam", {&ws, &m8, &vs, &gs}, {}, sharded, env);
+    ADD_FAILURE() << "no error";
+  } catch (const KernelError &e) {
+    EXPECT_NE(std::string(e.what()).find("m must have one block's shape [32], got [4, 2]"),
+              std::string::npos)
+        << e.what();
+  }
+  json noOffset = sharded;
+  noOffset.erase("shard_offset");
+  EXPECT_NE(kernelError("adam", {&ws, &ms, &vs, &gs}, {}, noOffset)
+                .find("shard_state needs a dense gradient and shard_offset"),
+            std::string::npos);
 }
 
 } // namespace
