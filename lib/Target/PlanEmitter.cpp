@@ -122,6 +122,9 @@ private:
     return id;
   }
   void planMemory();
+  /// Inserts before[j] ahead of kernel j (before[size]: at the end of the
+  /// step) and recomputes definedBy.
+  void insertKernels(std::vector<std::vector<rt::PlanKernel>> before);
   void scheduleWaits();
   void bucketsInPlace();
   void shardWeightUpdates();
@@ -571,7 +574,7 @@ void Emitter::scheduleWaits() {
     return op == "sgd" || op == "momentum" || op == "adam" ||
            op == "adagrad" || op == "assign";
   };
-  std::vector<rt::PlanKernel> kernels = std::move(plan.kernels);
+  std::vector<rt::PlanKernel> &kernels = plan.kernels;
   // waitBefore[j]: the waits to insert before kernel j (kernels.size(): at
   // the end of the step).
   std::vector<std::vector<rt::PlanKernel>> waitBefore(kernels.size() + 1);
@@ -607,9 +610,16 @@ void Emitter::scheduleWaits() {
     waitBefore[j].push_back(std::move(w));
     ++token;
   }
+  insertKernels(std::move(waitBefore));
+}
+
+void Emitter::insertKernels(std::vector<std::vector<rt::PlanKernel>> before) {
+  std::vector<rt::PlanKernel> kernels = std::move(plan.kernels);
+  plan.kernels.clear();
   for (size_t j = 0; j <= kernels.size(); ++j) {
-    for (rt::PlanKernel &w : waitBefore[j])
-      plan.kernels.push_back(std::move(w));
+    if (j < before.size())
+      for (rt::PlanKernel &k : before[j])
+        plan.kernels.push_back(std::move(k));
     if (j < kernels.size())
       plan.kernels.push_back(std::move(kernels[j]));
   }
@@ -825,21 +835,10 @@ void Emitter::shardWeightUpdates() {
   removeVariables(deadVariables);
   if (gathers.empty())
     return;
-  std::stable_sort(gathers.begin(), gathers.end(),
-                   [](const auto &a, const auto &b) { return a.first < b.first; });
-  std::vector<rt::PlanKernel> kernels = std::move(plan.kernels);
-  plan.kernels.clear();
-  size_t next = 0;
-  for (size_t j = 0; j <= kernels.size(); ++j) {
-    for (; next < gathers.size() && gathers[next].first == (int64_t)j; ++next)
-      plan.kernels.push_back(std::move(gathers[next].second));
-    if (j < kernels.size())
-      plan.kernels.push_back(std::move(kernels[j]));
-  }
-  std::fill(definedBy.begin(), definedBy.end(), -1);
-  for (size_t k = 0; k < plan.kernels.size(); ++k)
-    for (int32_t id : plan.kernels[k].outputs)
-      definedBy[id] = k;
+  std::vector<std::vector<rt::PlanKernel>> before(plan.kernels.size() + 1);
+  for (auto &[at, kernel] : gathers)
+    before[at].push_back(std::move(kernel));
+  insertKernels(std::move(before));
 }
 
 /// The optimizer-state half of a sharded update (ZeRO stage 1): rank r only

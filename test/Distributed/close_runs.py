@@ -11,17 +11,13 @@ variables" or the first difference (exit status 1).
 """
 
 import argparse
-import json
 import sys
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-
-def lines(path):
-    with open(path) as f:
-        return [json.loads(l) for l in f if l.strip()]
+from same_run import rank_pairs
 
 
 def main():
@@ -34,12 +30,10 @@ def main():
     ap.add_argument("--rtol", type=float, default=1e-5)
     args = ap.parse_args()
     steps = 0
-    for r in range(args.np):
-        pa, pb = (p.replace(".jsonl", f".rank{r}.jsonl") for p in (args.a, args.b))
-        la, lb = lines(pa), lines(pb)
-        if len(la) != len(lb) or not la:
-            print(f"different: {pa} has {len(la)} lines, {pb} {len(lb)}")
-            return 1
+    pairs = rank_pairs(args.a, args.b, args.np)
+    if pairs is None:
+        return 1
+    for r, _, _, la, lb in pairs:
         for x, y in zip(la, lb):
             if not np.isclose(x["loss"], y["loss"], rtol=args.rtol, atol=args.rtol):
                 print(f"different: rank {r} step {x['step']}: loss {x['loss']!r} vs {y['loss']!r}")

@@ -22,6 +22,21 @@ def lines(path):
                 for l in f if l.strip()]
 
 
+def rank_pairs(a, b, np):
+    """(rank, A.rankR.jsonl, B.rankR.jsonl, A's lines, B's lines) for every
+    rank; None (after printing why) when a pair differs in length or is
+    empty."""
+    pairs = []
+    for r in range(np):
+        pa, pb = (p.replace(".jsonl", f".rank{r}.jsonl") for p in (a, b))
+        la, lb = lines(pa), lines(pb)
+        if len(la) != len(lb) or not la:
+            print(f"different: {pa} has {len(la)} lines, {pb} {len(lb)}")
+            return None
+        pairs.append((r, pa, pb, la, lb))
+    return pairs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("a")
@@ -29,12 +44,10 @@ def main():
     ap.add_argument("--np", type=int, required=True)
     args = ap.parse_args()
     steps = None
-    for r in range(args.np):
-        pa, pb = (p.replace(".jsonl", f".rank{r}.jsonl") for p in (args.a, args.b))
-        la, lb = lines(pa), lines(pb)
-        if len(la) != len(lb) or not la:
-            print(f"different: {pa} has {len(la)} lines, {pb} {len(lb)}")
-            return 1
+    pairs = rank_pairs(args.a, args.b, args.np)
+    if pairs is None:
+        return 1
+    for r, pa, pb, la, lb in pairs:
         for x, y in zip(la, lb):
             if x != y:
                 key = next(k for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k))
