@@ -9,13 +9,14 @@ scripts/setup.sh
 scripts/build.sh parallax-opt parallax-run
 scripts/models.sh
 STEPS=${PARALLAX_STEPS:-200}
+B=${PARALLAX_BUILD_DIR:-build}
 echo
-echo "== parallax-opt examples/models/lm.onnx --np 2 --optimizer=adam --emit=plan -o build/lm.pxplan --report"
-build/bin/parallax-opt examples/models/lm.onnx --np 2 --optimizer=adam \
-  --emit=plan -o build/lm.pxplan --report
+echo "== parallax-opt examples/models/lm.onnx --np 2 --optimizer=adam --emit=plan -o $B/lm.pxplan --report"
+$B/bin/parallax-opt examples/models/lm.onnx --np 2 --optimizer=adam \
+  --emit=plan -o $B/lm.pxplan --report
 echo
-echo "== parallax-run build/lm.pxplan --np 2 --synthetic --steps $STEPS --metrics build/lm-metrics.jsonl"
-build/bin/parallax-run build/lm.pxplan --np 2 --synthetic --steps "$STEPS" \
-  --log-every 20 --metrics build/lm-metrics.jsonl
+echo "== parallax-run $B/lm.pxplan --np 2 --synthetic --steps $STEPS --metrics $B/lm-metrics.jsonl"
+$B/bin/parallax-run $B/lm.pxplan --np 2 --synthetic --steps "$STEPS" \
+  --log-every 20 --metrics $B/lm-metrics.jsonl
 echo
-echo "per-step metrics (loss, step time, bytes sent and received per variable) of each rank: build/lm-metrics.rank{0,1}.jsonl"
+echo "per-step metrics (loss, step time, bytes sent and received per variable) of each rank: $B/lm-metrics.rank{0,1}.jsonl"
