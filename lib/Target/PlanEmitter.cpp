@@ -128,8 +128,11 @@ private:
   void scheduleWaits();
   void bucketsInPlace();
   void shardWeightUpdates();
+  /// Per tensor, the kernels that read it directly.
+  using Readers = std::vector<std::vector<int64_t>>;
   void shardOptimizerState(const std::vector<int64_t> &updates, int64_t shard, int64_t eb,
-                           int32_t block, std::vector<bool> &dead);
+                           int32_t block, const Readers &readers,
+                           const llvm::DenseSet<int32_t> &aliased, std::vector<bool> &dead);
   void removeVariables(const std::vector<bool> &dead);
   llvm::Error emitGrids();
   llvm::Expected<std::vector<int64_t>> gridShape(Operation *op);
@@ -728,7 +731,7 @@ void Emitter::shardWeightUpdates() {
   };
   // Per tensor, the kernels that read it directly (waits left out: they
   // only order) and the last kernel reading any view of each variable.
-  std::vector<std::vector<int64_t>> readers(plan.tensors.size());
+  Readers readers(plan.tensors.size());
   std::vector<int64_t> lastVariableRead(plan.variables.size(), -1);
   for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k) {
     if (plan.kernels[k].op == "wait")
@@ -830,7 +833,7 @@ void Emitter::shardWeightUpdates() {
     gather.attrs["offsets"] = offsets;
     gathers.push_back({*std::max_element(updates.begin(), updates.end()) + 1,
                        std::move(gather)});
-    shardOptimizerState(updates, shard, eb, block, deadVariables);
+    shardOptimizerState(updates, shard, eb, block, readers, aliased, deadVariables);
   }
   removeVariables(deadVariables);
   if (gathers.empty())
@@ -845,28 +848,20 @@ void Emitter::shardWeightUpdates() {
 /// ever updates the elements of block r, so each state of the bucket's
 /// updates (momentum's velocity, Adam's m and v, Adagrad's sum) needs one
 /// block of `shard` bytes, not a full copy per parameter. When every
-/// member's state j is a whole variable that only its update reads, starting
+/// member's state j is a whole variable that only its update reads (and no
+/// alias or output names), starting
 /// from one splat value, the members' state-j tensors become views of one
 /// variable of shard/eb elements (the first member's, renamed); the others'
 /// variables die. The updates get "shard_state": they index the state by
 /// the element's place in block r.
 void Emitter::shardOptimizerState(const std::vector<int64_t> &updates, int64_t shard,
-                                  int64_t eb, int32_t block,
+                                  int64_t eb, int32_t block, const Readers &readers,
+                                  const llvm::DenseSet<int32_t> &aliased,
                                   std::vector<bool> &dead) {
   const rt::PlanKernel &first = plan.kernels[updates[0]];
   int ns = (int)first.inputs.size() - 2; // variable, states..., gradient
   if (ns <= 0)
     return;
-  // Direct readers of every tensor (waits only order).
-  std::vector<int> readers(plan.tensors.size(), 0);
-  for (const rt::PlanKernel &k : plan.kernels)
-    if (k.op != "wait")
-      for (int32_t id : k.inputs)
-        if (id >= 0)
-          ++readers[id];
-  for (const rt::PlanTensor &t : plan.tensors)
-    if (t.kind == rt::PlanTensor::Kind::Alias)
-      readers[t.ref] += 2; // viewed otherwise: not ours to move
   for (int j = 1; j <= ns; ++j) {
     std::optional<double> splat;
     bool ok = true;
@@ -876,7 +871,8 @@ void Emitter::shardOptimizerState(const std::vector<int64_t> &updates, int64_t s
       const rt::PlanTensor *t = id >= 0 ? &plan.tensors[id] : nullptr;
       const rt::PlanVariable *v =
           t && t->kind == rt::PlanTensor::Kind::Variable ? &plan.variables[t->ref] : nullptr;
-      ok = v && readers[id] == 1 && v->role == rt::PlanVariable::Role::OptimizerState &&
+      ok = v && readers[id].size() == 1 && !aliased.contains(id) &&
+           v->role == rt::PlanVariable::Role::OptimizerState &&
            v->init.kind == rt::InitialValue::Kind::Splat && (!splat || *splat == v->init.splat);
       if (!ok)
         break;
