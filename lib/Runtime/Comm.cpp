@@ -237,6 +237,11 @@ MPI_Datatype mpiType(DType t) {
   }
 }
 
+/// Average is a sum divided afterwards.
+MPI_Op mpiOp(ReduceOp op) {
+  return op == ReduceOp::Max ? MPI_MAX : op == ReduceOp::Min ? MPI_MIN : MPI_SUM;
+}
+
 int toInt(int64_t n, const char *what) {
   if (n < 0 || n > INT_MAX)
     throw CommError(std::string(what) + " of " + std::to_string(n) +
@@ -353,7 +358,7 @@ public:
   void allreduce(Group &g, void *buf, int64_t count, DType dtype,
                  ReduceOp op) override {
     MPI_Comm comm = static_cast<MpiGroup &>(g).comm;
-    MPI_Op mop = op == ReduceOp::Max ? MPI_MAX : op == ReduceOp::Min ? MPI_MIN : MPI_SUM;
+    MPI_Op mop = mpiOp(op);
     int64_t chunk = INT_MAX / 2;
     char *p = static_cast<char *>(buf);
     for (int64_t done = 0; done < count; done += chunk) {
@@ -369,7 +374,7 @@ public:
   void reduceScatterBlock(Group &g, void *buf, int64_t count, DType dtype,
                           ReduceOp op) override {
     MPI_Comm comm = static_cast<MpiGroup &>(g).comm;
-    MPI_Op mop = op == ReduceOp::Max ? MPI_MAX : op == ReduceOp::Min ? MPI_MIN : MPI_SUM;
+    MPI_Op mop = mpiOp(op);
     // In place, MPI leaves this rank's block at the start of the buffer.
     check(MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, toInt(count, "a reduce-scatter block"),
                                    mpiType(dtype), mop, comm),

@@ -23,6 +23,7 @@
 #include <memory>
 #include <numeric>
 #include <type_traits>
+#include <utility>
 
 namespace parallax::rt {
 
@@ -56,6 +57,14 @@ std::vector<std::string> variablesOf(KernelArgs &args, size_t n) {
     names = args.kernel.attrs["variables"].get<std::vector<std::string>>();
   names.resize(n, names.empty() ? "(other)" : names.back());
   return names;
+}
+
+/// Bytes a member of a group of g sends (and receives) for `bytes` of
+/// all-reduce in a ring, 2 (g-1)/g of them, split into the reduce-scatter's
+/// half and the all-gather's rest (a sharded update counts them apart).
+std::pair<int64_t, int64_t> ringHalves(int64_t bytes, int g) {
+  int64_t scatter = bytes * (g - 1) / g;
+  return {scatter, 2 * bytes * (g - 1) / g - scatter};
 }
 
 /// Runs `job` on the communication thread: started (token) or awaited now.
@@ -174,7 +183,7 @@ KernelFn allReduce(KernelArgs &args) {
       // Half of the ring all-reduce's volume; all_gather_variables counts
       // the other half.
       for (size_t i = 0; i < outs.size(); ++i) {
-        int64_t half = outs[i].bytes() * (g - 1) / g;
+        int64_t half = ringHalves(outs[i].bytes(), g).first;
         comm->traffic.add(names[i], half, half);
       }
     };
@@ -190,7 +199,8 @@ KernelFn allReduce(KernelArgs &args) {
       else if (!inPlace)
         std::memcpy(outs[i].data, from, outs[i].bytes());
       // The ring algorithm's volume: 2 (G-1)/G of the buffer each way.
-      int64_t ring = g > 1 ? 2 * outs[i].bytes() * (g - 1) / g : 0;
+      auto [scatter, gather] = ringHalves(outs[i].bytes(), g);
+      int64_t ring = scatter + gather;
       comm->traffic.add(names[i], ring, ring);
     }
   };
@@ -233,7 +243,7 @@ KernelFn allGatherVariables(KernelArgs &args) {
   auto job = [=, &group] {
     comm->allgatherBlock(group, block, shard);
     for (size_t i = 0; i < bytes.size(); ++i) {
-      int64_t other = 2 * bytes[i] * (g - 1) / g - bytes[i] * (g - 1) / g;
+      int64_t other = ringHalves(bytes[i], g).second;
       comm->traffic.add(names[i], other, other);
     }
   };
