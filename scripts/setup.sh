@@ -11,7 +11,7 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libcxxopts-dev nlohmann-json3-dev zlib1g-dev
   libopenmpi-dev openmpi-bin
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-numpy python3-onnx python3-torch python3-torchvision
 )

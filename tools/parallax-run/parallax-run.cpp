@@ -402,6 +402,7 @@ int main(int argc, char **argv) {
     }
     if (options.profile && rank == 0) {
       printProfile(session, std::cerr);
+      std::cerr << "f32 matrix products: " << sgemmLibrary() << "\n";
       if (world > 1)
         std::cerr << "collectives: "
                   << (comm->threaded() ? "on a communication thread"

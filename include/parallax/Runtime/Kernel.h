@@ -139,6 +139,10 @@ void registerConvKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerCollectiveKernels(KernelRegistry &registry);
 
+/// The library the f32 matrix products run on: "oneDNN" or "OpenBLAS"
+/// (lib/Runtime/Kernels/Blas.h says when each).
+const char *sgemmLibrary();
+
 /// The group a kernel's grid_shape and grid_axes attributes name (no axes:
 /// the whole grid; no grid: the world), as the collective kernels find it.
 Group &collectiveGroup(KernelArgs &args);

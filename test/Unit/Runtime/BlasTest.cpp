@@ -1,12 +1,17 @@
 // blas::gemm / blas::gemv split over threads must give the single-call
 // result for every transpose combination, both split directions (rows of C
 // when m > n, column blocks otherwise, including a ragged last block),
-// leading dimensions wider than the operands, beta != 0 and k == 0.
+// leading dimensions wider than the operands, beta != 0 and k == 0, on
+// whichever library f32 products go to (ctest runs them again with
+// PARALLAX_BLAS=openblas).
 #include "../../../lib/Runtime/Kernels/Blas.h"
+#include "parallax/Runtime/Kernel.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -78,6 +83,35 @@ TEST(Blas, GemmWithEmptyContractionScalesC) {
   blas::gemm(2, false, false, 2, 2, 0, 1.0f, nullptr, 1, nullptr, 1, 0.0f,
              c.data(), 2);
   EXPECT_EQ(c, (std::vector<float>{0, 0, 0, 0}));
+}
+
+TEST(Blas, GemmWithZeroBetaIgnoresWhatCHeld) {
+  // The arena hands products buffers that still hold an earlier kernel's
+  // values, NaN included: beta 0 must overwrite them, as BLAS specifies.
+  for (int threads : {1, 2})
+    for (bool tb : {false, true}) {
+      int64_t m = 40, n = 260, k = 64;
+      auto a = random(m * k, 7), b = random(k * n, 8);
+      std::vector<float> c(m * n, std::nanf(""));
+      std::vector<double> ref(m * n, 0.0);
+      blas::gemm(threads, false, tb, m, n, k, 1.0f, a.data(), k, b.data(),
+                 tb ? k : n, 0.0f, c.data(), n);
+      refGemm(false, tb, m, n, k, 1.0, a, k, b, tb ? k : n, 0.0, ref, n);
+      for (int64_t i = 0; i < m * n; ++i)
+        ASSERT_NEAR(c[i], ref[i], 1e-4 * (1 + std::abs(ref[i])))
+            << "threads " << threads << " tb " << tb << " at " << i;
+    }
+}
+
+TEST(Blas, SgemmLibraryIsTheOneBuiltAndChosen) {
+  const char *env = std::getenv("PARALLAX_BLAS");
+  bool openblas = env && std::string(env) == "openblas";
+#ifdef PARALLAX_HAVE_DNNL
+  EXPECT_STREQ(sgemmLibrary(), openblas ? "OpenBLAS" : "oneDNN");
+#else
+  (void)openblas;
+  EXPECT_STREQ(sgemmLibrary(), "OpenBLAS");
+#endif
 }
 
 TEST(Blas, GemvSplitOverThreadsMatchesReference) {
