@@ -107,6 +107,11 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
   /// without px-cluster's world size) gradients are averaged.
   bool shares = false;
 
+  /// The largest first bucket the loss joins (PyTorch DDP's first-bucket
+  /// size): past it, sharding the bucket's update may be worth more than
+  /// the synchronization the loss's own all-reduce costs.
+  static constexpr int64_t kLossBucketBytes = 1 << 20;
+
   shard::ReductionKind gradientReduction() const {
     return shares ? shard::ReductionKind::Sum : shard::ReductionKind::Average;
   }
@@ -516,6 +521,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     int64_t lossIndex = func->getAttrOfType<IntegerAttr>("px.loss").getInt();
     Value loss = ret.getOperand(lossIndex);
+    if (lossInBucket && rideFirstBucket(block, loss, ret, lossIndex, b))
+      return;
     b.setInsertionPoint(ret);
     auto avg = px::AllReduceOp::create(
         b, loss.getLoc(), loss.getType(), gridRef(), b.getDenseI16ArrayAttr(axes),
@@ -523,6 +530,52 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         IntegerAttr());
     avg->setAttr("px.variables", b.getStrArrayAttr({"(loss)"}));
     ret.setOperand(lossIndex, avg.getOutput());
+  }
+
+  /// The loss's all-reduce as one more member of gradient bucket 0 (the
+  /// first issued), when that bucket is at most kLossBucketBytes of the
+  /// loss's element type: one collective, one synchronization of all ranks,
+  /// fewer a step. With shares (gradients summed), the loss is scaled by 1/N
+  /// first, as its gradient was. A member that is not a gradient keeps the
+  /// plan emitter from sharding the bucket's update, which on a bucket this
+  /// small saves nothing measurable.
+  bool rideFirstBucket(Block &block, Value loss, func::ReturnOp ret,
+                       int64_t lossIndex, OpBuilder &b) {
+    auto lossType = dyn_cast<RankedTensorType>(loss.getType());
+    if (!lossType)
+      return false;
+    px::AllReduceOp firstMember, lastMember;
+    int64_t bytes = 0;
+    for (auto ar : block.getOps<px::AllReduceOp>()) {
+      if (!ar.getBucket() || *ar.getBucket() != 0)
+        continue;
+      auto type = cast<RankedTensorType>(ar.getInput().getType());
+      if (type.getElementType() != lossType.getElementType())
+        return false;
+      bytes += bytesOf(type);
+      if (!firstMember)
+        firstMember = ar;
+      lastMember = ar;
+    }
+    if (!lastMember || bytes > kLossBucketBytes)
+      return false;
+    // The fused collective runs where its first member is: the loss (and
+    // its scaling, placed right after it) must exist by then.
+    Operation *def = loss.getDefiningOp();
+    if (!def || block.findAncestorOpInBlock(*def) == nullptr ||
+        !block.findAncestorOpInBlock(*def)->isBeforeInBlock(firstMember))
+      return false;
+    b.setInsertionPointAfterValue(loss);
+    PxBuilder pb(b, loss.getLoc());
+    Value share = shares ? pb.scale(loss, 1.0 / (double)cluster.worldSize) : loss;
+    b.setInsertionPointAfter(lastMember);
+    auto avg = px::AllReduceOp::create(
+        b, loss.getLoc(), loss.getType(), gridRef(), b.getDenseI16ArrayAttr(axes),
+        share, shard::ReductionKindAttr::get(b.getContext(), gradientReduction()),
+        b.getI64IntegerAttr(0));
+    avg->setAttr("px.variables", b.getStrArrayAttr({"(loss)"}));
+    ret.setOperand(lossIndex, avg.getOutput());
+    return true;
   }
 };
 

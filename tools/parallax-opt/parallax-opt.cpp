@@ -134,6 +134,12 @@ static cl::opt<bool> noLocalAggregation(
     cl::desc("Push sparse gradients to their servers without summing them "
              "within each machine first"),
     cl::cat(parallaxCategory));
+static cl::opt<bool> lossAlone(
+    "loss-alone",
+    cl::desc("All-reduce the reported loss on its own instead of in the "
+             "first gradient bucket when that is at most 1 MiB (implied by "
+             "--shard-weight-update=on)"),
+    cl::cat(parallaxCategory));
 static cl::opt<bool>
     report("report",
            cl::desc("Print the variable table (name, shape, bytes, how it is "
@@ -310,6 +316,9 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       sync.bucketBytes = (int64_t)(bucketMiB * 1024 * 1024);
       sync.localBatchnorm = localBatchnorm;
       sync.localAggregation = !noLocalAggregation;
+      // The loss in bucket 0 keeps that bucket's update whole: asked for
+      // sharding everywhere, the loss goes on its own.
+      sync.lossInBucket = !lossAlone && shardWeightUpdate != ShardMode::On;
       pm.addPass(parallax::createPxSync(sync));
     }
     pm.addPass(parallax::createPxOptimizer(opt));

@@ -139,7 +139,8 @@ def PxSync : Pass<"px-sync", "mlir::ModuleOp"> {
     all-gathered (`px.all_gatherv`, Horovod's way) or densified and
     all-reduced. Training-mode batch norms get `grid = @world` (statistics of
     the whole batch) unless `local-batchnorm`; the loss is averaged over the
-    ranks. Annotates each variable with `px.sync` and the predicted bytes
+    ranks, in the first gradient bucket when that is small
+    (`loss-in-bucket`). Annotates each variable with `px.sync` and the predicted bytes
     per rank and step, `px.bytes_per_step`.
   }];
   let dependentDialects = ["::parallax::px::PxDialect", "::mlir::shard::ShardDialect"];
@@ -152,6 +153,9 @@ def PxSync : Pass<"px-sync", "mlir::ModuleOp"> {
            "normalise with each rank's own batch statistics">,
     Option<"localAggregation", "local-aggregation", "bool", /*default=*/"true",
            "sum sparse gradients within a machine before pushing them">,
+    Option<"lossInBucket", "loss-in-bucket", "bool", /*default=*/"true",
+           "all-reduce the loss in the first gradient bucket when that is "
+           "at most 1 MiB, instead of on its own">,
   ];
 }
 
