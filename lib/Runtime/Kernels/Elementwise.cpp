@@ -1024,6 +1024,24 @@ MaskLoop pickMaskLoop() {
   return dropoutMaskDefault;
 }
 
+/// y[e] = m[e] ? x[e] / denom : 0. Without a branch: the mask is random,
+/// so a branch mispredicts on a tenth of the elements at ratio 0.1, and the
+/// compiler vectorizes only straight-line code (the kept value's bits are
+/// and-ed with all-ones or zero, which is the select exactly, NaN and
+/// infinity included).
+template <typename T>
+void maskedScale(const T *x, const uint8_t *m, T *y, int64_t n, T denom) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  static_assert(sizeof(Bits) == sizeof(T));
+  for (int64_t e = 0; e < n; ++e) {
+    T v = x[e] / denom;
+    Bits bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    bits &= Bits(0) - Bits(m[e] != 0);
+    std::memcpy(&y[e], &bits, sizeof bits);
+  }
+}
+
 KernelFn dropoutFactory(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0), &m = args.out(1);
   const double ratio = checkedRatio(args, "dropout");
@@ -1068,9 +1086,7 @@ KernelFn dropoutFactory(KernelArgs &args) {
         for (int64_t b = begin; b < end; b += kBlock) {
           const int64_t e1 = std::min(end, b + kBlock);
           s.maskLoop(s.key, s.base + (uint64_t)b, s.threshold, s.m + b, e1 - b);
-          const T denom = s.denom;
-          for (int64_t e = b; e < e1; ++e)
-            s.y[e] = s.m[e] ? s.x[e] / denom : T(0);
+          maskedScale(s.x + b, s.m + b, s.y + b, e1 - b, s.denom);
         }
       });
     };
@@ -1101,8 +1117,7 @@ KernelFn dropoutGradFactory(KernelArgs &args) {
     return [st] {
       const State &s = *st;
       parallelFor(s.threads, s.n, kCheapGrain, [&s](int64_t begin, int64_t end) {
-        for (int64_t e = begin; e < end; ++e)
-          s.dx[e] = s.m[e] ? s.dy[e] / s.denom : T(0);
+        maskedScale(s.dy + begin, s.m + begin, s.dx + begin, end - begin, s.denom);
       });
     };
   });
