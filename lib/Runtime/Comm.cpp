@@ -375,16 +375,13 @@ public:
                           ReduceOp op) override {
     MPI_Comm comm = static_cast<MpiGroup &>(g).comm;
     MPI_Op mop = mpiOp(op);
-    // In place, MPI leaves this rank's block at the start of the buffer.
+    // In place, MPI leaves this rank's block at the start of the buffer,
+    // and there it stays (Comm.h).
     check(MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, toInt(count, "a reduce-scatter block"),
                                    mpiType(dtype), mop, comm),
           "MPI_Reduce_scatter_block");
-    int64_t bytes = count * elementBytes(dtype);
-    char *mine = static_cast<char *>(buf) + g.rank() * bytes;
-    if (g.rank() > 0)
-      std::memcpy(mine, buf, bytes); // blocks 0 and rank do not overlap
     if (op == ReduceOp::Average && g.size() > 1)
-      divide(mine, count, dtype, g.size());
+      divide(buf, count, dtype, g.size());
   }
 
   void allgatherBlock(Group &g, void *buf, int64_t bytes) override {

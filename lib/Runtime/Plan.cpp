@@ -293,6 +293,30 @@ void validateShardedUpdates(const Plan &p, const Reader &r) {
   };
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const PlanKernel &kernel = p.kernels[k];
+    if (kernel.attrs.contains("shard_offset")) {
+      // A sharded update reads its gradient from block r, which the
+      // reduce-scatter leaves at the start of the bucket: the gradient must
+      // lie at byte shard_offset of a bucket of at least shard_bytes.
+      std::string ctx = "kernel " + std::to_string(k) + " (" + kernel.op + ")";
+      try {
+        int64_t offset = kernel.attrs.at("shard_offset").get<int64_t>();
+        int64_t shard = kernel.attrs.at("shard_bytes").get<int64_t>();
+        int32_t id = kernel.inputs.empty() ? -1 : kernel.inputs.back();
+        int64_t at = 0;
+        for (size_t hops = 0; id >= 0 && hops <= p.tensors.size() &&
+                              p.tensors[id].kind == PlanTensor::Kind::Alias; ++hops) {
+          at += p.tensors[id].offset;
+          id = p.tensors[id].ref;
+        }
+        if (id < 0 || p.tensors[id].kind != PlanTensor::Kind::Arena || at != offset ||
+            shard <= 0 || shard > p.tensors[id].bytes())
+          r.fail(ctx + ": its gradient is not at byte shard_offset " + std::to_string(offset) +
+                 " of a bucket of at least shard_bytes " + std::to_string(shard));
+      } catch (const json::exception &e) {
+        r.fail(ctx + ": bad sharding attributes (" + e.what() + ")");
+      }
+      continue;
+    }
     bool reduce = kernel.op == "all_reduce" && kernel.attrs.value("shard_update", false);
     if (!reduce && kernel.op != "all_gather_variables")
       continue;

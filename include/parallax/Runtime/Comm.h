@@ -123,8 +123,10 @@ public:
                          const std::vector<int64_t> &sendBytes, void *recv,
                          const std::vector<int64_t> &recvBytes) = 0;
   /// In place on G blocks of `count` elements (G = g.size()): afterwards
-  /// block g.rank() holds the reduction of every member's copy of that
-  /// block; the other blocks hold unspecified values.
+  /// the first block holds the reduction of every member's copy of block
+  /// g.rank() (where MPI_IN_PLACE leaves it: moving it to block g.rank()
+  /// would be one more pass over it, and its only readers, the sharded
+  /// updates, can read it there); the other blocks hold unspecified values.
   virtual void reduceScatterBlock(Group &g, void *buf, int64_t count, DType dtype,
                                   ReduceOp op) = 0;
   /// In place on G blocks of `bytes`: afterwards block i holds what member i

@@ -167,7 +167,8 @@ KernelFn allReduce(KernelArgs &args) {
   if (args.flag("shard_update")) {
     // Weight-update sharding (the plan emitter's shardWeightUpdates): only
     // the reduce-scatter half of the all-reduce. Group rank r's block
-    // [r*S, (r+1)*S) of the bucket ends up reduced where it lies; the
+    // [r*S, (r+1)*S) of the bucket ends up reduced in the bucket's first S
+    // bytes (where MPI_IN_PLACE leaves it); the
     // optimizer kernels update the parameters in that block and
     // all_gather_variables hands every rank all of them.
     int64_t shard = args.i64("shard_bytes");

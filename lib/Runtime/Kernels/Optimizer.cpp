@@ -404,11 +404,15 @@ KernelFn bindTyped(KernelArgs &args, const Hyper &h, bool sparse) {
       return [] {};
     // Full-size state is indexed like the variable; a sharded one (one block)
     // by the element's place in block r.
-    int64_t at = args.flag("shard_state")
-                     ? offset / (int64_t)sizeof(T) + lo - r * shard / (int64_t)sizeof(T)
-                     : lo;
+    // The element's place in block r, which the reduce-scatter left at the
+    // start of the bucket (Comm::reduceScatterBlock), is also where its
+    // gradient is: the variable's gradient lies at byte `offset` of the
+    // bucket, so this points r*S bytes before it, still inside the bucket.
+    int64_t inBlock = offset / (int64_t)sizeof(T) + lo - r * shard / (int64_t)sizeof(T);
+    int64_t at = args.flag("shard_state") ? inBlock : lo;
+    const T *bucket = args.in(gi).as<T>() - offset / (int64_t)sizeof(T);
     return makeDense<K, T>(h, w + lo, s0 ? s0 + at : nullptr, s1 ? s1 + at : nullptr,
-                           args.in(gi).as<T>() + lo, hi - lo, &args.env);
+                           bucket + inBlock, hi - lo, &args.env);
   }
   if (!sparse)
     return makeDense<K, T>(h, w, s0, s1, args.in(gi).as<T>(),

@@ -144,6 +144,13 @@ Plan shardedPlan() {
   reduce.outputs = {4};
   reduce.attrs = {{"in_place", true}, {"shard_update", true}, {"shard_bytes", 16}};
   p.kernels.push_back(reduce);
+  // w's sharded update, its gradient 24 bytes into the bucket.
+  p.tensors.push_back({"gw", DType::F32, {2, 3}, PlanTensor::Kind::Alias, 24, 3});
+  PlanKernel sgd;
+  sgd.op = "sgd";
+  sgd.inputs = {1, 7};
+  sgd.attrs = {{"lr", 0.1}, {"shard_offset", 24}, {"shard_bytes", 16}};
+  p.kernels.push_back(sgd);
   return p;
 }
 
@@ -167,6 +174,21 @@ TEST(Plan, ChecksShardedUpdatesFitTheirBuffers) {
             std::string::npos);
   EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[3].attrs.erase("shard_bytes"); }))
                 .find("kernel 3 (all_reduce): bad sharding attributes"),
+            std::string::npos);
+  // The update reads block r at the bucket's start, relative to where its
+  // gradient lies: that place must be right, and the block in the bucket.
+  const char *misplaced = "kernel 4 (sgd): its gradient is not at byte shard_offset";
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[4].attrs["shard_offset"] = 0; }))
+                .find(misplaced),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[4].attrs["shard_bytes"] = 64; }))
+                .find(misplaced),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[4].inputs = {1, 5}; }))
+                .find(misplaced),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[4].attrs.erase("shard_bytes"); }))
+                .find("kernel 4 (sgd): bad sharding attributes"),
             std::string::npos);
 }
 
