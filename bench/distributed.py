@@ -531,9 +531,12 @@ def run_parallax(build, plan, model, scheme, n, args, netns=None, tag=""):
             mpirun += ["--mca", k, v]
         mpirun.append(exe)
         # Traffic of the start-up alone (a 0-step run), then of the real one.
-        # (Open MPI's daemons across namespaces now and then fail to wire up
-        # -- "ORTE does not know how to route a message" -- so a failed
-        # launch is retried.)
+        # (Open MPI's daemons, one per namespace but all on one machine,
+        # now and then fail to start: "ORTE does not know how to route a
+        # message", a session directory another daemon just made, or an
+        # orted that crashes (exit status 139) in hwloc_shmem_topology_write
+        # while another writes the same shared topology. None of it reaches
+        # parallax-run, so a failed launch is retried.)
         def launch(k):
             for attempt in range(3):
                 before = [netns.counters(r) for r in range(n)]

@@ -765,7 +765,11 @@ void Emitter::shardWeightUpdates() {
       if (axes.empty() || llvm::is_contained(axes, (int64_t)a))
         g *= shape[a];
     std::string reduction = ar.attrs.value("reduction", std::string("sum"));
+    // A group of g ranks spans several machines when a machine has fewer
+    // (ranks are placed machine by machine).
+    bool acrossMachines = plan.ranksPerMachine < g;
     if (g <= 1 || g < options.shardMinRanks ||
+        (acrossMachines && !options.shardAcrossMachines) ||
         (reduction != "sum" && reduction != "average"))
       continue;
     int32_t bucket = plan.tensors[ar.outputs[0]].ref;

@@ -124,8 +124,9 @@ static cl::opt<ShardMode> shardWeightUpdate(
     cl::desc("Split each all-reduce bucket's dense updates over its ranks "
              "(reduce-scatter, update 1/N, all-gather the parameters)"),
     cl::values(clEnumValN(ShardMode::Auto, "auto",
-                          "from 4 ranks a group on (default; measured slower at 2)"),
-               clEnumValN(ShardMode::On, "on", "from 2 ranks on"),
+                          "groups of 4 ranks or more on one machine (default; "
+                          "measured slower at 2 ranks and between machines)"),
+               clEnumValN(ShardMode::On, "on", "every group of 2 ranks or more"),
                clEnumValN(ShardMode::Off, "off",
                           "all-reduce in full, update on every rank")),
     cl::init(ShardMode::Auto), cl::cat(parallaxCategory));
@@ -338,6 +339,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     planOptions.shardMinRanks = shardWeightUpdate == ShardMode::Off  ? 0
                                 : shardWeightUpdate == ShardMode::On ? 2
                                                                      : 4;
+    planOptions.shardAcrossMachines = shardWeightUpdate == ShardMode::On;
     auto &d = planOptions.description;
     d["source"] = inputFilename.str();
     if (training) {

@@ -27,6 +27,13 @@ struct PlanEmitOptions {
   /// reduce-scatter, which copies its whole buffer, sharding measured
   /// slower at 2 ranks, even at 3 and faster at 4 (docs/sync.md).
   int shardMinRanks = 4;
+  /// Also shard groups whose ranks are on several machines. Off by default:
+  /// between machines over TCP the reduce-scatter and the all-gather took
+  /// longer than the ring all-reduce they replace (lm, 4 machines of one
+  /// rank at 1 Gbit/s: 146 against 130 ms a step; at 100 Mbit/s: 1.4-1.6
+  /// against 1.2 s), and there the update work it saves is small next to
+  /// the link's time.
+  bool shardAcrossMachines = false;
   /// Recorded in the plan (optimizer, flags) for reports and --print-plan.
   nlohmann::json description = nlohmann::json::object();
 };
