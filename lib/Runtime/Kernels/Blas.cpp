@@ -40,15 +40,13 @@ inline void call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 #ifdef PARALLAX_HAVE_DNNL
   if (lib == Sgemm::Fastest && useDnnl() && m * n * k >= kDnnlMinWork) {
     // oneDNN (OpenMP build) takes omp_get_max_threads() threads outside a
-    // parallel region: the calling thread's limit goes to 1 once, as
-    // OpenBLAS's does, so that a rank never spreads over the cores its
-    // neighbours use; gemmImpl splits large products itself. Its sgemm is
-    // row-major, like the calls here, and ignores C when beta is 0.
-    static thread_local bool limited = [] {
+    // parallel region: there the limit goes to 1, as OpenBLAS's does, so
+    // that a rank never spreads over the cores its neighbours use (gemmImpl
+    // splits large products itself). Inside one of parallelFor's regions
+    // it runs on the calling thread. Its sgemm is row-major, like the calls
+    // here, and ignores C when beta is 0.
+    if (!omp_in_parallel() && omp_get_max_threads() != 1)
       omp_set_num_threads(1);
-      return true;
-    }();
-    (void)limited;
     dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k,
                                   alpha, a, lda, b, ldb, beta, c, ldc);
     if (st == dnnl_success)
