@@ -107,10 +107,11 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
   /// without px-cluster's world size) gradients are averaged.
   bool shares = false;
 
-  /// The largest first bucket the loss joins (PyTorch DDP's first-bucket
-  /// size): past it, sharding the bucket's update may be worth more than
-  /// the synchronization the loss's own all-reduce costs.
-  static constexpr int64_t kLossBucketBytes = 1 << 20;
+  /// PyTorch DDP's first-bucket size: the first bucket is at most this
+  /// (so communication starts early), and the loss joins it only up to
+  /// this size (past it, sharding the bucket's update may be worth more
+  /// than the synchronization the loss's own all-reduce costs).
+  static constexpr int64_t kFirstBucketBytes = 1 << 20;
 
   shard::ReductionKind gradientReduction() const {
     return shares ? shard::ReductionKind::Sum : shard::ReductionKind::Average;
@@ -393,7 +394,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     });
     int64_t bucket = 0, filled = 0;
     // PyTorch DDP's rule: a small first bucket so communication starts early.
-    int64_t limit = std::min<int64_t>(bucketBytes, 1 << 20);
+    int64_t limit = std::min<int64_t>(bucketBytes, kFirstBucketBytes);
     SmallVector<std::pair<px::VariableOp, px::GradientOp>> current;
     auto flush = [&] {
       if (current.empty())
@@ -533,9 +534,9 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
   }
 
   /// The loss's all-reduce as one more member of gradient bucket 0 (the
-  /// first issued), when that bucket is at most kLossBucketBytes of the
-  /// loss's element type: one collective, one synchronization of all ranks,
-  /// fewer a step. With shares (gradients summed), the loss is scaled by 1/N
+  /// first issued), when that bucket is at most kFirstBucketBytes of the
+  /// loss's element type: a step has one collective fewer, and so one point
+  /// fewer where every rank waits for the slowest. With shares (gradients summed), the loss is scaled by 1/N
   /// first, as its gradient was. A member that is not a gradient keeps the
   /// plan emitter from sharding the bucket's update, which on a bucket this
   /// small saves nothing measurable.
@@ -557,13 +558,13 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         firstMember = ar;
       lastMember = ar;
     }
-    if (!lastMember || bytes > kLossBucketBytes)
+    if (!lastMember || bytes > kFirstBucketBytes)
       return false;
     // The fused collective runs where its first member is: the loss (and
     // its scaling, placed right after it) must exist by then.
     Operation *def = loss.getDefiningOp();
-    if (!def || block.findAncestorOpInBlock(*def) == nullptr ||
-        !block.findAncestorOpInBlock(*def)->isBeforeInBlock(firstMember))
+    Operation *at = def ? block.findAncestorOpInBlock(*def) : nullptr;
+    if (!at || !at->isBeforeInBlock(firstMember))
       return false;
     b.setInsertionPointAfterValue(loss);
     PxBuilder pb(b, loss.getLoc());
