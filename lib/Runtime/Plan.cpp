@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace parallax::rt {
 
@@ -283,13 +284,18 @@ void validate(const Plan &p, const Reader &r) {
 
 /// Weight-update sharding: a shard_update all-reduce and an
 /// all_gather_variables kernel write G blocks of shard_bytes, which must fit
-/// the bucket and the variable block (the kernels cannot see those sizes).
+/// the bucket and the variable block (the kernels cannot see those sizes);
+/// a sharded update's gradient must lie where its shard_offset says.
 void validateShardedUpdates(const Plan &p, const Reader &r) {
+  // The tensor an alias chain ends at, and the chain's byte offset into it.
   auto baseOf = [&](int32_t id) {
+    int64_t at = 0;
     for (size_t hops = 0; hops <= p.tensors.size() &&
-                          p.tensors[id].kind == PlanTensor::Kind::Alias; ++hops)
+                          p.tensors[id].kind == PlanTensor::Kind::Alias; ++hops) {
+      at += p.tensors[id].offset;
       id = p.tensors[id].ref;
-    return id;
+    }
+    return std::make_pair(id, at);
   };
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const PlanKernel &kernel = p.kernels[k];
@@ -301,13 +307,8 @@ void validateShardedUpdates(const Plan &p, const Reader &r) {
       try {
         int64_t offset = kernel.attrs.at("shard_offset").get<int64_t>();
         int64_t shard = kernel.attrs.at("shard_bytes").get<int64_t>();
-        int32_t id = kernel.inputs.empty() ? -1 : kernel.inputs.back();
-        int64_t at = 0;
-        for (size_t hops = 0; id >= 0 && hops <= p.tensors.size() &&
-                              p.tensors[id].kind == PlanTensor::Kind::Alias; ++hops) {
-          at += p.tensors[id].offset;
-          id = p.tensors[id].ref;
-        }
+        int32_t grad = kernel.inputs.empty() ? -1 : kernel.inputs.back();
+        auto [id, at] = grad >= 0 ? baseOf(grad) : std::make_pair(-1, int64_t(0));
         if (id < 0 || p.tensors[id].kind != PlanTensor::Kind::Arena || at != offset ||
             shard <= 0 || shard > p.tensors[id].bytes())
           r.fail(ctx + ": its gradient is not at byte shard_offset " + std::to_string(offset) +
@@ -338,7 +339,7 @@ void validateShardedUpdates(const Plan &p, const Reader &r) {
       if (reduce) {
         if (kernel.outputs.empty())
           r.fail(ctx + ": a sharded all-reduce needs its bucket's tensors");
-        room = p.tensors[baseOf(kernel.outputs[0])].bytes();
+        room = p.tensors[baseOf(kernel.outputs[0]).first].bytes();
       } else {
         auto offsets = kernel.attrs.at("offsets").get<std::vector<int64_t>>();
         if (kernel.inputs.empty() || offsets.size() != kernel.inputs.size())

@@ -4,8 +4,10 @@
 // PARALLAX_BLAS=openblas), everything else to OpenBLAS; sgemmLibrary()
 // (parallax/Runtime/Kernel.h) names the one in use.
 //
-// The runtime keeps OpenBLAS and oneDNN single-threaded (the first call here
-// sets it) and splits large products over its own (OpenMP) threads instead. With both pools active, OpenBLAS's
+// The runtime keeps OpenBLAS single-threaded (the first call here sets it)
+// and oneDNN too (each call outside a parallel region makes sure), and
+// splits large products over its own (OpenMP) threads instead. With both
+// pools active, OpenBLAS's
 // threads spin after each call while the next elementwise kernel's OpenMP
 // threads want the same cores: on a 2-core machine a 2-thread step of the
 // nmt example took 4x as long as a 1-thread one. One pool avoids that.
