@@ -12,6 +12,7 @@ PACKAGES=(
   libcxxopts-dev nlohmann-json3-dev zlib1g-dev
   libopenmpi-dev openmpi-bin
   libopenblas-dev libdnnl-dev
+  ocl-icd-opencl-dev  # dnnl's CMake config requires OpenCL; apt's --no-install-recommends drops it
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-numpy python3-onnx python3-torch python3-torchvision
 )
