@@ -550,3 +550,16 @@ parallax::importOnnxModel(MLIRContext &context, const std::string &path,
   GraphImporter importer(context, path, options, model, *opset);
   return importer.run();
 }
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+parallax::importOnnxBuffer(MLIRContext &context, llvm::StringRef bytes,
+                           const std::string &name,
+                           const ImportOptions &options) {
+  context.loadDialect<px::PxDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  auto opset = loadOnnxModelFromBuffer(bytes, name, options, model);
+  if (!opset)
+    return opset.takeError();
+  GraphImporter importer(context, name, options, model, *opset);
+  return importer.run();
+}

@@ -45,18 +45,19 @@ bool isTextSyntax(const std::string &path) {
   return llvm::StringRef(path).ends_with(".onnxtxt");
 }
 
-llvm::Error parseModel(const std::string &path, onnx::ModelProto &model) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/true);
-  if (!buffer)
-    return fail(path, "cannot read file: " + buffer.getError().message());
-  llvm::StringRef bytes = (*buffer)->getBuffer();
-  if (isTextSyntax(path)) {
-    auto status = onnx::OnnxParser::Parse(model, bytes.data());
+llvm::Error parseModel(const std::string &path, llvm::StringRef bytes,
+                       bool textSyntax, onnx::ModelProto &model) {
+  if (textSyntax) {
+    // OnnxParser reads a NUL-terminated string.
+    std::string text(bytes);
+    auto status = onnx::OnnxParser::Parse(model, text.c_str());
     if (!status.IsOK())
       return fail(path,
                   "not valid ONNX text syntax: " + oneLine(status.ErrorMessage()));
   } else {
+    if (bytes.size() > (size_t)INT32_MAX)
+      return fail(path, "not an ONNX model: larger than protobuf's 2 GiB "
+                        "limit (store the weights as external data)");
     google::protobuf::io::ArrayInputStream array(bytes.data(),
                                                  (int)bytes.size());
     google::protobuf::io::CodedInputStream coded(&array);
@@ -74,13 +75,17 @@ llvm::Error parseModel(const std::string &path, onnx::ModelProto &model) {
 
 /// Reads tensors stored in external files into raw_data, so the rest of the
 /// importer (and the checker) sees one self-contained model.
-llvm::Error inlineExternalData(const std::string &path,
+llvm::Error inlineExternalData(const std::string &path, bool fromFile,
                                onnx::ModelProto &model) {
   llvm::SmallString<256> dir(path);
   llvm::sys::path::remove_filename(dir);
   for (onnx::TensorProto &tensor : *model.mutable_graph()->mutable_initializer()) {
     if (tensor.data_location() != onnx::TensorProto::EXTERNAL)
       continue;
+    if (!fromFile)
+      return fail(path, "initializer '" + tensor.name() +
+                            "' has external data, which a model read from "
+                            "memory has no directory to find");
     std::string location;
     uint64_t offset = 0;
     int64_t length = -1;
@@ -249,17 +254,15 @@ llvm::Error bindDimensions(const std::string &path, const ImportOptions &options
   return llvm::Error::success();
 }
 
-} // namespace
-
-llvm::Expected<int64_t> loadOnnxModel(const std::string &path,
-                                      const ImportOptions &options,
-                                      onnx::ModelProto &model) {
-  if (llvm::Error err = parseModel(path, model))
-    return std::move(err);
+/// Everything after parsing: opset, external data, binding, checker and
+/// shape inference.
+llvm::Expected<int64_t> checkModel(const std::string &path, bool fromFile,
+                                   const ImportOptions &options,
+                                   onnx::ModelProto &model) {
   auto opset = defaultOpset(path, model);
   if (!opset)
     return opset.takeError();
-  if (llvm::Error err = inlineExternalData(path, model))
+  if (llvm::Error err = inlineExternalData(path, fromFile, model))
     return std::move(err);
   if (llvm::Error err = bindDimensions(path, options, model))
     return std::move(err);
@@ -280,6 +283,30 @@ llvm::Expected<int64_t> loadOnnxModel(const std::string &path,
                 llvm::Twine("ONNX shape inference fails: ") + oneLine(e.what()));
   }
   return *opset;
+}
+
+} // namespace
+
+llvm::Expected<int64_t> loadOnnxModel(const std::string &path,
+                                      const ImportOptions &options,
+                                      onnx::ModelProto &model) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return fail(path, "cannot read file: " + buffer.getError().message());
+  if (llvm::Error err = parseModel(path, (*buffer)->getBuffer(),
+                                   isTextSyntax(path), model))
+    return std::move(err);
+  return checkModel(path, /*fromFile=*/true, options, model);
+}
+
+llvm::Expected<int64_t> loadOnnxModelFromBuffer(llvm::StringRef bytes,
+                                                const std::string &name,
+                                                const ImportOptions &options,
+                                                onnx::ModelProto &model) {
+  if (llvm::Error err = parseModel(name, bytes, isTextSyntax(name), model))
+    return std::move(err);
+  return checkModel(name, /*fromFile=*/false, options, model);
 }
 
 } // namespace parallax::detail

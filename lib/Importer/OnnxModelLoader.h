@@ -27,6 +27,14 @@ llvm::Expected<int64_t> loadOnnxModel(const std::string &path,
                                       const ImportOptions &options,
                                       onnx::ModelProto &model);
 
+/// The same for a model in memory, called `name` in errors (text syntax when
+/// it ends in `.onnxtxt`). External data is refused: there is no directory
+/// to read it from.
+llvm::Expected<int64_t> loadOnnxModelFromBuffer(llvm::StringRef bytes,
+                                                const std::string &name,
+                                                const ImportOptions &options,
+                                                onnx::ModelProto &model);
+
 } // namespace parallax::detail
 
 #endif

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -172,6 +173,26 @@ void checkGrid(int world, const std::vector<int64_t> &shape) {
                     std::to_string(world) + " ranks running");
 }
 
+} // namespace
+
+GroupPlace placeInGroup(int world, int rank, const std::vector<int64_t> &shape,
+                        const std::vector<int64_t> &axes) {
+  checkGrid(world, shape);
+  GroupPlace place;
+  auto [color, key] = colorAndKey(rank, shape, axes);
+  for (int r = 0; r < world; ++r)
+    if (colorAndKey(r, shape, axes).first == color)
+      place.members.push_back(r);
+  std::sort(place.members.begin(), place.members.end(), [&](int a, int b) {
+    return colorAndKey(a, shape, axes).second < colorAndKey(b, shape, axes).second;
+  });
+  place.rank = key;
+  place.color = color;
+  return place;
+}
+
+namespace {
+
 //===----------------------------------------------------------------------===//
 // A world of one
 //===----------------------------------------------------------------------===//
@@ -331,25 +352,18 @@ public:
     auto it = groups.find(key);
     if (it != groups.end())
       return *it->second;
-    checkGrid(size_, shape);
-    std::vector<int> members;
-    for (int r = 0; r < size_; ++r)
-      if (colorAndKey(r, shape, axes).first == colorAndKey(rank_, shape, axes).first)
-        members.push_back(r);
-    std::sort(members.begin(), members.end(), [&](int a, int b) {
-      return colorAndKey(a, shape, axes).second < colorAndKey(b, shape, axes).second;
-    });
-    auto [color, myKey] = colorAndKey(rank_, shape, axes);
+    GroupPlace place = placeInGroup(size_, rank_, shape, axes);
     MPI_Comm comm = MPI_COMM_WORLD;
-    if ((int)members.size() != size_) {
+    if ((int)place.members.size() != size_) {
       // MPI_Comm_split is collective over the world: run it on the
       // communication thread like every other call.
       run([&] {
-        check(MPI_Comm_split(MPI_COMM_WORLD, color, myKey, &comm), "MPI_Comm_split");
+        check(MPI_Comm_split(MPI_COMM_WORLD, place.color, place.rank, &comm),
+              "MPI_Comm_split");
         MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
       });
     }
-    auto g = std::make_unique<MpiGroup>(comm, members, myKey);
+    auto g = std::make_unique<MpiGroup>(comm, place.members, place.rank);
     Group &ref = *g;
     groups[key] = std::move(g);
     return ref;

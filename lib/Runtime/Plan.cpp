@@ -444,17 +444,20 @@ json planToJson(const Plan &p) {
   return j;
 }
 
-std::string serializePlan(const Plan &plan) {
-  std::string program = planToJson(plan).dump();
+std::string packPlan(const std::string &program, const std::string &blobs) {
   std::string out(kMagic, sizeof(kMagic));
   putU32(out, kPlanFormatVersion);
   putU32(out, 0);
   putU64(out, program.size());
-  putU64(out, plan.blobs.size());
+  putU64(out, blobs.size());
   out += program;
-  out += plan.blobs;
+  out += blobs;
   putU32(out, crc32Of(out.data(), out.size()));
   return out;
+}
+
+std::string serializePlan(const Plan &plan) {
+  return packPlan(planToJson(plan).dump(), plan.blobs);
 }
 
 void writePlan(const Plan &plan, const std::string &path) {

@@ -15,6 +15,7 @@
 #include "parallax/Importer/OnnxImporter.h"
 #include "parallax/Target/PlanEmitter.h"
 #include "parallax/Transforms/Passes.h"
+#include "parallax/Transforms/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -284,7 +285,8 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   if (failed(applyPassManagerCLOptions(pm)))
     return 1;
   if (training) {
-    parallax::PxOptimizerOptions opt;
+    parallax::TrainingPipelineOptions pipeline;
+    parallax::PxOptimizerOptions &opt = pipeline.optimizer;
     opt.kind = optimizerKind;
     opt.lr = learningRate();
     opt.momentum = momentum;
@@ -293,38 +295,22 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     opt.beta2 = beta2;
     opt.epsilon = epsilon;
     opt.weightDecay = weightDecay;
-    // Canonical forms first (e.g. matmul of a transposed weight -> gemm), so
-    // that px-autodiff differentiates the simpler graph.
-    pm.addPass(createCanonicalizerPass());
-    if (distributed()) {
-      parallax::PxClusterOptions cluster;
-      cluster.np = numRanks;
-      cluster.clusterFile = clusterFile;
-      cluster.profileFile = profileFile;
-      pm.addPass(parallax::createPxCluster(cluster));
-    }
-    pm.addPass(parallax::createPxAutodiff());
-    if (distributed()) {
-      parallax::PxSparsityOptions sparsity;
-      sparsity.profileData = profileData;
-      sparsity.profileSteps = profileSteps;
-      pm.addPass(parallax::createPxSparsity(sparsity));
-      parallax::PxPartitionOptions partition;
-      partition.forced = forcedPartitions;
-      pm.addPass(parallax::createPxPartition(partition));
-      parallax::PxSyncOptions sync;
-      sync.scheme = syncScheme;
-      sync.bucketBytes = (int64_t)(bucketMiB * 1024 * 1024);
-      sync.localBatchnorm = localBatchnorm;
-      sync.localAggregation = !noLocalAggregation;
-      // The loss in bucket 0 keeps that bucket's update whole: asked for
-      // sharding everywhere, the loss goes on its own.
-      sync.lossInBucket = !lossAlone && shardWeightUpdate != ShardMode::On;
-      pm.addPass(parallax::createPxSync(sync));
-    }
-    pm.addPass(parallax::createPxOptimizer(opt));
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
+    pipeline.distributed = distributed();
+    pipeline.cluster.np = numRanks;
+    pipeline.cluster.clusterFile = clusterFile;
+    pipeline.cluster.profileFile = profileFile;
+    pipeline.sparsity.profileData = profileData;
+    pipeline.sparsity.profileSteps = profileSteps;
+    pipeline.partition.forced = forcedPartitions;
+    parallax::PxSyncOptions &sync = pipeline.sync;
+    sync.scheme = syncScheme;
+    sync.bucketBytes = (int64_t)(bucketMiB * 1024 * 1024);
+    sync.localBatchnorm = localBatchnorm;
+    sync.localAggregation = !noLocalAggregation;
+    // The loss in bucket 0 keeps that bucket's update whole: asked for
+    // sharding everywhere, the loss goes on its own.
+    sync.lossInBucket = !lossAlone && shardWeightUpdate != ShardMode::On;
+    parallax::addTrainingPipeline(pm, pipeline);
   } else if (emit == EmitKind::Plan) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());

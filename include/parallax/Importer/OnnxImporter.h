@@ -56,6 +56,14 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importOnnxModel(mlir::MLIRContext &context, const std::string &path,
                 const ImportOptions &options);
 
+/// Imports a model held in memory (the fuzzer's entry point, and any caller
+/// that has the bytes already); `name` stands for the file in errors and in
+/// `px.source`, and decides the syntax as the path does above. A model whose
+/// initializers live in external files is refused.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxBuffer(mlir::MLIRContext &context, llvm::StringRef bytes,
+                 const std::string &name, const ImportOptions &options);
+
 /// The lowest and highest default-domain opsets the importer accepts.
 constexpr int64_t kMinOpset = 13;
 constexpr int64_t kMaxOpset = 17;

@@ -82,6 +82,18 @@ protected:
   std::vector<int> members_;
 };
 
+/// A rank's group over `axes` of a grid of `shape` (the group every
+/// Comm::group forms): its world ranks in group-rank order, the rank's place
+/// among them, and which of the grid's groups it is (MPI_Comm_split's
+/// color). Throws CommError when the grid does not hold `world` ranks.
+struct GroupPlace {
+  std::vector<int> members;
+  int rank = 0;
+  int color = 0;
+};
+GroupPlace placeInGroup(int world, int rank, const std::vector<int64_t> &shape,
+                        const std::vector<int64_t> &axes);
+
 /// Bytes sent and received per variable since the last reset.
 struct Traffic {
   struct Count {

@@ -185,6 +185,8 @@ public:
 
 /// Serializes `plan` (format above).
 std::string serializePlan(const Plan &plan);
+/// The file around a program (JSON text) and its blobs: header, checksum.
+std::string packPlan(const std::string &program, const std::string &blobs);
 /// Writes `plan` to `path`; throws PlanError on I/O failure.
 void writePlan(const Plan &plan, const std::string &path);
 

@@ -1,0 +1,23 @@
+//===- Pipeline.cpp - the training pipeline parallax-opt runs -------------===//
+
+#include "parallax/Transforms/Pipeline.h"
+
+#include "mlir/Transforms/Passes.h"
+
+void parallax::addTrainingPipeline(mlir::OpPassManager &pm,
+                                   const TrainingPipelineOptions &options) {
+  // Canonical forms first (e.g. matmul of a transposed weight -> gemm), so
+  // that px-autodiff differentiates the simpler graph.
+  pm.addPass(mlir::createCanonicalizerPass());
+  if (options.distributed)
+    pm.addPass(createPxCluster(options.cluster));
+  pm.addPass(createPxAutodiff());
+  if (options.distributed) {
+    pm.addPass(createPxSparsity(options.sparsity));
+    pm.addPass(createPxPartition(options.partition));
+    pm.addPass(createPxSync(options.sync));
+  }
+  pm.addPass(createPxOptimizer(options.optimizer));
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+}
