@@ -862,10 +862,17 @@ KernelFactory unaryFactory(std::string name, int64_t grain) {
     int threads = args.env.threads;
     auto make = [&](auto tag) -> KernelFn {
       using T = decltype(tag);
-      if constexpr (std::is_same_v<T, float> && HasF32Loop<Op>::value)
-        return makeF32Loop(x, y, threads, grain, Op::f32Loop());
-      else
+      // Two tests: clang checks Op::f32Loop() in a branch whose condition
+      // also depends on T, and only discards it under a condition that
+      // does not.
+      if constexpr (std::is_same_v<T, float>) {
+        if constexpr (HasF32Loop<Op>::value)
+          return makeF32Loop(x, y, threads, grain, Op::f32Loop());
+        else
+          return makeUnary<T, T>(x, y, threads, grain, Op{});
+      } else {
         return makeUnary<T, T>(x, y, threads, grain, Op{});
+      }
     };
     if constexpr (FloatOnly)
       return dispatchFloat(args, x.dtype, name, make);
