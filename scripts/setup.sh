@@ -17,15 +17,28 @@ PACKAGES=(
   python3-numpy python3-onnx python3-torch python3-torchvision
 )
 
+# Extra lists, named on the command line: `scripts/setup.sh fuzz` adds what
+# scripts/fuzz.sh needs: clang of the LLVM release we link, its libFuzzer
+# and sanitizer runtimes, and its OpenMP runtime (clang cannot use GCC's).
+FUZZ_PACKAGES=(clang-22 libclang-rt-22-dev libomp-22-dev)
+
+wanted=("${PACKAGES[@]}")
+for extra in "$@"; do
+  case "$extra" in
+    fuzz) wanted+=("${FUZZ_PACKAGES[@]}") ;;
+    *) echo "setup: unknown package list '$extra' (known: fuzz)" >&2; exit 2 ;;
+  esac
+done
+
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${wanted[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
     missing+=("$p")
   fi
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#PACKAGES[@]} packages present"
+  echo "setup: all ${#wanted[@]} packages present"
   exit 0
 fi
 
