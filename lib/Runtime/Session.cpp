@@ -2,7 +2,11 @@
 
 #include "parallax/Runtime/Session.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -67,6 +71,26 @@ void fillSplat(const TensorView &t, double value) {
                      " tensor with " + std::to_string(value));
 }
 
+std::string formatBytes(int64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+int64_t physicalMemory() {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || size <= 0)
+    return INT64_MAX;
+  return (int64_t)pages * size;
+}
+
 std::string describe(const PlanKernel &k, size_t index) {
   std::string s = "kernel " + std::to_string(index) + " (" + k.op;
   if (!k.loc.empty())
@@ -120,13 +144,43 @@ Session::Session(Plan plan, SessionOptions options)
 Session::~Session() = default;
 
 void Session::allocate() {
-  arena_ = Buffer(plan_.arenaBytes);
   auto bytesOf = [](DType t, const std::vector<int64_t> &shape) {
     int64_t n = 1;
     for (int64_t d : shape)
       n *= d;
     return n * (int64_t)sizeOf(t);
   };
+  // What the plan asks for, checked before any of it is allocated: the
+  // reader bounds each size (2^53 bytes), not their sum, and a plan that
+  // does not fit would otherwise be refused only by the kernel's OOM killer
+  // once the zeroing touches its pages.
+  int64_t variables = 0, constants = 0, inputs = 0;
+  auto add = [](int64_t &sum, int64_t bytes) {
+    sum = bytes > INT64_MAX - sum ? INT64_MAX : sum + bytes;
+  };
+  for (int64_t bytes : plan_.variableBlocks)
+    add(variables, bytes);
+  for (const auto &v : plan_.variables)
+    if (v.block < 0)
+      add(variables, bytesOf(v.dtype, v.shape));
+  for (const auto &c : plan_.constants)
+    add(constants, bytesOf(c.dtype, c.shape));
+  for (const auto &in : plan_.inputs)
+    add(inputs, bytesOf(in.dtype, in.shape));
+  int64_t total = plan_.arenaBytes;
+  for (int64_t part : {variables, constants, inputs})
+    add(total, part);
+  int64_t limit = options_.memoryLimit > 0 ? options_.memoryLimit : physicalMemory();
+  if (total > limit)
+    throw RuntimeError(
+        "the plan needs " + formatBytes(total) + " of memory per rank (arena " +
+        formatBytes(plan_.arenaBytes) + ", variables " + formatBytes(variables) +
+        ", constants " + formatBytes(constants) + ", inputs " + formatBytes(inputs) +
+        "), more than " +
+        (options_.memoryLimit > 0 ? "the session's limit of " + formatBytes(limit)
+                                  : "the " + formatBytes(limit) + " of this machine"));
+
+  arena_ = Buffer(plan_.arenaBytes);
   for (int64_t bytes : plan_.variableBlocks)
     variableBlocks_.emplace_back(bytes);
   for (const auto &v : plan_.variables) {

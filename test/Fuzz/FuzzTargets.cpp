@@ -97,6 +97,7 @@ std::string bindPlanFile(const std::string &file, const std::string &name) {
         c.value = rt::InitialValue{};
     rt::SessionOptions options;
     options.worldSize = plan.worldSize;
+    options.memoryLimit = kSessionMemoryLimit;
     std::unique_ptr<rt::Comm> comm;
     if (plan.worldSize > 1) {
       comm = std::make_unique<BindOnlyComm>(plan.worldSize);

@@ -41,6 +41,10 @@ struct SessionOptions {
   bool profile = false;
   /// The other ranks; null for a world of one (the session makes one).
   Comm *comm = nullptr;
+  /// Most bytes the plan's storage (arena, variables, constants, inputs)
+  /// may take; a plan that needs more is refused before anything is
+  /// allocated. 0: the machine's physical memory.
+  int64_t memoryLimit = 0;
 };
 
 /// Accumulated time of one kernel over the steps run (with profiling on).
