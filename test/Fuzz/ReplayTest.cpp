@@ -41,10 +41,14 @@ int replay(const std::string &dir, const std::string &ext,
       continue;
     ++count;
     SCOPED_TRACE(entry.path().string());
+    std::string input = slurp(entry.path());
+    std::string message =
+        target(reinterpret_cast<const uint8_t *>(input.data()), input.size());
     fs::path expectedPath = entry.path();
     expectedPath += ".error";
     if (!fs::exists(expectedPath)) {
-      ADD_FAILURE() << "no " << expectedPath << " beside the input";
+      ADD_FAILURE() << "no " << expectedPath << " beside the input; its message is\n  "
+                    << (message.empty() ? "(accepted)" : message);
       continue;
     }
     std::string expected = slurp(expectedPath);
@@ -54,9 +58,6 @@ int replay(const std::string &dir, const std::string &ext,
       ADD_FAILURE() << expectedPath << " is empty";
       continue;
     }
-    std::string input = slurp(entry.path());
-    std::string message =
-        target(reinterpret_cast<const uint8_t *>(input.data()), input.size());
     EXPECT_NE(message.find(expected), std::string::npos)
         << "expected an error containing\n  " << expected << "\ngot\n  "
         << (message.empty() ? "(accepted)" : message);
