@@ -164,20 +164,43 @@ std::string cacheKey(const std::vector<int64_t> &shape,
   return k;
 }
 
-void checkGrid(int world, const std::vector<int64_t> &shape) {
+std::string gridString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// A grid of `shape` over `world` ranks, and `axes` some of its axes, each
+/// once: anything else (a plan's attributes are not trusted) is a CommError
+/// before any coordinate is computed.
+void checkGrid(int world, const std::vector<int64_t> &shape,
+               const std::vector<int64_t> &axes) {
   int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
+  for (int64_t d : shape) {
+    if (d < 1)
+      throw CommError("grid " + gridString(shape) + " has a dimension below 1");
+    n = d > world / n ? int64_t(world) + 1 : n * d; // past the world: no overflow
+  }
   if (n != world)
-    throw CommError("a grid of " + std::to_string(n) + " ranks does not match the " +
+    throw CommError("a grid " + gridString(shape) + " does not hold the " +
                     std::to_string(world) + " ranks running");
+  std::vector<bool> seen(shape.size(), false);
+  for (int64_t a : axes) {
+    if (a < 0 || a >= (int64_t)shape.size())
+      throw CommError("grid axis " + std::to_string(a) + " is not an axis of grid " +
+                      gridString(shape));
+    if (seen[a])
+      throw CommError("grid axis " + std::to_string(a) + " is named twice");
+    seen[a] = true;
+  }
 }
 
 } // namespace
 
 GroupPlace placeInGroup(int world, int rank, const std::vector<int64_t> &shape,
                         const std::vector<int64_t> &axes) {
-  checkGrid(world, shape);
+  checkGrid(world, shape, axes);
   GroupPlace place;
   auto [color, key] = colorAndKey(rank, shape, axes);
   for (int r = 0; r < world; ++r)
@@ -205,8 +228,8 @@ public:
 class LocalComm : public Comm {
 public:
   Group &group(const std::vector<int64_t> &shape,
-               const std::vector<int64_t> &) override {
-    checkGrid(1, shape);
+               const std::vector<int64_t> &axes) override {
+    checkGrid(1, shape, axes);
     return self;
   }
   void allreduce(Group &, void *, int64_t, DType, ReduceOp) override {}
