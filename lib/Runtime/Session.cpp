@@ -143,6 +143,34 @@ Session::Session(Plan plan, SessionOptions options)
 
 Session::~Session() = default;
 
+StorageBytes storageOf(const Plan &plan) {
+  auto bytesOf = [](DType t, const std::vector<int64_t> &shape) {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n * (int64_t)sizeOf(t);
+  };
+  // The reader bounds each size (2^53 bytes), not their sum.
+  auto add = [](int64_t &sum, int64_t bytes) {
+    sum = bytes > INT64_MAX - sum ? INT64_MAX : sum + bytes;
+  };
+  StorageBytes s;
+  s.arena = plan.arenaBytes;
+  for (int64_t bytes : plan.variableBlocks)
+    add(s.variables, bytes);
+  for (const auto &v : plan.variables)
+    if (v.block < 0)
+      add(s.variables, bytesOf(v.dtype, v.shape));
+  for (const auto &c : plan.constants)
+    add(s.constants, bytesOf(c.dtype, c.shape));
+  for (const auto &in : plan.inputs)
+    add(s.inputs, bytesOf(in.dtype, in.shape));
+  s.total = s.arena;
+  for (int64_t part : {s.variables, s.constants, s.inputs})
+    add(s.total, part);
+  return s;
+}
+
 void Session::allocate() {
   auto bytesOf = [](DType t, const std::vector<int64_t> &shape) {
     int64_t n = 1;
@@ -150,33 +178,17 @@ void Session::allocate() {
       n *= d;
     return n * (int64_t)sizeOf(t);
   };
-  // What the plan asks for, checked before any of it is allocated: the
-  // reader bounds each size (2^53 bytes), not their sum, and a plan that
-  // does not fit would otherwise be refused only by the kernel's OOM killer
-  // once the zeroing touches its pages.
-  int64_t variables = 0, constants = 0, inputs = 0;
-  auto add = [](int64_t &sum, int64_t bytes) {
-    sum = bytes > INT64_MAX - sum ? INT64_MAX : sum + bytes;
-  };
-  for (int64_t bytes : plan_.variableBlocks)
-    add(variables, bytes);
-  for (const auto &v : plan_.variables)
-    if (v.block < 0)
-      add(variables, bytesOf(v.dtype, v.shape));
-  for (const auto &c : plan_.constants)
-    add(constants, bytesOf(c.dtype, c.shape));
-  for (const auto &in : plan_.inputs)
-    add(inputs, bytesOf(in.dtype, in.shape));
-  int64_t total = plan_.arenaBytes;
-  for (int64_t part : {variables, constants, inputs})
-    add(total, part);
+  // Checked before any of it is allocated: a plan that does not fit would
+  // otherwise be refused only by the kernel's OOM killer once the zeroing
+  // touches its pages.
+  StorageBytes need = storageOf(plan_);
   int64_t limit = options_.memoryLimit > 0 ? options_.memoryLimit : physicalMemory();
-  if (total > limit)
+  if (need.total > limit)
     throw RuntimeError(
-        "the plan needs " + formatBytes(total) + " of memory per rank (arena " +
-        formatBytes(plan_.arenaBytes) + ", variables " + formatBytes(variables) +
-        ", constants " + formatBytes(constants) + ", inputs " + formatBytes(inputs) +
-        "), more than " +
+        "the plan needs " + formatBytes(need.total) + " of memory per rank (arena " +
+        formatBytes(need.arena) + ", variables " + formatBytes(need.variables) +
+        ", constants " + formatBytes(need.constants) + ", inputs " +
+        formatBytes(need.inputs) + "), more than " +
         (options_.memoryLimit > 0 ? "the session's limit of " + formatBytes(limit)
                                   : "the " + formatBytes(limit) + " of this machine"));
 

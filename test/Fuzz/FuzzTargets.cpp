@@ -103,7 +103,10 @@ std::string bindPlanFile(const std::string &file, const std::string &name) {
       comm = std::make_unique<BindOnlyComm>(plan.worldSize);
       options.comm = comm.get();
     }
+    bool step = plan.worldSize == 1 && rt::storageOf(plan).total <= kStepMemoryLimit;
     rt::Session session(std::move(plan), options);
+    if (step)
+      session.runStep();
     return "";
   } catch (const rt::PlanError &e) {
     return e.what();

@@ -20,10 +20,10 @@
 namespace parallax::fuzz {
 
 /// Memory the runtime may allocate for one fuzzed session (the runtime's
-/// SessionOptions::memoryLimit), well under libFuzzer's default 2 GiB RSS
-/// limit: a plan that needs more is refused, as a plan that needs more than
-/// the machine is refused by parallax-run.
-constexpr int64_t kSessionMemoryLimit = 64 << 20;
+/// SessionOptions::memoryLimit): a plan that needs more is refused, as a
+/// plan that needs more than the machine is refused by parallax-run. Small,
+/// because zeroing what a session allocates is most of an execution's time.
+constexpr int64_t kSessionMemoryLimit = 16 << 20;
 
 /// A session this small also runs one step (the kernels on zeroed inputs):
 /// kernels trust what binding checked, so a step must stay inside the
@@ -44,7 +44,8 @@ std::string compileOnnx(const uint8_t *data, size_t size);
 /// byte and the blobs, which are packed into a file with a valid checksum.
 /// Initial values that name the ONNX model become zeros: there is no model
 /// file. Plans for several ranks bind as rank 0 of a world whose
-/// collectives are never called.
+/// collectives are never called; a plan for one process within
+/// kStepMemoryLimit then runs one step.
 std::string bindPlan(const uint8_t *data, size_t size);
 
 } // namespace parallax::fuzz

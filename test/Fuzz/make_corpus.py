@@ -10,9 +10,10 @@ slow), every ONNX text model of test/ in binary form (with
 parallax.batch_size metadata when an input has a dynamic batch), and ONNX's
 backend node tests when --node-tests names their directory.
 
-DIR/plan: the plans parallax-opt compiles from the example models (one
+DIR/plan: the plans parallax-opt compiles from the small example models (one
 process and several ranks, every optimizer, every synchronization scheme,
-inference), each as its JSON program, a NUL byte and its blobs: the form
+inference) and from test/Importer/ops, each as its JSON program, a NUL byte
+and its blobs: the form
 test/Fuzz/FuzzTargets.cpp packs into a file with a valid checksum, so that
 mutations reach the reader's checks instead of the checksum. Two plans are
 also kept whole, for the header checks.
@@ -104,28 +105,44 @@ def unpack(plan):
     return plan[32:32 + program], plan[32 + program:32 + program + blobs]
 
 
+def compile_plan(opt, model, flags, work, out, keys, whole):
+    plan_path = os.path.join(work, hashlib.sha1(
+        (model + " ".join(flags)).encode()).hexdigest() + ".pxplan")
+    r = subprocess.run([opt, model, "--emit=plan", "-o", plan_path] + flags,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if r.returncode != 0:
+        return False  # a combination the model does not allow
+    plan = open(plan_path, "rb").read()
+    program, blobs = unpack(plan)
+    write(out, program + (b"\0" + blobs if blobs else b""))
+    collect_keys(json.loads(program), keys)
+    if whole:
+        write(out, plan)
+    return True
+
+
 def plan_seeds(src, opt, out, work):
+    """The small example models with every flag set, and the operator tests
+    of test/Importer/ops, for one process and two ranks: the large models'
+    programs (lm, nmt, torchvision: 0.3-0.5 MB of JSON each) would only
+    slow every execution down, and their kernels are in these."""
     os.makedirs(work, exist_ok=True)
-    n, whole, keys = 0, 0, set()
-    for model in ("mlp", "cnn", "dlrm", "lm", "nmt", "tv_resnet18",
-                  "tv_squeezenet", "tv_mobilenet_v2"):
+    n, keys = 0, set()
+    for model in ("mlp", "cnn", "dlrm", "tv_squeezenet"):
         path = os.path.join(src, "examples/models", model + ".onnx")
         if not os.path.exists(path):
             continue
-        for i, flags in enumerate(PLAN_FLAGS):
-            plan_path = os.path.join(work, f"{model}.{i}.pxplan")
-            r = subprocess.run([opt, path, "--emit=plan", "-o", plan_path] + flags,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            if r.returncode != 0:
-                continue  # a combination the model does not allow
-            plan = open(plan_path, "rb").read()
-            program, blobs = unpack(plan)
-            write(out, program + (b"\0" + blobs if blobs else b""))
-            collect_keys(json.loads(program), keys)
-            if whole < 2:
-                write(out, plan)
-                whole += 1
-            n += 1
+        for flags in PLAN_FLAGS:
+            n += compile_plan(opt, path, flags, work, out, keys, whole=n < 2)
+    for path in sorted(glob.glob(os.path.join(src, "test/Importer/ops/*.onnxtxt"))):
+        try:
+            model = batch_metadata(onnx.parser.parse_model(open(path).read()))
+        except Exception:
+            continue
+        binary = os.path.join(work, os.path.basename(path) + ".onnx")
+        onnx.save(model, binary)
+        for flags in ([], ["--np", "2"], ["--inference"]):
+            n += compile_plan(opt, binary, flags, work, out, keys, whole=False)
     return n, keys
 
 

@@ -128,6 +128,13 @@ private:
   std::unique_ptr<Comm> ownComm_;
 };
 
+/// Bytes of the storage a session allocates for `plan`, by kind (each
+/// sum saturates at INT64_MAX).
+struct StorageBytes {
+  int64_t arena = 0, variables = 0, constants = 0, inputs = 0, total = 0;
+};
+StorageBytes storageOf(const Plan &plan);
+
 /// Reads initializers `names` of an ONNX model (embedded or external data)
 /// into `dests` (same order), converting nothing: the element type and size
 /// must match. Throws RuntimeError naming the file and initializer.
