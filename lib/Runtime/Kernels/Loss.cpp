@@ -143,7 +143,9 @@ KernelFn lossTyped(KernelArgs &args, const LossSetup &s, const char *op) {
   int threads = args.env.threads;
   int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(s.c, 1));
   return [=] {
-    double *lineLoss = scratch->data(), *lineW = lineLoss + lines;
+    // No scratch without a reduction (and no arithmetic on its null data).
+    double *lineLoss = scratch->data();
+    double *lineW = lineLoss ? lineLoss + lines : nullptr;
     parallelFor(threads, lines, grain, [&](int64_t l0, int64_t l1) {
       for (int64_t l = l0; l < l1; ++l) {
         int64_t nn = l / s.d, dd = l % s.d;
