@@ -605,8 +605,11 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
   }
   p.arenaBytes = r.get<int64_t>(j, "arena_bytes", "plan");
   if (j.contains("memory")) {
+    // Only for reports, and optional: each field as checked as the rest.
     const json &m = j["memory"];
-    auto num = [&](const char *k) { return m.value(k, int64_t(0)); };
+    auto num = [&](const char *k) {
+      return m.is_object() && m.contains(k) ? r.get<int64_t>(m, k, "memory") : 0;
+    };
     p.memory.parameters = num("parameters");
     p.memory.state = num("state");
     p.memory.optimizerState = num("optimizer_state");
