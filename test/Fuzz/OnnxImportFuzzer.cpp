@@ -25,6 +25,7 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <type_traits>
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t maxSize);
 
@@ -96,9 +97,10 @@ template <typename T> T interesting(std::minstd_rand &rng, T old) {
   const int64_t values[] = {0,  1,  -1, 2,  3,  4,  8,  13, 17, 64, 255, 256, 1 << 20,
                             INT32_MAX, INT32_MIN, int64_t(1) << 31, int64_t(1) << 40,
                             int64_t(1) << 62, INT64_MAX, INT64_MIN};
+  using U = std::make_unsigned_t<T>; // wrapping, not overflowing
   switch (rng() % 4) {
-  case 0: return (T)(old + 1);
-  case 1: return (T)(old - 1);
+  case 0: return (T)((U)old + 1);
+  case 1: return (T)((U)old - 1);
   default: return (T)values[rng() % (sizeof(values) / sizeof(values[0]))];
   }
 }

@@ -45,12 +45,12 @@ json interesting(std::minstd_rand &rng, const json &old,
   case 0:
     return scalars[rng() % scalars.size()];
   case 1:
-    if (old.is_number_integer())
-      return old.get<int64_t>() + 1;
+    if (old.is_number_integer()) // wrapping, as unsigned arithmetic does
+      return (int64_t)((uint64_t)old.get<int64_t>() + 1);
     [[fallthrough]];
   case 2:
     if (old.is_number_integer())
-      return old.get<int64_t>() - 1;
+      return (int64_t)((uint64_t)old.get<int64_t>() - 1);
     [[fallthrough]];
   default:
     return values[rng() % (sizeof(values) / sizeof(values[0]))];
