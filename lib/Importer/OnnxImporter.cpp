@@ -380,6 +380,8 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
     // The shape of a compile-time constant is known without materialising
     // it (which would leave a px.constant nothing uses).
     SmallVector<int64_t> shape;
+    if (node.input_size() < 1 || node.input(0).empty())
+      return nodeError(node, "input 0 is missing");
     auto known = consts.find(node.input(0));
     if (known != consts.end()) {
       shape.assign(known->second.shape.begin(), known->second.shape.end());

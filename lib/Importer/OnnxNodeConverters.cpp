@@ -21,7 +21,17 @@ using onnx::TensorProto;
 
 llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
   const std::string &op = node.op_type();
-  auto in = [&](int i) { return value(node, i); };
+  // A required input: one that is absent (past the end, or named "", which
+  // the checker lets through for variadic inputs) is an error, never a null
+  // operand.
+  auto in = [&](int i) -> llvm::Expected<Value> {
+    auto v = value(node, i);
+    if (v && !*v)
+      return nodeError(node, "input " + llvm::Twine(i) + " is missing");
+    return v;
+  };
+  // An optional input: a null Value when absent.
+  auto optionalIn = [&](int i) { return value(node, i); };
   // Defines output 0 from a freshly made op's result 0.
   auto define0 = [&](llvm::Expected<Operation *> made) -> llvm::Error {
     if (!made)
@@ -459,8 +469,8 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
     if (auto err = checkAttributes(node, {"alpha", "beta", "transA", "transB"}))
       return err;
     SmallVector<Value> operands;
-    for (int i = 0; i < std::min(node.input_size(), 3); ++i) {
-      auto v = in(i);
+    for (int i = 0; i < std::max(std::min(node.input_size(), 3), 2); ++i) {
+      auto v = i < 2 ? in(i) : optionalIn(i);
       if (!v)
         return v.takeError();
       if (*v)
@@ -495,8 +505,8 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
     if (auto err = checkAttributes(node, {"reduction", "ignore_index"}))
       return err;
     SmallVector<Value> operands;
-    for (int i = 0; i < std::min(node.input_size(), 3); ++i) {
-      auto v = in(i);
+    for (int i = 0; i < std::max(std::min(node.input_size(), 3), 2); ++i) {
+      auto v = i < 2 ? in(i) : optionalIn(i);
       if (!v)
         return v.takeError();
       if (*v)
@@ -524,8 +534,8 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
                                  llvm::Twine(attrInt(node, "stash_type", 1)) +
                                  " (only 1, float32 statistics)");
     SmallVector<Value> operands;
-    for (int i = 0; i < std::min(node.input_size(), 3); ++i) {
-      auto v = in(i);
+    for (int i = 0; i < std::max(std::min(node.input_size(), 3), 2); ++i) {
+      auto v = i < 2 ? in(i) : optionalIn(i);
       if (!v)
         return v.takeError();
       if (*v)
@@ -597,15 +607,13 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
                                           "kernel_shape", "pads", "strides"}))
       return err;
     SmallVector<Value> operands;
-    for (int i = 0; i < std::min(node.input_size(), 3); ++i) {
-      auto v = in(i);
+    for (int i = 0; i < std::max(std::min(node.input_size(), 3), 2); ++i) {
+      auto v = i < 2 ? in(i) : optionalIn(i);
       if (!v)
         return v.takeError();
       if (*v)
         operands.push_back(*v);
     }
-    if (operands.size() < 2)
-      return nodeError(node, "Conv needs X and W");
     auto kernel = typeOf(operands[1]).getShape().drop_front(2);
     auto declared = attrInts(node, "kernel_shape");
     if (!declared.empty() && ArrayRef<int64_t>(declared) != kernel)
