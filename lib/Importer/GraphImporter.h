@@ -78,6 +78,10 @@ private:
   }
 
   //--- Types and constants --------------------------------------------------
+  /// Why a tensor of `shape` cannot be imported ("" when it can): a
+  /// negative dimension, or more than rt::kMaxTensorElements elements
+  /// (every size computed later must fit in an int64_t).
+  std::string shapeProblem(ArrayRef<int64_t> shape) const;
   llvm::Expected<Type> elementType(int32_t dtype, const llvm::Twine &what);
   llvm::Expected<mlir::RankedTensorType> valueInfoType(const onnx::ValueInfoProto &vi);
   llvm::Expected<mlir::ElementsAttr> tensorAttr(const onnx::TensorProto &tensor,
@@ -122,6 +126,12 @@ private:
       if (failed(inferred))
         return diagError(node);
     }
+    for (Type t : types)
+      if (auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(t)) {
+        std::string problem = shapeProblem(tensor.getShape());
+        if (!problem.empty())
+          return nodeError(node, "its result " + problem);
+      }
     return OpTy::create(b, loc, types, operands, attrs).getOperation();
   }
 

@@ -14,6 +14,7 @@
 #include "OnnxModelLoader.h"
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Dialect/Px/PxShapes.h"
+#include "parallax/Runtime/DType.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -50,6 +51,20 @@ llvm::Expected<Type> GraphImporter::elementType(int32_t dtype,
   }
 }
 
+std::string GraphImporter::shapeProblem(ArrayRef<int64_t> shape) const {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return "has a negative dimension in shape " + px::shapeToString(shape);
+    if (d && n > rt::kMaxTensorElements / d)
+      return "has shape " + px::shapeToString(shape) +
+             ": its dimensions multiply past 2^50, the most elements a "
+             "tensor may have";
+    n *= d;
+  }
+  return "";
+}
+
 llvm::Expected<RankedTensorType>
 GraphImporter::valueInfoType(const onnx::ValueInfoProto &vi) {
   if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape())
@@ -65,6 +80,9 @@ GraphImporter::valueInfoType(const onnx::ValueInfoProto &vi) {
                        "' is left dynamic after binding");
     shape.push_back(dim.dim_value());
   }
+  std::string problem = shapeProblem(shape);
+  if (!problem.empty())
+    return fileError("input '" + vi.name() + "' " + problem);
   return RankedTensorType::get(shape, *elem);
 }
 
@@ -95,8 +113,11 @@ GraphImporter::tensorAttr(const TensorProto &tensor, const llvm::Twine &what) {
   auto elem = elementType(tensor.data_type(), what);
   if (!elem)
     return elem.takeError();
-  auto type = RankedTensorType::get(
-      SmallVector<int64_t>(tensor.dims().begin(), tensor.dims().end()), *elem);
+  SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
+  std::string problem = shapeProblem(dims);
+  if (!problem.empty())
+    return fileError(what + " " + problem);
+  auto type = RankedTensorType::get(dims, *elem);
   // Raw little-endian data maps straight onto a dense attribute.
   if (tensor.has_raw_data() && tensor.data_type() != TensorProto::BOOL) {
     const std::string &raw = tensor.raw_data();
@@ -208,6 +229,10 @@ llvm::Error GraphImporter::importInitializers() {
     const std::string &name = tensor.name();
     if (!uses.count(name))
       continue; // unused initializers are dropped
+    std::string problem = shapeProblem(
+        SmallVector<int64_t>(tensor.dims().begin(), tensor.dims().end()));
+    if (!problem.empty())
+      return fileError("initializer '" + name + "' " + problem);
     bool frozen = options.freeze.count(name) > 0;
     if (!isFloat(tensor.data_type()) || frozen) {
       // Constants: small ones join compile-time evaluation; big ones stay in

@@ -134,7 +134,7 @@ struct Reader {
 int64_t elementsOf(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d != 0 && n > (int64_t(1) << 50) / d)
+    if (d != 0 && n > kMaxTensorElements / d)
       return -1; // absurd: reported by the validator
     n *= d;
   }

@@ -18,6 +18,12 @@ namespace parallax::rt {
 
 enum class DType : uint8_t { F32, F64, F16, BF16, I64, I32, I16, I8, U8, Bool };
 
+/// The most elements a tensor may have anywhere in Parallax: 2^50 (8 PiB of
+/// f64), so that its bytes, and sums over thousands of such tensors, stay
+/// far inside int64_t. The importer refuses larger shapes, the plan reader
+/// too.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 50;
+
 /// Bytes per element (Bool is one byte).
 size_t sizeOf(DType t);
 /// "f32", "f64", "f16", "bf16", "i64", "i32", "i16", "i8", "ui8", "i1".
