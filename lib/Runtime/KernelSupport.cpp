@@ -66,7 +66,14 @@ int64_t KernelArgs::i64(const char *name) const { return attrAs<int64_t>(*this, 
 int64_t KernelArgs::i64Or(const char *name, int64_t dflt) const {
   return has(name) ? i64(name) : dflt;
 }
-double KernelArgs::f64(const char *name) const { return attrAs<double>(*this, name); }
+double KernelArgs::f64(const char *name) const {
+  if (!has(name))
+    fail(std::string("missing attribute '") + name + "'");
+  auto v = planDoubleValue(kernel.attrs.at(name)); // "inf", "-inf", "nan" too
+  if (!v)
+    fail(std::string("attribute '") + name + "' has the wrong type");
+  return *v;
+}
 double KernelArgs::f64Or(const char *name, double dflt) const {
   return has(name) ? f64(name) : dflt;
 }

@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -68,7 +70,7 @@ const char *kindName(PlanTensor::Kind k) {
 json initToJson(const InitialValue &v) {
   switch (v.kind) {
   case InitialValue::Kind::Onnx: return {{"onnx", v.onnxName}};
-  case InitialValue::Kind::Splat: return {{"splat", v.splat}};
+  case InitialValue::Kind::Splat: return {{"splat", planDouble(v.splat)}};
   case InitialValue::Kind::Blob:
     return {{"blob", {v.blobOffset, v.blobBytes}}};
   }
@@ -116,7 +118,10 @@ struct Reader {
       v.onnxName = get<std::string>(j, "onnx", ctx);
     } else if (j.contains("splat")) {
       v.kind = InitialValue::Kind::Splat;
-      v.splat = get<double>(j, "splat", ctx);
+      auto splat = planDoubleValue(field(j, "splat", ctx));
+      if (!splat)
+        fail(ctx + ": 'splat' is not a number");
+      v.splat = *splat;
     } else if (j.contains("blob")) {
       v.kind = InitialValue::Kind::Blob;
       auto range = get<std::vector<uint64_t>>(j, "blob", ctx);
@@ -372,6 +377,26 @@ void validateShardedUpdates(const Plan &p, const Reader &r) {
 } // namespace
 
 int64_t PlanTensor::numElements() const { return elementsOf(shape); }
+
+json planDouble(double v) {
+  if (std::isnan(v))
+    return "nan";
+  if (std::isinf(v))
+    return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+std::optional<double> planDoubleValue(const json &j) {
+  if (j.is_number())
+    return j.get<double>();
+  if (j == "inf")
+    return std::numeric_limits<double>::infinity();
+  if (j == "-inf")
+    return -std::numeric_limits<double>::infinity();
+  if (j == "nan")
+    return std::numeric_limits<double>::quiet_NaN();
+  return std::nullopt;
+}
 
 const char *roleName(PlanVariable::Role role) {
   switch (role) {

@@ -66,7 +66,7 @@ llvm::Expected<rt::DType> dtypeOf(Operation *op, Type elem) {
 llvm::Expected<json> attrToJson(Operation *op, Attribute a) {
   if (auto v = dyn_cast<BoolAttr>(a)) return json(v.getValue());
   if (auto v = dyn_cast<IntegerAttr>(a)) return json(v.getValue().getSExtValue());
-  if (auto v = dyn_cast<FloatAttr>(a)) return json(v.getValueAsDouble());
+  if (auto v = dyn_cast<FloatAttr>(a)) return rt::planDouble(v.getValueAsDouble());
   if (auto v = dyn_cast<StringAttr>(a)) return json(v.getValue().str());
   if (isa<UnitAttr>(a)) return json(true);
   if (auto v = dyn_cast<DenseI64ArrayAttr>(a)) return json(v.asArrayRef().vec());

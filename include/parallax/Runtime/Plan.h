@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -176,6 +177,13 @@ struct Plan {
   MemoryEstimate memory;
   std::string blobs; ///< raw bytes referenced by InitialValue::Blob
 };
+
+/// A double as the program holds it: a JSON number, or "inf", "-inf" or
+/// "nan" (JSON has no non-finite numbers; nlohmann::json writes them as
+/// null). Initial values (a mask's -inf) and float attributes use it.
+nlohmann::json planDouble(double v);
+/// The double `j` holds in planDouble's form; nullopt if it holds none.
+std::optional<double> planDoubleValue(const nlohmann::json &j);
 
 /// Every plan problem the runtime reports: file and reason in one line.
 class PlanError : public std::runtime_error {
