@@ -264,6 +264,15 @@ void validate(const Plan &p, const Reader &r) {
       checkId(id, /*optional=*/true, ctx);
     for (int32_t id : kernel.outputs)
       checkId(id, /*optional=*/false, ctx);
+    // A token numbers a started collective for its wait kernel: the
+    // session keeps one ticket per number, so it is bounded by the kernels.
+    if (kernel.attrs.contains("token")) {
+      const json &token = kernel.attrs["token"];
+      if (!token.is_number_integer() || token.get<int64_t>() < 0 ||
+          token.get<int64_t>() >= (int64_t)p.kernels.size())
+        r.fail(ctx + ": token " + token.dump() + " is not a number below the " +
+               std::to_string(p.kernels.size()) + " kernels");
+    }
   }
   for (const PlanOutput &o : p.outputs)
     checkId(o.tensor, false, "output '" + o.name + "'");
