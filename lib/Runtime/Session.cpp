@@ -298,6 +298,11 @@ void Session::bindKernels() {
       bound_.push_back((*factory)(args));
     } catch (const KernelError &e) {
       throw RuntimeError(describe(k, i) + ": " + e.what());
+    } catch (const nlohmann::json::exception &e) {
+      // Factories that read an attribute straight from the JSON (a list of
+      // names, a nested object) meet a mistyped one here.
+      throw RuntimeError(describe(k, i) + ": an attribute has the wrong type (" +
+                         e.what() + ")");
     }
   }
 }
