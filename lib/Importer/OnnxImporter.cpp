@@ -495,6 +495,13 @@ llvm::Error GraphImporter::convertWindow(const onnx::NodeProto &node, Value x,
   if ((int64_t)strides.size() != spatial ||
       (int64_t)dilations.size() != spatial || (int64_t)pads.size() != 2 * spatial)
     return nodeError(node, "strides, dilations or pads have the wrong length");
+  // The px verifier's bounds, before auto_pad's arithmetic below uses them.
+  for (ArrayRef<int64_t> list : {kernel, ArrayRef<int64_t>(strides),
+                                 ArrayRef<int64_t>(dilations), ArrayRef<int64_t>(pads)})
+    for (int64_t v : list)
+      if (v < (list.data() == pads.data() ? 0 : 1) || v > INT32_MAX)
+        return nodeError(node, "kernel sizes, strides and dilations must be in "
+                               "[1, 2^31), pads in [0, 2^31)");
   std::string autoPad = attrString(node, "auto_pad", "NOTSET");
   if (autoPad == "VALID") {
     std::fill(pads.begin(), pads.end(), 0);

@@ -1162,6 +1162,16 @@ func.func @conv_negative_pad(%x: tensor<1x3x32x32xf32>, %w: tensor<16x3x3x3xf32>
 
 // -----
 
+// Bounded so that the output size's arithmetic cannot overflow.
+func.func @conv_huge_pad(%x: tensor<1x3x32x32xf32>, %w: tensor<16x3x3x3xf32>) {
+  // expected-error @+1 {{kernel sizes, strides, pads and dilations must be below 2^31}}
+  %0 = px.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 9223372036854775807>, dilations = array<i64: 1, 1>}
+      : tensor<1x3x32x32xf32>, tensor<16x3x3x3xf32>
+  return
+}
+
+// -----
+
 func.func @conv_window(%x: tensor<1x3x4x4xf32>, %w: tensor<16x3x3x3xf32>) {
   // Dilation 2 makes the 3x3 kernel span 5 > 4.
   // expected-error @+1 {{window of size 3 does not fit spatial dimension 0 of size 4}}

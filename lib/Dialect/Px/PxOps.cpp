@@ -139,6 +139,13 @@ LogicalResult verifyWindow(std::optional<Location> loc, int64_t spatial,
     if (pads[i] < 0 || pads[spatial + i] < 0)
       return emitOptionalError(loc, "pads must be >= 0");
   }
+  // Below 2^31, so that the output size's arithmetic cannot overflow (the
+  // runtime's kernels check the same).
+  for (ArrayRef<int64_t> list : {kernel, strides, pads, dilations})
+    for (int64_t v : list)
+      if (v > INT32_MAX)
+        return emitOptionalError(
+            loc, "kernel sizes, strides, pads and dilations must be below 2^31");
   return success();
 }
 

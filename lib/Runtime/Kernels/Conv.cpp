@@ -134,6 +134,15 @@ Geo makeGeo(const KernelArgs &args, const std::vector<int64_t> &xShape,
     if (pads[i] < 0 || pads[nd + i] < 0)
       args.fail("pads must be >= 0, got " + shapeStr(pads));
   }
+  // Below 2^31, as the px verifier requires, so that windowOut's arithmetic
+  // cannot overflow.
+  for (const std::vector<int64_t> *list :
+       std::initializer_list<const std::vector<int64_t> *>{&kernel, &strides, &pads, &dil})
+    for (int64_t v : *list)
+      if (v > INT32_MAX)
+        args.fail("kernel sizes, strides, pads and dilations must be below 2^31, got "
+                  "kernel " + shapeStr(kernel) + ", strides " + shapeStr(strides) +
+                  ", pads " + shapeStr(pads) + ", dilations " + shapeStr(dil));
   for (int64_t d : xShape)
     if (d < 0)
       args.fail("negative dimension in " + shapeStr(xShape));
