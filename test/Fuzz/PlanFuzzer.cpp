@@ -122,7 +122,20 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size,
     collect(j, nodes, scalars);
     if (scalars.empty())
       return LLVMFuzzerMutate(data, size, maxSize);
-    mutate(*nodes[rng() % nodes.size()], rng, scalars);
+    // Half the time a kernel's attributes or operands: what binding checks,
+    // and a small part of a program that is mostly its tensor table.
+    std::vector<json *> kernelParts;
+    std::vector<json> ignoredScalars;
+    if (j.is_object() && j.contains("kernels") && j["kernels"].is_array())
+      for (json &kernel : j["kernels"])
+        if (kernel.is_object())
+          for (const char *part : {"attrs", "in", "out"})
+            if (kernel.contains(part))
+              collect(kernel[part], kernelParts, ignoredScalars);
+    json *target = !kernelParts.empty() && rng() % 2
+                       ? kernelParts[rng() % kernelParts.size()]
+                       : nodes[rng() % nodes.size()];
+    mutate(*target, rng, scalars);
   }
   std::string out = j.dump(-1, ' ', false, json::error_handler_t::replace) + rest;
   if (out.size() > maxSize)
