@@ -30,22 +30,6 @@ llvm::Error fail(Operation *op, const llvm::Twine &msg) {
                                      loc + ": " + msg);
 }
 
-/// A short source location for messages: the ONNX node name when there is
-/// one, else file:line:col.
-std::string shortLoc(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto file = dyn_cast<FileLineColLoc>(loc))
-    return (file.getFilename().getValue() + ":" + llvm::Twine(file.getLine()) +
-            ":" + llvm::Twine(file.getColumn()))
-        .str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (std::string s = shortLoc(inner); !s.empty())
-        return s;
-  return "";
-}
-
 llvm::Expected<rt::DType> dtypeOf(Operation *op, Type elem) {
   if (elem.isF32()) return rt::DType::F32;
   if (elem.isF64()) return rt::DType::F64;
@@ -168,7 +152,7 @@ llvm::Expected<int32_t> Emitter::newTensorOfType(Operation *op,
     return dtype.takeError();
   rt::PlanTensor t;
   t.name = op->getName().getStringRef().str();
-  if (std::string loc = shortLoc(op->getLoc()); !loc.empty())
+  if (std::string loc = locationName(op->getLoc()); !loc.empty())
     t.name += " at " + loc;
   t.dtype = *dtype;
   t.shape.assign(type.getShape().begin(), type.getShape().end());
@@ -376,7 +360,7 @@ llvm::Error Emitter::emitConstant(px::ConstantOp op) {
 llvm::Error Emitter::emitKernel(Operation *op) {
   rt::PlanKernel k;
   k.op = op->getName().stripDialect().str();
-  k.loc = shortLoc(op->getLoc());
+  k.loc = locationName(op->getLoc());
   int64_t index = plan.kernels.size();
   // The members of one all-reduce bucket become one fused collective, at
   // the first member's place: the synchronization pass issues a bucket only

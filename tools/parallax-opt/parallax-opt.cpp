@@ -15,6 +15,7 @@
 #include "parallax/Importer/OnnxImporter.h"
 #include "parallax/Target/PlanEmitter.h"
 #include "parallax/Transforms/Passes.h"
+#include "parallax/Transforms/SplitBatch.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -149,8 +150,20 @@ static cl::opt<bool>
            cl::cat(parallaxCategory));
 static cl::opt<int64_t> batchSize(
     "batch-size",
-    cl::desc("Bind dimension 0 of inputs whose batch dimension is dynamic"),
+    cl::desc("The global batch: binds dimension 0 of inputs whose batch "
+             "dimension is dynamic, and replaces the batch a static model "
+             "was exported with"),
     cl::init(0), cl::cat(parallaxCategory));
+static cl::list<std::string> batchInputs(
+    "batch-inputs",
+    cl::desc("Inputs whose dimension 0 holds the samples, for a model "
+             "exported with static shapes (default: detected): a,b,..."),
+    cl::CommaSeparated, cl::cat(parallaxCategory));
+static cl::list<std::string> sharedInputs(
+    "shared-inputs",
+    cl::desc("Inputs that are the same for every sample (never split over "
+             "ranks): a,b,..."),
+    cl::CommaSeparated, cl::cat(parallaxCategory));
 static cl::list<std::string> inputShapes(
     "input-shape", cl::desc("Static shape of an input: name=d0,d1,... "
                             "(repeatable)"),
@@ -248,6 +261,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> module;
+  std::optional<parallax::BatchDecision> batch;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   if (isOnnx(inputFilename)) {
@@ -259,6 +273,15 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     if (!imported)
       return fail(llvm::toString(imported.takeError()));
     module = std::move(*imported);
+    parallax::SplitBatchOptions split;
+    split.batchInputs.assign(batchInputs.begin(), batchInputs.end());
+    split.sharedInputs.assign(sharedInputs.begin(), sharedInputs.end());
+    split.globalBatch = batchSize.getNumOccurrences() ? (int64_t)batchSize : 0;
+    split.ranks = options->ranks;
+    auto decided = parallax::splitBatch(*module, split);
+    if (!decided)
+      return fail(inputFilename + ": " + llvm::toString(decided.takeError()));
+    batch = std::move(*decided);
   } else {
     std::string error;
     auto file = openInputFile(inputFilename, &error);
@@ -393,6 +416,8 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     output->keep();
   }
   if (report) {
+    if (batch)
+      llvm::outs() << parallax::describeBatch(*batch);
     parallax::printVariableReport(parallax::analyzeVariables(*module),
                                   llvm::outs());
     if (auto bn = (*module)->getAttrOfType<IntegerAttr>("px.batchnorm_bytes_per_step"))

@@ -83,7 +83,7 @@ def Px_ConstantOp : Px_Op<"constant", [ConstantLike, Pure]> {
 //===----------------------------------------------------------------------===//
 
 class Px_BinaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
-    : Px_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+    : Px_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor, Px_Elementwise])> {
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs Px_AnyTensor:$output);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
@@ -116,7 +116,7 @@ def Px_EqualOp : Px_CompareOp<"equal", Px_AnyTensor, [Commutative]>;
 def Px_LessOp : Px_CompareOp<"less", Px_NumericTensor>;
 def Px_GreaterOp : Px_CompareOp<"greater", Px_NumericTensor>;
 
-def Px_WhereOp : Px_Op<"where", [Pure, InferTypeOpAdaptor]> {
+def Px_WhereOp : Px_Op<"where", [Pure, InferTypeOpAdaptor, Px_Elementwise]> {
   let summary = "Elementwise select with broadcasting (ONNX Where)";
   let arguments = (ins Px_BoolTensor:$condition, Px_AnyTensor:$x, Px_AnyTensor:$y);
   let results = (outs Px_AnyTensor:$output);
@@ -126,7 +126,7 @@ def Px_WhereOp : Px_Op<"where", [Pure, InferTypeOpAdaptor]> {
 }
 
 class Px_UnaryOp<string mnemonic, Type tensorType, list<Trait> traits = []>
-    : Px_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+    : Px_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType, Px_Elementwise])> {
   let summary = "Elementwise " # mnemonic;
   let arguments = (ins tensorType:$input);
   let results = (outs tensorType:$output);
@@ -155,7 +155,7 @@ def Px_ClipOp : Px_UnaryOp<"clip", Px_NumericTensor> {
   let hasVerifier = 1;
 }
 
-def Px_CastOp : Px_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def Px_CastOp : Px_Op<"cast", [Pure, SameOperandsAndResultShape, Px_Elementwise]> {
   let summary = "Elementwise conversion to the result element type (ONNX Cast)";
   let arguments = (ins Px_AnyTensor:$input);
   let results = (outs Px_AnyTensor:$output);
@@ -331,17 +331,22 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def Px_DropoutOp : Px_Op<"dropout", [InferTypeOpAdaptor]> {
+def Px_DropoutOp : Px_Op<"dropout", [InferTypeOpAdaptor, Px_Elementwise]> {
   let summary = "Training-mode dropout (ONNX Dropout with training_mode = true)";
   let description = [{
     Zeroes each element with probability `ratio` and scales the rest by
     1 / (1 - ratio). `mask` is true where the element was kept. Not Pure:
     each execution draws a new mask (from `seed` and the step number).
     Inference-mode Dropout is the identity and is not imported as this op.
+    `sample_stride` (set by px-split-batch) is the number of elements
+    between consecutive samples of `input`, 0 when it holds none: the random
+    stream is numbered over the global batch's samples, so a sample's mask
+    does not depend on the rank count or on where its rank's samples lie.
   }];
   let arguments = (ins Px_FloatTensor:$input,
                        F32Attr:$ratio,
-                       DefaultValuedAttr<I64Attr, "0">:$seed);
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       OptionalAttr<I64Attr>:$sample_stride);
   let results = (outs Px_FloatTensor:$output, Px_BoolTensor:$mask);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;

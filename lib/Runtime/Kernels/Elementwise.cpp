@@ -981,15 +981,23 @@ double checkedRatio(const KernelArgs &args, const char *what) {
 // The dropout mask, bit for bit (a Python reference reproduces it):
 //
 //   key       = streamKey(env.seed ^ seed_attr, stream_attr, env.step)
-//   perSample = numel / dim0      (dim0 = input dimension 0; 1 for rank 0)
-//   g         = env.sampleOffset * perSample + e   (e: row-major element index)
+//   M         = sample_stride: elements between consecutive samples
+//               (px-split-batch sets it; without it, numel / dim0)
+//   b, G      = this rank's and the global batch; off = env.sampleOffset
+//   e         = (a * b + s) * M + c   (row-major element index: sample s of
+//                                     run a, element c of it)
+//   g         = (a * G + off + s) * M + c   (the element's index in the
+//                                     global batch's tensor)
 //   kept[e]   = uniformAt(key, g) >= float(ratio)  (24-bit uniform in [0, 1))
 //   output[e] = kept[e] ? x[e] / T(1 - ratio) : 0  (1 - ratio in double)
 //
 // with streamKey / uniformAt / splitmix64 from Random.h (all arithmetic mod
-// 2^64). Because the counter counts from the global sample offset, a sample
-// gets the same mask whichever rank runs it and however the batch is split.
-// (dropoutFactory below; the mask loop exists in two bit-identical builds.)
+// 2^64). Because the counter numbers the global batch's elements, a sample
+// gets the same mask whichever rank runs it and however the batch is split,
+// also where the samples are not the outermost dimension (a [T, B, H]
+// tensor is T runs of B samples). sample_stride 0 (a tensor that holds no
+// samples) gives g = e on every rank. (dropoutFactory below; the mask loop
+// exists in two bit-identical builds.)
 
 using MaskLoop = void (*)(uint64_t key, uint64_t counter0, float threshold,
                          uint8_t *mask, int64_t n);
@@ -1053,7 +1061,17 @@ KernelFn dropoutFactory(KernelArgs &args) {
   checkSameShape(args, "dropout mask", x, m);
   const int64_t n = x.numElements();
   const int64_t dim0 = x.rank() ? x.shape[0] : 1;
-  const int64_t perSample = dim0 > 0 ? n / dim0 : 0;
+  const int64_t perSample =
+      args.has("sample_stride") ? args.i64Or("sample_stride", 0) : dim0 > 0 ? n / dim0 : 0;
+  if (perSample < 0)
+    args.fail("dropout: sample_stride must be >= 0");
+  const int64_t localBatch = args.env.globalBatch / std::max(args.env.worldSize, 1);
+  // Elements of one run of this rank's samples (the whole tensor when the
+  // samples are the outermost dimension).
+  const int64_t run = args.has("sample_stride") && perSample > 0 && localBatch > 0 &&
+                              n % (perSample * localBatch) == 0
+                          ? perSample * localBatch
+                          : n;
   const ExecEnv *env = &args.env;
   int threads = args.env.threads;
   MaskLoop maskLoop = pickMaskLoop();
@@ -1063,7 +1081,7 @@ KernelFn dropoutFactory(KernelArgs &args) {
       const T *x;
       T *y;
       uint8_t *m;
-      int64_t n, perSample;
+      int64_t n, perSample, run;
       float threshold;
       T denom;
       uint64_t seedAttr, stream;
@@ -1073,20 +1091,28 @@ KernelFn dropoutFactory(KernelArgs &args) {
       uint64_t key, base; // of the current step
     };
     auto st = std::make_shared<State>(State{x.as<const T>(), y.as<T>(), m.as<uint8_t>(),
-                                            n, perSample, (float)ratio,
+                                            n, perSample, run, (float)ratio,
                                             (T)(1.0 - ratio), seedAttr, stream, env,
                                             threads, maskLoop, 0, 0});
     return [st] {
       State &s = *st;
       s.key = streamKey(s.env->seed ^ s.seedAttr, s.stream, (uint64_t)s.env->step);
       s.base = (uint64_t)s.env->sampleOffset * (uint64_t)s.perSample;
-      parallelFor(s.threads, s.n, kCostlyGrain, [&s](int64_t begin, int64_t end) {
-        // In blocks, so that the mask is still in cache for the values.
+      // Run a of this rank's samples starts at global element
+      // (a * G + off) * M: a stride of G * M counters per run.
+      const uint64_t runStride = (uint64_t)s.env->globalBatch * (uint64_t)s.perSample;
+      parallelFor(s.threads, s.n, kCostlyGrain, [&s, runStride](int64_t begin, int64_t end) {
+        // In blocks, so that the mask is still in cache for the values, and
+        // never across a run (whose counters jump).
         constexpr int64_t kBlock = 1 << 14;
-        for (int64_t b = begin; b < end; b += kBlock) {
-          const int64_t e1 = std::min(end, b + kBlock);
-          s.maskLoop(s.key, s.base + (uint64_t)b, s.threshold, s.m + b, e1 - b);
+        for (int64_t b = begin; b < end;) {
+          const int64_t a = b / s.run, runEnd = (a + 1) * s.run;
+          const int64_t e1 = std::min({end, b + kBlock, runEnd});
+          const uint64_t counter =
+              s.base + (uint64_t)a * runStride + (uint64_t)(b - a * s.run);
+          s.maskLoop(s.key, counter, s.threshold, s.m + b, e1 - b);
           maskedScale(s.x + b, s.m + b, s.y + b, e1 - b, s.denom);
+          b = e1;
         }
       });
     };

@@ -652,6 +652,54 @@ TEST(ElementwiseDropout, SameMaskWhateverTheBatchSplit) {
   EXPECT_NE(m.values(), m2.values());
 }
 
+TEST(ElementwiseDropout, SampleStrideNumbersTheGlobalBatch) {
+  // A [T, B, H] = [4, 6, 500] tensor (samples along dimension 1, stride 500:
+  // what a sequence-first RNN or a transpose gives) on one rank, and the
+  // same samples as two ranks' [4, 3, 500] halves: each rank's element of
+  // (t, s, h) must get the mask of global element (t, 3r + s, h).
+  const int64_t T = 4, B = 6, H = 500, b = 3;
+  std::vector<double> v = randomValues(T * B * H, 9);
+  TestTensor x(DType::F32, {T, B, H}, v), y(DType::F32, {T, B, H}),
+      m(DType::Bool, {T, B, H});
+  nlohmann::json attrs = {{"ratio", 0.3}, {"sample_stride", H}};
+  ExecEnv env;
+  env.seed = 5;
+  env.step = 2;
+  env.threads = 3;
+  env.globalBatch = B;
+  runKernel("dropout", {&x}, {&y, &m}, attrs, env);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<double> part;
+    for (int64_t t = 0; t < T; ++t)
+      part.insert(part.end(), v.begin() + (t * B + r * b) * H, v.begin() + (t * B + r * b + b) * H);
+    TestTensor xh(DType::F32, {T, b, H}, part), yh(DType::F32, {T, b, H}),
+        mh(DType::Bool, {T, b, H});
+    ExecEnv e2 = env;
+    e2.worldSize = 2;
+    e2.rank = r;
+    e2.sampleOffset = b * r;
+    runKernel("dropout", {&xh}, {&yh, &mh}, attrs, e2);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < b * H; ++i) {
+        int64_t global = (t * B + r * b) * H + i, local = t * b * H + i;
+        ASSERT_EQ(mh.get(local), m.get(global)) << r << " " << t << " " << i;
+        ASSERT_EQ(yh.get(local), y.get(global)) << r << " " << t << " " << i;
+      }
+  }
+  // sample_stride 0: the tensor holds no samples (every rank has all of it)
+  // and gets the same mask on every rank.
+  TestTensor w(DType::F32, {10, 10}, randomValues(100, 4)), wy(DType::F32, {10, 10}),
+      wm(DType::Bool, {10, 10}), wm1(DType::Bool, {10, 10});
+  ExecEnv e0 = env, e1 = env;
+  e1.sampleOffset = 3;
+  runKernel("dropout", {&w}, {&wy, &wm}, {{"ratio", 0.5}, {"sample_stride", 0}}, e0);
+  runKernel("dropout", {&w}, {&wy, &wm1}, {{"ratio", 0.5}, {"sample_stride", 0}}, e1);
+  EXPECT_EQ(wm.values(), wm1.values());
+  EXPECT_NE(kernelError("dropout", {&w}, {&wy, &wm}, {{"ratio", 0.5}, {"sample_stride", -1}})
+                .find("sample_stride must be >= 0"),
+            std::string::npos);
+}
+
 TEST(ElementwiseDropout, RatioZeroIsIdentityAndErrors) {
   TestTensor x(DType::F64, {}, {2.5}), y(DType::F64, {}), m(DType::Bool, {});
   runKernel("dropout", {&x}, {&y, &m}, {{"ratio", 0.0}});
