@@ -95,12 +95,18 @@ private:
   llvm::Error concat(px::ConcatOp op);
   llvm::Error expand(px::ExpandOp op);
   llvm::Error useOfMeans(Operation *op);
+  llvm::Error useOfSums(Operation *op);
+  /// Whether `v` is a scalar px.constant equal to `value`.
+  static bool isConstant(Value v, double value);
 
   BatchLayout &layout;
   int64_t batch;
   /// Values computed from a mean over the samples (the loss, and what is
   /// computed from it by scaling and adding).
   llvm::SmallPtrSet<Value, 8> means;
+  /// Values computed from a sum over the samples, each with the op that
+  /// summed: it becomes a mean when divided by the batch size.
+  llvm::DenseMap<Value, Operation *> sums;
 };
 
 bool BatchTracer::constantUniformAlong(ElementsAttr value, Placement at) const {
@@ -364,9 +370,7 @@ llvm::Error BatchTracer::loss(Operation *op, Value scores, Value labels,
   } else if (reduction == "mean") {
     means.insert(op->getResult(0));
   } else {
-    return fail(op, "sums the loss over the samples (reduction '" + reduction +
-                        "'): data parallelism averages the ranks' losses, so "
-                        "export the loss with reduction='mean'");
+    sums[op->getResult(0)] = op;
   }
   return llvm::Error::success();
 }
@@ -409,10 +413,13 @@ llvm::Error BatchTracer::reduce(Operation *op, ArrayRef<int64_t> axes,
   for (int64_t a : axes) {
     a = normalizeAxis(a, rank);
     if (a == p->axis) {
-      if (!isMean)
+      if (isMean)
+        means.insert(op->getResult(0));
+      else if (isa<px::ReduceSumOp>(op))
+        sums[op->getResult(0)] = op;
+      else
         return fail(op, "reduces across the samples (along their dimension) "
-                        "with something other than a mean");
-      means.insert(op->getResult(0));
+                        "with something other than a sum or a mean");
       return llvm::Error::success();
     }
     before += a < p->axis;
@@ -507,10 +514,74 @@ llvm::Error BatchTracer::useOfMeans(Operation *op) {
   return llvm::Error::success();
 }
 
+bool BatchTracer::isConstant(Value v, double value) {
+  auto c = v.getDefiningOp<px::ConstantOp>();
+  auto attr = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+  if (!attr || !attr.isSplat() || attr.getType().getNumElements() != 1)
+    return false;
+  double x = isa<FloatType>(attr.getElementType())
+                 ? attr.getSplatValue<APFloat>().convertToDouble()
+                 : (double)attr.getSplatValue<APInt>().getSExtValue();
+  return std::abs(x - value) <= 1e-6 * std::abs(value);
+}
+
+/// A sum over the samples (a loss with reduction 'sum', `loss.sum()`) may
+/// be scaled and added to other such sums, and becomes a mean when divided
+/// by the batch size (`/ x.size(0)`, a number in a static export: it is
+/// recorded so that it becomes the per-rank batch): KL divergence's
+/// 'batchmean'. Returned as it is, it would make N ranks' averaged losses
+/// 1/N of one process's.
+llvm::Error BatchTracer::useOfSums(Operation *op) {
+  auto sumOperand = llvm::find_if(op->getOperands(),
+                                  [&](Value v) { return sums.count(v); });
+  if (sumOperand == op->getOperands().end())
+    return llvm::Error::success();
+  Operation *origin = sums.lookup(*sumOperand);
+  auto isSum = [&](Value v) { return sums.count(v) > 0; };
+  auto holdsNothing = [&](Value v) {
+    return !placementOf(v) && !means.count(v) && !sums.count(v);
+  };
+  if (isa<px::DivOp>(op) && isSum(op->getOperand(0)) &&
+      isConstant(op->getOperand(1), (double)batch)) {
+    layout.batchSizeOperands.push_back({op, 1, /*inverse=*/false});
+    means.insert(op->getResult(0));
+    return llvm::Error::success();
+  }
+  if (isa<px::MulOp>(op))
+    for (unsigned i : {0u, 1u})
+      if (isSum(op->getOperand(1 - i)) &&
+          isConstant(op->getOperand(i), 1.0 / (double)batch)) {
+        layout.batchSizeOperands.push_back({op, i, /*inverse=*/true});
+        means.insert(op->getResult(0));
+        return llvm::Error::success();
+      }
+  bool scaled =
+      isa<px::NegOp, px::ReshapeOp, px::CastOp>(op) ||
+      (isa<px::AddOp, px::SubOp>(op) && llvm::all_of(op->getOperands(), isSum)) ||
+      (isa<px::MulOp>(op) && llvm::any_of(op->getOperands(), holdsNothing)) ||
+      (isa<px::DivOp>(op) && holdsNothing(op->getOperand(1)));
+  if (scaled) {
+    for (Value r : op->getResults())
+      sums[r] = origin;
+    return llvm::Error::success();
+  }
+  if (isa<func::ReturnOp>(op))
+    return fail(origin, "sums over the samples, and the step returns that sum: "
+                        "data parallelism averages the ranks' losses, so "
+                        "divide it by the batch size or use a mean "
+                        "(reduction='mean')");
+  return fail(origin, "sums over the samples, and " +
+                          op->getName().getStringRef() +
+                          " uses that sum inside the model");
+}
+
 llvm::Error BatchTracer::visit(Operation *op) {
+  if (auto err = useOfSums(op))
+    return err;
   if (auto err = useOfMeans(op))
     return err;
-  if (means.count(op->getNumResults() ? op->getResult(0) : Value()))
+  if (op->getNumResults() &&
+      (means.count(op->getResult(0)) || sums.count(op->getResult(0))))
     return llvm::Error::success();
   if (op->hasTrait<px::OpTrait::Elementwise>())
     return elementwise(op);

@@ -555,6 +555,11 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
         named("momentum", b.getF32FloatAttr(attrFloat(node, "momentum", 0.9f)))};
     if (training)
       attrs.push_back(named("training", b.getUnitAttr()));
+    // ONNX updates the running variance with the biased batch variance,
+    // PyTorch (whose export this may be) with the unbiased one.
+    if (training && options.unbiasedBatchnormVariance.value_or(
+                        model.producer_name() == "pytorch"))
+      attrs.push_back(named("unbiased_running_var", b.getUnitAttr()));
     return define0(make<px::BatchNormOp>(node, operands, attrs));
   }
 

@@ -15,6 +15,7 @@
 #include "parallax/Analysis/BatchDimension.h"
 #include "parallax/Transforms/Passes.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
@@ -107,6 +108,17 @@ llvm::Error rebatch(ModuleOp module, func::FuncOp func, const BatchLayout &layou
   for (px::InputOp in : inputs)
     in.setBatchedAttr(b.getUnitAttr());
   if (local != layout.batch) {
+    for (auto [op, index, inverse] : layout.batchSizeOperands) {
+      OpBuilder ob(op);
+      auto type = cast<RankedTensorType>(op->getOperand(index).getType());
+      double value = inverse ? 1.0 / (double)local : (double)local;
+      Attribute element = isa<FloatType>(type.getElementType())
+                              ? (Attribute)ob.getFloatAttr(type.getElementType(), value)
+                              : (Attribute)ob.getIntegerAttr(type.getElementType(), local);
+      op->setOperand(index, px::ConstantOp::create(
+                                ob, op->getOperand(index).getLoc(),
+                                cast<ElementsAttr>(DenseElementsAttr::get(type, element))));
+    }
     for (Operation &op : func.getBody().front()) {
       for (Value r : op.getResults())
         r.setType(rebatched(r, layout, local));

@@ -18,7 +18,7 @@ module {
 // -----
 
 // A loss summed over the samples cannot be averaged over ranks.
-// expected-error @below {{px-split-batch: cannot tell which inputs hold the batch of this static model: node 'ce' (px.softmax_cross_entropy_loss) sums the loss over the samples (reduction 'sum'): data parallelism averages the ranks' losses, so export the loss with reduction='mean'. Pass --batch-inputs NAMES}}
+// expected-error @below {{px-split-batch: cannot tell which inputs hold the batch of this static model: node 'ce' (px.softmax_cross_entropy_loss) sums over the samples, and the step returns that sum: data parallelism averages the ranks' losses, so divide it by the batch size or use a mean (reduction='mean'). Pass --batch-inputs NAMES}}
 module {
   func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
     %x = px.input "x" : tensor<4x3xf32>
@@ -63,6 +63,20 @@ module {
   func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
     %x = px.input "x" : tensor<1x3xf32>
     %r = px.reduce_mean %x {axes = array<i64: 0, 1>, keepdims = false} : tensor<1x3xf32>
+    return %r : tensor<f32>
+  }
+}
+
+// -----
+
+// A sum over the samples used inside the model.
+// expected-error @below {{px-split-batch: cannot tell which inputs hold the batch of this static model: node 'total' (px.reduce_sum) sums over the samples, and px.mul uses that sum inside the model. Pass --batch-inputs NAMES}}
+module {
+  func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<4x3xf32>
+    %s = px.reduce_sum %x {axes = array<i64: 0>, keepdims = true} : tensor<4x3xf32> loc("total")
+    %c = px.mul %x, %s : tensor<4x3xf32>, tensor<1x3xf32>
+    %r = px.reduce_mean %c {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x3xf32>
     return %r : tensor<f32>
   }
 }

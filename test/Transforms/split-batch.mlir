@@ -111,3 +111,25 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// A sum over the samples divided by the batch size (KL divergence's
+// 'batchmean', `loss.sum() / x.size(0)`) is a mean; the batch size, a
+// number in a static export, becomes the per-rank batch.
+// REMARK: remark: batch: 'x' hold 2 samples per rank and step
+// CHECK-LABEL: func.func @main
+// CHECK: %[[SUM:.*]] = px.reduce_sum %{{.*}} {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x3xf32>
+// CHECK: %[[TWO:.*]] = px.constant dense<2.000000e+00> : tensor<f32>
+// CHECK: px.div %[[SUM]], %[[TWO]] : tensor<f32>, tensor<f32>
+module {
+  func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<4x3xf32>
+    %w = px.variable "w" trainable = dense<0.5> : tensor<3xf32>
+    %four = px.constant dense<4.0> : tensor<f32>
+    %h = px.mul %x, %w : tensor<4x3xf32>, tensor<3xf32>
+    %s = px.reduce_sum %h {axes = array<i64: 0, 1>, keepdims = false} : tensor<4x3xf32>
+    %r = px.div %s, %four : tensor<f32>, tensor<f32>
+    return %r : tensor<f32>
+  }
+}

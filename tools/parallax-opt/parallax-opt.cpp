@@ -131,6 +131,17 @@ static cl::opt<ShardMode> shardWeightUpdate(
                clEnumValN(ShardMode::Off, "off",
                           "all-reduce in full, update on every rank")),
     cl::init(ShardMode::Auto), cl::cat(parallaxCategory));
+enum class BatchnormVariance { Default, Biased, Unbiased };
+static cl::opt<BatchnormVariance> batchnormVariance(
+    "batchnorm-variance",
+    cl::desc("The batch variance BatchNormalization's running variance is "
+             "updated with (default: unbiased for models exported by PyTorch, "
+             "biased otherwise)"),
+    cl::values(clEnumValN(BatchnormVariance::Biased, "biased",
+                          "as the ONNX specification (divide by n)"),
+               clEnumValN(BatchnormVariance::Unbiased, "unbiased",
+                          "as PyTorch (divide by n - 1)")),
+    cl::init(BatchnormVariance::Default), cl::cat(parallaxCategory));
 static cl::opt<bool> noLocalAggregation(
     "no-local-aggregation",
     cl::desc("Push sparse gradients to their servers without summing them "
@@ -252,6 +263,8 @@ static llvm::Expected<parallax::ImportOptions> importOptions() {
   options.loss = loss;
   options.requireLoss = !inference;
   options.ranks = distributed() ? worldSize() : 1;
+  if (batchnormVariance != BatchnormVariance::Default)
+    options.unbiasedBatchnormVariance = batchnormVariance == BatchnormVariance::Unbiased;
   return options;
 }
 

@@ -45,6 +45,15 @@ struct BatchLayout {
   /// repeated for every sample, an expand of one row): they shrink with the
   /// batch like the samples would.
   llvm::DenseMap<mlir::Value, BatchPlacement> uniform;
+  /// Operands that are the batch size (or its inverse, `inverse`): a sum
+  /// over the samples divided by it is a mean. They become the per-rank
+  /// batch with it.
+  struct BatchSizeOperand {
+    mlir::Operation *op;
+    unsigned index;
+    bool inverse;
+  };
+  llvm::SmallVector<BatchSizeOperand> batchSizeOperands;
 
   /// Elements between consecutive samples of `value` (inner times the
   /// dimensions after the axis), or 0 if it holds no samples.
@@ -54,7 +63,8 @@ struct BatchLayout {
 /// Follows `batch` samples along dimension 0 of `inputs` through `func`.
 /// Fails with a message naming the op (its ONNX node) that combines
 /// samples, and how: a matmul contracting over them, a softmax across them,
-/// a reshape that splits them, a reduction other than the loss's mean, ...
+/// a reshape that splits them, a reduction other than the loss's mean (or a
+/// sum divided by the batch size), ...
 llvm::Expected<BatchLayout> analyzeBatch(mlir::func::FuncOp func,
                                          llvm::ArrayRef<mlir::Operation *> inputs,
                                          int64_t batch);

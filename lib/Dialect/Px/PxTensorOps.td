@@ -308,9 +308,11 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
   let description = [{
     In `training` mode the batch statistics normalise x, and
     `running_mean`/`running_var` are the updated running statistics
-    (momentum * old + (1 - momentum) * batch, with the biased batch
-    variance, as ONNX BatchNormalization-15 specifies; PyTorch keeps the
-    unbiased one, which changes only the running variance, never the loss).
+    (momentum * old + (1 - momentum) * batch), with the biased batch
+    variance as ONNX BatchNormalization-15 specifies, or with
+    `unbiased_running_var` the unbiased one (times n / (n - 1), n values per
+    channel in the whole batch), as PyTorch does; the choice changes only
+    the running variance, never the loss.
     Otherwise the input statistics normalise x and are returned unchanged.
     With `grid = @g` (set by px-sync) the batch statistics are those of the
     whole grid's batch (synchronized BatchNorm): every rank normalises with
@@ -323,6 +325,7 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
                        DefaultValuedAttr<F32Attr, "1e-5">:$epsilon,
                        DefaultValuedAttr<F32Attr, "0.9">:$momentum,
                        UnitAttr:$training,
+                       UnitAttr:$unbiased_running_var,
                        OptionalAttr<FlatSymbolRefAttr>:$grid);
   let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$running_mean,
                       Px_FloatTensor:$running_var);
