@@ -5,7 +5,10 @@
 // and without linear_before_reset, on one thread and on several.
 #include "KernelTestUtil.h"
 
+#include "../../../lib/Runtime/Kernels/Vec4.h"
+
 #include <cmath>
+#include <limits>
 #include <functional>
 #include <map>
 
@@ -349,6 +352,38 @@ TEST(RnnKernels, EdgeSizes) {
     checkForward(c, DType::F64, 1, seed++);
     checkBackward(c, DType::F64, 1, seed++);
   }
+}
+
+// The 4-wide activations the f32 kernels use, against libm over [-20, 20]
+// (both branches of tanh, the saturated ends) and at the special values.
+TEST(RnnKernels, VectorActivationsMatchLibm) {
+  using namespace parallax::rt::detail;
+  double worstTanh = 0, worstSigmoid = 0;
+  for (int k = -200000; k <= 200000; k += 4) {
+    v4f x;
+    for (int i = 0; i < 4; ++i)
+      x[i] = (float)((k + i) * 1e-4);
+    v4f t = vtanh4(x), s = vsigmoid4(x);
+    for (int i = 0; i < 4; ++i) {
+      double xd = x[i], rt = std::tanh(xd), rs = 1.0 / (1.0 + std::exp(-xd));
+      worstTanh = std::max(worstTanh, std::abs(t[i] - rt) / std::max(std::abs(rt), 1e-30));
+      worstSigmoid = std::max(worstSigmoid, std::abs(s[i] - rs) / rs);
+    }
+  }
+  // A few float ulps (2^-23 = 1.2e-7).
+  EXPECT_LT(worstTanh, 4e-7);
+  EXPECT_LT(worstSigmoid, 4e-7);
+  const float inf = std::numeric_limits<float>::infinity();
+  v4f special{inf, -inf, 0.0f, std::numeric_limits<float>::quiet_NaN()};
+  v4f t = vtanh4(special), s = vsigmoid4(special);
+  EXPECT_EQ(t[0], 1.0f);
+  EXPECT_EQ(t[1], -1.0f);
+  EXPECT_EQ(t[2], 0.0f);
+  EXPECT_TRUE(std::isnan(t[3]));
+  EXPECT_EQ(s[0], 1.0f);
+  EXPECT_EQ(s[1], 0.0f);
+  EXPECT_EQ(s[2], 0.5f);
+  EXPECT_TRUE(std::isnan(s[3]));
 }
 
 TEST(RnnKernels, BindErrors) {
