@@ -9,8 +9,8 @@
 // step's pre-activation gradients, and ends with one GEMM each for dW, dR
 // and dx over the whole sequence. The two directions of a bidirectional
 // layer are independent and run side by side when there are threads for it;
-// their contributions to dx are added afterwards, in direction order, so the
-// result does not depend on the thread count.
+// their contributions to dx are added afterwards, in direction order, not
+// in the order the directions finish.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,8 +96,9 @@ Layer readLayer(const KernelArgs &args, int64_t gates, const std::string &op) {
   return l;
 }
 
-// The activations over a row: 4-wide for f32 (the transcendentals took a
-// quarter of an LSTM step through libm), plain loops for f64.
+// The activations over a row: 4-wide for f32 (libm's scalar expf and
+// tanhf would be the bulk of a step's elementwise work), plain loops for
+// f64.
 template <typename T> void sigmoidRow(T *v, int64_t n) {
   for (int64_t j = 0; j < n; ++j)
     v[j] = T(1) / (T(1) + std::exp(-v[j]));
@@ -143,15 +144,20 @@ template <typename F> void forDirections(int threads, const Layer &l, F &&body) 
     body(dir, threads);
 }
 
-/// out[c] = sum over `rows` rows of m[row * ld + c], c < cols (in double).
+/// out[c] = sum over `rows` rows of m[row * ld + c], c < cols (in double,
+/// threaded over columns: each sum keeps its order).
 template <typename T>
-void columnSums(const T *m, int64_t rows, int64_t cols, int64_t ld, T *out) {
-  std::vector<double> acc(cols, 0.0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      acc[c] += (double)m[r * ld + c];
-  for (int64_t c = 0; c < cols; ++c)
-    out[c] = (T)acc[c];
+void columnSums(int threads, const T *m, int64_t rows, int64_t cols,
+                int64_t ld, T *out) {
+  int64_t grain = std::max<int64_t>(16, 65536 / std::max<int64_t>(rows, 1));
+  parallelFor(threads, cols, grain, [&](int64_t c0, int64_t c1) {
+    std::vector<double> acc(c1 - c0, 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = c0; c < c1; ++c)
+        acc[c - c0] += (double)m[r * ld + c];
+    for (int64_t c = c0; c < c1; ++c)
+      out[c] = (T)acc[c - c0];
+  });
 }
 
 /// dx = sum over directions of dgates_d [T*B, G*H] times W_d [G*H, I], added
@@ -327,7 +333,7 @@ template <typename T> KernelFn lstmGradTyped(KernelArgs &args) {
                  dr + dir * G * H, H);
       // Wb and Rb enter every gate the same way.
       T *dbd = db + dir * 2 * G;
-      columnSums(dg, rows, G, G, dbd);
+      columnSums(nt, dg, rows, G, G, dbd);
       std::memcpy(dbd + G, dbd, G * sizeof(T));
     });
     inputGradient(threads, l, dgates->data(), G, w, dx);
@@ -551,8 +557,8 @@ template <typename T> KernelFn gruGradTyped(KernelArgs &args) {
                    H);
       }
       T *dbd = db + dir * 2 * G3;
-      columnSums(dgx, rows, G3, G3, dbd);
-      columnSums(dgh, rows, G3, G3, dbd + G3);
+      columnSums(nt, dgx, rows, G3, G3, dbd);
+      columnSums(nt, dgh, rows, G3, G3, dbd + G3);
     });
     inputGradient(threads, l, dInput->data(), G3, w, dx);
   };

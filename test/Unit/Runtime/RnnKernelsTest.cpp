@@ -320,6 +320,53 @@ TEST(RnnKernels, BackwardF32AndThreads) {
     }
 }
 
+TEST(RnnKernels, BackwardThreadedMatchesOneThread) {
+  // Large enough that the GEMMs, the batch loops and the bias sums split
+  // over threads, and the two directions run side by side.
+  uint64_t seed = 450;
+  for (bool lstm : {true, false})
+    for (bool lbr : {true, false}) {
+      if (lstm && !lbr)
+        continue;
+      Case c;
+      c.lstm = lstm;
+      c.lbr = lbr;
+      c.direction = "bidirectional";
+      c.t = 5;
+      c.b = 33;
+      c.i = 24;
+      c.h = 40;
+      SCOPED_TRACE(c.name());
+      Values v = caseValues(c, seed++);
+      int64_t D = c.d(), G = c.g() * c.h;
+      std::vector<double> ry = test::randomValues(c.t * D * c.b * c.h, seed++),
+                          rh = test::randomValues(D * c.b * c.h, seed++);
+      std::map<int, std::vector<std::vector<double>>> results;
+      for (int threads : {1, 4}) {
+        Forward f = runForward(c, v, DType::F32, threads);
+        TestTensor dy(DType::F32, {c.t, D, c.b, c.h}, ry), dyh(DType::F32, {D, c.b, c.h}, rh),
+            dyc(DType::F32, {D, c.b, c.h}, rh);
+        TestTensor dx(DType::F32, {c.t, c.b, c.i}), dw(DType::F32, {D, G, c.i}),
+            dr(DType::F32, {D, G, c.h}), db(DType::F32, {D, 2 * G}),
+            dh0(DType::F32, {D, c.b, c.h}), dc0(DType::F32, {D, c.b, c.h});
+        ExecEnv env;
+        env.threads = threads;
+        if (lstm)
+          runKernel("lstm_grad",
+                    {&f.x, &f.w, &f.r, &f.h0, &f.c0, &f.y, &f.gates, &f.cells, &dy, &dyh, &dyc},
+                    {&dx, &dw, &dr, &db, &dh0, &dc0}, attrsOf(c), env);
+        else
+          runKernel("gru_grad", {&f.x, &f.w, &f.r, &f.h0, &f.y, &f.gates, &dy, &dyh},
+                    {&dx, &dw, &dr, &db, &dh0}, attrsOf(c), env);
+        results[threads] = {f.y.values(), dx.values(), dw.values(), dr.values(),
+                            db.values(), dh0.values(), dc0.values()};
+      }
+      const char *names[] = {"y", "dx", "dw", "dr", "db", "dinitial_h", "dinitial_c"};
+      for (size_t k = 0; k < results[1].size(); ++k)
+        expectNear(results[4][k], results[1][k], 1e-5, 1e-6, names[k]);
+    }
+}
+
 TEST(RnnKernels, BackwardWithSomeGradientsAbsent) {
   // Zero dy, dy_h or dy_c (a result nothing reads): only y_h (a
   // classifier), only y (an LM), only y_c.
