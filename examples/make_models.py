@@ -1206,6 +1206,97 @@ def golden_complete(out: Path, name: str) -> bool:
 
 
 # --------------------------------------------------------------------------
+# Recurrent models: torch.nn.LSTM and nn.GRU as they come (ONNX LSTM / GRU,
+# one node per layer; batch_first inserts Transposes).
+# --------------------------------------------------------------------------
+
+ALLOWED_OPS = ALLOWED_OPS | {"LSTM", "GRU"}
+RNN_LM_VOCAB, RNN_LM_LEN = 256, 16
+GRU_STEPS, GRU_FEATURES = 12, 8
+
+
+def build_lstm_lm():
+    torch, nn, F = _torch()
+    V = RNN_LM_VOCAB
+
+    class LSTMLM(nn.Module):
+        """Embedding -> 2-layer LSTM -> Linear -> next-token cross entropy."""
+
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(V, 32)
+            self.lstm = nn.LSTM(32, 64, num_layers=2, batch_first=True)
+            self.out = nn.Linear(64, V)
+
+        def forward(self, tokens, targets):
+            h, _ = self.lstm(self.embed(tokens))             # [B, T, 64]
+            logits = self.out(h)                             # [B, T, V]
+            return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+
+    return LSTMLM()
+
+
+def build_gru_classifier():
+    torch, nn, F = _torch()
+
+    class GRUClassifier(nn.Module):
+        """Bidirectional GRU over feature sequences; the two final states
+        -> Linear -> cross entropy."""
+
+        def __init__(self):
+            super().__init__()
+            self.gru = nn.GRU(GRU_FEATURES, 32, batch_first=True, bidirectional=True)
+            self.fc = nn.Linear(64, 10)
+
+        def forward(self, x, y):
+            _, h = self.gru(x)                               # h: [2, B, 32]
+            return F.cross_entropy(self.fc(torch.cat([h[0], h[1]], dim=1)), y)
+
+    return GRUClassifier()
+
+
+def _rnn_lm_data(rng, batch):
+    """Token sequences of a sparse Markov chain: each token is followed by
+    one of its two successors, or with probability 0.2 by a random token;
+    successors and random tokens are Zipf-distributed, as words are. The
+    unigram and bigram statistics are learnable, so the loss falls."""
+    np = _np()
+    n = REFERENCE_STEPS * batch
+    perm = rng.permutation(RNN_LM_VOCAB)
+    succ = _zipf_ids(np, rng, RNN_LM_VOCAB, (RNN_LM_VOCAB, 2), perm)
+    seq = np.empty((n, RNN_LM_LEN + 1), dtype=np.int64)
+    seq[:, 0] = _zipf_ids(np, rng, RNN_LM_VOCAB, n, perm)
+    for k in range(1, RNN_LM_LEN + 1):
+        follow = succ[seq[:, k - 1], rng.integers(0, 2, n)]
+        jump = _zipf_ids(np, rng, RNN_LM_VOCAB, n, perm)
+        seq[:, k] = np.where(rng.random(n) < 0.8, follow, jump)
+    return {"tokens": np.ascontiguousarray(seq[:, :-1]),
+            "targets": np.ascontiguousarray(seq[:, 1:])}
+
+
+MODELS["lstm_lm"] = Model(
+    build_lstm_lm, batch=16, seed=9, committed=False,
+    inputs=(Input("tokens", (BATCH, RNN_LM_LEN), "int64", RNN_LM_VOCAB),
+            Input("targets", (BATCH, RNN_LM_LEN), "int64", RNN_LM_VOCAB)),
+    sparse=("embed.weight",),
+    doc="embedding, 2-layer nn.LSTM (batch_first), Linear, cross entropy")
+MODELS["gru_classifier"] = Model(
+    build_gru_classifier, batch=16, seed=10, committed=False,
+    inputs=(Input("x", (BATCH, GRU_STEPS, GRU_FEATURES), "float32"),
+            Input("y", (BATCH,), "int64", 10)),
+    doc="bidirectional nn.GRU over [T, 8] features, final states, Linear, cross entropy")
+# lstm_lm's Adam uses epsilon 1e-6 for the reason nmt's and lm's do: rows of
+# the output layer for words a step never sees get gradients of pure
+# rounding noise, which epsilon 1e-8 would turn into steps of up to lr.
+REFERENCES["lstm_lm"] = Reference(
+    _rnn_lm_data, _reference_gathers({"embed.weight": ["tokens"]}),
+    optim={"sgd": {"lr": 1.0}, "adam": {"lr": 0.003, "epsilon": 1e-6}}, data_seed=106)
+REFERENCES["gru_classifier"] = Reference(
+    _classifier_data((GRU_STEPS, GRU_FEATURES)), _reference_gathers({}),
+    optim={"sgd": {"lr": 0.1}, "adam": {"lr": 0.001}}, data_seed=107)
+
+
+# --------------------------------------------------------------------------
 
 def _reference_line(name: str, out: Path, losses: dict) -> str:
     parts = [f"{opt} ({' '.join(compile_flags(name, opt)[1:])}) loss {v[0]:.4f} -> {v[-1]:.4f}"

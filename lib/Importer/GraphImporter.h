@@ -163,6 +163,8 @@ private:
                             SmallVectorImpl<int64_t> &dilations);
   llvm::Expected<Value> reshape(const onnx::NodeProto &node, Value input,
                                 ArrayRef<int64_t> shape);
+  /// LSTM and GRU (RecurrentConverters.cpp).
+  llvm::Error convertRecurrent(const onnx::NodeProto &node);
 
   MLIRContext &ctx;
   mlir::OpBuilder b;

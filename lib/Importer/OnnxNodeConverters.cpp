@@ -658,6 +658,10 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
     return define0(make<px::AveragePoolOp>(node, ValueRange{*x}, attrs));
   }
 
+  // Recurrent layers (RecurrentConverters.cpp).
+  if (op == "LSTM" || op == "GRU")
+    return convertRecurrent(node);
+
   // Compile-time-only ops reach here when an input depends on runtime data.
   if (op == "Range" || op == "ConstantOfShape")
     return nodeError(node, "its inputs depend on runtime data; only "

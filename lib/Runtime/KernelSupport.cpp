@@ -119,6 +119,7 @@ void registerAllKernels(KernelRegistry &registry) {
   registerConvKernels(registry);
   registerOptimizerKernels(registry);
   registerCollectiveKernels(registry);
+  registerRnnKernels(registry);
 }
 
 void parallelFor(int threads, int64_t n, int64_t grain,

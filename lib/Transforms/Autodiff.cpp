@@ -193,6 +193,10 @@ LogicalResult Differentiator::visit(Operation *op) {
     return pb.scalar(0.0, PxBuilder::typeOf(v).getElementType());
   };
   auto typeOf = PxBuilder::typeOf;
+  // The gradient `g` of `result`, or zeros of its type when none flows.
+  auto orZeros = [&](Value g, Value result) {
+    return g ? g : pb.splat(0.0, typeOf(result));
+  };
   auto unb = [&](Value g, Value operand) {
     return pb.unbroadcast(g, typeOf(operand));
   };
@@ -495,6 +499,42 @@ LogicalResult Differentiator::visit(Operation *op) {
                        o.getKernelShapeAttr(), o.getStridesAttr(),
                        o.getPadsAttr(), o.getCeilModeAttr(),
                        o.getCountIncludePadAttr()));
+        return success();
+      })
+      // Recurrent layers: one backward kernel per layer (backpropagation
+      // through time over the saved gates), not an unrolled graph. A result
+      // nothing reads contributes a zero gradient.
+      .Case([&](px::LstmOp o) -> LogicalResult {
+        if (dys[3] || dys[4])
+          return o.emitOpError("px-autodiff: gradients through the saved "
+                               "gates or cells of lstm are not supported");
+        auto grad = px::LstmGradOp::create(
+            b, o.getLoc(), o.getX(), o.getW(), o.getR(), o.getInitialH(),
+            o.getInitialC(), o.getY(), o.getGates(), o.getCells(),
+            orZeros(dys[0], o.getY()), orZeros(dys[1], o.getYH()),
+            orZeros(dys[2], o.getYC()), o.getDirectionAttr());
+        contribute(o.getX(), grad.getDx());
+        contribute(o.getW(), grad.getDw());
+        contribute(o.getR(), grad.getDr());
+        contribute(o.getB(), grad.getDb());
+        contribute(o.getInitialH(), grad.getDinitialH());
+        contribute(o.getInitialC(), grad.getDinitialC());
+        return success();
+      })
+      .Case([&](px::GruOp o) -> LogicalResult {
+        if (dys[2])
+          return o.emitOpError("px-autodiff: gradients through the saved "
+                               "gates of gru are not supported");
+        auto grad = px::GruGradOp::create(
+            b, o.getLoc(), o.getX(), o.getW(), o.getR(), o.getInitialH(),
+            o.getY(), o.getGates(), orZeros(dys[0], o.getY()),
+            orZeros(dys[1], o.getYH()), o.getDirectionAttr(),
+            o.getLinearBeforeResetAttr());
+        contribute(o.getX(), grad.getDx());
+        contribute(o.getW(), grad.getDw());
+        contribute(o.getR(), grad.getDr());
+        contribute(o.getB(), grad.getDb());
+        contribute(o.getInitialH(), grad.getDinitialH());
         return success();
       })
       .Default([&](Operation *other) -> LogicalResult {

@@ -1780,6 +1780,134 @@ std::vector<GradCase> compositeCases() {
   return cases;
 }
 
+//===----------------------------------------------------------------------===//
+// Recurrent layers: px.lstm / px.gru through px.lstm_grad / px.gru_grad.
+//===----------------------------------------------------------------------===//
+
+struct RecurrentLayer {
+  std::vector<std::string> results; // y, y_h, [y_c,] gates[, cells]
+};
+
+/// A px.lstm (or px.gru) over `x` [T, B, I] with fresh trainable weights;
+/// `bias`, `h0`, `c0` are operands as given, zeros when "" (what the
+/// importer passes for absent ones).
+RecurrentLayer recurrent(Graph &g, bool lstm, const std::string &x,
+                         const std::string &tag, int64_t hidden,
+                         const std::string &direction, std::string bias,
+                         std::string h0, std::string c0, bool lbr = true) {
+  const Shape &xs = g.shape(x);
+  int64_t t = xs[0], b = xs[1], i = xs[2], d = direction == "bidirectional" ? 2 : 1;
+  int64_t rows = (lstm ? 4 : 3) * hidden;
+  std::string w = g.var("w" + tag, {d, rows, i}, -0.8, 0.8);
+  std::string r = g.var("r" + tag, {d, rows, hidden}, -0.8, 0.8);
+  auto zeros = [&](const Shape &s) {
+    return g.constant(s, std::vector<double>(numel(s), 0.0));
+  };
+  if (bias.empty())
+    bias = zeros({d, 2 * rows});
+  if (h0.empty())
+    h0 = zeros({d, b, hidden});
+  if (lstm && c0.empty())
+    c0 = zeros({d, b, hidden});
+  std::vector<std::string> operands{x, w, r, bias, h0};
+  if (lstm)
+    operands.push_back(c0);
+  std::string text = lstm ? "px.lstm " : "px.gru ", types;
+  for (size_t k = 0; k < operands.size(); ++k) {
+    text += (k ? ", " : "") + operands[k];
+    types += (k ? ", " : "") + g.type(operands[k]);
+  }
+  std::vector<std::string> attrs;
+  if (direction != "forward")
+    attrs.push_back("direction = \"" + direction + "\"");
+  if (!lstm && lbr)
+    attrs.push_back("linear_before_reset");
+  if (!attrs.empty()) {
+    text += " {" + attrs[0];
+    for (size_t k = 1; k < attrs.size(); ++k)
+      text += ", " + attrs[k];
+    text += "}";
+  }
+  text += " : " + types;
+  std::vector<std::pair<Shape, std::string>> resultTypes{
+      {{t, d, b, hidden}, "f64"}, {{d, b, hidden}, "f64"}};
+  if (lstm)
+    resultTypes.push_back({{d, b, hidden}, "f64"});
+  resultTypes.push_back({{d, t, b, 4 * hidden}, "f64"});
+  if (lstm)
+    resultTypes.push_back({{d, t, b, hidden}, "f64"});
+  return {g.ops(text, resultTypes)};
+}
+
+std::vector<GradCase> recurrentCases() {
+  std::vector<GradCase> cases;
+  uint64_t seed = 2500;
+  const int64_t T = 3, B = 2, I = 3, H = 2;
+  for (bool lstm : {true, false}) {
+    const char *name = lstm ? "lstm" : "gru";
+    {
+      // Every operand trainable, every result in the loss.
+      Graph g(seed++);
+      std::string x = g.var("x", {T, B, I}, -1, 1);
+      std::string b = g.var("b", {1, (lstm ? 8 : 6) * H}, -0.5, 0.5);
+      std::string h0 = g.var("h0", {1, B, H}, -0.7, 0.7);
+      std::string c0 = lstm ? g.var("c0", {1, B, H}, -0.7, 0.7) : "";
+      auto l = recurrent(g, lstm, x, "", H, "forward", b, h0, c0);
+      for (int k = 0; k < (lstm ? 3 : 2); ++k)
+        g.loss(l.results[k]);
+      cases.push_back(g.done(std::string(name) + " forward, bias and initial states, "
+                                                 "loss on every output"));
+    }
+    {
+      // Bidirectional, no bias or initial states, loss on y only.
+      Graph g(seed++);
+      std::string x = g.var("x", {T, B, I}, -1, 1);
+      auto l = recurrent(g, lstm, x, "", H, "bidirectional", "", "", "");
+      g.loss(l.results[0]);
+      cases.push_back(g.done(std::string(name) + " bidirectional, loss on y"));
+    }
+    {
+      // Reverse with an initial state, loss on the final state only (a
+      // classifier on y_h; for LSTM also y_c).
+      Graph g(seed++);
+      std::string x = g.constant({T, B, I}, g.uniform({T, B, I}, -1, 1));
+      std::string h0 = g.var("h0", {1, B, H}, -0.7, 0.7);
+      auto l = recurrent(g, lstm, x, "", H, "reverse", "", h0, "", /*lbr=*/false);
+      g.loss(l.results[lstm ? 2 : 1]);
+      cases.push_back(g.done(std::string(name) + " reverse, constant x, loss on " +
+                             (lstm ? "y_c" : "y_h") +
+                             (lstm ? "" : ", linear_before_reset = 0")));
+    }
+  }
+  {
+    // Two stacked layers as torch exports nn.LSTM(num_layers=2): layer 1
+    // reads layer 0's y [T, 1, B, H] reshaped to [T, B, H].
+    Graph g(seed++);
+    std::string x = g.var("x", {T, B, I}, -1, 1);
+    auto l0 = recurrent(g, true, x, "0", H, "forward", g.var("b0", {1, 8 * H}, -0.5, 0.5),
+                        "", "");
+    std::string y0 = g.op("px.reshape " + l0.results[0] + " : " + g.type(l0.results[0]) +
+                              " -> " + tensorType({T, B, H}, "f64"),
+                          {T, B, H});
+    auto l1 = recurrent(g, true, y0, "1", H, "forward", g.var("b1", {1, 8 * H}, -0.5, 0.5),
+                        "", "");
+    g.loss(l1.results[0]);
+    cases.push_back(g.done("two stacked lstm layers"));
+  }
+  {
+    // Bidirectional GRU without linear_before_reset, every operand.
+    Graph g(seed++);
+    std::string x = g.var("x", {T, B, I}, -1, 1);
+    std::string b = g.var("b", {2, 6 * H}, -0.5, 0.5);
+    std::string h0 = g.var("h0", {2, B, H}, -0.7, 0.7);
+    auto l = recurrent(g, false, x, "", H, "bidirectional", b, h0, "", /*lbr=*/false);
+    g.loss(l.results[0]);
+    g.loss(l.results[1]);
+    cases.push_back(g.done("gru bidirectional, linear_before_reset = 0, every operand"));
+  }
+  return cases;
+}
+
 struct Family {
   const char *name;
   std::vector<GradCase> (*cases)();
@@ -1796,6 +1924,7 @@ const Family kFamilies[] = {
     {"dropout", dropoutCases},       {"reduction", reductionCases},
     {"data_movement", dataMovementCases}, {"conv", convCases},
     {"pool", poolCases},             {"composite", compositeCases},
+    {"recurrent", recurrentCases},
 };
 
 //===----------------------------------------------------------------------===//
@@ -1822,6 +1951,7 @@ TEST(GradientCheck, DataMovement) { runCases(dataMovementCases()); }
 TEST(GradientCheck, Conv) { runCases(convCases()); }
 TEST(GradientCheck, Pooling) { runCases(poolCases()); }
 TEST(GradientCheck, Composite) { runCases(compositeCases()); }
+TEST(GradientCheck, Recurrent) { runCases(recurrentCases()); }
 
 // The harness itself: a mismatch must be reported, not averaged away.
 TEST(GradientCheckHarness, DetectsAPerturbedGradient) {
@@ -1882,6 +2012,7 @@ TEST(GradientCheckHarness, CoversEveryDifferentiatedOp) {
       {"ReduceMaxOp", "reduce_max"}, {"ReshapeOp", "reshape"},
       {"TransposeOp", "transpose"}, {"ConcatOp", "concat"}, {"ExpandOp", "expand"},
       {"ConvOp", "conv"}, {"MaxPoolOp", "max_pool"}, {"AveragePoolOp", "avg_pool"},
+      {"LstmOp", "lstm"}, {"GruOp", "gru"},
   };
   std::ifstream in(PARALLAX_SOURCE_DIR "/lib/Transforms/Autodiff.cpp");
   ASSERT_TRUE(in) << "cannot read Autodiff.cpp";

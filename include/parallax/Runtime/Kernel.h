@@ -138,6 +138,7 @@ void registerLossKernels(KernelRegistry &registry);
 void registerConvKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerCollectiveKernels(KernelRegistry &registry);
+void registerRnnKernels(KernelRegistry &registry);
 
 /// The library the f32 matrix products run on: "oneDNN" or "OpenBLAS"
 /// (lib/Runtime/Kernels/Blas.h says when each).

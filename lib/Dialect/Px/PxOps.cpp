@@ -33,19 +33,6 @@ StringRef strOr(StringAttr attr, StringRef dflt) {
   return attr ? attr.getValue() : dflt;
 }
 
-/// The parser infers result types before the verifier has checked the
-/// attributes, so a shape rule must not read an attribute that is missing or
-/// of the wrong kind (the adaptor's accessors cast unchecked): the adaptor's
-/// generated verify() checks them first.
-template <typename AdaptorT>
-LogicalResult verifyAttributes(MLIRContext *ctx, std::optional<Location> loc,
-                               AdaptorT &adaptor) {
-  if (loc)
-    return adaptor.verify(*loc);
-  ScopedDiagnosticHandler silence(ctx, [](Diagnostic &) { return success(); });
-  return adaptor.verify(UnknownLoc::get(ctx));
-}
-
 /// The ranked tensor type of `v`, or an error naming `what`.
 FailureOr<RankedTensorType> ranked(std::optional<Location> loc, Value v,
                                    StringRef what) {

@@ -477,4 +477,71 @@ def Px_DensifyOp : Px_Op<"densify", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$grad attr-dict `:` qualified(type($grad))";
 }
 
+//===----------------------------------------------------------------------===//
+// Recurrent layers (ONNX LSTM and GRU, as torch.nn.LSTM / nn.GRU export
+// them). Shapes follow ONNX's layout 0: x [T, B, I], w [D, G*H, I],
+// r [D, G*H, H], b [D, 2*G*H], states [D, B, H], y [T, D, B, H], with
+// D = 2 for "bidirectional" and 1 otherwise (G = 4 for LSTM, 3 for GRU).
+//===----------------------------------------------------------------------===//
+
+def Px_LstmOp : Px_Op<"lstm", [Pure, InferTypeOpAdaptor]> {
+  let summary = "LSTM layer over a whole sequence (ONNX LSTM, default activations)";
+  let description = [{
+    ONNX LSTM with its default activations (sigmoid gates, tanh cell and
+    output), no peepholes, no clip, no coupled input-forget gate and every
+    sequence of the full length T: what torch.nn.LSTM exports, one op per
+    layer. Gates are in ONNX's order i, o, f, c along w's and r's rows; `b`
+    is [Wb, Rb]. The importer passes zeros for an absent `B`, `initial_h` or
+    `initial_c` (what torch exports when the module is called without
+    states, and what ONNX means by an absent one). The "reverse" direction
+    (and direction 1 of "bidirectional") runs from t = T-1 down to 0; `y[t]`
+    is always the state after reading `x[t]`, and `y_h`, `y_c` the states
+    after the direction's last step.
+
+    `gates` [D, T, B, 4H] (the activated i, o, f, c of every step) and
+    `cells` [D, T, B, H] (every cell state) are results because the
+    backward pass (px.lstm_grad) needs them, as cuDNN keeps its reserve
+    space: recomputing them would repeat the whole sequential forward pass.
+    Nothing else reads them.
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$w, Px_FloatTensor:$r,
+                       Px_FloatTensor:$b, Px_FloatTensor:$initial_h,
+                       Px_FloatTensor:$initial_c,
+                       DefaultValuedAttr<StrAttr, "\"forward\"">:$direction);
+  let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$y_h,
+                      Px_FloatTensor:$y_c, Px_FloatTensor:$gates,
+                      Px_FloatTensor:$cells);
+  let assemblyFormat = [{
+    $x `,` $w `,` $r `,` $b `,` $initial_h `,` $initial_c attr-dict `:`
+    type(operands)
+  }];
+}
+
+def Px_GruOp : Px_Op<"gru", [Pure, InferTypeOpAdaptor]> {
+  let summary = "GRU layer over a whole sequence (ONNX GRU, default activations)";
+  let description = [{
+    ONNX GRU with its default activations (sigmoid gates, tanh candidate),
+    no clip and every sequence of the full length T. Gates are in ONNX's
+    order z, r, h; `b` is [Wb, Rb]; the importer passes zeros for an absent
+    `B` or `initial_h`. With `linear_before_reset` (what torch.nn.GRU
+    exports) the candidate is tanh(x Wh^T + Wbh + r * (h Rh^T + Rbh)),
+    without it tanh(x Wh^T + Wbh + (r * h) Rh^T + Rbh). Directions as
+    px.lstm.
+
+    `gates` [D, T, B, 4H] holds, per step, the activated z, r and candidate
+    and the recurrent term the backward pass needs (h Rh^T + Rbh with
+    `linear_before_reset`, else r * h): a result for px.gru_grad, which
+    would otherwise recompute the whole sequential forward pass.
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$w, Px_FloatTensor:$r,
+                       Px_FloatTensor:$b, Px_FloatTensor:$initial_h,
+                       DefaultValuedAttr<StrAttr, "\"forward\"">:$direction,
+                       UnitAttr:$linear_before_reset);
+  let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$y_h,
+                      Px_FloatTensor:$gates);
+  let assemblyFormat = [{
+    $x `,` $w `,` $r `,` $b `,` $initial_h attr-dict `:` type(operands)
+  }];
+}
+
 #endif // PARALLAX_DIALECT_PX_PXTENSOROPS_TD
