@@ -88,6 +88,8 @@ private:
   llvm::Error loss(Operation *op, Value scores, Value labels, StringRef reduction);
   llvm::Error layerNorm(px::LayerNormOp op);
   llvm::Error samplesFirst(Operation *op, Value x);
+  llvm::Error recurrent(Operation *op, Value x, ValueRange weights,
+                        ValueRange states);
   llvm::Error reduce(Operation *op, ArrayRef<int64_t> axes, bool keepdims,
                      bool isMean);
   llvm::Error reshape(px::ReshapeOp op);
@@ -403,6 +405,34 @@ llvm::Error BatchTracer::samplesFirst(Operation *op, Value x) {
   return llvm::Error::success();
 }
 
+/// px.lstm / px.gru take x as [T, B, I] and states as [D, B, H]; every
+/// result (y [T, D, B, H], the final states, the saved gates) has the
+/// samples in its second-to-last dimension.
+llvm::Error BatchTracer::recurrent(Operation *op, Value x, ValueRange weights,
+                                   ValueRange states) {
+  for (Value w : weights)
+    if (placementOf(w))
+      return fail(op, "takes samples in its weights");
+  bool any = false;
+  for (Value v : llvm::concat<Value>(ValueRange{x}, states)) {
+    auto p = placementOf(v);
+    if (p && (p->axis != 1 || p->inner != 1))
+      return fail(op, "needs the samples along dimension 1 of its input and "
+                      "states (sequence first)");
+    any |= p.has_value();
+  }
+  if (!any)
+    return llvm::Error::success();
+  for (auto [i, v] : llvm::enumerate(llvm::concat<Value>(ValueRange{x}, states)))
+    if (!placementOf(v) && !uniformAlong(v, {1, 1}))
+      return fail(op, "combines the samples with operand #" + llvm::Twine(i) +
+                          ", which does not come from them and differs "
+                          "along their dimension");
+  for (Value r : op->getResults())
+    place(r, {rankOf(r) - 2, 1});
+  return llvm::Error::success();
+}
+
 llvm::Error BatchTracer::reduce(Operation *op, ArrayRef<int64_t> axes,
                                 bool keepdims, bool isMean) {
   auto p = placementOf(op->getOperand(0));
@@ -607,6 +637,14 @@ llvm::Error BatchTracer::visit(Operation *op) {
       })
       .Case([&](px::ReduceMeanOp o) {
         return reduce(o, o.getAxes(), o.getKeepdims(), /*isMean=*/true);
+      })
+      .Case([&](px::LstmOp o) {
+        return recurrent(o, o.getX(), ValueRange{o.getW(), o.getR(), o.getB()},
+                         ValueRange{o.getInitialH(), o.getInitialC()});
+      })
+      .Case([&](px::GruOp o) {
+        return recurrent(o, o.getX(), ValueRange{o.getW(), o.getR(), o.getB()},
+                         ValueRange{o.getInitialH()});
       })
       .Case([&](px::ReshapeOp o) { return reshape(o); })
       .Case([&](px::TransposeOp o) { return transpose(o); })

@@ -11,6 +11,9 @@ its batch of 8 is a number in every shape and in the view's target.
 OUTDIR/tagger.onnx: embedding + learned positions taken with
 torch.arange(T).expand(B, T) (a constant repeated for every sample) ->
 linear -> per-token cross entropy over [B*T] rows; default (eval) export.
+OUTDIR/reader.onnx: embedding -> nn.LSTM(batch_first=True) -> last step ->
+linear -> cross entropy; default export (the LSTM holds the samples in its
+dimension 1, its zero initial states are constants of the batch's size).
 OUTDIR/<model>-data/<input>.npy: 40 samples for each graph input, named as
 the export named the inputs.
 """
@@ -55,6 +58,18 @@ class Tagger(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), tags.view(-1))
 
 
+class Reader(nn.Module):
+    def __init__(self, vocab=30, dim=8, hidden=12, classes=3):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.lstm = nn.LSTM(dim, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, classes)
+
+    def forward(self, tokens, label):
+        h, _ = self.lstm(self.embed(tokens))
+        return F.cross_entropy(self.out(h[:, -1]), label)
+
+
 def write_data(path, model_file, arrays):
     os.makedirs(path, exist_ok=True)
     names = [i.name for i in onnx.load(model_file).graph.input]
@@ -88,6 +103,13 @@ def main():
     write_data(os.path.join(out, "tagger-data"), path,
                [rng.integers(0, 30, (SAMPLES, 6)).astype(np.int64),
                 rng.integers(0, 4, (SAMPLES, 6)).astype(np.int64)])
+
+    reader = Reader()
+    path = os.path.join(out, "reader.onnx")
+    torch.onnx.export(reader, (torch.randint(0, 30, (BATCH, 5)), torch.randint(0, 3, (BATCH,))), path)
+    write_data(os.path.join(out, "reader-data"), path,
+               [rng.integers(0, 30, (SAMPLES, 5)).astype(np.int64),
+                rng.integers(0, 3, SAMPLES).astype(np.int64)])
 
 
 if __name__ == "__main__":
