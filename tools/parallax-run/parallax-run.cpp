@@ -254,6 +254,8 @@ int main(int argc, char **argv) {
                           : commThreadArg == "off" ? CommThread::Off
                                                    : CommThread::Auto;
 
+  if (underMpi)
+    parallax::run::dieWithParent();
   std::unique_ptr<Comm> comm;
   try {
     comm = underMpi ? makeMpiComm(commThread) : makeLocalComm();
