@@ -1,6 +1,7 @@
 //===- Comm.cpp - the communication thread, local and MPI worlds ----------===//
 
 #include "parallax/Runtime/Comm.h"
+#include "parallax/Runtime/Trace.h"
 
 // The C API only: Open MPI's deprecated C++ bindings need another library.
 #define OMPI_SKIP_MPICXX 1
@@ -64,22 +65,19 @@ void Comm::stopThread() {
     thread_.join();
 }
 
-uint64_t Comm::submit(std::function<void()> job) {
+uint64_t Comm::submit(std::function<void()> job, const JobInfo *info) {
   if (!thread_.joinable()) { // no thread (local world): run inline
-    uint64_t ticket = ++submitted_;
-    try {
-      job();
-    } catch (...) {
-      errors_[ticket] = std::current_exception();
-    }
-    completed_ = ticket;
-    return ticket;
+    Job j{++submitted_, std::move(job), info, step_};
+    if (std::exception_ptr e = execute(j))
+      errors_[j.ticket] = e;
+    completed_ = j.ticket;
+    return j.ticket;
   }
   uint64_t ticket;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ticket = ++submitted_;
-    queue_.emplace_back(ticket, std::move(job));
+    queue_.push_back(Job{ticket, std::move(job), info, step_});
   }
   wake_.notify_one();
   return ticket;
@@ -96,9 +94,29 @@ void Comm::wait(uint64_t ticket) {
   }
 }
 
+std::exception_ptr Comm::execute(Job &job) {
+  current_ = job.info;
+  currentStep_ = job.step;
+  std::exception_ptr error;
+  Trace *trace = trace_;
+  int64_t begin = trace ? Trace::now() : 0;
+  Traffic::Count before = traffic.total;
+  try {
+    job.fn();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (trace)
+    trace->job(job.info, job.step, begin, Trace::now(),
+               traffic.total.sent - before.sent,
+               traffic.total.received - before.received, threaded());
+  current_ = nullptr;
+  return error;
+}
+
 void Comm::loop() {
   for (;;) {
-    std::pair<uint64_t, std::function<void()>> job;
+    Job job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -107,17 +125,12 @@ void Comm::loop() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    std::exception_ptr error;
-    try {
-      job.second();
-    } catch (...) {
-      error = std::current_exception();
-    }
+    std::exception_ptr error = execute(job);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (error)
-        errors_[job.first] = error;
-      completed_ = job.first;
+        errors_[job.ticket] = error;
+      completed_ = job.ticket;
     }
     done_.notify_all();
   }

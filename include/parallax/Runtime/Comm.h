@@ -47,6 +47,19 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+class Trace;
+
+/// What a job is: the plan kernel that submitted it and the collective,
+/// for traces (and messages). Kernels make theirs when
+/// they are bound; the communicator keeps only a pointer.
+struct JobInfo {
+  int64_t kernel = -1;
+  /// The collective, as traces name it ("all_reduce").
+  std::string name;
+  /// For messages: "all_reduce (kernel #17, bucket 0)".
+  std::string description;
+};
+
 enum class ReduceOp { Sum, Average, Max, Min };
 
 /// Where a rank runs its collectives. A thread of their own lets them
@@ -88,10 +101,14 @@ struct Traffic {
     int64_t sent = 0, received = 0;
   };
   std::map<std::string, Count> byVariable;
+  /// Over all variables (a trace's bytes per job).
+  Count total;
   void add(const std::string &variable, int64_t sent, int64_t received) {
     auto &c = byVariable[variable];
     c.sent += sent;
     c.received += received;
+    total.sent += sent;
+    total.received += received;
   }
 };
 
@@ -138,14 +155,23 @@ public:
   virtual void abort(int code) = 0;
 
   /// Runs `job` on the communication thread after every job submitted
-  /// before it; returns a ticket for wait().
-  uint64_t submit(std::function<void()> job);
+  /// before it; returns a ticket for wait(). `info` (which must outlive the
+  /// job) says what it is, for timeouts and traces.
+  uint64_t submit(std::function<void()> job, const JobInfo *info = nullptr);
   /// Blocks until ticket's job has run; rethrows its exception.
   void wait(uint64_t ticket);
   /// submit + wait.
-  void run(std::function<void()> job) { wait(submit(std::move(job))); }
+  void run(std::function<void()> job, const JobInfo *info = nullptr) {
+    wait(submit(std::move(job), info));
+  }
   /// Whether jobs run on a communication thread (else inline, in submit).
   bool threaded() const { return thread_.joinable(); }
+
+  /// The step whose jobs are being submitted (messages, traces).
+  void setStep(int64_t step) { step_ = step; }
+  /// Records every job's thread, time and bytes into `trace` (null: off).
+  /// Only between jobs (no job queued or running).
+  void setTrace(Trace *trace) { trace_ = trace; }
 
   Traffic traffic;
 
@@ -153,19 +179,34 @@ protected:
   Comm() = default;
   void startThread();
   void stopThread();
+  /// The job running now and the step it was submitted in (on the thread
+  /// running it; null between jobs).
+  const JobInfo *currentJob() const { return current_; }
+  int64_t currentStep() const { return currentStep_; }
 
   int rank_ = 0, size_ = 1, ranksPerMachine_ = 1;
 
 private:
+  struct Job {
+    uint64_t ticket = 0;
+    std::function<void()> fn;
+    const JobInfo *info = nullptr;
+    int64_t step = 0;
+  };
   void loop();
+  /// Runs one job on this thread (traced when tracing).
+  std::exception_ptr execute(Job &job);
 
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  std::deque<std::pair<uint64_t, std::function<void()>>> queue_;
+  std::deque<Job> queue_;
   uint64_t submitted_ = 0, completed_ = 0;
   std::map<uint64_t, std::exception_ptr> errors_;
   bool stopping_ = false;
+  int64_t step_ = 0, currentStep_ = 0;
+  const JobInfo *current_ = nullptr;
+  Trace *trace_ = nullptr;
 };
 
 /// A world of one rank: collectives are copies, no MPI.
