@@ -232,6 +232,9 @@ int main(int argc, char **argv) {
       ("profile", "Time every kernel and print the busiest ops at the end")
       ("trace", "Write a timeline of every kernel and collective of every rank to FILE "
                 "(Chrome/Perfetto trace JSON)", cxxopts::value<std::string>())
+      ("timeout", "Seconds a collective waits for the other ranks before the job ends, "
+                  "naming those that did not come (0: forever)",
+       cxxopts::value<double>()->default_value("300"))
       ("calibrate", "Measure the links and update rate of this job's ranks into FILE "
                     "(for parallax-opt --profile)", cxxopts::value<std::string>())
       ("q,quiet", "No progress output")
@@ -253,6 +256,10 @@ int main(int argc, char **argv) {
   if (commThreadArg != "on" && commThreadArg != "off" && commThreadArg != "auto")
     return fail("--comm-thread must be auto, on or off (not '" + commThreadArg + "')");
 
+  double timeout = args["timeout"].as<double>();
+  if (!(timeout >= 0))
+    return fail("--timeout must be >= 0 seconds");
+
   // The launcher: re-run this command on N ranks under mpirun.
   bool underMpi = launchedUnderMpi();
   if (args.count("np") && !underMpi) {
@@ -271,11 +278,16 @@ int main(int argc, char **argv) {
     parallax::run::dieWithParent();
   std::unique_ptr<Comm> comm;
   try {
-    comm = underMpi ? makeMpiComm(commThread) : makeLocalComm();
+    comm = underMpi ? makeMpiComm(commThread, timeout) : makeLocalComm();
   } catch (const std::exception &e) {
     return fail(e.what());
   }
   int rank = comm->rank(), world = comm->size();
+  // From the watch thread, while this rank is blocked in a collective.
+  comm->onTimeout([&](const std::string &message) {
+    fail(message);
+    comm->abort(1);
+  });
   auto failRank = [&](const std::string &message) {
     std::string who = world > 1 ? "rank " + std::to_string(rank) + ": " : "";
     fail(who + message);

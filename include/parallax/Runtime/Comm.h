@@ -20,6 +20,11 @@
 // not traffic), and the bandwidth-optimal ring volume 2(G-1)/G * bytes for
 // all-reduce, whose algorithm MPI chooses.
 //
+// A rank that stops (SIGSTOP, a hung kernel, a machine gone quiet) must not
+// hang the others: a watch thread beside MPI's collectives ends the job when
+// one waits longer than the timeout, naming the ranks that did not come
+// (lib/Runtime/MpiWatch.h).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PARALLAX_RUNTIME_COMM_H
@@ -50,7 +55,7 @@ public:
 class Trace;
 
 /// What a job is: the plan kernel that submitted it and the collective,
-/// for traces (and messages). Kernels make theirs when
+/// for the message of a timeout and for traces. Kernels make theirs when
 /// they are bound; the communicator keeps only a pointer.
 struct JobInfo {
   int64_t kernel = -1;
@@ -167,6 +172,14 @@ public:
   /// Whether jobs run on a communication thread (else inline, in submit).
   bool threaded() const { return thread_.joinable(); }
 
+  /// Seconds a collective may wait for the other ranks of its group (0:
+  /// forever; makeMpiComm sets it). When one waits longer, `handler` gets
+  /// a line naming the ranks that did not come and must end the job (the
+  /// collective never returns); the default prints it and aborts.
+  double timeout() const { return timeout_; }
+  void onTimeout(std::function<void(const std::string &)> handler) {
+    timeoutHandler_ = std::move(handler);
+  }
   /// The step whose jobs are being submitted (messages, traces).
   void setStep(int64_t step) { step_ = step; }
   /// Records every job's thread, time and bytes into `trace` (null: off).
@@ -185,6 +198,8 @@ protected:
   int64_t currentStep() const { return currentStep_; }
 
   int rank_ = 0, size_ = 1, ranksPerMachine_ = 1;
+  double timeout_ = 0;
+  std::function<void(const std::string &)> timeoutHandler_;
 
 private:
   struct Job {
@@ -215,10 +230,14 @@ std::unique_ptr<Comm> makeLocalComm();
 /// Whether this process was started by mpirun (Open MPI's environment).
 bool launchedUnderMpi();
 
-/// Initialises MPI (MPI_THREAD_SERIALIZED) and returns the world, its
-/// collectives on a thread or inline as `thread` says; throws CommError if
-/// MPI cannot give what is needed.
-std::unique_ptr<Comm> makeMpiComm(CommThread thread = CommThread::Auto);
+/// Initialises MPI and returns the world, its collectives on a thread or
+/// inline as `thread` says; throws CommError if MPI cannot give what is
+/// needed. With a timeout (seconds, > 0) a collective that waits longer
+/// ends the job (Comm::onTimeout); that needs MPI_THREAD_MULTIPLE (the
+/// watch thread asks the other ranks while a collective blocks), else
+/// MPI_THREAD_SERIALIZED is enough.
+std::unique_ptr<Comm> makeMpiComm(CommThread thread = CommThread::Auto,
+                                  double timeoutSeconds = 0);
 
 /// Bytes of one element of `dtype` in collectives.
 inline int64_t elementBytes(DType dtype) { return (int64_t)sizeOf(dtype); }
