@@ -171,9 +171,10 @@ void dieWithParent() {
   // Whoever started this rank (mpirun, an Open MPI daemon, a scheduler's
   // step daemon) is what a user stops to stop the job: a rank must not
   // train on after it, even when it was killed with SIGKILL.
+  // (Not a check for parent 1: in a container mpirun may be init.)
   pid_t parent = getppid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent || parent == 1)
+  if (getppid() != parent) // it died before the request took effect
     raise(SIGKILL);
 }
 

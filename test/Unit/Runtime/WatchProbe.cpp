@@ -2,7 +2,8 @@
 //
 // A small MPI program for test/Distributed/watch-answers.test: it puts the
 // ranks where a collective times out and prints the line the watch ends the
-// job with. Rank 0 waits 1 s, the others 60 s, so that rank 0 reports.
+// job with. Rank 0 waits 1 s (5 s in `late`), the others 60 s, so that
+// rank 0 reports.
 //
 //   parallax-watch-probe busy       the last rank computes for 5 s before it
 //                                   joins the world's all-reduce
@@ -17,7 +18,8 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 using namespace parallax::rt;
@@ -26,7 +28,7 @@ int main(int argc, char **argv) {
   std::string scenario = argc > 1 ? argv[1] : "";
   int worldRank = std::atoi(std::getenv("OMPI_COMM_WORLD_RANK") ? std::getenv("OMPI_COMM_WORLD_RANK")
                                                                  : "0");
-  double timeout = worldRank == 0 ? (scenario == "late" ? 2.0 : 1.0) : 60.0;
+  double timeout = worldRank == 0 ? (scenario == "late" ? 5.0 : 1.0) : 60.0;
   std::unique_ptr<Comm> comm = makeMpiComm(CommThread::Off, timeout);
   comm->onTimeout([&](const std::string &message) {
     std::fprintf(stderr, "parallax-watch-probe: rank %d: %s\n", comm->rank(), message.c_str());
