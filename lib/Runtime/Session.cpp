@@ -228,6 +228,7 @@ void Session::bindKernels() {
     for (int32_t id : k.outputs)
       outs.push_back(view(id));
     KernelArgs args(k, std::move(ins), std::move(outs), env_);
+    args.index = (int64_t)i;
     try {
       bound_.push_back((*factory)(args));
     } catch (const KernelError &e) {
@@ -316,27 +317,42 @@ void Session::gatherShardedVariables() {
   }
 }
 
+void Session::runKernel(size_t i) {
+  try {
+    bound_[i]();
+  } catch (const KernelError &e) {
+    throw RuntimeError("step " + std::to_string(env_.step) + ", " +
+                       describe(plan_.kernels[i], i) + ": " + e.what());
+  }
+}
+
 void Session::runStep() {
   ++env_.step;
+  env_.comm->setStep(env_.step);
+  if (options_.profile || options_.trace)
+    return runTimedStep();
+  for (size_t i = 0; i < bound_.size(); ++i)
+    runKernel(i);
+}
+
+void Session::runTimedStep() {
   if (options_.profile && times_.empty())
     times_.resize(bound_.size());
+  Trace *trace = options_.trace;
+  int64_t begin = Trace::now();
   for (size_t i = 0; i < bound_.size(); ++i) {
-    try {
-      if (options_.profile) {
-        auto t0 = std::chrono::steady_clock::now();
-        bound_[i]();
-        times_[i].seconds += std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - t0)
-                                 .count();
-        ++times_[i].calls;
-      } else {
-        bound_[i]();
-      }
-    } catch (const KernelError &e) {
-      throw RuntimeError("step " + std::to_string(env_.step) + ", " +
-                         describe(plan_.kernels[i], i) + ": " + e.what());
+    int64_t t0 = Trace::now();
+    runKernel(i);
+    int64_t t1 = Trace::now();
+    if (options_.profile) {
+      times_[i].seconds += (double)(t1 - t0) * 1e-9;
+      ++times_[i].calls;
     }
+    if (trace)
+      trace->kernel((int32_t)i, env_.step, t0, t1);
   }
+  if (trace)
+    trace->step(env_.step, begin, Trace::now());
 }
 
 } // namespace parallax::rt

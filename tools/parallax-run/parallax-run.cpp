@@ -15,6 +15,7 @@
 #include "parallax/Runtime/Data.h"
 #include "parallax/Runtime/Plan.h"
 #include "parallax/Runtime/Session.h"
+#include "parallax/Runtime/Trace.h"
 
 #include "Launch.h"
 
@@ -162,6 +163,17 @@ void printProfile(const Session &session, std::ostream &os) {
 
 } // namespace
 
+/// Starts recording: the ranks' clocks are lined up by a barrier (on one
+/// machine or several), then time 0 is now.
+void startTrace(Comm &comm, Trace &trace) {
+  if (comm.size() > 1) {
+    Group &world = comm.group({comm.size()}, {0});
+    comm.run([&] { comm.barrier(world); });
+  }
+  trace.setOrigin(Trace::now());
+  comm.setTrace(&trace);
+}
+
 /// "m.jsonl" -> "m.rank2.jsonl" when several ranks write metrics.
 std::string perRank(const std::string &path, int rank, int world) {
   if (world == 1)
@@ -218,6 +230,11 @@ int main(int argc, char **argv) {
       ("out", "Output directory for --infer", cxxopts::value<std::string>())
       ("print-plan", "Print the plan's program as JSON and exit")
       ("profile", "Time every kernel and print the busiest ops at the end")
+      ("trace", "Write a timeline of every kernel and collective of every rank to FILE "
+                "(Chrome/Perfetto trace JSON)", cxxopts::value<std::string>())
+      ("timeout", "Seconds a collective waits for the other ranks before the job ends, "
+                  "naming those that did not come (0: forever)",
+       cxxopts::value<double>()->default_value("300"))
       ("calibrate", "Measure the links and update rate of this job's ranks into FILE "
                     "(for parallax-opt --profile)", cxxopts::value<std::string>())
       ("q,quiet", "No progress output")
@@ -239,6 +256,10 @@ int main(int argc, char **argv) {
   if (commThreadArg != "on" && commThreadArg != "off" && commThreadArg != "auto")
     return fail("--comm-thread must be auto, on or off (not '" + commThreadArg + "')");
 
+  double timeout = args["timeout"].as<double>();
+  if (!(timeout >= 0))
+    return fail("--timeout must be >= 0 seconds");
+
   // The launcher: re-run this command on N ranks under mpirun.
   bool underMpi = launchedUnderMpi();
   if (args.count("np") && !underMpi) {
@@ -253,14 +274,20 @@ int main(int argc, char **argv) {
   CommThread commThread = commThreadArg == "on"    ? CommThread::On
                           : commThreadArg == "off" ? CommThread::Off
                                                    : CommThread::Auto;
-
+  if (underMpi)
+    parallax::run::dieWithParent();
   std::unique_ptr<Comm> comm;
   try {
-    comm = underMpi ? makeMpiComm(commThread) : makeLocalComm();
+    comm = underMpi ? makeMpiComm(commThread, timeout) : makeLocalComm();
   } catch (const std::exception &e) {
     return fail(e.what());
   }
   int rank = comm->rank(), world = comm->size();
+  // From the watch thread, while this rank is blocked in a collective.
+  comm->onTimeout([&](const std::string &message) {
+    fail(message);
+    comm->abort(1);
+  });
   auto failRank = [&](const std::string &message) {
     std::string who = world > 1 ? "rank " + std::to_string(rank) + ": " : "";
     fail(who + message);
@@ -329,7 +356,21 @@ int main(int argc, char **argv) {
     if (args.count("weights"))
       options.weightsPath = args["weights"].as<std::string>();
     options.profile = args.count("profile") > 0;
+    std::unique_ptr<Trace> trace;
+    if (args.count("trace")) {
+      trace = std::make_unique<Trace>();
+      options.trace = trace.get();
+    }
     Session session(plan, options);
+    if (trace)
+      startTrace(*comm, *trace);
+    // Every rank writes its part (a collective), rank 0 the file.
+    auto finishTrace = [&] {
+      if (!trace)
+        return;
+      comm->setTrace(nullptr);
+      writeTrace(*comm, *trace, session.plan(), args["trace"].as<std::string>());
+    };
 
     Sharding sharding{rank, world};
     std::unique_ptr<DataSource> data =
@@ -357,6 +398,7 @@ int main(int argc, char **argv) {
           writeNpy((dir / (session.plan().outputs[i].name + ".npy")).string(),
                    session.output(i));
       }
+      finishTrace();
       return 0;
     }
 
@@ -409,6 +451,7 @@ int main(int argc, char **argv) {
                                        : "inline, on the kernels' thread")
                   << " (--comm-thread " << commThreadArg << ")\n";
     }
+    finishTrace();
     if (args.count("save")) {
       session.gatherShardedVariables();
       if (rank == 0) {

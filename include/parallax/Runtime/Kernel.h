@@ -82,6 +82,8 @@ public:
         env(env) {}
 
   const PlanKernel &kernel;
+  /// The kernel's position in the plan (-1 outside a session), for messages.
+  int64_t index = -1;
   /// Absent optional operands have data == nullptr.
   std::vector<TensorView> ins, outs;
   ExecEnv &env;
@@ -143,6 +145,11 @@ void registerRnnKernels(KernelRegistry &registry);
 /// The library the f32 matrix products run on: "oneDNN" or "OpenBLAS"
 /// (lib/Runtime/Kernels/Blas.h says when each).
 const char *sgemmLibrary();
+
+struct JobInfo;
+/// What a job the kernel submits is, for messages and traces: its op and
+/// position ("all_reduce (kernel #17, bucket 0)").
+JobInfo jobInfoOf(const KernelArgs &args);
 
 /// The group a kernel's grid_shape and grid_axes attributes name (no axes:
 /// the whole grid; no grid: the world), as the collective kernels find it.

@@ -14,6 +14,7 @@
 #include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Kernel.h"
 #include "parallax/Runtime/Plan.h"
+#include "parallax/Runtime/Trace.h"
 
 #include <memory>
 #include <stdexcept>
@@ -41,6 +42,9 @@ struct SessionOptions {
   bool profile = false;
   /// The other ranks; null for a world of one (the session makes one).
   Comm *comm = nullptr;
+  /// Record every step and kernel into this timeline (parallax-run --trace;
+  /// the caller also hands it to the Comm for the jobs); null: off.
+  Trace *trace = nullptr;
 };
 
 /// Accumulated time of one kernel over the steps run (with profiling on).
@@ -108,6 +112,10 @@ private:
   void allocate();
   void loadInitialValues();
   void bindKernels();
+  /// Runs kernel i, naming it in the error of a kernel that fails.
+  void runKernel(size_t i);
+  /// runStep with --profile or --trace: two clock reads per kernel.
+  void runTimedStep();
   TensorView view(int32_t id) const;
 
   Plan plan_;

@@ -75,14 +75,15 @@ KernelFn launch(KernelArgs &args, std::function<void()> prepare,
   int64_t token = args.i64Or("token", -1);
   if (token >= (int64_t)env->tickets.size())
     args.fail("token " + std::to_string(token) + " out of range");
+  auto info = std::make_shared<JobInfo>(jobInfoOf(args));
   return [=] {
     if (prepare)
       prepare();
     try {
       if (token >= 0)
-        env->tickets[token] = comm->submit(job);
+        env->tickets[token] = comm->submit(job, info.get());
       else
-        comm->run(job);
+        comm->run(job, info.get());
     } catch (const CommError &e) {
       throw KernelError(e.what());
     }
@@ -804,6 +805,21 @@ KernelFn psPush(KernelArgs &args) {
 } // namespace
 
 Group &collectiveGroup(KernelArgs &args) { return groupOf(args); }
+
+JobInfo jobInfoOf(const KernelArgs &args) {
+  JobInfo info;
+  info.kernel = args.index;
+  info.name = args.kernel.op;
+  std::string where = "kernel #" + std::to_string(args.index);
+  const auto &attrs = args.kernel.attrs;
+  if (attrs.contains("bucket") && attrs["bucket"].is_number_integer())
+    where += ", bucket " + std::to_string(attrs["bucket"].get<int64_t>());
+  else if (attrs.contains("variables") && attrs["variables"].is_array() &&
+           attrs["variables"].size() == 1 && attrs["variables"][0].is_string())
+    where += ", " + attrs["variables"][0].get<std::string>();
+  info.description = args.kernel.op + " (" + where + ")";
+  return info;
+}
 
 void registerCollectiveKernels(KernelRegistry &r) {
   r.add("all_reduce", allReduce);

@@ -577,7 +577,10 @@ std::function<void(std::vector<double> &)> groupSum(KernelArgs &args) {
   } catch (const CommError &e) {
     args.fail(e.what());
   }
-  return [comm, group](std::vector<double> &v) {
+  auto info = std::make_shared<JobInfo>(jobInfoOf(args));
+  info->name = "all_reduce";
+  info->description = "the batch statistics' all_reduce of " + info->description;
+  return [comm, group, info](std::vector<double> &v) {
     try {
       comm->run([&] {
         comm->allreduce(*group, v.data(), (int64_t)v.size(), DType::F64,
@@ -586,7 +589,7 @@ std::function<void(std::vector<double> &)> groupSum(KernelArgs &args) {
         int64_t g = group->size(), bytes = (int64_t)(v.size() * sizeof(double));
         int64_t ring = g > 1 ? 2 * bytes * (g - 1) / g : 0;
         comm->traffic.add("(batchnorm)", ring, ring);
-      });
+      }, info.get());
     } catch (const CommError &e) {
       throw KernelError(e.what());
     }
