@@ -169,8 +169,10 @@ void Session::loadInitialValues() {
   if (onnxNames.empty())
     return;
   std::string path = options_.weightsPath;
+  std::optional<uint32_t> expectedCrc32;
   if (path.empty()) {
     path = plan_.sourcePath;
+    expectedCrc32 = plan_.sourceCrc32;
     std::error_code ec;
     uint64_t size = std::filesystem::file_size(path, ec);
     if (ec)
@@ -184,7 +186,7 @@ void Session::loadInitialValues() {
                          std::to_string(plan_.sourceBytes) +
                          "); recompile the plan");
   }
-  readOnnxInitializers(path, onnxNames, onnxDests);
+  readOnnxInitializers(path, onnxNames, onnxDests, expectedCrc32);
 }
 
 TensorView Session::view(int32_t id) const {

@@ -1011,6 +1011,7 @@ llvm::Expected<rt::Plan> Emitter::run() {
     plan.sourcePath = ec ? source.getValue().str() : path.string();
     uint64_t size = std::filesystem::file_size(plan.sourcePath, ec);
     plan.sourceBytes = ec ? 0 : size;
+    plan.sourceCrc32 = ec ? 0 : rt::crc32OfFile(plan.sourcePath).value_or(0);
   }
   if (auto n = module->getAttrOfType<IntegerAttr>("px.world_size"))
     plan.worldSize = n.getInt();

@@ -16,6 +16,7 @@
 #include "parallax/Runtime/Plan.h"
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -126,10 +127,13 @@ private:
 
 /// Reads initializers `names` of an ONNX model (embedded or external data)
 /// into `dests` (same order), converting nothing: the element type and size
-/// must match. Throws RuntimeError naming the file and initializer.
+/// must match. With `expectedCrc32`, first refuses a model file whose bytes
+/// have another CRC-32 (the plan's record of its source). Throws
+/// RuntimeError naming the file and initializer.
 void readOnnxInitializers(const std::string &path,
                           const std::vector<std::string> &names,
-                          const std::vector<TensorView> &dests);
+                          const std::vector<TensorView> &dests,
+                          std::optional<uint32_t> expectedCrc32 = std::nullopt);
 
 /// Writes a copy of ONNX model `sourcePath` to `destPath` with the listed
 /// initializers replaced by `values` (all data embedded, external data
