@@ -1,8 +1,10 @@
 //===- Session.cpp - storage, initial values, kernel binding, steps -------===//
 
 #include "parallax/Runtime/Session.h"
+#include "parallax/Runtime/Finite.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -167,7 +169,7 @@ void Session::loadInitialValues() {
     load(c.value, TensorView{constants_[i].data(), c.dtype, c.shape});
   }
   if (onnxNames.empty())
-    return;
+    return checkInitialValuesFinite("");
   std::string path = options_.weightsPath;
   std::optional<uint32_t> expectedCrc32;
   if (path.empty()) {
@@ -187,6 +189,24 @@ void Session::loadInitialValues() {
                          "); recompile the plan");
   }
   readOnnxInitializers(path, onnxNames, onnxDests, expectedCrc32);
+  checkInitialValuesFinite(path);
+}
+
+void Session::checkInitialValuesFinite(const std::string &onnxPath) const {
+  for (size_t i = 0; i < plan_.variables.size(); ++i) {
+    const PlanVariable &v = plan_.variables[i];
+    // A splat (optimizer state's zeros) is one value: no need to scan it.
+    if (v.init.kind == InitialValue::Kind::Splat && std::isfinite(v.init.splat))
+      continue;
+    std::string bad = describeNonFinite(variableData_[i], v.dtype, v.shape);
+    if (bad.empty())
+      continue;
+    if (v.init.kind == InitialValue::Kind::Onnx)
+      throw RuntimeError(onnxPath + ": initializer '" + v.init.onnxName +
+                         "' holds " + bad);
+    throw RuntimeError("the initial value of variable '" + v.name +
+                       "' (from the plan) holds " + bad);
+  }
 }
 
 TensorView Session::view(int32_t id) const {

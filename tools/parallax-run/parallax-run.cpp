@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Runtime/Data.h"
+#include "parallax/Runtime/Finite.h"
 #include "parallax/Runtime/Plan.h"
 #include "parallax/Runtime/Session.h"
 
@@ -396,9 +397,14 @@ int main(int argc, char **argv) {
       }
       progress.update(s + 1, loss, samplesPerSec, elapsed);
       if (!std::isfinite(loss))
+        // Data and initial values were checked as they were loaded, so a
+        // first loss that is not finite comes from the model itself.
         return failRank("the loss is " + std::to_string(loss) + " at step " +
                         std::to_string(s + 1) +
-                        " (diverged: try a smaller learning rate)");
+                        (s == 0 ? ", before any update: the model computes it "
+                                  "from finite data and initial values (a log "
+                                  "of 0 or a division by 0?)"
+                                : " (diverged: try a smaller learning rate)"));
     }
     if (options.profile && rank == 0) {
       printProfile(session, std::cerr);
@@ -421,6 +427,10 @@ int main(int argc, char **argv) {
             continue;
           names.push_back(v.init.onnxName);
           values.push_back(session.variable(i));
+          std::string bad = describeNonFinite(values.back().data, v.dtype, v.shape);
+          if (!bad.empty())
+            return failRank(args["save"].as<std::string>() + ": not written: the trained '" +
+                            v.init.onnxName + "' holds " + bad);
         }
         std::string source = options.weightsPath.empty() ? session.plan().sourcePath
                                                          : options.weightsPath;

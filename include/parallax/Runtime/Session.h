@@ -108,6 +108,9 @@ public:
 private:
   void allocate();
   void loadInitialValues();
+  /// Refuses a NaN or infinity in any variable's initial value, naming the
+  /// initializer of `onnxPath` it came from.
+  void checkInitialValuesFinite(const std::string &onnxPath) const;
   void bindKernels();
   TensorView view(int32_t id) const;
 
