@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "parallax/Runtime/AtomicFile.h"
 #include "parallax/Runtime/Session.h"
 
 #include "onnx/defs/parser.h"
@@ -191,10 +192,11 @@ void saveOnnxWithInitializers(const std::string &sourcePath,
   }
   if (replaced != names.size())
     fail(sourcePath, "the model lacks some of the trained variables");
-  std::ofstream f(destPath, std::ios::binary | std::ios::trunc);
-  if (!f || !model.SerializeToOstream(&f))
+  AtomicFile out(destPath);
+  if (!model.SerializeToFileDescriptor(out.fd()))
     fail(destPath, std::string("cannot write the trained model: ") +
                        std::strerror(errno));
+  out.commit();
 }
 
 } // namespace parallax::rt

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "parallax/Runtime/AtomicFile.h"
 #include "parallax/Runtime/Data.h"
 #include "parallax/Runtime/Finite.h"
 #include "parallax/Runtime/Plan.h"
@@ -313,6 +314,10 @@ int main(int argc, char **argv) {
       return failRank("--steps must be >= 0");
     if (infer && !args["steps"].count())
       steps = 1;
+    // Destinations are checked before any work: a run must not train for
+    // hours and then find it cannot write its result.
+    if (args.count("save") && rank == 0)
+      checkWritableFile(args["save"].as<std::string>(), "--save");
     if (plan.worldSize != world)
       return failRank(args["plan"].as<std::string>() + ": the plan was compiled for " +
                       std::to_string(plan.worldSize) + " rank(s), but " +

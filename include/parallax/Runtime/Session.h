@@ -140,7 +140,8 @@ void readOnnxInitializers(const std::string &path,
 
 /// Writes a copy of ONNX model `sourcePath` to `destPath` with the listed
 /// initializers replaced by `values` (all data embedded, external data
-/// references dropped). Throws RuntimeError on failure.
+/// references dropped), atomically (AtomicFile.h). Throws RuntimeError on
+/// failure.
 void saveOnnxWithInitializers(const std::string &sourcePath,
                               const std::string &destPath,
                               const std::vector<std::string> &names,
