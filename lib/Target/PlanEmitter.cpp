@@ -280,6 +280,27 @@ llvm::Error Emitter::emitVariable(px::VariableOp op) {
       .takeError();
 }
 
+/// A gather (or parameter-server pull) of rows of a trainable table with
+/// ids that are not constants: an embedding lookup. PyTorch's nn.Embedding
+/// raises on a negative id, where ONNX's Gather counts it from the end, and
+/// such an id in the data is a data bug far more often than a wish to count
+/// from the end; constant negative indices (`w[-1]` in the model's code) are
+/// ordinary indexing and stay allowed.
+static bool readsTrainableTableWithData(Operation *op) {
+  Value table, ids;
+  if (auto g = dyn_cast<px::GatherOp>(op)) {
+    table = g.getData();
+    ids = g.getIndices();
+  } else if (auto p = dyn_cast<px::PsPullOp>(op)) {
+    table = p.getTable();
+    ids = p.getIds();
+  } else {
+    return false;
+  }
+  auto var = table.getDefiningOp<px::VariableOp>();
+  return var && var.getTrainable() && !ids.getDefiningOp<px::ConstantOp>();
+}
+
 /// What an integer input is used for, looking through the ops that move
 /// index values around without changing their meaning (PyTorch's
 /// targets.reshape(-1), torch.cat of id lists, ...): "ids" in [0, rows) when
@@ -471,6 +492,8 @@ llvm::Error Emitter::emitKernel(Operation *op) {
   }
   if (isa<px::DropoutOp>(op))
     k.attrs["stream"] = dropoutStreams++;
+  if (!options.allowNegativeIds && readsTrainableTableWithData(op))
+    k.attrs["nonnegative_ids"] = true;
   if (ar && ar.getBucket())
     buckets[(int64_t)*ar.getBucket()] = plan.kernels.size();
   plan.kernels.push_back(std::move(k));

@@ -141,6 +141,12 @@ static cl::opt<bool> lossAlone(
              "first gradient bucket when that is at most 1 MiB (implied by "
              "--shard-weight-update=on)"),
     cl::cat(parallaxCategory));
+static cl::opt<bool> allowNegativeIds(
+    "allow-negative-ids",
+    cl::desc("Let embedding lookups (gathers from a trainable table) wrap "
+             "negative ids as ONNX's Gather does, instead of refusing them "
+             "at run time as PyTorch's nn.Embedding does"),
+    cl::cat(parallaxCategory));
 static cl::opt<bool>
     report("report",
            cl::desc("Print the variable table (name, shape, bytes, how it is "
@@ -340,6 +346,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
                                 : shardWeightUpdate == ShardMode::On ? 2
                                                                      : 4;
     planOptions.shardAcrossMachines = shardWeightUpdate == ShardMode::On;
+    planOptions.allowNegativeIds = allowNegativeIds;
     auto &d = planOptions.description;
     d["source"] = inputFilename.str();
     if (training) {
@@ -356,6 +363,8 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       if (epsilon >= 0)
         d["epsilon"] = (double)epsilon;
       d["weight_decay"] = (double)weightDecay;
+      if (allowNegativeIds)
+        d["allow_negative_ids"] = true;
       if (distributed()) {
         d["sync"] = syncScheme;
         d["local_batchnorm"] = (bool)localBatchnorm;
