@@ -2,6 +2,7 @@
 
 #include "parallax/Runtime/Session.h"
 #include "parallax/Runtime/Finite.h"
+#include "parallax/Runtime/MachineMemory.h"
 
 #include <chrono>
 #include <cmath>
@@ -129,6 +130,34 @@ void Session::allocate() {
       n *= d;
     return n * (int64_t)sizeOf(t);
   };
+  // Everything below is zeroed, so every byte is touched: refuse a plan
+  // that cannot fit instead of being killed half-way (MachineMemory.h).
+  double variables = 0, constants = 0, inputs = 0;
+  for (int64_t bytes : plan_.variableBlocks)
+    variables += (double)bytes;
+  for (const auto &v : plan_.variables)
+    if (v.block < 0)
+      variables += (double)bytesOf(v.dtype, v.shape);
+  for (const auto &c : plan_.constants)
+    constants += (double)bytesOf(c.dtype, c.shape);
+  for (const auto &in : plan_.inputs)
+    inputs += (double)bytesOf(in.dtype, in.shape);
+  double total = (double)plan_.arenaBytes + variables + constants + inputs;
+  int64_t usable = usableMemoryBytes();
+  int local = std::max(1, env_.comm->ranksPerMachine());
+  if (usable > 0 && total * local > (double)usable) {
+    auto text = [](double b) { return bytesText((int64_t)std::min(b, 9.2e18)); };
+    throw RuntimeError(
+        "the plan needs " + text(total) + " of memory per rank (arena " +
+        text((double)plan_.arenaBytes) + ", variables " + text(variables) +
+        ", inputs " + text(inputs) + ", constants " + text(constants) + ")" +
+        (local > 1 ? ", " + text(total * local) + " for the " +
+                         std::to_string(local) + " ranks of this machine"
+                   : std::string()) +
+        ", more than this machine's " + text((double)usable) +
+        "; compile it with a smaller --batch-size, or for more machines");
+  }
+  arena_ = Buffer(plan_.arenaBytes);
   for (int64_t bytes : plan_.variableBlocks)
     variableBlocks_.emplace_back(bytes);
   for (const auto &v : plan_.variables) {

@@ -3,6 +3,7 @@
 #include "parallax/Target/PlanEmitter.h"
 
 #include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Runtime/MachineMemory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -1064,20 +1065,7 @@ llvm::Expected<rt::Plan> emitPlan(ModuleOp module,
 }
 
 void printMemoryReport(const rt::Plan &plan, llvm::raw_ostream &os) {
-  auto human = [](int64_t bytes) {
-    std::string s;
-    llvm::raw_string_ostream o(s);
-    double b = (double)bytes;
-    if (b >= 1024.0 * 1024 * 1024)
-      o << llvm::format("%.1f GiB", b / (1024.0 * 1024 * 1024));
-    else if (b >= 1024.0 * 1024)
-      o << llvm::format("%.1f MiB", b / (1024.0 * 1024));
-    else if (b >= 1024.0)
-      o << llvm::format("%.1f KiB", b / 1024.0);
-    else
-      o << bytes << " B";
-    return s;
-  };
+  auto human = [](int64_t bytes) { return rt::bytesText(bytes); };
   const rt::MemoryEstimate &m = plan.memory;
   os << "memory per rank (predicted):\n";
   auto line = [&](const char *what, int64_t bytes, const char *note = "") {
