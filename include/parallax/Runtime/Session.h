@@ -19,6 +19,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace parallax::rt {
@@ -77,6 +78,7 @@ public:
 
   const Plan &plan() const { return plan_; }
   ExecEnv &env() { return env_; }
+  const ExecEnv &env() const { return env_; }
 
   /// The buffer of graph input `i` (fill it before runStep).
   TensorView input(size_t i) const;
@@ -93,6 +95,13 @@ public:
   /// their rows: bring every rank's copy up to date (a collective; call it
   /// on every rank, e.g. before saving the model).
   void gatherShardedVariables();
+
+  /// The rows of variable `i` this rank keeps current, as [begin, end)
+  /// ranges of its first dimension: all of them, except for a
+  /// parameter-server table and its optimizer state, which only the ranks
+  /// that serve a row update (the other copies of the row keep their
+  /// initial value and are never read). A checkpoint saves these.
+  std::vector<std::pair<int64_t, int64_t>> currentRows(size_t i) const;
 
   /// Runs one step: every kernel in schedule order. Advances env().step.
   void runStep();
@@ -113,6 +122,8 @@ private:
   void checkInitialValuesFinite(const std::string &onnxPath) const;
   void bindKernels();
   TensorView view(int32_t id) const;
+  /// The parameter-server pull that serves variable `i`'s rows, if any.
+  const PlanKernel *pullOf(size_t i) const;
 
   Plan plan_;
   SessionOptions options_;
