@@ -190,7 +190,8 @@ int64_t agreeOnResumeStep(const std::string &dir, Comm &comm) {
     throw RuntimeError(dir + ": no checkpoint of rank " +
                        std::to_string(comm.rank()) + " to resume from (" +
                        checkpointPath(dir, comm.rank(), 0).substr(dir.size() + 1) +
-                       " and the like)");
+                       " and the like)" +
+                       (comm.rank() > 0 ? "; was it written by a run on fewer ranks?" : ""));
   if (common < 0)
     throw RuntimeError(dir + ": another rank has no checkpoint to resume from");
   if (!std::binary_search(steps.begin(), steps.end(), common))
