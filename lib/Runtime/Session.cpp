@@ -1,8 +1,11 @@
 //===- Session.cpp - storage, initial values, kernel binding, steps -------===//
 
 #include "parallax/Runtime/Session.h"
+#include "parallax/Runtime/Finite.h"
+#include "parallax/Runtime/MachineMemory.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -120,13 +123,40 @@ Session::Session(Plan plan, SessionOptions options)
 Session::~Session() = default;
 
 void Session::allocate() {
-  arena_ = Buffer(plan_.arenaBytes);
   auto bytesOf = [](DType t, const std::vector<int64_t> &shape) {
     int64_t n = 1;
     for (int64_t d : shape)
       n *= d;
     return n * (int64_t)sizeOf(t);
   };
+  // Everything below is zeroed, so every byte is touched: refuse a plan
+  // that cannot fit instead of being killed half-way (MachineMemory.h).
+  double variables = 0, constants = 0, inputs = 0;
+  for (int64_t bytes : plan_.variableBlocks)
+    variables += (double)bytes;
+  for (const auto &v : plan_.variables)
+    if (v.block < 0)
+      variables += (double)bytesOf(v.dtype, v.shape);
+  for (const auto &c : plan_.constants)
+    constants += (double)bytesOf(c.dtype, c.shape);
+  for (const auto &in : plan_.inputs)
+    inputs += (double)bytesOf(in.dtype, in.shape);
+  double total = (double)plan_.arenaBytes + variables + constants + inputs;
+  int64_t usable = usableMemoryBytes();
+  int local = std::max(1, env_.comm->ranksPerMachine());
+  if (usable > 0 && total * local > (double)usable) {
+    auto text = [](double b) { return bytesText((int64_t)std::min(b, 9.2e18)); };
+    throw RuntimeError(
+        "the plan needs " + text(total) + " of memory per rank (arena " +
+        text((double)plan_.arenaBytes) + ", variables " + text(variables) +
+        ", inputs " + text(inputs) + ", constants " + text(constants) + ")" +
+        (local > 1 ? ", " + text(total * local) + " for the " +
+                         std::to_string(local) + " ranks of this machine"
+                   : std::string()) +
+        ", more than this machine's " + text((double)usable) +
+        "; compile it with a smaller --batch-size, or for more machines");
+  }
+  arena_ = Buffer(plan_.arenaBytes);
   for (int64_t bytes : plan_.variableBlocks)
     variableBlocks_.emplace_back(bytes);
   for (const auto &v : plan_.variables) {
@@ -167,10 +197,12 @@ void Session::loadInitialValues() {
     load(c.value, TensorView{constants_[i].data(), c.dtype, c.shape});
   }
   if (onnxNames.empty())
-    return;
+    return checkInitialValuesFinite("");
   std::string path = options_.weightsPath;
+  std::optional<uint32_t> expectedCrc32;
   if (path.empty()) {
     path = plan_.sourcePath;
+    expectedCrc32 = plan_.sourceCrc32;
     std::error_code ec;
     uint64_t size = std::filesystem::file_size(path, ec);
     if (ec)
@@ -184,7 +216,25 @@ void Session::loadInitialValues() {
                          std::to_string(plan_.sourceBytes) +
                          "); recompile the plan");
   }
-  readOnnxInitializers(path, onnxNames, onnxDests);
+  readOnnxInitializers(path, onnxNames, onnxDests, expectedCrc32);
+  checkInitialValuesFinite(path);
+}
+
+void Session::checkInitialValuesFinite(const std::string &onnxPath) const {
+  for (size_t i = 0; i < plan_.variables.size(); ++i) {
+    const PlanVariable &v = plan_.variables[i];
+    // A splat (optimizer state's zeros) is one value: no need to scan it.
+    if (v.init.kind == InitialValue::Kind::Splat && std::isfinite(v.init.splat))
+      continue;
+    std::string bad = describeNonFinite(variableData_[i], v.dtype, v.shape);
+    if (bad.empty())
+      continue;
+    if (v.init.kind == InitialValue::Kind::Onnx)
+      throw RuntimeError(onnxPath + ": initializer '" + v.init.onnxName +
+                         "' holds " + bad);
+    throw RuntimeError("the initial value of variable '" + v.name +
+                       "' (from the plan) holds " + bad);
+  }
 }
 
 TensorView Session::view(int32_t id) const {
@@ -267,6 +317,60 @@ TensorView Session::variable(const std::string &name) const {
 
 TensorView Session::tensor(int32_t id) const { return view(id); }
 
+namespace {
+
+/// The group a parameter-server pull serves its table's rows in.
+Group &pullGroup(const PlanKernel &pull, Comm &comm, int worldSize) {
+  std::vector<int64_t> shape =
+      pull.attrs.value("grid_shape", std::vector<int64_t>{worldSize});
+  std::vector<int64_t> axes = pull.attrs.value("grid_axes", std::vector<int64_t>{});
+  if (axes.empty())
+    for (int64_t a = 0; a < (int64_t)shape.size(); ++a)
+      axes.push_back(a);
+  return comm.group(shape, axes);
+}
+
+/// Rows [begin, end) of a table of `rows` rows that group rank `q` serves,
+/// in partition order (px-partition's partitions and placement).
+std::vector<std::pair<int64_t, int64_t>> servedRows(const PlanKernel &pull,
+                                                    int64_t rows, int q) {
+  auto placement = pull.attrs.at("placement").get<std::vector<int64_t>>();
+  int64_t parts = (int64_t)placement.size();
+  int64_t per = std::max<int64_t>(1, (rows + parts - 1) / parts);
+  std::vector<std::pair<int64_t, int64_t>> r;
+  for (int64_t p = 0; p < parts; ++p)
+    if (placement[p] == q)
+      r.push_back({std::min(rows, p * per), std::min(rows, (p + 1) * per)});
+  return r;
+}
+
+} // namespace
+
+const PlanKernel *Session::pullOf(size_t i) const {
+  const PlanVariable &v = plan_.variables.at(i);
+  // A table's optimizer state is updated where the table is: on its servers.
+  const std::string &table =
+      v.role == PlanVariable::Role::OptimizerState ? v.parameter : v.name;
+  for (const PlanKernel &k : plan_.kernels) {
+    if (k.op != "ps_pull" || k.inputs.empty())
+      continue;
+    const PlanTensor &t = plan_.tensors.at(k.inputs[0]);
+    if (t.kind == PlanTensor::Kind::Variable && plan_.variables[t.ref].name == table &&
+        plan_.variables[t.ref].shape == v.shape)
+      return &k;
+  }
+  return nullptr;
+}
+
+std::vector<std::pair<int64_t, int64_t>> Session::currentRows(size_t i) const {
+  TensorView v = variable(i);
+  int64_t rows = v.shape.empty() ? 1 : v.shape[0];
+  const PlanKernel *pull = pullOf(i);
+  if (!pull)
+    return {{0, rows}};
+  return servedRows(*pull, rows, pullGroup(*pull, *env_.comm, env_.worldSize).rank());
+}
+
 void Session::gatherShardedVariables() {
   std::set<int32_t> done;
   for (const PlanKernel &k : plan_.kernels) {
@@ -276,32 +380,17 @@ void Session::gatherShardedVariables() {
     if (table.kind != PlanTensor::Kind::Variable || !done.insert(table.ref).second)
       continue;
     TensorView v = variable(table.ref);
-    std::vector<int64_t> shape = k.attrs.value("grid_shape", std::vector<int64_t>{env_.worldSize});
-    std::vector<int64_t> axes = k.attrs.value("grid_axes", std::vector<int64_t>{});
-    if (axes.empty())
-      for (int64_t a = 0; a < (int64_t)shape.size(); ++a)
-        axes.push_back(a);
-    auto placement = k.attrs.at("placement").get<std::vector<int64_t>>();
-    int64_t rows = v.dim(0), parts = (int64_t)placement.size();
-    int64_t per = std::max<int64_t>(1, (rows + parts - 1) / parts);
+    int64_t rows = v.dim(0);
     int64_t rowBytes = v.bytes() / std::max<int64_t>(rows, 1);
     Comm *comm = env_.comm;
-    Group &group = comm->group(shape, axes);
-    // Each group rank's rows: its partitions, in partition order.
-    auto rangesOf = [&](int q) {
-      std::vector<std::pair<int64_t, int64_t>> r;
-      for (int64_t p = 0; p < parts; ++p)
-        if (placement[p] == q)
-          r.push_back({std::min(rows, p * per), std::min(rows, (p + 1) * per)});
-      return r;
-    };
+    Group &group = pullGroup(k, *comm, env_.worldSize);
     std::vector<int64_t> bytes(group.size(), 0);
     for (int q = 0; q < group.size(); ++q)
-      for (auto [a, b] : rangesOf(q))
+      for (auto [a, b] : servedRows(k, rows, q))
         bytes[q] += (b - a) * rowBytes;
     std::vector<char> send, recv(std::max<int64_t>(
                                      std::accumulate(bytes.begin(), bytes.end(), int64_t(0)), 1));
-    for (auto [a, b] : rangesOf(group.rank()))
+    for (auto [a, b] : servedRows(k, rows, group.rank()))
       send.insert(send.end(), static_cast<char *>(v.data) + a * rowBytes,
                   static_cast<char *>(v.data) + b * rowBytes);
     comm->run([&] {
@@ -309,7 +398,7 @@ void Session::gatherShardedVariables() {
     });
     int64_t at = 0;
     for (int q = 0; q < group.size(); ++q)
-      for (auto [a, b] : rangesOf(q)) {
+      for (auto [a, b] : servedRows(k, rows, q)) {
         std::memcpy(static_cast<char *>(v.data) + a * rowBytes, recv.data() + at,
                     (b - a) * rowBytes);
         at += (b - a) * rowBytes;

@@ -3,6 +3,7 @@
 #include "parallax/Target/PlanEmitter.h"
 
 #include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Runtime/MachineMemory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -264,6 +265,27 @@ llvm::Error Emitter::emitVariable(px::VariableOp op) {
       .takeError();
 }
 
+/// A gather (or parameter-server pull) of rows of a trainable table with
+/// ids that are not constants: an embedding lookup. PyTorch's nn.Embedding
+/// raises on a negative id, where ONNX's Gather counts it from the end, and
+/// such an id in the data is a data bug far more often than a wish to count
+/// from the end; constant negative indices (`w[-1]` in the model's code) are
+/// ordinary indexing and stay allowed.
+static bool readsTrainableTableWithData(Operation *op) {
+  Value table, ids;
+  if (auto g = dyn_cast<px::GatherOp>(op)) {
+    table = g.getData();
+    ids = g.getIndices();
+  } else if (auto p = dyn_cast<px::PsPullOp>(op)) {
+    table = p.getTable();
+    ids = p.getIds();
+  } else {
+    return false;
+  }
+  auto var = table.getDefiningOp<px::VariableOp>();
+  return var && var.getTrainable() && !ids.getDefiningOp<px::ConstantOp>();
+}
+
 /// What an integer input is used for, looking through the ops that move
 /// index values around without changing their meaning (PyTorch's
 /// targets.reshape(-1), torch.cat of id lists, ...): "ids" in [0, rows) when
@@ -455,6 +477,8 @@ llvm::Error Emitter::emitKernel(Operation *op) {
   }
   if (isa<px::DropoutOp>(op))
     k.attrs["stream"] = dropoutStreams++;
+  if (!options.allowNegativeIds && readsTrainableTableWithData(op))
+    k.attrs["nonnegative_ids"] = true;
   if (ar && ar.getBucket())
     buckets[(int64_t)*ar.getBucket()] = plan.kernels.size();
   plan.kernels.push_back(std::move(k));
@@ -995,6 +1019,7 @@ llvm::Expected<rt::Plan> Emitter::run() {
     plan.sourcePath = ec ? source.getValue().str() : path.string();
     uint64_t size = std::filesystem::file_size(plan.sourcePath, ec);
     plan.sourceBytes = ec ? 0 : size;
+    plan.sourceCrc32 = ec ? 0 : rt::crc32OfFile(plan.sourcePath).value_or(0);
   }
   if (auto n = module->getAttrOfType<IntegerAttr>("px.world_size"))
     plan.worldSize = n.getInt();
@@ -1024,20 +1049,7 @@ llvm::Expected<rt::Plan> emitPlan(ModuleOp module,
 }
 
 void printMemoryReport(const rt::Plan &plan, llvm::raw_ostream &os) {
-  auto human = [](int64_t bytes) {
-    std::string s;
-    llvm::raw_string_ostream o(s);
-    double b = (double)bytes;
-    if (b >= 1024.0 * 1024 * 1024)
-      o << llvm::format("%.1f GiB", b / (1024.0 * 1024 * 1024));
-    else if (b >= 1024.0 * 1024)
-      o << llvm::format("%.1f MiB", b / (1024.0 * 1024));
-    else if (b >= 1024.0)
-      o << llvm::format("%.1f KiB", b / 1024.0);
-    else
-      o << bytes << " B";
-    return s;
-  };
+  auto human = [](int64_t bytes) { return rt::bytesText(bytes); };
   const rt::MemoryEstimate &m = plan.memory;
   os << "memory per rank (predicted):\n";
   auto line = [&](const char *what, int64_t bytes, const char *note = "") {

@@ -13,6 +13,7 @@
 #include "parallax/Analysis/VariableAccess.h"
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Importer/OnnxImporter.h"
+#include "parallax/Runtime/MachineMemory.h"
 #include "parallax/Target/PlanEmitter.h"
 #include "parallax/Transforms/Passes.h"
 #include "parallax/Transforms/SplitBatch.h"
@@ -153,6 +154,12 @@ static cl::opt<bool> lossAlone(
              "first gradient bucket when that is at most 1 MiB (implied by "
              "--shard-weight-update=on)"),
     cl::cat(parallaxCategory));
+static cl::opt<bool> allowNegativeIds(
+    "allow-negative-ids",
+    cl::desc("Let embedding lookups (gathers from a trainable table) wrap "
+             "negative ids as ONNX's Gather does, instead of refusing them "
+             "at run time as PyTorch's nn.Embedding does"),
+    cl::cat(parallaxCategory));
 static cl::opt<bool>
     report("report",
            cl::desc("Print the variable table (name, shape, bytes, how it is "
@@ -268,6 +275,29 @@ static llvm::Expected<parallax::ImportOptions> importOptions() {
   return options;
 }
 
+/// The plan's storage is allocated and zeroed when parallax-run starts it:
+/// say so at compile time when that cannot fit this machine (MachineMemory.h).
+static void warnIfTooLargeHere(const parallax::rt::Plan &plan, StringRef input) {
+  int64_t usable = parallax::rt::usableMemoryBytes();
+  int ranks = std::max(1, plan.ranksPerMachine);
+  double peak = (double)plan.memory.peak();
+  if (usable <= 0 || peak * ranks <= (double)usable)
+    return;
+  auto text = [](double b) {
+    return parallax::rt::bytesText((int64_t)std::min(b, 9.2e18));
+  };
+  llvm::WithColor::warning(llvm::errs(), "parallax-opt")
+      << input << ": the plan needs " << text(peak)
+      << " of memory per rank (predicted peak; arena "
+      << text((double)plan.memory.arena) << ")";
+  if (ranks > 1)
+    llvm::errs() << ", " << text(peak * ranks) << " for the " << ranks
+                 << " ranks of a machine";
+  llvm::errs() << ", more than this machine's " << text((double)usable)
+               << "; parallax-run will refuse to start it on a machine like "
+                  "this one\n";
+}
+
 /// Imports or parses, runs the pass pipeline, writes IR and the report.
 static int compile(DialectRegistry &registry, StringRef inputFilename,
                    StringRef outputFilename) {
@@ -376,6 +406,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
                                 : shardWeightUpdate == ShardMode::On ? 2
                                                                      : 4;
     planOptions.shardAcrossMachines = shardWeightUpdate == ShardMode::On;
+    planOptions.allowNegativeIds = allowNegativeIds;
     auto &d = planOptions.description;
     d["source"] = inputFilename.str();
     if (training) {
@@ -392,6 +423,8 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       if (epsilon >= 0)
         d["epsilon"] = (double)epsilon;
       d["weight_decay"] = (double)weightDecay;
+      if (allowNegativeIds)
+        d["allow_negative_ids"] = true;
       if (distributed()) {
         d["sync"] = syncScheme;
         d["local_batchnorm"] = (bool)localBatchnorm;
@@ -404,6 +437,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     if (!emitted)
       return fail(llvm::toString(emitted.takeError()));
     plan = std::move(*emitted);
+    warnIfTooLargeHere(*plan, inputFilename);
   }
 
   // With --report alone the table is the output; ask for IR with --emit.

@@ -62,7 +62,8 @@ protected:
   int64_t globalBatch_ = 1;
 };
 
-/// Checks every input's file up front (name, dtype, shape) so that a bad
+/// Checks every input's file up front (name, dtype, shape, every float
+/// finite, the same number of samples in every batched input) so that a bad
 /// data directory fails before the first step, naming the file and input.
 std::unique_ptr<DataSource> openNpyData(const Plan &plan, const std::string &dir,
                                         Sharding sharding);

@@ -18,6 +18,8 @@
 #include "parallax/Runtime/Kernel.h"
 #include "parallax/Runtime/Plan.h"
 
+#include "KernelUtil.h"
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -541,9 +543,12 @@ KernelFn psPull(KernelArgs &args) {
   auto s = std::make_shared<Scratch>();
   // The ids are copied before the job starts: their buffer may be reused.
   s->wanted.resize(ids.numElements());
+  bool nonnegative = args.flag("nonnegative_ids");
   auto prepare = [=] {
     for (int64_t k = 0; k < i.numElements(); ++k) {
       int64_t id = readIndex(i, k);
+      if (id < 0 && nonnegative)
+        throw detail::negativeIdError("ps_pull", id, k, part.rows);
       if (id < 0)
         id += part.rows;
       if (id < 0 || id >= part.rows)
