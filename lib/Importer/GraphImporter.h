@@ -119,6 +119,11 @@ private:
   llvm::Expected<bool> convertMath(const onnx::NodeProto &node);
   llvm::Expected<bool> convertTensor(const onnx::NodeProto &node);
   llvm::Expected<Value> convertResize(const onnx::NodeProto &node, Value x);
+  llvm::Expected<Value> convertDft(const onnx::NodeProto &node, Value x,
+                                   int64_t axis, bool inverse, bool onesided,
+                                   std::optional<int64_t> length);
+  llvm::Expected<Value> convertGridSample(const onnx::NodeProto &node, Value x,
+                                          Value grid);
   llvm::Expected<Value> convertEinsum(const onnx::NodeProto &node,
                                       std::string equation,
                                       ArrayRef<Value> operands);

@@ -649,6 +649,79 @@ llvm::Expected<bool> GraphImporter::convertTensor(const onnx::NodeProto &node) {
     return c.done(y);
   }
 
+  if (op == "DFT") {
+    if (auto err = checkAttributes(node, {"axis", "inverse", "onesided"}))
+      return std::move(err);
+    Value x = c.in(0);
+    if (!x)
+      return c.takeError();
+    auto length = constInput(node, 1, "dft_length", /*required=*/false);
+    if (!length)
+      return length.takeError();
+    std::optional<int64_t> n;
+    if (*length)
+      n = toInt64((*length)->values.at(0));
+    auto y = convertDft(node, x, attrInt(node, "axis", 1), attrInt(node, "inverse", 0) != 0,
+                        attrInt(node, "onesided", 0) != 0, n);
+    if (!y)
+      return y.takeError();
+    define(node, 0, *y);
+    return true;
+  }
+
+  if (op == "STFT") { // frames (a constant gather), windowed, then a DFT
+    if (auto err = checkAttributes(node, {"onesided"}))
+      return std::move(err);
+    Value signal = c.in(0), window = c.optionalIn(2);
+    if (!signal)
+      return c.takeError();
+    auto stepT = constInput(node, 1, "frame_step", /*required=*/true);
+    if (!stepT)
+      return stepT.takeError();
+    auto lengthT = constInput(node, 3, "frame_length", /*required=*/false);
+    if (!lengthT)
+      return lengthT.takeError();
+    auto ss = typeOf(signal).getShape();
+    if (ss.size() != 3 || (ss[2] != 1 && ss[2] != 2))
+      return nodeError(node, "the signal must be [batch, length, 1 or 2]");
+    int64_t step = toInt64((*stepT)->values.at(0));
+    int64_t frame = *lengthT ? toInt64((*lengthT)->values.at(0))
+                    : window  ? typeOf(window).getDimSize(0)
+                              : -1;
+    if (frame < 1 || step < 1 || frame > ss[1])
+      return nodeError(node, "needs a frame_length (or window) of 1 to the signal's "
+                             "length and a positive frame_step");
+    int64_t frames = (ss[1] - frame) / step + 1;
+    SmallVector<double> index;
+    for (int64_t f = 0; f < frames; ++f)
+      for (int64_t i = 0; i < frame; ++i)
+        index.push_back(f * step + i);
+    Value framed = c.gather(signal, c.constant({frames, frame}, b.getI64Type(), index), 1);
+    if (window)
+      framed = c.mul(framed, c.reshape(window, {frame, 1}));
+    if (c.failed())
+      return c.takeError();
+    auto y = convertDft(node, framed, 2, false, attrInt(node, "onesided", 1) != 0,
+                        std::nullopt);
+    if (!y)
+      return y.takeError();
+    define(node, 0, *y);
+    return true;
+  }
+
+  if (op == "GridSample") {
+    if (auto err = checkAttributes(node, {"align_corners", "mode", "padding_mode"}))
+      return std::move(err);
+    Value x = c.in(0), grid = c.in(1);
+    if (!x || !grid)
+      return c.takeError();
+    auto y = convertGridSample(node, x, grid);
+    if (!y)
+      return y.takeError();
+    define(node, 0, *y);
+    return true;
+  }
+
   if (op == "Resize") {
     if (auto err = checkAttributes(node, {"coordinate_transformation_mode",
                                           "cubic_coeff_a", "exclude_outside",
@@ -1103,6 +1176,216 @@ llvm::Expected<Value> GraphImporter::convertResize(const onnx::NodeProto &node,
     }
     y = next;
   }
+  if (c.failed())
+    return c.takeError();
+  return y;
+}
+
+//===----------------------------------------------------------------------===//
+// GridSample
+//===----------------------------------------------------------------------===//
+
+/// PyTorch's grid_sampler_2d (which ONNX GridSample-16 specifies) as px ops:
+/// source coordinates from the grid, padding applied to them, and every
+/// interpolation tap a px.gather_elements of the flattened input at a
+/// computed (runtime) position, weighted, zero where the tap is outside.
+/// The gradient reaches the input through the gathers and the grid through
+/// the weights.
+llvm::Expected<Value> GraphImporter::convertGridSample(const onnx::NodeProto &node,
+                                                       Value x, Value grid) {
+  Composer c(*this, node);
+  auto typeOf = Composer::typeOf;
+  std::string mode = attrString(node, "mode", "bilinear");
+  std::string padding = attrString(node, "padding_mode", "zeros");
+  bool align = attrInt(node, "align_corners", 0) != 0;
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    return nodeError(node, "unsupported mode '" + mode + "'");
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    return nodeError(node, "unsupported padding_mode '" + padding + "'");
+  auto xs = typeOf(x).getShape(), gs = typeOf(grid).getShape();
+  if (xs.size() != 4 || gs.size() != 4 || gs[0] != xs[0] || gs[3] != 2)
+    return nodeError(node, "needs X [N, C, H, W] and a grid [N, H_out, W_out, 2]");
+  Type t = typeOf(x).getElementType();
+  if (!isa<FloatType>(t) || typeOf(grid).getElementType() != t)
+    return nodeError(node, "X and the grid must be of one float type");
+  int64_t n = xs[0], ch = xs[1], h = xs[2], w = xs[3], points = gs[1] * gs[2];
+  auto k = [&](double v) { return c.scalar(v, t); };
+  // Coordinates as [N, 1, P] (broadcast over the channels).
+  auto coord = [&](int64_t which, int64_t size) {
+    Value g = c.reshape(c.slice(grid, {0, 0, 0, which}, {1, 1, 1, 1}, {n, gs[1], gs[2], 1}),
+                        {n, 1, points});
+    return align ? c.mul(c.add(g, k(1)), k((size - 1) / 2.0))
+                 : c.mul(c.sub(c.mul(c.add(g, k(1)), k((double)size)), k(1)), k(0.5));
+  };
+  auto clip = [&](Value v, int64_t size) {
+    return c.make<px::ClipOp>({v}, {named("min", b.getF64FloatAttr(0.0)),
+                                    named("max", b.getF64FloatAttr(size - 1.0))},
+                              v.getType());
+  };
+  auto reflect = [&](Value v, double twiceLow, double twiceHigh) -> Value {
+    if (twiceLow == twiceHigh)
+      return c.mul(v, k(0));
+    double lo = twiceLow / 2, span = (twiceHigh - twiceLow) / 2;
+    Value in = c.unary<px::AbsOp>(c.sub(v, k(lo)));
+    Value extra = c.make<px::ModOp>({in, k(span)}, {named("fmod", b.getUnitAttr())});
+    Value flips = c.unary<px::FloorOp>(c.div(in, k(span)));
+    Value even = c.equal(c.make<px::ModOp>({flips, k(2)}, {named("fmod", b.getUnitAttr())}),
+                         k(0));
+    return c.where(even, c.add(extra, k(lo)), c.sub(k(span + lo), extra));
+  };
+  auto pad = [&](Value v, int64_t size) -> Value {
+    if (padding == "border")
+      return clip(v, size);
+    if (padding == "reflection")
+      return clip(align ? reflect(v, 0, 2.0 * (size - 1)) : reflect(v, -1, 2.0 * size - 1),
+                  size);
+    return v;
+  };
+  // X at integer-valued coordinates (xi, yi), 0 outside.
+  Value flat = c.reshape(x, {n, ch, h * w});
+  Type i64 = b.getI64Type();
+  auto sample = [&](Value xi, Value yi) {
+    Value inside = c.where(c.less(xi, k(0)), c.scalar(0, b.getI1Type()),
+                           c.unary<px::NotOp>(c.greater(xi, k(w - 1.0))));
+    inside = c.where(c.less(yi, k(0)), c.scalar(0, b.getI1Type()), inside);
+    inside = c.where(c.greater(yi, k(h - 1.0)), c.scalar(0, b.getI1Type()), inside);
+    Value pos = c.add(c.mul(clip(yi, h), k((double)w)), clip(xi, w));
+    Value index = c.expand(c.cast(pos, i64), {n, ch, points});
+    Value v = c.make<px::GatherElementsOp>({flat, index},
+                                           {named("axis", b.getI64IntegerAttr(2))});
+    return c.where(inside, v, k(0));
+  };
+  Value ix = coord(0, w), iy = coord(1, h);
+  Value y;
+  if (mode == "nearest") {
+    y = sample(c.unary<px::RoundOp>(pad(ix, w)), c.unary<px::RoundOp>(pad(iy, h)));
+  } else if (mode == "bilinear") {
+    ix = pad(ix, w);
+    iy = pad(iy, h);
+    Value x0 = c.unary<px::FloorOp>(ix), y0 = c.unary<px::FloorOp>(iy);
+    Value x1 = c.add(x0, k(1)), y1 = c.add(y0, k(1));
+    Value wx0 = c.sub(x1, ix), wx1 = c.sub(ix, x0), wy0 = c.sub(y1, iy), wy1 = c.sub(iy, y0);
+    y = c.add(c.add(c.mul(sample(x0, y0), c.mul(wx0, wy0)),
+                    c.mul(sample(x1, y0), c.mul(wx1, wy0))),
+              c.add(c.mul(sample(x0, y1), c.mul(wx0, wy1)),
+                    c.mul(sample(x1, y1), c.mul(wx1, wy1))));
+  } else {
+    // Bicubic (A = -0.75): 4 x 4 taps, the padding applied to each tap.
+    const double a = -0.75;
+    auto coefficients = [&](Value tt) {
+      auto near = [&](Value d) { // |d| <= 1
+        return c.add(c.mul(c.mul(c.sub(c.mul(d, k(a + 2)), k(a + 3)), d), d), k(1));
+      };
+      auto far = [&](Value d) { // 1 < |d| < 2
+        return c.sub(c.mul(c.add(c.mul(c.sub(c.mul(d, k(a)), k(5 * a)), d), k(8 * a)), d),
+                     k(4 * a));
+      };
+      return SmallVector<Value>{far(c.add(tt, k(1))), near(tt), near(c.sub(k(1), tt)),
+                                far(c.sub(k(2), tt))};
+    };
+    Value x0 = c.unary<px::FloorOp>(ix), y0 = c.unary<px::FloorOp>(iy);
+    SmallVector<Value> cx = coefficients(c.sub(ix, x0)), cy = coefficients(c.sub(iy, y0));
+    for (int i = 0; i < 4; ++i) {
+      Value yi = pad(c.add(y0, k(i - 1.0)), h);
+      Value row;
+      for (int j = 0; j < 4; ++j) {
+        Value xj = pad(c.add(x0, k(j - 1.0)), w);
+        Value term = c.mul(sample(xj, yi), cx[j]);
+        row = row ? c.add(row, term) : term;
+      }
+      Value term = c.mul(row, cy[i]);
+      y = y ? c.add(y, term) : term;
+    }
+  }
+  y = c.reshape(y, {n, ch, gs[1], gs[2]});
+  if (c.failed())
+    return c.takeError();
+  return y;
+}
+
+//===----------------------------------------------------------------------===//
+// DFT
+//===----------------------------------------------------------------------===//
+
+/// The DFT of `x` [..., n, 1 or 2] (real, or complex as (re, im)) along
+/// `axis` as products with constant cosine and sine matrices: O(n^2), for
+/// the short signals of a training graph, and differentiable as any
+/// px.matmul.
+llvm::Expected<Value> GraphImporter::convertDft(const onnx::NodeProto &node, Value x,
+                                                int64_t axisValue, bool inverse,
+                                                bool onesided,
+                                                std::optional<int64_t> length) {
+  Composer c(*this, node);
+  auto typeOf = Composer::typeOf;
+  auto xs = typeOf(x).getShape();
+  int64_t rank = xs.size();
+  Type t = typeOf(x).getElementType();
+  if (rank < 2 || (xs.back() != 1 && xs.back() != 2) || !isa<FloatType>(t))
+    return nodeError(node, "needs a float input [..., 1 or 2]");
+  auto axis = px::normalizeAxis(axisValue, rank);
+  if (!axis || *axis == rank - 1)
+    return nodeError(node, "axis " + llvm::Twine(axisValue) +
+                               " must name a signal dimension");
+  int64_t n = xs[*axis], len = length.value_or(n);
+  if (len < 1)
+    return nodeError(node, "dft_length must be positive");
+  int64_t bins = onesided ? len / 2 + 1 : len;
+  // Real and imaginary parts, the signal axis last, cut or zero-padded to len.
+  SmallVector<int64_t> partShape(xs);
+  partShape.back() = 1;
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < rank - 1; ++d)
+    if (d != *axis)
+      perm.push_back(d);
+  perm.push_back(*axis);
+  auto part = [&](int64_t which) {
+    SmallVector<int64_t> starts(rank, 0), steps(rank, 1);
+    starts.back() = which;
+    Value v = c.slice(x, starts, steps, partShape);
+    SmallVector<int64_t> squeezed(xs.drop_back());
+    v = c.transpose(c.reshape(v, squeezed), perm);
+    SmallVector<int64_t> s(typeOf(v).getShape());
+    if (len < n) {
+      SmallVector<int64_t> begin(s.size(), 0), one(s.size(), 1), cut(s);
+      cut.back() = len;
+      v = c.slice(v, begin, one, cut);
+    } else if (len > n) {
+      SmallVector<int64_t> pads(2 * s.size(), 0);
+      pads.back() = len - n;
+      v = c.make<px::PadOp>({v}, {named("pads", b.getDenseI64ArrayAttr(pads))});
+    }
+    return v;
+  };
+  Value re = part(0), im = xs.back() == 2 ? part(1) : Value();
+  // cos and sin of 2 pi k j / len, [len, bins]; the inverse conjugates and
+  // divides by len.
+  SmallVector<double> cosines, sines;
+  double scale = inverse ? 1.0 / len : 1.0;
+  for (int64_t j = 0; j < len; ++j)
+    for (int64_t k = 0; k < bins; ++k) {
+      double angle = 2 * M_PI * (double)((j * k) % len) / len;
+      cosines.push_back(std::cos(angle) * scale);
+      sines.push_back(std::sin(angle) * scale * (inverse ? 1 : -1));
+    }
+  Value cosM = c.constant({len, bins}, t, cosines), sinM = c.constant({len, bins}, t, sines);
+  auto product = [&](Value v, Value m) { return c.make<px::MatMulOp>({v, m}); };
+  // (re + i im)(cos + i sin) = re cos - im sin + i (re sin + im cos).
+  Value yr = product(re, cosM), yi = product(re, sinM);
+  if (im) {
+    yr = c.sub(yr, product(im, sinM));
+    yi = c.add(yi, product(im, cosM));
+  }
+  // Back to [..., bins at axis, ..., 2].
+  SmallVector<int64_t> inverseOrder(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d)
+    inverseOrder[perm[d]] = d;
+  SmallVector<int64_t> outShape(xs);
+  outShape[*axis] = bins;
+  outShape.back() = 1;
+  auto back = [&](Value v) {
+    return c.reshape(c.transpose(v, inverseOrder), outShape);
+  };
+  Value y = c.concat({back(yr), back(yi)}, rank - 1);
   if (c.failed())
     return c.takeError();
   return y;
