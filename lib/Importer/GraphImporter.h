@@ -50,6 +50,10 @@ using llvm::SmallVectorImpl;
 
 class Composer;
 
+/// ": <reason>" for an operator that cannot be supported (data-dependent
+/// output shapes, sequences, strings, quantization), else "".
+std::string whyUnsupported(llvm::StringRef op);
+
 /// A Slice whose bounds are runtime values (nn.EmbeddingBag's per-bag slice
 /// of the ids, inside an unrolled Loop): not a tensor of static shape, so it
 /// is kept pending until a Gather and a reduction along the sliced axis

@@ -667,5 +667,5 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
   auto tensor = convertTensor(node);
   if (!tensor || *tensor)
     return tensor ? llvm::Error::success() : tensor.takeError();
-  return unsupported(node, "unsupported operator '" + op + "'");
+  return unsupported(node, "unsupported operator '" + op + "'" + whyUnsupported(op));
 }

@@ -43,6 +43,44 @@ SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
 } // namespace
 
 //===----------------------------------------------------------------------===//
+// Why an operator is not supported
+//===----------------------------------------------------------------------===//
+
+std::string parallax::detail::whyUnsupported(llvm::StringRef op) {
+  static const std::pair<const char *, const char *> kReasons[] = {
+      {"NonZero", "its output's length depends on the data, and px shapes are static"},
+      {"Unique", "its output's length depends on the data, and px shapes are static"},
+      {"NonMaxSuppression", "its output's length depends on the data, and px shapes are static"},
+      {"SequenceConstruct", "sequence values: px has tensors only"},
+      {"SequenceEmpty", "sequence values: px has tensors only"},
+      {"SequenceInsert", "sequence values: px has tensors only"},
+      {"SequenceAt", "sequence values: px has tensors only"},
+      {"SequenceLength", "sequence values: px has tensors only"},
+      {"SequenceErase", "sequence values: px has tensors only"},
+      {"SequenceMap", "sequence values: px has tensors only"},
+      {"SplitToSequence", "sequence values: px has tensors only"},
+      {"ConcatFromSequence", "sequence values: px has tensors only"},
+      {"Optional", "optional values: px has tensors only"},
+      {"OptionalGetElement", "optional values: px has tensors only"},
+      {"OptionalHasElement", "optional values: px has tensors only"},
+      {"StringNormalizer", "string tensors: px has numeric tensors only"},
+      {"TfIdfVectorizer", "text featurization, not a trainable layer"},
+      {"QuantizeLinear", "8-bit quantized inference, not training"},
+      {"DequantizeLinear", "8-bit quantized inference, not training"},
+      {"DynamicQuantizeLinear", "8-bit quantized inference, not training"},
+      {"QLinearConv", "8-bit quantized inference, not training"},
+      {"QLinearMatMul", "8-bit quantized inference, not training"},
+      {"ConvInteger", "8-bit quantized inference, not training"},
+      {"MatMulInteger", "8-bit quantized inference, not training"},
+      {"BitShift", "unsigned integer tensors are not supported"},
+  };
+  for (const auto &[name, reason] : kReasons)
+    if (op == name)
+      return std::string(": ") + reason;
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
 // Compile-time values from shapes
 //===----------------------------------------------------------------------===//
 
