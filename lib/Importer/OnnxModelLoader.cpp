@@ -163,12 +163,13 @@ bool dynamicFirstDim(const onnx::ValueInfoProto &input) {
 }
 
 /// The symbol of the batch dimension: the dim_param that the most inputs'
-/// dynamic dimension 0 share (the first such input's on a tie). Empty when
-/// no symbol is shared, and then every dynamic dimension 0 is the batch, as
-/// with torch.onnx.export's dynamic_axes lists, which name each input's
-/// axis differently. An input whose dynamic dimension 0 has another symbol
-/// (nn.EmbeddingBag's ids, whose length is not the number of bags) is not
-/// batched: --batch-size does not bind it.
+/// dynamic dimension 0 share (the first such input's on a tie), or, when
+/// none is shared, the one named "batch". Empty otherwise, and then every
+/// dynamic dimension 0 is the batch, as with torch.onnx.export's
+/// dynamic_axes lists, which name each input's axis differently. An input
+/// whose dynamic dimension 0 has another symbol (nn.EmbeddingBag's ids,
+/// whose length is not the number of bags) is not batched: --batch-size
+/// does not bind it.
 std::string batchSymbol(const onnx::GraphProto &graph,
                         const std::set<std::string> &initializers) {
   std::map<std::string, int> count;
@@ -186,6 +187,8 @@ std::string batchSymbol(const onnx::GraphProto &graph,
   for (const std::string &symbol : order)
     if (count[symbol] > 1 && (best.empty() || count[symbol] > count[best]))
       best = symbol;
+  if (best.empty() && count.count("batch"))
+    best = "batch";
   return best;
 }
 
