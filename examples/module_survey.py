@@ -1,317 +1,258 @@
 #!/usr/bin/python3
-"""Which torch.nn modules Parallax trains, exported as a PyTorch user does.
+"""Which torch.nn modules and functions train under Parallax, checked.
 
-    /usr/bin/python3 examples/module_survey.py [--build DIR] [--work DIR]
-                                               [-k REGEX] [--markdown] [--json FILE]
+    /usr/bin/python3 examples/module_survey.py [--bin BUILD/bin] [--static] [NAME-SUBSTRING ...]
 
-Each case wraps one module (or torchvision model) in a model whose forward
-returns a mean loss, exports it with torch.onnx.export's defaults but in
-training mode (static shapes, no dynamic_axes, the default opset), compiles
-it for 2 ranks (`parallax-opt --np 2 --emit=plan`: import, batch detection,
-autodiff, synchronization) and trains the 1-rank plan for 2 steps on
-synthetic data (`parallax-run --synthetic --steps 2`). A case works when
-all of it succeeds with a finite loss; otherwise the first error line is
-the reason. --markdown prints the table docs/models.md shows.
+For every case below, a small model `loss = mean(f(x * scale) ** 2)` (with
+`scale` a trainable parameter, so that a gradient flows through f) is
+exported as PyTorch users export (opset 17, training mode, a dynamic batch
+axis), compiled with `parallax-opt --emit=plan --optimizer=sgd --lr=1`, run
+for one step with `parallax-run`, and compared with PyTorch: the step's loss
+and d loss / d scale (from the trained `scale`). One line per case:
+
+    ok: loss rel 7.2e-08, dscale rel 1.6e-08     both agree with PyTorch
+    EXPORT: ...                                   torch.onnx.export refuses it
+    COMPILE: ... / RUN: ...                       Parallax refuses it (message)
+    SPLIT: ...                                    (--static) no batch for 2 ranks
+
+--static exports with torch.onnx.export's defaults instead (static shapes, no
+dynamic_axes, constant folding, the default opset and input names) and first
+compiles the model for 2 ranks, which needs the batch analysis to find the
+batch of the static graph.
+
+docs/models.md ("PyTorch modules") has the results. Like make_models.py this
+is a developer's tool that needs torch; no test runs it.
 """
 
 import argparse
-import dataclasses
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
-from typing import Callable, Tuple
 
-BATCH = 4
-
-
-@dataclasses.dataclass
-class Case:
-    name: str
-    build: Callable          # () -> nn.Module mapping the input to an output
-    shape: Tuple             # input shape without the batch
-    ints: int = 0            # > 0: int64 input in [0, ints)
-    loss: str = "mse"        # "mse" on the output, or "ce": output are logits
-    group: str = "layers"
+import numpy as np
 
 
-def cases():
-    import torch
-    import torch.nn as nn
-    import torchvision
+def cases(torch, nn, F):
+    """name -> (module factory, example input factory)."""
+    def fn(f):
+        class Fn(nn.Module):
+            def forward(self, x):
+                return f(x)
+        return Fn
 
-    class Bag(nn.Module):  # EmbeddingBag with offsets: 1-D ids, one bag per sample
-        def __init__(self, mode):
-            super().__init__()
-            self.bag = nn.EmbeddingBag(50, 8, mode=mode)
+    def fn_first(module):  # a recurrent layer's output sequence
+        class First(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = module
 
-        def forward(self, ids):
-            flat = ids.reshape(-1)
-            offsets = torch.arange(0, flat.numel(), ids.size(1))
-            return self.bag(flat, offsets)
+            def forward(self, x):
+                return self.m(x)[0]
+        return First
 
-    class Rnn(nn.Module):  # the output sequence of a recurrent layer
-        def __init__(self, cls, **kw):
-            super().__init__()
-            self.rnn = cls(8, 12, batch_first=True, **kw)
+    def tv(name):
+        import torchvision
+        return lambda: getattr(torchvision.models, name)(weights=None, num_classes=10)
 
-        def forward(self, x):
-            return self.rnn(x)[0]
+    img = lambda c=3, s=8: (lambda: torch.randn(4, c, s, s))
+    seq = lambda: torch.randn(4, 3, 8)
+    vec = lambda: torch.randn(4, 6)
+    return {
+        # Padding (ONNX Pad).
+        "nn.ZeroPad2d": (lambda: nn.ZeroPad2d((1, 2, 0, 1)), img()),
+        "nn.ConstantPad1d": (lambda: nn.ConstantPad1d(2, 0.5), seq),
+        "nn.ConstantPad3d": (lambda: nn.ConstantPad3d(1, 0.0), lambda: torch.randn(4, 2, 3, 4, 4)),
+        "nn.ReflectionPad1d": (lambda: nn.ReflectionPad1d(2), seq),
+        "nn.ReflectionPad2d": (lambda: nn.ReflectionPad2d((1, 2, 2, 1)), img()),
+        "nn.ReplicationPad1d": (lambda: nn.ReplicationPad1d(3), seq),
+        "nn.ReplicationPad2d": (lambda: nn.ReplicationPad2d(2), img()),
+        "nn.ReplicationPad3d": (lambda: nn.ReplicationPad3d(1), lambda: torch.randn(4, 2, 3, 4, 4)),
+        "nn.AvgPool2d(padding=1)": (lambda: nn.AvgPool2d(3, 2, padding=1), img()),
+        "nn.AvgPool2d(padding=1, count_include_pad=False)":
+            (lambda: nn.AvgPool2d(3, 2, padding=1, count_include_pad=False), img()),
+        "nn.AvgPool1d(padding=1)": (lambda: nn.AvgPool1d(3, 2, padding=1), seq),
+        # Upsampling and layout.
+        "nn.ConvTranspose2d": (lambda: nn.ConvTranspose2d(3, 4, 3, 2, 1, output_padding=1), img()),
+        "nn.ConvTranspose1d(groups=3)": (lambda: nn.ConvTranspose1d(3, 6, 4, 2, groups=3), seq),
+        "nn.Upsample(nearest)": (lambda: nn.Upsample(scale_factor=2), img()),
+        "nn.Upsample(bilinear)": (lambda: nn.Upsample(scale_factor=2, mode="bilinear"), img()),
+        "nn.Upsample(bilinear, align_corners)":
+            (lambda: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True), img()),
+        "nn.Upsample(bicubic)": (lambda: nn.Upsample(size=(11, 5), mode="bicubic"), img()),
+        "nn.PixelShuffle": (lambda: nn.PixelShuffle(2), img(8)),
+        "nn.PixelUnshuffle": (lambda: nn.PixelUnshuffle(2), img()),
+        "F.grid_sample": (fn(lambda x: F.grid_sample(
+            x, torch.tanh(x[:, :2].permute(0, 2, 3, 1)), align_corners=False)), img()),
+        # Activations.
+        "nn.GELU(approximate='tanh')": (lambda: nn.GELU(approximate="tanh"), img()),
+        "nn.SiLU": (lambda: nn.SiLU(), img()),
+        "nn.Mish": (lambda: nn.Mish(), img()),
+        "nn.Hardswish": (lambda: nn.Hardswish(), img()),
+        "nn.Hardsigmoid": (lambda: nn.Hardsigmoid(), img()),
+        "nn.ELU": (lambda: nn.ELU(0.7), img()),
+        "nn.SELU": (lambda: nn.SELU(), img()),
+        "nn.CELU": (lambda: nn.CELU(0.5), img()),
+        "nn.Softplus": (lambda: nn.Softplus(), img()),
+        "nn.Softsign": (lambda: nn.Softsign(), img()),
+        "nn.PReLU": (lambda: nn.PReLU(3), img()),
+        "nn.LogSigmoid": (lambda: nn.LogSigmoid(), img()),
+        "nn.Hardtanh": (lambda: nn.Hardtanh(), img()),
+        "nn.Softshrink": (lambda: nn.Softshrink(0.3), img()),
+        "nn.Hardshrink": (lambda: nn.Hardshrink(0.3), img()),
+        "nn.Tanhshrink": (lambda: nn.Tanhshrink(), img()),
+        "nn.Threshold": (lambda: nn.Threshold(0.1, 20.0), img()),
+        # Normalisation and pooling.
+        "nn.InstanceNorm2d(affine=True)": (lambda: nn.InstanceNorm2d(3, affine=True), img()),
+        "nn.GroupNorm": (lambda: nn.GroupNorm(2, 4), img(4)),
+        "nn.LocalResponseNorm": (lambda: nn.LocalResponseNorm(3), img()),
+        "nn.AdaptiveMaxPool2d(1)": (lambda: nn.AdaptiveMaxPool2d(1), img()),
+        "nn.AdaptiveAvgPool2d(2)": (lambda: nn.AdaptiveAvgPool2d(2), img()),
+        "nn.MaxUnpool2d": (fn(lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2)),
+                           img()),
+        "F.normalize": (fn(lambda x: F.normalize(x, dim=1)), vec),
+        "nn.CosineSimilarity": (fn(lambda x: F.cosine_similarity(x, x.flip(0), dim=1)), vec),
+        # Tensor functions.
+        "F.one_hot(argmax)": (fn(lambda x: F.one_hot(x.argmax(1), 6).float() * x), vec),
+        "torch.cumsum": (fn(lambda x: torch.cumsum(x, 1)), vec),
+        "torch.topk": (fn(lambda x: torch.topk(x, 3, dim=1).values), vec),
+        "torch.einsum": (fn(lambda x: torch.einsum("bi,bj->bij", x, x)), vec),
+        "torch.triu": (fn(lambda x: torch.triu(x.reshape(4, 2, 3), 1)), vec),
+        "x.numel()": (fn(lambda x: x * (1.0 / x.numel())), vec),
+        "torch.remainder": (fn(lambda x: torch.remainder(x, 0.7)), vec),
+        "torch.round, sign, floor": (fn(lambda x: x + torch.round(x) + torch.sign(x) + torch.floor(x)),
+                                     vec),
+        "torch.sin, cos, atan": (fn(lambda x: torch.sin(x) * torch.cos(x) + torch.atan(x)), vec),
+        "torch.nonzero": (fn(lambda x: x[torch.nonzero(x > 0, as_tuple=True)]), vec),
+        "torch.unique": (fn(lambda x: torch.unique(x)), vec),
+        # Layers.
+        "nn.Linear": (lambda: nn.Linear(6, 5), vec),
+        "nn.Conv1d": (lambda: nn.Conv1d(3, 4, 3, padding=1), seq),
+        "nn.Conv2d": (lambda: nn.Conv2d(3, 4, 3, padding=1), img()),
+        "nn.Conv2d(groups, dilation)": (lambda: nn.Conv2d(4, 8, 3, groups=2, dilation=2), img(4, 9)),
+        "nn.Conv3d": (lambda: nn.Conv3d(2, 3, 3), lambda: torch.randn(4, 2, 5, 5, 5)),
+        "nn.MaxPool2d": (lambda: nn.MaxPool2d(2), img()),
+        "nn.AdaptiveAvgPool2d(1)": (lambda: nn.AdaptiveAvgPool2d(1), img()),
+        "nn.BatchNorm1d": (lambda: nn.BatchNorm1d(6), vec),
+        "nn.BatchNorm2d": (lambda: nn.BatchNorm2d(3), img()),
+        "nn.LayerNorm": (lambda: nn.LayerNorm(8), seq),
+        "nn.Dropout": (lambda: nn.Dropout(0.0), vec),
+        "nn.Flatten": (lambda: nn.Flatten(), img()),
+        "nn.LSTM(batch_first)": (fn_first(nn.LSTM(8, 5, batch_first=True)), seq),
+        "nn.LSTM(2 layers, bidirectional)": (fn_first(nn.LSTM(8, 5, 2, bidirectional=True)), seq),
+        "nn.GRU(batch_first)": (fn_first(nn.GRU(8, 5, batch_first=True)), seq),
+        "nn.RNN": (fn_first(nn.RNN(8, 5, batch_first=True)), seq),
+        "nn.MultiheadAttention": (fn(lambda x, a=nn.MultiheadAttention(8, 2, batch_first=True):
+                                     a(x, x, x, need_weights=False)[0]), seq),
+        "nn.TransformerEncoderLayer": (lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0,
+                                                                          batch_first=True), seq),
+        # Losses (targets baked in as constants).
+        "F.cross_entropy": (fn(lambda x: F.cross_entropy(x, torch.arange(4) % 6)), vec),
+        "F.nll_loss": (fn(lambda x: F.nll_loss(F.log_softmax(x, 1), torch.arange(4) % 6)), vec),
+        "F.binary_cross_entropy_with_logits": (fn(lambda x: F.binary_cross_entropy_with_logits(
+            x, torch.ones(4, 6) * 0.5)), vec),
+        "F.kl_div(batchmean)": (fn(lambda x: F.kl_div(F.log_softmax(x, 1), torch.full((4, 6), 1 / 6),
+                                                       reduction="batchmean")), vec),
+        "F.mse_loss": (fn(lambda x: F.mse_loss(x, torch.zeros(4, 6))), vec),
+        "F.l1_loss": (fn(lambda x: F.l1_loss(x, torch.zeros(4, 6))), vec),
+        "F.smooth_l1_loss": (fn(lambda x: F.smooth_l1_loss(x, torch.zeros(4, 6))), vec),
+        "F.cross_entropy(label_smoothing)": (fn(lambda x: F.cross_entropy(
+            x, torch.arange(4) % 6, label_smoothing=0.1)), vec),
+        # torchvision classifiers (32x32, random weights).
+        **{f"torchvision {m}": (tv(m), img(3, 32)) for m in (
+            "resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1",
+            "shufflenet_v2_x0_5", "densenet121", "efficientnet_b0", "mnasnet0_5",
+            "regnet_y_400mf")},
+    }
 
-    class Attention(nn.Module):
+
+def run_case(torch, nn, name, make, data, bindir, work, static=False):
+    inner = make()
+
+    class Model(nn.Module):
         def __init__(self):
             super().__init__()
-            self.attn = nn.MultiheadAttention(16, 4, batch_first=True)
+            self.scale = nn.Parameter(torch.full((1,), 1.1))
+            self.inner = inner
 
         def forward(self, x):
-            return self.attn(x, x, x, need_weights=False)[0]
+            return (self.inner(x * self.scale) ** 2).mean()
 
-    def tv(name, **kw):
-        return lambda: getattr(torchvision.models, name)(weights=None, num_classes=10, **kw)
-
-    seq, img, vec = (5, 8), (3, 8, 8), (16,)
-    return [
-        Case("nn.Linear", lambda: nn.Linear(16, 8), vec),
-        Case("nn.Conv1d", lambda: nn.Conv1d(8, 6, 3, padding=1), (8, 10)),
-        Case("nn.Conv2d", lambda: nn.Conv2d(3, 6, 3, padding=1), img),
-        Case("nn.Conv2d (groups, dilation)", lambda: nn.Conv2d(4, 8, 3, groups=2, dilation=2), (4, 9, 9)),
-        Case("nn.Conv3d", lambda: nn.Conv3d(2, 4, 3), (2, 5, 5, 5)),
-        Case("nn.ConvTranspose2d", lambda: nn.ConvTranspose2d(3, 4, 3, stride=2), img),
-        Case("nn.MaxPool2d", lambda: nn.MaxPool2d(2), img),
-        Case("nn.MaxPool1d", lambda: nn.MaxPool1d(2), (8, 10)),
-        Case("nn.AvgPool2d", lambda: nn.AvgPool2d(2), img),
-        Case("nn.AvgPool2d (padding)", lambda: nn.AvgPool2d(3, stride=1, padding=1), img),
-        Case("nn.AdaptiveAvgPool2d(1)", lambda: nn.AdaptiveAvgPool2d(1), img),
-        Case("nn.AdaptiveAvgPool2d(2)", lambda: nn.AdaptiveAvgPool2d(2), img),
-        Case("nn.AdaptiveMaxPool2d(1)", lambda: nn.AdaptiveMaxPool2d(1), img),
-        Case("nn.BatchNorm1d", lambda: nn.BatchNorm1d(16), vec),
-        Case("nn.BatchNorm2d", lambda: nn.BatchNorm2d(3), img),
-        Case("nn.LayerNorm", lambda: nn.LayerNorm(8), seq),
-        Case("nn.GroupNorm", lambda: nn.GroupNorm(3, 3), img),
-        Case("nn.InstanceNorm2d", lambda: nn.InstanceNorm2d(3, affine=True), img),
-        Case("nn.LocalResponseNorm", lambda: nn.LocalResponseNorm(2), img),
-        Case("nn.Embedding", lambda: nn.Embedding(50, 8), (6,), ints=50),
-        Case("nn.EmbeddingBag (2-D input)", lambda: nn.EmbeddingBag(50, 8, mode="mean"), (6,), ints=50),
-        Case("nn.EmbeddingBag (offsets, sum)", lambda: Bag("sum"), (6,), ints=50),
-        Case("nn.EmbeddingBag (offsets, mean)", lambda: Bag("mean"), (6,), ints=50),
-        Case("nn.LSTM", lambda: Rnn(nn.LSTM), seq),
-        Case("nn.LSTM (2 layers, bidirectional)", lambda: Rnn(nn.LSTM, num_layers=2, bidirectional=True), seq),
-        Case("nn.GRU", lambda: Rnn(nn.GRU), seq),
-        Case("nn.GRU (bidirectional)", lambda: Rnn(nn.GRU, bidirectional=True), seq),
-        Case("nn.RNN", lambda: Rnn(nn.RNN), seq),
-        Case("nn.MultiheadAttention", Attention, (5, 16)),
-        Case("nn.TransformerEncoderLayer",
-             lambda: nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), (5, 16)),
-        Case("nn.ReLU", nn.ReLU, vec, group="activations"),
-        Case("nn.ReLU6", nn.ReLU6, vec, group="activations"),
-        Case("nn.LeakyReLU", nn.LeakyReLU, vec, group="activations"),
-        Case("nn.PReLU", nn.PReLU, vec, group="activations"),
-        Case("nn.ELU", nn.ELU, vec, group="activations"),
-        Case("nn.SELU", nn.SELU, vec, group="activations"),
-        Case("nn.CELU", nn.CELU, vec, group="activations"),
-        Case("nn.GELU", nn.GELU, vec, group="activations"),
-        Case("nn.SiLU", nn.SiLU, vec, group="activations"),
-        Case("nn.Mish", nn.Mish, vec, group="activations"),
-        Case("nn.Softplus", nn.Softplus, vec, group="activations"),
-        Case("nn.Softsign", nn.Softsign, vec, group="activations"),
-        Case("nn.Hardswish", nn.Hardswish, vec, group="activations"),
-        Case("nn.Hardsigmoid", nn.Hardsigmoid, vec, group="activations"),
-        Case("nn.Hardtanh", nn.Hardtanh, vec, group="activations"),
-        Case("nn.Tanh", nn.Tanh, vec, group="activations"),
-        Case("nn.Sigmoid", nn.Sigmoid, vec, group="activations"),
-        Case("nn.Softmax", lambda: nn.Softmax(dim=-1), vec, group="activations"),
-        Case("nn.LogSoftmax", lambda: nn.LogSoftmax(dim=-1), vec, group="activations"),
-        Case("nn.Dropout", lambda: nn.Dropout(0.3), vec, group="shape and regularisation"),
-        Case("nn.Dropout2d", lambda: nn.Dropout2d(0.3), img, group="shape and regularisation"),
-        Case("nn.AlphaDropout", lambda: nn.AlphaDropout(0.3), vec, group="shape and regularisation"),
-        Case("nn.Flatten", nn.Flatten, img, group="shape and regularisation"),
-        Case("nn.Unflatten", lambda: nn.Unflatten(1, (4, 4)), vec, group="shape and regularisation"),
-        Case("nn.ZeroPad2d", lambda: nn.ZeroPad2d(1), img, group="shape and regularisation"),
-        Case("nn.ConstantPad1d", lambda: nn.ConstantPad1d(2, 0.5), (8, 10), group="shape and regularisation"),
-        Case("nn.ReflectionPad2d", lambda: nn.ReflectionPad2d(1), img, group="shape and regularisation"),
-        Case("nn.ReplicationPad2d", lambda: nn.ReplicationPad2d(1), img, group="shape and regularisation"),
-        Case("nn.Upsample (nearest)", lambda: nn.Upsample(scale_factor=2), img, group="shape and regularisation"),
-        Case("nn.Upsample (bilinear)", lambda: nn.Upsample(scale_factor=2, mode="bilinear"), img,
-             group="shape and regularisation"),
-        Case("nn.PixelShuffle", lambda: nn.PixelShuffle(2), (4, 4, 4), group="shape and regularisation"),
-        Case("torchvision resnet18", tv("resnet18"), (3, 32, 32), loss="ce", group="torchvision"),
-        Case("torchvision mobilenet_v2", tv("mobilenet_v2"), (3, 32, 32), loss="ce", group="torchvision"),
-        Case("torchvision mobilenet_v3_small", tv("mobilenet_v3_small"), (3, 32, 32), loss="ce",
-             group="torchvision"),
-        Case("torchvision squeezenet1_1", tv("squeezenet1_1"), (3, 32, 32), loss="ce", group="torchvision"),
-        Case("torchvision shufflenet_v2_x0_5", tv("shufflenet_v2_x0_5"), (3, 32, 32), loss="ce",
-             group="torchvision"),
-        Case("torchvision densenet121", tv("densenet121"), (3, 32, 32), loss="ce", group="torchvision"),
-        Case("torchvision efficientnet_b0", tv("efficientnet_b0"), (3, 32, 32), loss="ce", group="torchvision"),
-        Case("torchvision mnasnet0_5", tv("mnasnet0_5"), (3, 32, 32), loss="ce", group="torchvision"),
-        Case("torchvision regnet_y_400mf", tv("regnet_y_400mf"), (3, 32, 32), loss="ce", group="torchvision"),
-        Case("torchvision googlenet", tv("googlenet", aux_logits=False, init_weights=True), (3, 32, 32),
-             loss="ce", group="torchvision"),
-    ]
+    model = Model()
+    model.train()
+    x = data()
+    path = os.path.join(work, "model.onnx")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if static:  # torch.onnx.export's defaults, but training
+                torch.onnx.export(model, (x,), path,
+                                  training=torch.onnx.TrainingMode.TRAINING)
+            else:
+                torch.onnx.export(model, (x,), path, opset_version=17,
+                                  training=torch.onnx.TrainingMode.TRAINING,
+                                  do_constant_folding=False, input_names=["x"],
+                                  output_names=["loss"], dynamic_axes={"x": {0: "batch"}})
+    except Exception as e:  # torch's own refusal, reported as such
+        return "EXPORT: " + str(e).strip().splitlines()[0][:160]
+    import onnx
+    input_name = onnx.load(path).graph.input[0].name
+    os.makedirs(os.path.join(work, "data"), exist_ok=True)
+    for f in os.listdir(os.path.join(work, "data")):
+        os.remove(os.path.join(work, "data", f))
+    np.save(os.path.join(work, "data", input_name + ".npy"), x.numpy())
+    plan = os.path.join(work, "p.pxplan")
+    if static:
+        r = subprocess.run([os.path.join(bindir, "parallax-opt"), path, "--np", "2",
+                            "--emit=plan", "-o", plan], capture_output=True, text=True)
+        if r.returncode:
+            return "SPLIT: " + r.stderr.strip().splitlines()[-1]
+    batch = [] if static else ["--batch-size", str(x.shape[0])]
+    r = subprocess.run([os.path.join(bindir, "parallax-opt"), path, *batch,
+                        "--emit=plan", "--optimizer=sgd", "--lr=1", "-o", plan],
+                       capture_output=True, text=True)
+    if r.returncode:
+        return "COMPILE: " + r.stderr.strip().splitlines()[-1]
+    metrics, trained = os.path.join(work, "m.jsonl"), os.path.join(work, "t.onnx")
+    r = subprocess.run([os.path.join(bindir, "parallax-run"), plan, "--data",
+                        os.path.join(work, "data"), "--steps", "1", "--metrics", metrics,
+                        "--save", trained, "-q"], capture_output=True, text=True)
+    if r.returncode:
+        return "RUN: " + r.stderr.strip().splitlines()[-1]
+    from onnx import numpy_helper
+    loss = json.loads(open(metrics).read().splitlines()[-1])["loss"]
+    ref = model(x)
+    ref.backward()
+    grad = float(model.scale.grad)
+    values = {t.name: numpy_helper.to_array(t) for t in onnx.load(trained).graph.initializer}
+    ours = 1.1 - float(values["scale"][0])  # lr 1: the step is the gradient
+    rel = lambda a, b: abs(a - b) / max(abs(b), 1e-12)
+    return (f"ok: loss rel {rel(loss, float(ref)):.1e}, dscale rel {rel(ours, grad):.1e} "
+            f"(dscale {grad:.3g})")
 
 
-LOSSES = {
-    "nn.CrossEntropyLoss": lambda nn: nn.CrossEntropyLoss(),
-    "nn.CrossEntropyLoss (label_smoothing)": lambda nn: nn.CrossEntropyLoss(label_smoothing=0.1),
-    "nn.NLLLoss": lambda nn: nn.NLLLoss(),
-    "nn.MSELoss": lambda nn: nn.MSELoss(),
-    "nn.L1Loss": lambda nn: nn.L1Loss(),
-    "nn.SmoothL1Loss": lambda nn: nn.SmoothL1Loss(),
-    "nn.HuberLoss": lambda nn: nn.HuberLoss(),
-    "nn.BCEWithLogitsLoss": lambda nn: nn.BCEWithLogitsLoss(),
-    "nn.BCELoss": lambda nn: nn.BCELoss(),
-    "nn.KLDivLoss": lambda nn: nn.KLDivLoss(reduction="batchmean"),
-    "nn.CosineEmbeddingLoss": lambda nn: nn.CosineEmbeddingLoss(),
-}
-
-
-def export(case, path):
-    """The case as a model (input, target) -> mean loss, exported."""
+def main(argv=None):
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", default=os.path.join(here, "..", "build", "bin"))
+    ap.add_argument("--static", action="store_true",
+                    help="export with torch.onnx.export's defaults (static shapes) and "
+                         "compile for 2 ranks first")
+    ap.add_argument("names", nargs="*")
+    args = ap.parse_args(argv)
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-
     torch.manual_seed(0)
-    inner = case.build()
-    loss_kind = case.loss
-
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, x, t):
-            out = self.inner(x)
-            if loss_kind == "ce":
-                return F.cross_entropy(out, t)
-            # F.mse_loss does not export (torch 1.13 has no ONNX rule for it).
-            return ((out - t) ** 2).mean()
-
-    model = Model().train()
-    x = (torch.randint(0, case.ints, (BATCH, *case.shape)) if case.ints
-         else torch.randn(BATCH, *case.shape))
-    with torch.no_grad():
-        out = model.inner(x)
-    t = torch.randint(0, 10, (BATCH,)) if loss_kind == "ce" else torch.randn_like(out)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x, t), path, training=torch.onnx.TrainingMode.TRAINING)
-
-
-def export_loss(name, make, path):
-    import torch
-    import torch.nn as nn
-
-    torch.manual_seed(0)
-    crit = make(nn)
-
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = nn.Linear(16, 6)
-
-        def forward(self, x, t):
-            out = self.fc(x)
-            if name in ("nn.CrossEntropyLoss", "nn.CrossEntropyLoss (label_smoothing)"):
-                return crit(out, t)
-            if name == "nn.NLLLoss":
-                return crit(torch.log_softmax(out, 1), t)
-            if name == "nn.BCELoss":
-                return crit(torch.sigmoid(out), t)
-            if name == "nn.KLDivLoss":
-                return crit(torch.log_softmax(out, 1), torch.softmax(t, 1))
-            if name == "nn.CosineEmbeddingLoss":
-                return crit(out, t, torch.ones(out.size(0)))
-            return crit(out, t)
-
-    model = Model().train()
-    x = torch.randn(BATCH, 16)
-    if name in ("nn.CrossEntropyLoss", "nn.CrossEntropyLoss (label_smoothing)", "nn.NLLLoss"):
-        t = torch.randint(0, 6, (BATCH,))
-    elif name in ("nn.BCEWithLogitsLoss", "nn.BCELoss"):
-        t = torch.randint(0, 2, (BATCH, 6)).float()
-    else:
-        t = torch.randn(BATCH, 6)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x, t), path, training=torch.onnx.TrainingMode.TRAINING)
-
-
-def first_error(text):
-    for line in text.splitlines():
-        if "error" in line.lower():
-            return line.strip()
-    lines = [l for l in text.splitlines() if l.strip()]
-    return lines[-1].strip() if lines else "failed"
-
-
-def check(build, work, name, export_fn):
-    path = os.path.join(work, re.sub(r"[^A-Za-z0-9]+", "_", name) + ".onnx")
-    try:
-        export_fn(path)
-    except Exception as e:  # the exporter itself refuses the module
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return {"name": name, "works": False, "stage": "torch.onnx.export", "reason": msg[:300]}
-    plan = path[:-5] + ".pxplan"
-    for stage, cmd in (
-            ("parallax-opt --np 2", [os.path.join(build, "bin", "parallax-opt"), path, "--np", "2",
-                                      "--emit=plan", "-o", plan]),
-            ("parallax-opt", [os.path.join(build, "bin", "parallax-opt"), path, "--emit=plan",
-                              "-o", plan]),
-            ("parallax-run", [os.path.join(build, "bin", "parallax-run"), plan, "--synthetic",
-                              "--steps", "2", "--threads", "1", "-q"])):
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            return {"name": name, "works": False, "stage": stage, "reason": "timed out after 300 s"}
-        if p.returncode != 0:
-            return {"name": name, "works": False, "stage": stage,
-                    "reason": first_error(p.stderr + p.stdout)[:300]}
-    return {"name": name, "works": True, "stage": "", "reason": ""}
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--build", default=os.environ.get("PARALLAX_BUILD_DIR",
-                                                      os.path.join(here, "..", "build")))
-    ap.add_argument("--work")
-    ap.add_argument("-k", default="")
-    ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    work = args.work or tempfile.mkdtemp(prefix="px-survey-")
-    os.makedirs(work, exist_ok=True)
-    todo = [(c.group, c.name, (lambda p, c=c: export(c, p))) for c in cases()]
-    todo += [("losses", n, (lambda p, n=n, m=m: export_loss(n, m, p))) for n, m in LOSSES.items()]
-    todo = [t for t in todo if re.search(args.k, t[1])]
-    results = []
-    t0 = time.monotonic()
-    for group, name, fn in todo:
-        r = check(args.build, work, name, fn)
-        r["group"] = group
-        results.append(r)
-        if not args.markdown:
-            print(f"{'ok  ' if r['works'] else 'FAIL'} {name}"
-                  + ("" if r["works"] else f"  [{r['stage']}] {r['reason']}"), flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    if args.markdown:
-        group = None
-        for r in results:
-            if r["group"] != group:
-                group = r["group"]
-                print(f"\n**{group}**\n\n| module | trains | why not |\n| --- | --- | --- |")
-            reason = "" if r["works"] else f"{r['stage']}: {r['reason']}".replace("|", "\\|")
-            print(f"| `{r['name']}` | {'yes' if r['works'] else 'no'} | {reason} |")
-    works = sum(r["works"] for r in results)
-    print(f"\n{works} of {len(results)} work ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
+    with tempfile.TemporaryDirectory() as work:
+        for name, (make, data) in cases(torch, nn, F).items():
+            if args.names and not any(n in name for n in args.names):
+                continue
+            print(f"{name}: {run_case(torch, nn, name, make, data, args.bin, work, args.static)}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

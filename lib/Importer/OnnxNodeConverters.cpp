@@ -181,6 +181,9 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
   if (op == "Slice") {
     if (auto err = checkAttributes(node, {}))
       return err;
+    auto dynamic = tryDynamicSlice(node);
+    if (!dynamic || *dynamic)
+      return dynamic ? llvm::Error::success() : dynamic.takeError();
     auto x = in(0);
     if (!x)
       return x.takeError();
@@ -667,5 +670,11 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
     return nodeError(node, "its inputs depend on runtime data; only "
                            "compile-time shape computations are supported");
 
-  return nodeError(node, "unsupported operator '" + op + "'");
+  auto math = convertMath(node);
+  if (!math || *math)
+    return math ? llvm::Error::success() : math.takeError();
+  auto tensor = convertTensor(node);
+  if (!tensor || *tensor)
+    return tensor ? llvm::Error::success() : tensor.takeError();
+  return unsupported(node, "unsupported operator '" + op + "'" + whyUnsupported(op));
 }

@@ -114,6 +114,7 @@ void registerAllKernels(KernelRegistry &registry) {
   registerIndexingKernels(registry);
   registerLinalgKernels(registry);
   registerReductionKernels(registry);
+  registerAxisKernels(registry);
   registerNormKernels(registry);
   registerLossKernels(registry);
   registerConvKernels(registry);

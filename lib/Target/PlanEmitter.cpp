@@ -11,6 +11,7 @@
 #include "llvm/Support/Format.h"
 
 #include <climits>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -191,9 +192,12 @@ Emitter::initialValue(Operation *op, Attribute value, rt::DType dtype) {
                : elem.isInteger(1)
                    ? (double)dense.getSplatValue<bool>()
                    : (double)dense.getSplatValue<APInt>().getSExtValue();
-    // The runtime fills half floats only with zeros; others go as blobs.
+    // The runtime fills half floats only with zeros; others go as blobs, and
+    // so do values a JSON number cannot carry exactly: infinities and NaN
+    // (JSON has none) and integers beyond 2^53.
     bool half = dtype == rt::DType::F16 || dtype == rt::DType::BF16;
-    if (!half || v == 0.0) {
+    bool exact = std::isfinite(v) && (isa<FloatType>(elem) || std::fabs(v) <= 0x1p53);
+    if ((!half || v == 0.0) && exact) {
       init.kind = rt::InitialValue::Kind::Splat;
       init.splat = v;
       return init;

@@ -1463,12 +1463,15 @@ std::vector<GradCase> reductionCases() {
                   {{-1, 0}, true, "axes [-1, 0] keepdims"},
                   {{0, 1, 2}, false, "all axes"},
                   {{2}, false, "axes [2]"}};
-  for (std::string name : {"reduce_sum", "reduce_mean", "reduce_max"})
+  for (std::string name : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
+                           "reduce_prod"})
     for (const R &r : rs) {
       Graph g(seed++);
       Shape s{2, 3, 4};
-      std::string x = g.var("x", s, name == "reduce_max" ? g.distinct(s, -1, 1)
-                                                         : g.uniform(s, -1, 1));
+      bool extreme = name == "reduce_max" || name == "reduce_min";
+      std::string x = g.var("x", s, extreme ? g.distinct(s, -1, 1)
+                                    : name == "reduce_prod" ? g.signedMagnitude(s, 0.5, 1.5)
+                                                            : g.uniform(s, -1, 1));
       g.loss(reduce(g, name, x, r.axes, r.keepdims));
       cases.push_back(g.done(name + " " + r.what));
     }
@@ -1478,6 +1481,181 @@ std::vector<GradCase> reductionCases() {
     std::string x = g.var("x", {2, 4}, {0.5, 0.9, -0.3, 0.9, 0.1, -0.2, 0.4, 0.3});
     g.loss(reduce(g, "reduce_max", x, {1}, false));
     cases.push_back(g.done("reduce_max with a tie"));
+  }
+  {
+    Graph g(seed++);
+    std::string x = g.var("x", {2, 4}, {0.5, -0.9, -0.3, -0.9, 0.1, -0.2, 0.4, 0.3});
+    g.loss(reduce(g, "reduce_min", x, {1}, false));
+    cases.push_back(g.done("reduce_min with a tie"));
+  }
+  {
+    // Products with zeros: row 0 has one (the gradient there is the product
+    // of the others), row 1 two (all gradients 0), row 2 none.
+    Graph g(seed++);
+    std::string x = g.var("x", {3, 4}, {0.5, 0.0, -1.5, 0.8, 0.0, 1.2, 0.0, -0.7,
+                                         1.1, -0.6, 0.9, 1.3});
+    g.loss(reduce(g, "reduce_prod", x, {1}, true));
+    cases.push_back(g.done("reduce_prod with zeros"));
+  }
+  return cases;
+}
+
+/// Elementwise functions beyond the basic unary ops: trigonometric and
+/// hyperbolic, the piecewise constant ones, mod.
+std::vector<GradCase> functionCases() {
+  std::vector<GradCase> cases;
+  uint64_t seed = 2100;
+  struct F {
+    const char *name;
+    double lo, hi;
+  };
+  const F fs[] = {{"sin", -3, 3},     {"cos", -3, 3},       {"tan", -1.2, 1.2},
+                  {"asin", -0.9, 0.9}, {"acos", -0.9, 0.9}, {"atan", -3, 3},
+                  {"sinh", -2, 2},    {"cosh", -2, 2},      {"asinh", -3, 3},
+                  {"acosh", 1.2, 3},  {"atanh", -0.9, 0.9}};
+  for (const F &f : fs) {
+    Graph g(seed++);
+    std::string x = g.var("x", {3, 4}, f.lo, f.hi);
+    g.loss(g.unary(f.name, x));
+    cases.push_back(g.done(f.name));
+  }
+  // Piecewise constant: no gradient flows through them; x + f(x) keeps one.
+  std::vector<double> kinks;
+  for (int k = -6; k <= 6; ++k)
+    kinks.push_back(k * 0.5);
+  for (const char *name : {"floor", "ceil", "round", "sign"}) {
+    Graph g(seed++);
+    std::string x = g.var("x", {3, 4}, g.avoiding({3, 4}, -2.9, 2.9, kinks, 0.05));
+    g.loss(g.binary("add", x, g.unary(name, x)));
+    cases.push_back(g.done(std::string(name) + " (zero gradient)"));
+  }
+  for (bool fmod : {false, true}) {
+    // a / b kept away from integers, where mod jumps.
+    Graph g(seed++);
+    std::vector<double> a(12), bv(12);
+    for (int i = 0; i < 12; ++i) {
+      do {
+        a[i] = g.uniform(-5, 5);
+        bv[i] = g.uniform(1, 2) * (g.uniform(0, 1) < 0.5 ? -1 : 1);
+      } while (std::fabs(a[i] / bv[i] - std::round(a[i] / bv[i])) < 0.05);
+    }
+    std::string x = g.var("a", {3, 4}, a), y = g.var("b", {3, 4}, bv);
+    g.loss(g.op("px.mod " + x + ", " + y + (fmod ? " {fmod}" : "") + " : " + g.type(x) +
+                    ", " + g.type(y),
+                {3, 4}));
+    cases.push_back(g.done(fmod ? "mod fmod" : "mod"));
+  }
+  return cases;
+}
+
+/// Ops along an axis and padding: top_k, cumsum, segment_reduce (also
+/// over a gathered, row-sparse table, as nn.EmbeddingBag imports), pad,
+/// and conv_grad_input used as a forward op (ConvTranspose).
+std::vector<GradCase> axisCases() {
+  std::vector<GradCase> cases;
+  uint64_t seed = 2200;
+  for (bool largest : {true, false}) {
+    Graph g(seed++);
+    Shape s{3, 5};
+    std::string x = g.var("x", s, g.distinct(s, -1, 1));
+    auto r = g.ops("px.top_k " + x + " {axis = 1 : i64, k = 2 : i64, largest = " +
+                       (largest ? "true" : "false") + "} : " + g.type(x),
+                   {{{3, 2}, "f64"}, {{3, 2}, "i64"}});
+    g.loss(r[0]);
+    cases.push_back(g.done(largest ? "top_k largest" : "top_k smallest"));
+  }
+  for (std::string flags : {"", ", exclusive", ", reverse", ", exclusive, reverse"}) {
+    Graph g(seed++);
+    std::string x = g.var("x", {3, 4}, -1, 1);
+    g.loss(g.op("px.cumsum " + x + " {axis = 1 : i64" + flags + "} : " + g.type(x), {3, 4}));
+    cases.push_back(g.done("cumsum" + flags));
+  }
+  for (const char *mode : {"sum", "mean", "max"}) {
+    Graph g(seed++);
+    Shape s{7, 3};
+    std::string x = g.var("x", s, g.distinct(s, -1, 1));
+    std::string st = g.indices({4}, {0, 2, 2, 5}), en = g.indices({4}, {2, 6, 2, 7});
+    g.loss(g.op("px.segment_reduce " + x + ", " + st + ", " + en + " {mode = \"" + mode +
+                    "\"} : " + g.type(x) + ", " + g.type(st) + ", " + g.type(en),
+                {4, 3}));
+    cases.push_back(g.done(std::string("segment_reduce ") + mode));
+  }
+  {
+    // nn.EmbeddingBag: the rows of a table at the ids, reduced per bag;
+    // the table stays read only through gather (a sparse gradient).
+    Graph g(seed++);
+    std::string table = g.var("table", {6, 3}, -1, 1);
+    std::string ids = g.indices({7}, {4, 1, 4, 0, 5, 2, 1});
+    std::string rows = gather(g, table, ids, 0);
+    std::string st = g.indices({3}, {0, 3, 3}), en = g.indices({3}, {3, 3, 7});
+    g.loss(g.op("px.segment_reduce " + rows + ", " + st + ", " + en +
+                    " {mode = \"mean\"} : " + g.type(rows) + ", " + g.type(st) + ", " +
+                    g.type(en),
+                {3, 3}));
+    cases.push_back(g.done("segment_reduce mean of gathered rows (sparse table)"));
+  }
+  struct P {
+    Shape x;
+    std::vector<int64_t> pads;
+    const char *mode;
+  };
+  const P ps[] = {{{2, 3, 4}, {0, 1, 2, 0, 2, 1}, "constant"},
+                  {{1, 2, 4, 4}, {0, 0, 1, 1, 0, 0, 1, 1}, "constant"},
+                  {{3, 5}, {1, 2, 2, 3}, "reflect"},
+                  {{3, 5}, {2, 0, 1, 4}, "edge"},
+                  {{4, 6}, {-1, 1, 0, -2}, "constant"}};
+  for (const P &p : ps) {
+    Graph g(seed++);
+    std::string x = g.var("x", p.x, -1, 1);
+    Shape out(p.x.size());
+    for (size_t d = 0; d < p.x.size(); ++d)
+      out[d] = p.x[d] + p.pads[d] + p.pads[p.x.size() + d];
+    g.loss(g.op("px.pad " + x + " {mode = \"" + p.mode + "\", pads = " + arr(p.pads) +
+                    ", value = 5.000000e-01 : f64} : " + g.type(x),
+                out));
+    cases.push_back(g.done(std::string("pad ") + p.mode + " " + arr(p.pads)));
+  }
+  {
+    // ScatterND / ScatterElements import as these scatters of the updates.
+    Graph g(seed++);
+    std::string u = g.var("u", {3, 4}, -1, 1);
+    std::string i = g.indices({3}, {4, 0, 4});
+    g.loss(g.op("px.scatter_add " + u + " at " + i + " {axis = 0 : i64} : " + g.type(u) +
+                    ", " + g.type(i) + " -> " + tensorType({5, 4}, "f64"),
+                {5, 4}));
+    cases.push_back(g.done("scatter_add as a forward op (repeated row)"));
+  }
+  {
+    Graph g(seed++);
+    std::string u = g.var("u", {2, 3}, -1, 1);
+    std::string i = g.indices({2, 3}, {1, 0, 3, 3, 2, 1});
+    g.loss(g.op("px.scatter_elements_add " + u + " at " + i + " {axis = 1 : i64} : " +
+                    g.type(u) + ", " + g.type(i) + " -> " + tensorType({2, 4}, "f64"),
+                {2, 4}));
+    cases.push_back(g.done("scatter_elements_add as a forward op"));
+  }
+  {
+    // ConvTranspose: px.conv_grad_input as a forward op, x and w trained.
+    Graph g(seed++);
+    std::string x = g.var("x", {2, 4, 3, 3}, -1, 1);
+    std::string w = g.var("w", {4, 3, 3, 3}, -0.5, 0.5);
+    g.loss(g.op("px.conv_grad_input " + x + ", " + w +
+                    " {dilations = array<i64: 1, 1>, pads = array<i64: 1, 0, 0, 1>, "
+                    "strides = array<i64: 2, 2>} : " + g.type(x) + ", " + g.type(w) +
+                    " -> " + tensorType({2, 3, 6, 6}, "f64"),
+                {2, 3, 6, 6}));
+    cases.push_back(g.done("conv_grad_input as ConvTranspose (stride 2, output padding)"));
+  }
+  {
+    Graph g(seed++);
+    std::string x = g.var("x", {1, 4, 5}, -1, 1);
+    std::string w = g.var("w", {4, 1, 3}, -0.5, 0.5);
+    g.loss(g.op("px.conv_grad_input " + x + ", " + w +
+                    " {dilations = array<i64: 2>, group = 2 : i64, pads = array<i64: 1, 1>, "
+                    "strides = array<i64: 1>} : " + g.type(x) + ", " + g.type(w) + " -> " +
+                    tensorType({1, 2, 7}, "f64"),
+                {1, 2, 7}));
+    cases.push_back(g.done("conv_grad_input as ConvTranspose (1-D, group 2, dilation 2)"));
   }
   return cases;
 }
@@ -1925,6 +2103,7 @@ const Family kFamilies[] = {
     {"data_movement", dataMovementCases}, {"conv", convCases},
     {"pool", poolCases},             {"composite", compositeCases},
     {"recurrent", recurrentCases},
+    {"function", functionCases},     {"axis", axisCases},
 };
 
 //===----------------------------------------------------------------------===//
@@ -1952,6 +2131,8 @@ TEST(GradientCheck, Conv) { runCases(convCases()); }
 TEST(GradientCheck, Pooling) { runCases(poolCases()); }
 TEST(GradientCheck, Composite) { runCases(compositeCases()); }
 TEST(GradientCheck, Recurrent) { runCases(recurrentCases()); }
+TEST(GradientCheck, Functions) { runCases(functionCases()); }
+TEST(GradientCheck, AxisOpsAndPadding) { runCases(axisCases()); }
 
 // The harness itself: a mismatch must be reported, not averaged away.
 TEST(GradientCheckHarness, DetectsAPerturbedGradient) {
@@ -2013,6 +2194,14 @@ TEST(GradientCheckHarness, CoversEveryDifferentiatedOp) {
       {"TransposeOp", "transpose"}, {"ConcatOp", "concat"}, {"ExpandOp", "expand"},
       {"ConvOp", "conv"}, {"MaxPoolOp", "max_pool"}, {"AveragePoolOp", "avg_pool"},
       {"LstmOp", "lstm"}, {"GruOp", "gru"},
+      {"SinOp", "sin"}, {"CosOp", "cos"}, {"TanOp", "tan"}, {"AsinOp", "asin"},
+      {"AcosOp", "acos"}, {"AtanOp", "atan"}, {"SinhOp", "sinh"}, {"CoshOp", "cosh"},
+      {"AsinhOp", "asinh"}, {"AcoshOp", "acosh"}, {"AtanhOp", "atanh"},
+      {"FloorOp", "floor"}, {"CeilOp", "ceil"}, {"RoundOp", "round"}, {"SignOp", "sign"},
+      {"ModOp", "mod"}, {"ReduceMinOp", "reduce_min"}, {"ReduceProdOp", "reduce_prod"},
+      {"TopKOp", "top_k"}, {"CumSumOp", "cumsum"}, {"SegmentReduceOp", "segment_reduce"},
+      {"PadOp", "pad"}, {"ConvGradInputOp", "conv_grad_input"},
+      {"ScatterAddOp", "scatter_add"}, {"ScatterElementsAddOp", "scatter_elements_add"},
   };
   std::ifstream in(PARALLAX_SOURCE_DIR "/lib/Transforms/Autodiff.cpp");
   ASSERT_TRUE(in) << "cannot read Autodiff.cpp";

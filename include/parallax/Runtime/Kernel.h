@@ -135,6 +135,7 @@ void registerShapeKernels(KernelRegistry &registry);
 void registerIndexingKernels(KernelRegistry &registry);
 void registerLinalgKernels(KernelRegistry &registry);
 void registerReductionKernels(KernelRegistry &registry);
+void registerAxisKernels(KernelRegistry &registry);
 void registerNormKernels(KernelRegistry &registry);
 void registerLossKernels(KernelRegistry &registry);
 void registerConvKernels(KernelRegistry &registry);

@@ -56,6 +56,12 @@ windowShape(std::optional<mlir::Location> loc, mlir::RankedTensorType x,
             llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> pads,
             llvm::ArrayRef<int64_t> dilations, bool ceilMode);
 
+/// Result shape of px.pad on `input` (mode and pads checked).
+mlir::FailureOr<Shape> padShape(std::optional<mlir::Location> loc,
+                                mlir::RankedTensorType input,
+                                llvm::ArrayRef<int64_t> pads,
+                                llvm::StringRef mode);
+
 } // namespace parallax::px::detail
 
 #endif // PARALLAX_LIB_DIALECT_PX_PXOPUTILS_H

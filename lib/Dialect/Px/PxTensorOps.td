@@ -101,6 +101,16 @@ def Px_DivOp : Px_ArithOp<"div">;
 def Px_MaxOp : Px_ArithOp<"max", [Commutative]>;
 def Px_MinOp : Px_ArithOp<"min", [Commutative]>;
 
+def Px_ModOp : Px_Op<"mod", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise remainder with broadcasting (ONNX Mod)";
+  let description = [{ Without `fmod` the result has the sign of the divisor
+    (Python's %, integers only in ONNX); with `fmod` the sign of the dividend
+    (C's fmod). }];
+  let arguments = (ins Px_NumericTensor:$lhs, Px_NumericTensor:$rhs, UnitAttr:$fmod);
+  let results = (outs Px_NumericTensor:$output);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
 def Px_PowOp : Px_BinaryOp<"pow", Px_NumericTensor> {
   let summary = "Elementwise power with broadcasting (ONNX Pow)";
   let description = [{ The result has the base's element type; the exponent
@@ -143,6 +153,26 @@ def Px_TanhOp : Px_UnaryOp<"tanh", Px_FloatTensor>;
 def Px_SigmoidOp : Px_UnaryOp<"sigmoid", Px_FloatTensor>;
 def Px_ErfOp : Px_UnaryOp<"erf", Px_FloatTensor>;
 def Px_NotOp : Px_UnaryOp<"not", Px_BoolTensor>;
+
+// Trigonometric and hyperbolic functions (ONNX Sin ... Atanh).
+def Px_SinOp : Px_UnaryOp<"sin", Px_FloatTensor>;
+def Px_CosOp : Px_UnaryOp<"cos", Px_FloatTensor>;
+def Px_TanOp : Px_UnaryOp<"tan", Px_FloatTensor>;
+def Px_AsinOp : Px_UnaryOp<"asin", Px_FloatTensor>;
+def Px_AcosOp : Px_UnaryOp<"acos", Px_FloatTensor>;
+def Px_AtanOp : Px_UnaryOp<"atan", Px_FloatTensor>;
+def Px_SinhOp : Px_UnaryOp<"sinh", Px_FloatTensor>;
+def Px_CoshOp : Px_UnaryOp<"cosh", Px_FloatTensor>;
+def Px_AsinhOp : Px_UnaryOp<"asinh", Px_FloatTensor>;
+def Px_AcoshOp : Px_UnaryOp<"acosh", Px_FloatTensor>;
+def Px_AtanhOp : Px_UnaryOp<"atanh", Px_FloatTensor>;
+// Piecewise constant: their gradient is zero wherever it exists.
+def Px_FloorOp : Px_UnaryOp<"floor", Px_FloatTensor>;
+def Px_CeilOp : Px_UnaryOp<"ceil", Px_FloatTensor>;
+def Px_RoundOp : Px_UnaryOp<"round", Px_FloatTensor> {
+  let summary = "Elementwise round, halves to even (ONNX Round)";
+}
+def Px_SignOp : Px_UnaryOp<"sign", Px_NumericTensor>;
 
 def Px_LeakyReluOp : Px_UnaryOp<"leaky_relu", Px_FloatTensor> {
   let arguments = (ins Px_FloatTensor:$input, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
@@ -371,6 +401,63 @@ class Px_ReduceOp<string mnemonic> : Px_Op<mnemonic, [Pure, InferTypeOpAdaptor]>
 def Px_ReduceSumOp : Px_ReduceOp<"reduce_sum">;
 def Px_ReduceMeanOp : Px_ReduceOp<"reduce_mean">;
 def Px_ReduceMaxOp : Px_ReduceOp<"reduce_max">;
+def Px_ReduceMinOp : Px_ReduceOp<"reduce_min">;
+def Px_ReduceProdOp : Px_ReduceOp<"reduce_prod">;
+
+class Px_ArgReduceOp<string mnemonic> : Px_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "Index of the " # mnemonic # " along `axis` (ONNX ArgMax/ArgMin)";
+  let description = [{ i64 result; ties go to the first index, or the last
+    with `select_last_index`; `keepdims` keeps the axis as size 1. }];
+  let arguments = (ins Px_NumericTensor:$input, DefaultValuedAttr<I64Attr, "0">:$axis,
+                       DefaultValuedAttr<BoolAttr, "true">:$keepdims,
+                       UnitAttr:$select_last_index);
+  let results = (outs Px_StaticTensorOf<[I64]>:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+def Px_ArgMaxOp : Px_ArgReduceOp<"arg_max">;
+def Px_ArgMinOp : Px_ArgReduceOp<"arg_min">;
+
+def Px_TopKOp : Px_Op<"top_k", [Pure, InferTypeOpAdaptor]> {
+  let summary = "The k largest (or smallest) elements along `axis` (ONNX TopK)";
+  let description = [{ `values` and their `indices` (i64), ordered largest
+    first (smallest first without `largest`); equal values keep their index
+    order. Only sorted output exists. }];
+  let arguments = (ins Px_NumericTensor:$input, I64Attr:$k,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<BoolAttr, "true">:$largest);
+  let results = (outs Px_NumericTensor:$values, Px_StaticTensorOf<[I64]>:$indices);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Px_CumSumOp : Px_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+  let summary = "Cumulative sum along `axis` (ONNX CumSum)";
+  let description = [{ `exclusive` leaves each element out of its own sum;
+    `reverse` sums from the end. }];
+  let arguments = (ins Px_NumericTensor:$input, I64Attr:$axis, UnitAttr:$exclusive,
+                       UnitAttr:$reverse);
+  let results = (outs Px_NumericTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Px_SegmentReduceOp : Px_Op<"segment_reduce", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Reduce row ranges [starts[m], ends[m]) of `data` (nn.EmbeddingBag)";
+  let description = [{
+    Result row m reduces rows starts[m] .. ends[m] - 1 of `data` (dimension
+    0) with `mode` "sum", "mean" or "max"; the bounds are clamped as ONNX
+    Slice clamps them (a negative bound counts from the end). An empty range
+    gives zeros, as nn.EmbeddingBag does. The importer makes it from a Loop
+    that slices ids by runtime offsets, gathers rows and reduces them (how
+    PyTorch exports nn.EmbeddingBag with offsets), so the table stays a
+    row-gathered (sparse) variable.
+  }];
+  let arguments = (ins Px_FloatTensor:$data, Px_StaticTensorOf<[I64]>:$starts,
+                       Px_StaticTensorOf<[I64]>:$ends, StrAttr:$mode);
+  let results = (outs Px_FloatTensor:$output);
+  let assemblyFormat = [{
+    $data `,` $starts `,` $ends attr-dict `:` type($data) `,` type($starts) `,` type($ends)
+  }];
+}
 
 def Px_ReshapeOp : Px_Op<"reshape", [Pure]> {
   let summary = "Reinterpret the shape (ONNX Reshape, Flatten, Squeeze, Unsqueeze)";
@@ -393,6 +480,21 @@ def Px_ConcatOp : Px_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let arguments = (ins Variadic<Px_AnyTensor>:$inputs, I64Attr:$axis);
   let results = (outs Px_AnyTensor:$output);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+}
+
+def Px_PadOp : Px_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Pad (or, with negative pads, crop) every dimension (ONNX Pad)";
+  let description = [{
+    `pads` are [begin..., end...], one pair per dimension. `mode` is
+    "constant" (fill with `value`), "reflect" (mirror without repeating the
+    edge; a pad must be smaller than its dimension) or "edge" (repeat the
+    edge element).
+  }];
+  let arguments = (ins Px_AnyTensor:$input, DenseI64ArrayAttr:$pads,
+                       DefaultValuedAttr<StrAttr, "\"constant\"">:$mode,
+                       DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
 def Px_ExpandOp : Px_Op<"expand", [Pure]> {

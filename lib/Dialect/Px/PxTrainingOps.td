@@ -228,6 +228,34 @@ def Px_SliceGradOp : Px_Op<"slice_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Px_PadGradOp : Px_Op<"pad_grad", [Pure]> {
+  let summary = "Gradient of px.pad: each dy element added back to its source";
+  let description = [{ The result has the forward input's type; elements
+    that came from the constant fill contribute nothing, reflected and edge
+    elements add to the element they copy. }];
+  let arguments = (ins Px_FloatTensor:$dy, DenseI64ArrayAttr:$pads,
+                       DefaultValuedAttr<StrAttr, "\"constant\"">:$mode);
+  let results = (outs Px_FloatTensor:$dx);
+  let assemblyFormat = "$dy attr-dict `:` type($dy) `->` type($dx)";
+  let hasVerifier = 1;
+}
+
+def Px_SegmentReduceGradOp : Px_Op<"segment_reduce_grad", [Pure,
+    AllTypesMatch<["data", "ddata"]>, AllTypesMatch<["starts", "ends"]>]> {
+  let summary = "Gradient of px.segment_reduce with respect to its data";
+  let description = [{ Each row of dy goes to the rows of its range: as it
+    is (sum), divided by the range's length (mean), or, per column, to the
+    first maximal row (max). Ranges may overlap; their gradients add. }];
+  let arguments = (ins Px_FloatTensor:$dy, Px_FloatTensor:$data,
+                       Px_StaticTensorOf<[I64]>:$starts,
+                       Px_StaticTensorOf<[I64]>:$ends, StrAttr:$mode);
+  let results = (outs Px_FloatTensor:$ddata);
+  let assemblyFormat = [{
+    $dy `,` $data `,` $starts `,` $ends attr-dict `:` type($dy) `,` type($data) `,` type($starts)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Backward kernels of the recurrent layers: backpropagation through time
 // over the forward op's saved gates, one op per layer (not unrolled).

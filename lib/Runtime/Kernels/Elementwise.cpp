@@ -299,6 +299,30 @@ struct MinOp {
     return (a < b || a != a) ? a : b;
   }
 };
+/// ONNX Mod: the sign of the divisor (Python's %) without fmod, of the
+/// dividend (C's fmod) with it.
+template <bool Fmod> struct ModOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0)
+        throw KernelError("mod: integer modulo by zero (a divisor element is 0)");
+      if constexpr (std::is_signed_v<T>)
+        if (b == T(-1))
+          return 0; // INT_MIN % -1 would overflow
+      T r = (T)(a % b);
+      if constexpr (!Fmod)
+        if (r != 0 && ((r < 0) != (b < 0)))
+          r = wrapAdd(r, b);
+      return r;
+    } else {
+      T r = std::fmod(a, b);
+      if constexpr (!Fmod)
+        if (r != 0 && ((r < 0) != (b < 0)))
+          r += b;
+      return r;
+    }
+  }
+};
 struct SquareOp { // pow with the scalar exponent 2
   template <typename T, typename E> T operator()(T a, E) const {
     return wrapMul(a, a);
@@ -471,6 +495,23 @@ KernelFn powFactory(KernelArgs &args) {
           general();
       };
     });
+  });
+}
+
+KernelFn modFactory(KernelArgs &args) {
+  const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
+  if (a.dtype != b.dtype)
+    args.fail(std::string("mod: operand element types differ (") + nameOf(a.dtype) + " and " +
+              nameOf(b.dtype) + ")");
+  args.expectDType(o, a.dtype, "mod result");
+  Geometry g = broadcastGeometry(args, "mod", o.shape, {&a.shape, &b.shape}, true);
+  const bool fmod = args.flag("fmod");
+  int threads = args.env.threads;
+  return dispatchNumeric(args, a.dtype, "mod", [&](auto tag) -> KernelFn {
+    using T = decltype(tag);
+    if (fmod)
+      return makeBinary<T, T, T>(g, a, b, o, threads, kCostlyGrain, ModOp<true>{});
+    return makeBinary<T, T, T>(g, a, b, o, threads, kCostlyGrain, ModOp<false>{});
   });
 }
 
@@ -649,6 +690,34 @@ struct SqrtF {
 };
 struct ReciprocalF {
   template <typename T> T operator()(T x) const { return T(1) / x; }
+};
+#define PX_LIBM_UNARY(NAME, FN)                                                \
+  struct NAME {                                                                \
+    template <typename T> T operator()(T x) const { return FN(x); }            \
+  };
+PX_LIBM_UNARY(SinF, std::sin)
+PX_LIBM_UNARY(CosF, std::cos)
+PX_LIBM_UNARY(TanF, std::tan)
+PX_LIBM_UNARY(AsinF, std::asin)
+PX_LIBM_UNARY(AcosF, std::acos)
+PX_LIBM_UNARY(AtanF, std::atan)
+PX_LIBM_UNARY(SinhF, std::sinh)
+PX_LIBM_UNARY(CoshF, std::cosh)
+PX_LIBM_UNARY(AsinhF, std::asinh)
+PX_LIBM_UNARY(AcoshF, std::acosh)
+PX_LIBM_UNARY(AtanhF, std::atanh)
+PX_LIBM_UNARY(FloorF, std::floor)
+PX_LIBM_UNARY(CeilF, std::ceil)
+// Halves to even, as ONNX Round (and numpy.round): the default rounding mode.
+PX_LIBM_UNARY(RoundF, std::nearbyint)
+#undef PX_LIBM_UNARY
+struct SignF {
+  template <typename T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return x > T(0) ? T(1) : x < T(0) ? T(-1) : x; // 0, -0 and NaN stay
+    else
+      return (T)((x > T(0)) - (x < T(0)));
+  }
 };
 //===----------------------------------------------------------------------===//
 // f32 transcendental functions without libm calls, so that the loops over
@@ -1174,6 +1243,22 @@ void registerElementwiseKernels(KernelRegistry &r) {
   r.add("tanh", unaryFactory<TanhF, true>("tanh", kCostlyGrain));
   r.add("sigmoid", unaryFactory<SigmoidF, true>("sigmoid", kCostlyGrain));
   r.add("erf", unaryFactory<ErfF, true>("erf", kCostlyGrain));
+  r.add("sin", unaryFactory<SinF, true>("sin", kCostlyGrain));
+  r.add("cos", unaryFactory<CosF, true>("cos", kCostlyGrain));
+  r.add("tan", unaryFactory<TanF, true>("tan", kCostlyGrain));
+  r.add("asin", unaryFactory<AsinF, true>("asin", kCostlyGrain));
+  r.add("acos", unaryFactory<AcosF, true>("acos", kCostlyGrain));
+  r.add("atan", unaryFactory<AtanF, true>("atan", kCostlyGrain));
+  r.add("sinh", unaryFactory<SinhF, true>("sinh", kCostlyGrain));
+  r.add("cosh", unaryFactory<CoshF, true>("cosh", kCostlyGrain));
+  r.add("asinh", unaryFactory<AsinhF, true>("asinh", kCostlyGrain));
+  r.add("acosh", unaryFactory<AcoshF, true>("acosh", kCostlyGrain));
+  r.add("atanh", unaryFactory<AtanhF, true>("atanh", kCostlyGrain));
+  r.add("floor", unaryFactory<FloorF, true>("floor", kCheapGrain));
+  r.add("ceil", unaryFactory<CeilF, true>("ceil", kCheapGrain));
+  r.add("round", unaryFactory<RoundF, true>("round", kCheapGrain));
+  r.add("sign", unaryFactory<SignF, false>("sign", kCheapGrain));
+  r.add("mod", modFactory);
   r.add("leaky_relu", leakyReluFactory);
   r.add("clip", clipFactory);
   r.add("not", [](KernelArgs &args) -> KernelFn {

@@ -365,6 +365,51 @@ TEST(ElementwiseUnary, FloatFunctions) {
   }
 }
 
+TEST(ElementwiseUnary, TrigonometricAndRounding) {
+  for (DType t : {DType::F32, DType::F64}) {
+    checkUnary("sin", t, [](double x) { return std::sin(x); }, -7, 7, {}, 1e-5);
+    checkUnary("cos", t, [](double x) { return std::cos(x); }, -7, 7, {}, 1e-5);
+    checkUnary("tan", t, [](double x) { return std::tan(x); }, -1.4, 1.4, {}, 1e-5);
+    checkUnary("asin", t, [](double x) { return std::asin(x); }, -0.99, 0.99);
+    checkUnary("acos", t, [](double x) { return std::acos(x); }, -0.99, 0.99);
+    checkUnary("atan", t, [](double x) { return std::atan(x); }, -20, 20);
+    checkUnary("sinh", t, [](double x) { return std::sinh(x); }, -5, 5);
+    checkUnary("cosh", t, [](double x) { return std::cosh(x); }, -5, 5);
+    checkUnary("asinh", t, [](double x) { return std::asinh(x); }, -50, 50);
+    checkUnary("acosh", t, [](double x) { return std::acosh(x); }, 1, 50);
+    checkUnary("atanh", t, [](double x) { return std::atanh(x); }, -0.99, 0.99);
+    checkUnary("floor", t, [](double x) { return std::floor(x); }, -5, 5);
+    checkUnary("ceil", t, [](double x) { return std::ceil(x); }, -5, 5);
+    checkUnary("sign", t, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }, -5, 5);
+  }
+  // Round: halves to even, as numpy.round.
+  TestTensor x(DType::F32, {8}, {0.5, 1.5, 2.5, -0.5, -1.5, 2.4, 2.6, -2.6}), y(DType::F32, {8});
+  runKernel("round", {&x}, {&y});
+  EXPECT_EQ(y.values(), (std::vector<double>{0, 2, 2, -0.0, -2, 2, 3, -3}));
+  TestTensor xi(DType::I32, {3}, {-7, 0, 9}), yi(DType::I32, {3});
+  runKernel("sign", {&xi}, {&yi});
+  EXPECT_EQ(yi.values(), (std::vector<double>{-1, 0, 1}));
+}
+
+TEST(ElementwiseBinary, ModSignFollowsTheDivisorOrTheDividend) {
+  // numpy.mod (the divisor's sign) and numpy.fmod (the dividend's).
+  const std::vector<double> a{7, -7, 7, -7, 0, 5}, b{3, 3, -3, -3, 4, 5};
+  const std::vector<double> mod{1, 2, -2, -1, 0, 0}, fmod{1, -1, 1, -1, 0, 0};
+  for (DType t : {DType::F32, DType::F64, DType::I64, DType::I32, DType::I8}) {
+    SCOPED_TRACE(nameOf(t));
+    TestTensor x(t, {6}, a), y(t, {6}, b), o(t, {6});
+    runKernel("mod", {&x, &y}, {&o});
+    EXPECT_EQ(o.values(), mod);
+    runKernel("mod", {&x, &y}, {&o}, {{"fmod", true}});
+    EXPECT_EQ(o.values(), fmod);
+  }
+  TestTensor xf(DType::F64, {2}, {5.5, -5.5}), yf(DType::F64, {1}, {2}), of(DType::F64, {2});
+  runKernel("mod", {&xf, &yf}, {&of});
+  EXPECT_EQ(of.values(), (std::vector<double>{1.5, 0.5}));
+  TestTensor xi(DType::I8, {2}, {-128, 5}), yi(DType::I8, {2}, {-1, 0}), oi(DType::I8, {2});
+  EXPECT_NE(kernelError("mod", {&xi, &yi}, {&oi}).find("modulo by zero"), std::string::npos);
+}
+
 TEST(ElementwiseUnary, IntegerFunctions) {
   for (DType t : {DType::I64, DType::I32, DType::I16, DType::I8}) {
     checkUnary("neg", t, [](double x) { return -x; }, -100, 100);
