@@ -49,7 +49,7 @@ std::string withLeading(const std::string &name, const std::vector<int64_t> &sha
 
 class NpyData : public DataSource {
 public:
-  NpyData(const Plan &plan, const std::string &dir, Sharding sharding)
+  NpyData(const Plan &plan, const std::string &dir, Sharding sharding, bool allowNonFinite)
       : sharding(sharding) {
     int64_t local = localBatchOf(plan);
     globalBatch_ = local * sharding.worldSize;
@@ -91,7 +91,8 @@ public:
                  : shapeText(in.shape) + " or " + withLeading("steps", in.shape)));
       // Once per file, as it is loaded: a NaN in the data would otherwise
       // surface steps later as a "diverged" loss, or never.
-      std::string bad = describeNonFinite(a.data.data(), a.dtype, a.shape);
+      std::string bad =
+          allowNonFinite ? "" : describeNonFinite(a.data.data(), a.dtype, a.shape);
       if (!bad.empty())
         throw RuntimeError(path + ": input '" + in.name + "' holds " + bad);
       // Samples are paired across inputs by index: inputs of different
@@ -261,10 +262,10 @@ private:
 } // namespace
 
 std::unique_ptr<DataSource> openNpyData(const Plan &plan, const std::string &dir,
-                                        Sharding sharding) {
+                                        Sharding sharding, bool allowNonFinite) {
   if (!std::filesystem::is_directory(dir))
     throw RuntimeError(dir + ": --data must be a directory of .npy files");
-  return std::make_unique<NpyData>(plan, dir, sharding);
+  return std::make_unique<NpyData>(plan, dir, sharding, allowNonFinite);
 }
 
 std::unique_ptr<DataSource> makeSyntheticData(const Plan &plan, uint64_t seed,

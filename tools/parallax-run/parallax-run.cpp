@@ -249,6 +249,9 @@ int main(int argc, char **argv) {
        cxxopts::value<double>()->default_value("300"))
       ("calibrate", "Measure the links and update rate of this job's ranks into FILE "
                     "(for parallax-opt --profile)", cxxopts::value<std::string>())
+      ("allow-non-finite", "Accept NaN and infinity in float --data inputs (a model "
+                           "that tests for them with IsNaN or IsInf); by default they "
+                           "are refused as the files are loaded")
       ("q,quiet", "No progress output")
       ("h,help", "Show this help");
   cli.parse_positional({"plan"});
@@ -406,7 +409,8 @@ int main(int argc, char **argv) {
     Sharding sharding{rank, world};
     std::unique_ptr<DataSource> data =
         args.count("data")
-            ? openNpyData(session.plan(), args["data"].as<std::string>(), sharding)
+            ? openNpyData(session.plan(), args["data"].as<std::string>(), sharding,
+                          args.count("allow-non-finite") > 0)
             : makeSyntheticData(session.plan(), options.seed, sharding);
 
     std::ofstream metrics;

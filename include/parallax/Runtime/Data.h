@@ -63,10 +63,11 @@ protected:
 };
 
 /// Checks every input's file up front (name, dtype, shape, every float
-/// finite, the same number of samples in every batched input) so that a bad
-/// data directory fails before the first step, naming the file and input.
+/// finite unless `allowNonFinite`, the same number of samples in every
+/// batched input) so that a bad data directory fails before the first step,
+/// naming the file and input.
 std::unique_ptr<DataSource> openNpyData(const Plan &plan, const std::string &dir,
-                                        Sharding sharding);
+                                        Sharding sharding, bool allowNonFinite = false);
 std::unique_ptr<DataSource> makeSyntheticData(const Plan &plan, uint64_t seed,
                                               Sharding sharding);
 
