@@ -53,9 +53,9 @@ def cases(torch, nn, F):
                 return self.m(x)[0]
         return First
 
-    def tv(name):
+    def tv(name, **kw):
         import torchvision
-        return lambda: getattr(torchvision.models, name)(weights=None, num_classes=10)
+        return lambda: getattr(torchvision.models, name)(weights=None, num_classes=10, **kw)
 
     img = lambda c=3, s=8: (lambda: torch.randn(4, c, s, s))
     seq = lambda: torch.randn(4, 3, 8)
@@ -165,6 +165,7 @@ def cases(torch, nn, F):
             "resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1",
             "shufflenet_v2_x0_5", "densenet121", "efficientnet_b0", "mnasnet0_5",
             "regnet_y_400mf")},
+        "torchvision googlenet": (tv("googlenet", aux_logits=False, init_weights=True), img(3, 32)),
     }
 
 

@@ -85,6 +85,9 @@ private:
   llvm::Error matmul(px::MatMulOp op);
   llvm::Error gemm(px::GemmOp op);
   llvm::Error softmax(Operation *op, int64_t axis);
+  llvm::Error alongAxis(Operation *op, int64_t axis, bool keepdims);
+  llvm::Error pad(px::PadOp op);
+  llvm::Error segmentReduce(px::SegmentReduceOp op);
   llvm::Error loss(Operation *op, Value scores, Value labels, StringRef reduction);
   llvm::Error layerNorm(px::LayerNormOp op);
   llvm::Error samplesFirst(Operation *op, Value x);
@@ -347,6 +350,46 @@ llvm::Error BatchTracer::softmax(Operation *op, int64_t axis) {
   if (p->axis == normalizeAxis(axis, rankOf(x)))
     return fail(op, "normalises across the samples (along their dimension)");
   place(op->getResult(0), *p);
+  return llvm::Error::success();
+}
+
+/// Ops that work along one axis (cumsum, top-k, arg-max): not the samples'.
+llvm::Error BatchTracer::alongAxis(Operation *op, int64_t axis, bool keepdims) {
+  Value x = op->getOperand(0);
+  auto p = placementOf(x);
+  if (!p)
+    return llvm::Error::success();
+  axis = normalizeAxis(axis, rankOf(x));
+  if (p->axis == axis)
+    return fail(op, "works across the samples (along their dimension)");
+  Placement q{keepdims || axis > p->axis ? p->axis : p->axis - 1, p->inner};
+  for (Value r : op->getResults())
+    place(r, q);
+  return llvm::Error::success();
+}
+
+llvm::Error BatchTracer::pad(px::PadOp op) {
+  auto p = placementOf(op.getInput());
+  if (!p)
+    return llvm::Error::success();
+  auto pads = op.getPads();
+  if (pads[p->axis] != 0 || pads[p->axis + rankOf(op.getInput())] != 0)
+    return fail(op, "pads or crops the samples' dimension");
+  place(op.getOutput(), *p);
+  return llvm::Error::success();
+}
+
+/// nn.EmbeddingBag: rows [starts[m], ends[m]) of the gathered ids reduce to
+/// bag m; the bags (starts, ends) are the samples.
+llvm::Error BatchTracer::segmentReduce(px::SegmentReduceOp op) {
+  auto s = placementOf(op.getStarts()), e = placementOf(op.getEnds());
+  if (placementOf(op.getData()))
+    return fail(op, "reduces rows that hold samples");
+  if (!s && !e)
+    return llvm::Error::success();
+  if (!s || !e || !(*s == *e))
+    return fail(op, "takes bag starts and ends that are not laid out alike");
+  place(op.getOutput(), *s);
   return llvm::Error::success();
 }
 
@@ -632,7 +675,15 @@ llvm::Error BatchTracer::visit(Operation *op) {
       .Case([&](px::LayerNormOp o) { return layerNorm(o); })
       .Case<px::BatchNormOp, px::ConvOp, px::MaxPoolOp, px::AveragePoolOp>(
           [&](auto o) { return samplesFirst(o, o.getX()); })
-      .Case<px::ReduceSumOp, px::ReduceMaxOp>([&](auto o) {
+      .Case([&](px::ConvGradInputOp o) { return samplesFirst(o, o.getDy()); })
+      .Case<px::ArgMaxOp, px::ArgMinOp>(
+          [&](auto o) { return alongAxis(o, o.getAxis(), o.getKeepdims()); })
+      .Case<px::TopKOp, px::CumSumOp>(
+          [&](auto o) { return alongAxis(o, o.getAxis(), /*keepdims=*/true); })
+      .Case([&](px::PadOp o) { return pad(o); })
+      .Case([&](px::SegmentReduceOp o) { return segmentReduce(o); })
+      .Case<px::ReduceSumOp, px::ReduceMaxOp, px::ReduceMinOp, px::ReduceProdOp>(
+          [&](auto o) {
         return reduce(o, o.getAxes(), o.getKeepdims(), /*isMean=*/false);
       })
       .Case([&](px::ReduceMeanOp o) {

@@ -80,3 +80,17 @@ module {
     return %r : tensor<f32>
   }
 }
+
+// -----
+
+// Padding the samples' dimension adds samples that are no one's.
+// expected-error @below {{px-split-batch: cannot tell which inputs hold the batch of this static model: node 'padded' (px.pad) pads or crops the samples' dimension. Pass --batch-inputs NAMES}}
+module {
+  func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<4x3xf32>
+    %p = px.pad %x {pads = array<i64: 1, 0, 0, 0>} : tensor<4x3xf32> loc("padded")
+    %r = px.reduce_mean %p {axes = array<i64: 0, 1>, keepdims = false} : tensor<5x3xf32>
+    return %r : tensor<f32>
+  }
+}
+

@@ -133,3 +133,31 @@ module {
     return %r : tensor<f32>
   }
 }
+
+// -----
+
+// Ops along one axis that is not the samples' (padding, cumulative sums,
+// top-k, arg-max) and a transposed convolution (samples first) keep them.
+// REMARK: remark: batch: 'x' hold 2 samples per rank and step
+// CHECK-LABEL: func.func @main
+// CHECK: px.pad %{{.*}} {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>} : tensor<2x3x4x4xf32>
+// CHECK: px.conv_grad_input %{{.*}}, %{{.*}} {{.*}} : tensor<2x3x6x6xf32>, tensor<3x2x3x3xf32> -> tensor<2x2x8x8xf32>
+// CHECK: px.cumsum %{{.*}} {axis = 1 : i64} : tensor<2x128xf32>
+// CHECK: px.top_k %{{.*}} {k = 2 : i64} : tensor<2x128xf32>
+// CHECK: px.arg_max %{{.*}} {axis = 1 : i64, keepdims = false} : tensor<2x2xf32>
+module {
+  func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<4x3x4x4xf32>
+    %w = px.variable "w" trainable = dense<0.1> : tensor<3x2x3x3xf32>
+    %p = px.pad %x {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>} : tensor<4x3x4x4xf32>
+    %t = px.conv_grad_input %p, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : tensor<4x3x6x6xf32>, tensor<3x2x3x3xf32> -> tensor<4x2x8x8xf32>
+    %f = px.reshape %t : tensor<4x2x8x8xf32> -> tensor<4x128xf32>
+    %c = px.cumsum %f {axis = 1 : i64} : tensor<4x128xf32>
+    %v, %i = px.top_k %c {k = 2 : i64} : tensor<4x128xf32>
+    %a = px.arg_max %v {axis = 1 : i64, keepdims = false} : tensor<4x2xf32>
+    %af = px.cast %a : tensor<4xi64> -> tensor<4xf32>
+    %r = px.reduce_mean %af {axes = array<i64: 0>, keepdims = false} : tensor<4xf32>
+    return %r : tensor<f32>
+  }
+}
+

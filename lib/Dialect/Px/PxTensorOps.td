@@ -101,7 +101,7 @@ def Px_DivOp : Px_ArithOp<"div">;
 def Px_MaxOp : Px_ArithOp<"max", [Commutative]>;
 def Px_MinOp : Px_ArithOp<"min", [Commutative]>;
 
-def Px_ModOp : Px_Op<"mod", [Pure, InferTypeOpAdaptor]> {
+def Px_ModOp : Px_Op<"mod", [Pure, InferTypeOpAdaptor, Px_Elementwise]> {
   let summary = "Elementwise remainder with broadcasting (ONNX Mod)";
   let description = [{ Without `fmod` the result has the sign of the divisor
     (Python's %, integers only in ONNX); with `fmod` the sign of the dividend
