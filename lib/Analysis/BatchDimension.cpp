@@ -448,8 +448,8 @@ llvm::Error BatchTracer::samplesFirst(Operation *op, Value x) {
   return llvm::Error::success();
 }
 
-/// px.lstm / px.gru take x as [T, B, I] and states as [D, B, H]; every
-/// result (y [T, D, B, H], the final states, the saved gates) has the
+/// px.lstm, px.gru and px.rnn take x as [T, B, I] and states as [D, B, H];
+/// every result (y [T, D, B, H], the final states, the saved gates) has the
 /// samples in its second-to-last dimension.
 llvm::Error BatchTracer::recurrent(Operation *op, Value x, ValueRange weights,
                                    ValueRange states) {
@@ -694,6 +694,10 @@ llvm::Error BatchTracer::visit(Operation *op) {
                          ValueRange{o.getInitialH(), o.getInitialC()});
       })
       .Case([&](px::GruOp o) {
+        return recurrent(o, o.getX(), ValueRange{o.getW(), o.getR(), o.getB()},
+                         ValueRange{o.getInitialH()});
+      })
+      .Case([&](px::RnnOp o) {
         return recurrent(o, o.getX(), ValueRange{o.getW(), o.getR(), o.getB()},
                          ValueRange{o.getInitialH()});
       })

@@ -236,7 +236,7 @@ private:
                             SmallVectorImpl<int64_t> &dilations);
   llvm::Expected<Value> reshape(const onnx::NodeProto &node, Value input,
                                 ArrayRef<int64_t> shape);
-  /// LSTM and GRU (RecurrentConverters.cpp).
+  /// LSTM, GRU and RNN (RecurrentConverters.cpp).
   llvm::Error convertRecurrent(const onnx::NodeProto &node);
   /// A px.constant of `type` holding `values` (rounded to the element type).
   Value constantTensor(mlir::RankedTensorType type, ArrayRef<double> values,

@@ -662,7 +662,7 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
   }
 
   // Recurrent layers (RecurrentConverters.cpp).
-  if (op == "LSTM" || op == "GRU")
+  if (op == "LSTM" || op == "GRU" || op == "RNN")
     return convertRecurrent(node);
 
   // Compile-time-only ops reach here when an input depends on runtime data.

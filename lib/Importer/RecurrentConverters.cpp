@@ -1,9 +1,9 @@
-//===- RecurrentConverters.cpp - ONNX LSTM and GRU -> px.lstm, px.gru -----===//
+//===- RecurrentConverters.cpp - ONNX LSTM, GRU, RNN -> px.lstm, ... ------===//
 //
-// What torch.nn.LSTM and nn.GRU export (opsets 13-17): one node per layer
-// with the default activations, no clip, every sequence of the full length,
-// and, for GRU, linear_before_reset = 1 (0, ONNX's default, is supported
-// too). What ONNX allows beyond that and torch never emits (other
+// What torch.nn.LSTM, nn.GRU and nn.RNN export (opsets 13-17): one node per
+// layer with the default activations (RNN: Tanh or Relu, torch's
+// nonlinearity), no clip, every sequence of the full length, and, for GRU,
+// linear_before_reset = 1 (0, ONNX's default, is supported too). What ONNX allows beyond that and torch never emits (other
 // activations, clip, input_forget, sequence_lens with shorter sequences,
 // peepholes) is refused by name: a model relying on it would train
 // differently than it should. layout = 1 (batch-major) becomes transposes
@@ -24,14 +24,17 @@ using namespace parallax;
 using namespace parallax::detail;
 
 llvm::Error GraphImporter::convertRecurrent(const onnx::NodeProto &node) {
-  const bool lstm = node.op_type() == "LSTM";
+  const bool lstm = node.op_type() == "LSTM", rnn = node.op_type() == "RNN";
   if (auto err = lstm ? checkAttributes(node, {"activation_alpha", "activation_beta",
                                                "activations", "clip", "direction",
                                                "hidden_size", "input_forget", "layout"})
-                      : checkAttributes(node, {"activation_alpha", "activation_beta",
-                                               "activations", "clip", "direction",
-                                               "hidden_size", "layout",
-                                               "linear_before_reset"}))
+                 : rnn ? checkAttributes(node, {"activation_alpha", "activation_beta",
+                                                "activations", "clip", "direction",
+                                                "hidden_size", "layout"})
+                       : checkAttributes(node, {"activation_alpha", "activation_beta",
+                                                "activations", "clip", "direction",
+                                                "hidden_size", "layout",
+                                                "linear_before_reset"}))
     return err;
 
   // ONNX allows these; torch.nn.LSTM / nn.GRU never export them.
@@ -45,7 +48,22 @@ llvm::Error GraphImporter::convertRecurrent(const onnx::NodeProto &node) {
       direction != "bidirectional")
     return nodeError(node, "unsupported direction '" + direction + "'");
   int64_t directions = direction == "bidirectional" ? 2 : 1;
-  if (const auto *a = attr(node, "activations")) {
+  // RNN: one activation per direction, Tanh (ONNX's default) or Relu, the
+  // same in every direction (torch.nn.RNN's nonlinearity).
+  std::string activation = "tanh";
+  if (const auto *a = rnn ? attr(node, "activations") : nullptr) {
+    SmallVector<std::string> got(a->strings().begin(), a->strings().end());
+    bool same = (int64_t)got.size() == directions &&
+                llvm::all_equal(got) &&
+                (got.front() == "Tanh" || got.front() == "Relu");
+    if (!same)
+      return nodeError(node, "unsupported attribute 'activations' [" +
+                                 llvm::join(got, ", ") +
+                                 "]: only Tanh or Relu, the same for every "
+                                 "direction (torch.nn.RNN's nonlinearity), "
+                                 "are supported");
+    activation = got.front() == "Relu" ? "relu" : "tanh";
+  } else if (const auto *a = attr(node, "activations")) {
     SmallVector<std::string> defaults =
         lstm ? SmallVector<std::string>{"Sigmoid", "Tanh", "Tanh"}
              : SmallVector<std::string>{"Sigmoid", "Tanh"};
@@ -68,7 +86,8 @@ llvm::Error GraphImporter::convertRecurrent(const onnx::NodeProto &node) {
   int64_t layout = attrInt(node, "layout", 0);
   if (layout != 0 && layout != 1)
     return nodeError(node, "unsupported layout " + llvm::Twine(layout));
-  int64_t linearBeforeReset = lstm ? 0 : attrInt(node, "linear_before_reset", 0);
+  int64_t linearBeforeReset =
+      lstm || rnn ? 0 : attrInt(node, "linear_before_reset", 0);
   if (linearBeforeReset != 0 && linearBeforeReset != 1)
     return nodeError(node, "unsupported linear_before_reset " +
                                llvm::Twine(linearBeforeReset));
@@ -152,7 +171,7 @@ llvm::Error GraphImporter::convertRecurrent(const onnx::NodeProto &node) {
     operands.push_back(operand);
     return llvm::Error::success();
   };
-  int64_t gateRows = (lstm ? 4 : 3) * hidden;
+  int64_t gateRows = (lstm ? 4 : rnn ? 1 : 3) * hidden;
   if (auto err = optional(3, {directions, 2 * gateRows}, /*isState=*/false))
     return err;
   if (auto err = optional(5, {directions, batch, hidden}, /*isState=*/true))
@@ -166,8 +185,11 @@ llvm::Error GraphImporter::convertRecurrent(const onnx::NodeProto &node) {
     attrs.push_back(named("direction", b.getStringAttr(direction)));
   if (linearBeforeReset)
     attrs.push_back(named("linear_before_reset", b.getUnitAttr()));
-  auto made = lstm ? make<px::LstmOp>(node, operands, attrs)
-                   : make<px::GruOp>(node, operands, attrs);
+  if (activation != "tanh")
+    attrs.push_back(named("activation", b.getStringAttr(activation)));
+  auto made = lstm  ? make<px::LstmOp>(node, operands, attrs)
+              : rnn ? make<px::RnnOp>(node, operands, attrs)
+                    : make<px::GruOp>(node, operands, attrs);
   if (!made)
     return made.takeError();
 

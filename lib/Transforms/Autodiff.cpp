@@ -622,6 +622,18 @@ LogicalResult Differentiator::visit(Operation *op) {
         contribute(o.getInitialH(), grad.getDinitialH());
         return success();
       })
+      .Case([&](px::RnnOp o) {
+        auto grad = px::RnnGradOp::create(
+            b, o.getLoc(), o.getX(), o.getW(), o.getR(), o.getInitialH(),
+            o.getY(), orZeros(dys[0], o.getY()), orZeros(dys[1], o.getYH()),
+            o.getDirectionAttr(), o.getActivationAttr());
+        contribute(o.getX(), grad.getDx());
+        contribute(o.getW(), grad.getDw());
+        contribute(o.getR(), grad.getDr());
+        contribute(o.getB(), grad.getDb());
+        contribute(o.getInitialH(), grad.getDinitialH());
+        return success();
+      })
       .Default([&](Operation *other) -> LogicalResult {
         // Ops without a useful gradient: comparisons and logic (boolean
         // results are never active), integer computations, leaves.

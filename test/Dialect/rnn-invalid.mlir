@@ -136,3 +136,35 @@ func.func @grad_forward_rule(%x: tensor<5x2x3xf32>, %w: tensor<1x12x3xf32>, %r: 
   %0:5 = px.gru_grad %x, %w, %r, %s, %y, %gates, %y, %dh : tensor<5x2x3xf32>, tensor<1x12x3xf32>, tensor<1x12x4xf32>, tensor<1x3x4xf32>, tensor<5x1x2x4xf32>, tensor<1x5x2x16xf32>, tensor<5x1x2x4xf32>, tensor<1x2x4xf32>
   return
 }
+
+// -----
+
+func.func @rnn_activation(%x: tensor<5x2x3xf32>, %w: tensor<1x4x3xf32>, %r: tensor<1x4x4xf32>, %b: tensor<1x8xf32>, %h: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{activation must be tanh or relu, got 'sigmoid'}}
+  %0:2 = px.rnn %x, %w, %r, %b, %h {activation = "sigmoid"} : tensor<5x2x3xf32>, tensor<1x4x3xf32>, tensor<1x4x4xf32>, tensor<1x8xf32>, tensor<1x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rnn_r(%x: tensor<5x2x3xf32>, %w: tensor<1x4x3xf32>, %r: tensor<4x4xf32>, %b: tensor<1x8xf32>, %h: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{r must be [num_directions, hidden_size, hidden_size], got 4x4}}
+  %0:2 = px.rnn %x, %w, %r, %b, %h : tensor<5x2x3xf32>, tensor<1x4x3xf32>, tensor<4x4xf32>, tensor<1x8xf32>, tensor<1x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rnn_bias(%x: tensor<5x2x3xf32>, %w: tensor<1x4x3xf32>, %r: tensor<1x4x4xf32>, %b: tensor<1x4xf32>, %h: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{b must be 1x8 (forward, hidden size 4), got 1x4}}
+  %0:2 = px.rnn %x, %w, %r, %b, %h : tensor<5x2x3xf32>, tensor<1x4x3xf32>, tensor<1x4x4xf32>, tensor<1x4xf32>, tensor<1x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rnn_grad_dy_h(%x: tensor<5x2x3xf32>, %w: tensor<1x4x3xf32>, %r: tensor<1x4x4xf32>, %h: tensor<1x2x4xf32>, %y: tensor<5x1x2x4xf32>, %dh: tensor<2x4xf32>) {
+  // expected-error @+1 {{dy_h must be 'tensor<1x2x4xf32>' (the forward result's type), got 'tensor<2x4xf32>'}}
+  %0:5 = px.rnn_grad %x, %w, %r, %h, %y, %y, %dh : tensor<5x2x3xf32>, tensor<1x4x3xf32>, tensor<1x4x4xf32>, tensor<1x2x4xf32>, tensor<5x1x2x4xf32>, tensor<5x1x2x4xf32>, tensor<2x4xf32>
+  return
+}

@@ -80,3 +80,17 @@ func.func @gru_grad(%x: tensor<5x2x3xf64>, %w: tensor<1x12x3xf64>,
   return %dx, %dw, %dr, %db, %dh : tensor<5x2x3xf64>, tensor<1x12x3xf64>,
       tensor<1x12x4xf64>, tensor<1x24xf64>, tensor<1x2x4xf64>
 }
+
+// CHECK-LABEL: func.func @rnn
+func.func @rnn(%x: tensor<5x2x3xf32>, %w: tensor<2x4x3xf32>, %r: tensor<2x4x4xf32>,
+               %b: tensor<2x8xf32>, %h: tensor<2x2x4xf32>)
+    -> (tensor<5x2x2x4xf32>, tensor<2x2x4xf32>, tensor<5x2x3xf32>, tensor<2x8xf32>) {
+  // CHECK: px.rnn {{.*}} {activation = "relu", direction = "bidirectional"} : tensor<5x2x3xf32>, tensor<2x4x3xf32>, tensor<2x4x4xf32>, tensor<2x8xf32>, tensor<2x2x4xf32>
+  %y, %y_h = px.rnn %x, %w, %r, %b, %h {activation = "relu", direction = "bidirectional"}
+      : tensor<5x2x3xf32>, tensor<2x4x3xf32>, tensor<2x4x4xf32>, tensor<2x8xf32>, tensor<2x2x4xf32>
+  // CHECK: px.rnn_grad {{.*}} {activation = "relu", direction = "bidirectional"} : tensor<5x2x3xf32>, tensor<2x4x3xf32>, tensor<2x4x4xf32>, tensor<2x2x4xf32>, tensor<5x2x2x4xf32>, tensor<5x2x2x4xf32>, tensor<2x2x4xf32>
+  %dx, %dw, %dr, %db, %dh = px.rnn_grad %x, %w, %r, %h, %y, %y, %y_h {activation = "relu", direction = "bidirectional"}
+      : tensor<5x2x3xf32>, tensor<2x4x3xf32>, tensor<2x4x4xf32>, tensor<2x2x4xf32>,
+        tensor<5x2x2x4xf32>, tensor<5x2x2x4xf32>, tensor<2x2x4xf32>
+  return %y, %y_h, %dx, %db : tensor<5x2x2x4xf32>, tensor<2x2x4xf32>, tensor<5x2x3xf32>, tensor<2x8xf32>
+}

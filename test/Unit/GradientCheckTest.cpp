@@ -2086,6 +2086,44 @@ std::vector<GradCase> recurrentCases() {
   return cases;
 }
 
+std::vector<GradCase> simpleRnnCases() {
+  std::vector<GradCase> cases;
+  uint64_t seed = 3000;
+  const int64_t T = 3, B = 2, I = 3, H = 2;
+  struct SR {
+    const char *direction, *activation;
+    bool states, lossOnState;
+  };
+  const SR srs[] = {{"forward", "tanh", true, false},
+                    {"bidirectional", "relu", false, false},
+                    {"reverse", "tanh", true, true},
+                    {"bidirectional", "tanh", true, true}};
+  for (const SR &c : srs) {
+    Graph g(seed++);
+    int64_t d = std::string(c.direction) == "bidirectional" ? 2 : 1;
+    std::string x = g.var("x", {T, B, I}, -1, 1);
+    std::string w = g.var("w", {d, H, I}, -0.8, 0.8);
+    std::string r = g.var("r", {d, H, H}, -0.8, 0.8);
+    std::string b = c.states ? g.var("b", {d, 2 * H}, -0.5, 0.5)
+                             : g.constant({d, 2 * H}, std::vector<double>(d * 2 * H, 0.1));
+    std::string h0 = c.states ? g.var("h0", {d, B, H}, -0.7, 0.7)
+                              : g.constant({d, B, H}, std::vector<double>(d * B * H, 0.0));
+    std::string attrs = std::string("{activation = \"") + c.activation + "\", direction = \"" +
+                        c.direction + "\"}";
+    auto res = g.ops("px.rnn " + x + ", " + w + ", " + r + ", " + b + ", " + h0 + " " + attrs +
+                         " : " + g.type(x) + ", " + g.type(w) + ", " + g.type(r) + ", " +
+                         g.type(b) + ", " + g.type(h0),
+                     {{{T, d, B, H}, "f64"}, {{d, B, H}, "f64"}});
+    g.loss(c.lossOnState ? res[1] : res[0]);
+    if (!c.lossOnState && c.states)
+      g.loss(res[1]);
+    cases.push_back(g.done(std::string("rnn ") + c.activation + " " + c.direction +
+                           (c.states ? ", bias and initial state" : "") +
+                           (c.lossOnState ? ", loss on y_h" : "")));
+  }
+  return cases;
+}
+
 struct Family {
   const char *name;
   std::vector<GradCase> (*cases)();
@@ -2104,6 +2142,7 @@ const Family kFamilies[] = {
     {"pool", poolCases},             {"composite", compositeCases},
     {"recurrent", recurrentCases},
     {"function", functionCases},     {"axis", axisCases},
+    {"rnn", simpleRnnCases},
 };
 
 //===----------------------------------------------------------------------===//
@@ -2133,6 +2172,7 @@ TEST(GradientCheck, Composite) { runCases(compositeCases()); }
 TEST(GradientCheck, Recurrent) { runCases(recurrentCases()); }
 TEST(GradientCheck, Functions) { runCases(functionCases()); }
 TEST(GradientCheck, AxisOpsAndPadding) { runCases(axisCases()); }
+TEST(GradientCheck, SimpleRnn) { runCases(simpleRnnCases()); }
 
 // The harness itself: a mismatch must be reported, not averaged away.
 TEST(GradientCheckHarness, DetectsAPerturbedGradient) {
@@ -2202,6 +2242,7 @@ TEST(GradientCheckHarness, CoversEveryDifferentiatedOp) {
       {"TopKOp", "top_k"}, {"CumSumOp", "cumsum"}, {"SegmentReduceOp", "segment_reduce"},
       {"PadOp", "pad"}, {"ConvGradInputOp", "conv_grad_input"},
       {"ScatterAddOp", "scatter_add"}, {"ScatterElementsAddOp", "scatter_elements_add"},
+      {"RnnOp", "rnn"},
   };
   std::ifstream in(PARALLAX_SOURCE_DIR "/lib/Transforms/Autodiff.cpp");
   ASSERT_TRUE(in) << "cannot read Autodiff.cpp";

@@ -1,7 +1,7 @@
-//===- PxRnnOps.cpp - shape rules of px.lstm, px.gru and their gradients --===//
+//===- PxRnnOps.cpp - shape rules of px.lstm, px.gru, px.rnn, gradients ---===//
 //
-// One rule for both layers (ONNX LSTM and GRU differ only in the number of
-// gates). The gradient ops run the forward op's rule on the forward operands
+// One rule for the three layers (ONNX LSTM, GRU and RNN differ only in the
+// number of gates). The gradient ops run the forward op's rule on the forward operands
 // and check the saved results and incoming gradients against it, so a
 // mis-built gradient fails in the pass that built it.
 //
@@ -33,7 +33,7 @@ struct RnnSizes {
   RankedTensorType cells() const { return type({d, t, b, h}); }
 };
 
-/// px.lstm's (gateCount 4) and px.gru's (3) shape rule over the forward
+/// px.lstm's (gateCount 4), px.gru's (3) and px.rnn's (1) shape rule over the forward
 /// operands; `b` and `initialC` may be null (not an operand of the op).
 FailureOr<RnnSizes> inferRecurrent(std::optional<Location> loc,
                                    int64_t gateCount, StringRef direction,
@@ -60,9 +60,10 @@ FailureOr<RnnSizes> inferRecurrent(std::optional<Location> loc,
   s.b = x->getDimSize(1);
   s.i = x->getDimSize(2);
   if (r->getRank() != 3 || r->getDimSize(2) < 1)
-    return emitOptionalError(loc, "r must be [num_directions, ", gateCount,
-                             "*hidden_size, hidden_size], got ",
-                             fmt(r->getShape()));
+    return emitOptionalError(
+        loc, "r must be [num_directions, ",
+        gateCount == 1 ? std::string() : std::to_string(gateCount) + "*",
+        "hidden_size, hidden_size], got ", fmt(r->getShape()));
   s.h = r->getDimSize(2);
   int64_t rows = gateCount * s.h;
   auto expect = [&](RankedTensorType t, ArrayRef<int64_t> shape,
@@ -179,6 +180,51 @@ LogicalResult GruGradOp::inferReturnTypes(MLIRContext *ctx,
     return failure();
   inferred.append({adaptor.getX().getType(), adaptor.getW().getType(),
                    adaptor.getR().getType(), s->type({s->d, 6 * s->h}),
+                   s->state()});
+  return success();
+}
+
+/// px.rnn's activation: "tanh" or "relu".
+static LogicalResult checkActivation(std::optional<Location> loc,
+                                     StringRef activation) {
+  if (activation != "tanh" && activation != "relu")
+    return emitOptionalError(loc, "activation must be tanh or relu, got '",
+                             activation, "'");
+  return success();
+}
+
+LogicalResult RnnOp::inferReturnTypes(MLIRContext *ctx,
+                                      std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)) ||
+      failed(checkActivation(loc, strOr(adaptor.getActivationAttr(), "tanh"))))
+    return failure();
+  auto s = inferRecurrent(loc, 1, strOr(adaptor.getDirectionAttr(), "forward"),
+                          adaptor.getX(), adaptor.getW(), adaptor.getR(),
+                          adaptor.getB(), adaptor.getInitialH(), Value());
+  if (failed(s))
+    return failure();
+  inferred.append({s->y(), s->state()});
+  return success();
+}
+
+LogicalResult RnnGradOp::inferReturnTypes(MLIRContext *ctx,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)) ||
+      failed(checkActivation(loc, strOr(adaptor.getActivationAttr(), "tanh"))))
+    return failure();
+  auto s = inferRecurrent(loc, 1, strOr(adaptor.getDirectionAttr(), "forward"),
+                          adaptor.getX(), adaptor.getW(), adaptor.getR(),
+                          Value(), adaptor.getInitialH(), Value());
+  if (failed(s) || failed(checkGradOf(loc, adaptor.getY(), s->y(), "y")) ||
+      failed(checkGradOf(loc, adaptor.getDy(), s->y(), "dy")) ||
+      failed(checkGradOf(loc, adaptor.getDyH(), s->state(), "dy_h")))
+    return failure();
+  inferred.append({adaptor.getX().getType(), adaptor.getW().getType(),
+                   adaptor.getR().getType(), s->type({s->d, 2 * s->h}),
                    s->state()});
   return success();
 }

@@ -646,4 +646,25 @@ def Px_GruOp : Px_Op<"gru", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
+def Px_RnnOp : Px_Op<"rnn", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Simple (Elman) RNN layer over a whole sequence (ONNX RNN)";
+  let description = [{
+    ONNX RNN as torch.nn.RNN exports it: h = f(x W^T + h_prev R^T + Wb + Rb)
+    with `activation` f "tanh" (default) or "relu" (torch's nonlinearity),
+    the same in every direction, no clip, every sequence of the full length
+    T. w is [D, H, I], r [D, H, H], b [D, 2H] ([Wb, Rb]); the importer
+    passes zeros for an absent `B` or `initial_h`. Directions as px.lstm.
+    Unlike px.lstm and px.gru it saves nothing beyond `y`: the activation's
+    derivative follows from its output (1 - h^2, or h > 0).
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$w, Px_FloatTensor:$r,
+                       Px_FloatTensor:$b, Px_FloatTensor:$initial_h,
+                       DefaultValuedAttr<StrAttr, "\"forward\"">:$direction,
+                       DefaultValuedAttr<StrAttr, "\"tanh\"">:$activation);
+  let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$y_h);
+  let assemblyFormat = [{
+    $x `,` $w `,` $r `,` $b `,` $initial_h attr-dict `:` type(operands)
+  }];
+}
+
 #endif // PARALLAX_DIALECT_PX_PXTENSOROPS_TD

@@ -309,6 +309,28 @@ def Px_GruGradOp : Px_Op<"gru_grad", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
+def Px_RnnGradOp : Px_Op<"rnn_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradients of px.rnn (backpropagation through time)";
+  let description = [{
+    The forward operands x, w, r, initial_h, its result y, and the
+    gradients of y and y_h (zeros for a result nothing reads); results the
+    gradients of x, w, r, b ([D, 2H]) and initial_h, checked against
+    px.rnn's shape rule. `direction` and `activation` as the forward op.
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$w, Px_FloatTensor:$r,
+                       Px_FloatTensor:$initial_h, Px_FloatTensor:$y,
+                       Px_FloatTensor:$dy, Px_FloatTensor:$dy_h,
+                       DefaultValuedAttr<StrAttr, "\"forward\"">:$direction,
+                       DefaultValuedAttr<StrAttr, "\"tanh\"">:$activation);
+  let results = (outs Px_FloatTensor:$dx, Px_FloatTensor:$dw,
+                      Px_FloatTensor:$dr, Px_FloatTensor:$db,
+                      Px_FloatTensor:$dinitial_h);
+  let assemblyFormat = [{
+    $x `,` $w `,` $r `,` $initial_h `,` $y `,` $dy `,` $dy_h attr-dict `:`
+    type(operands)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Gradients, state and optimizer updates.
 //===----------------------------------------------------------------------===//

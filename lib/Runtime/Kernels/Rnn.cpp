@@ -1,7 +1,8 @@
-//===- Rnn.cpp - LSTM and GRU layers and their backward passes ------------===//
+//===- Rnn.cpp - LSTM, GRU and RNN layers and their backward passes -------===//
 //
-// px.lstm / px.gru (ONNX LSTM and GRU with the default activations) and
-// px.lstm_grad / px.gru_grad (backpropagation through time). Per direction,
+// px.lstm / px.gru (ONNX LSTM and GRU with the default activations),
+// px.rnn (ONNX RNN, tanh or relu) and their gradients px.lstm_grad /
+// px.gru_grad / px.rnn_grad (backpropagation through time). Per direction,
 // the input projection of every step is one GEMM (x [T*B, I] times W^T)
 // written straight into the saved gates [D, T, B, 4H]; each step then adds
 // its recurrent product (one [B, H] x [H, G*H] GEMM) and applies the
@@ -564,6 +565,134 @@ template <typename T> KernelFn gruGradTyped(KernelArgs &args) {
   };
 }
 
+//===----------------------------------------------------------------------===//
+// RNN
+//===----------------------------------------------------------------------===//
+
+/// px.rnn's activation, read and checked at bind time.
+bool readRelu(const KernelArgs &args, const std::string &op) {
+  std::string activation = args.strOr("activation", "tanh");
+  if (activation != "tanh" && activation != "relu")
+    args.fail(op + ": unknown activation '" + activation + "'");
+  return activation == "relu";
+}
+
+// Operands of px.rnn: x, w, r, b, initial_h; results y, y_h.
+template <typename T> KernelFn rnnTyped(KernelArgs &args) {
+  const std::string op = "rnn";
+  Layer l = readLayer(args, 1, op);
+  const int64_t H = l.h;
+  bool relu = readRelu(args, op);
+  expectTensor(args, args.in(3), l.dtype, {l.d, 2 * H}, op, "b");
+  expectTensor(args, args.in(4), l.dtype, {l.d, l.b, H}, op, "initial_h");
+  expectTensor(args, args.out(0), l.dtype, {l.t, l.d, l.b, H}, op, "y");
+  expectTensor(args, args.out(1), l.dtype, {l.d, l.b, H}, op, "y_h");
+  const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>(),
+          *r = args.in(2).as<T>(), *bias = args.in(3).as<T>(),
+          *h0 = args.in(4).as<T>();
+  T *y = args.out(0).as<T>(), *yh = args.out(1).as<T>();
+  // Per direction: the input projections of every step [T*B, H] (y
+  // interleaves the directions, so they cannot go there directly).
+  auto inputs = std::make_shared<std::vector<T>>(l.d * l.t * l.b * H);
+  int threads = args.env.threads;
+  return [=] {
+    forDirections(threads, l, [&](int64_t dir, int nt) {
+      const T *wd = w + dir * H * l.i, *rd = r + dir * H * H;
+      const T *wb = bias + dir * 2 * H, *rb = wb + H;
+      T *xin = inputs->data() + dir * l.t * l.b * H;
+      blas::gemm(nt, false, true, l.t * l.b, H, l.i, T(1), x, l.i, wd, l.i,
+                 T(0), xin, H);
+      const T *hPrev = h0 + dir * l.stateSize();
+      for (int64_t s = 0; s < l.t; ++s) {
+        int64_t time = l.timeAt(dir, s);
+        T *hOut = y + l.yAt(time, dir);
+        std::memcpy(hOut, xin + time * l.stateSize(), l.stateSize() * sizeof(T));
+        blas::gemm(nt, false, true, l.b, H, H, T(1), hPrev, H, rd, H, T(1), hOut, H);
+        overBatch(nt, l, [&](int64_t b0, int64_t b1) {
+          for (int64_t n = b0; n < b1; ++n) {
+            T *hr = hOut + n * H;
+            for (int64_t j = 0; j < H; ++j)
+              hr[j] += wb[j] + rb[j];
+            if (relu)
+              for (int64_t j = 0; j < H; ++j)
+                hr[j] = hr[j] > T(0) ? hr[j] : T(0);
+            else
+              tanhRow(hr, hr, H);
+          }
+        });
+        hPrev = hOut;
+      }
+      std::memcpy(yh + dir * l.stateSize(), hPrev, l.stateSize() * sizeof(T));
+    });
+  };
+}
+
+// Operands of px.rnn_grad: x, w, r, initial_h, y, dy, dy_h; results dx, dw,
+// dr, db, dinitial_h. The activation's derivative comes from its output:
+// 1 - h^2 (tanh), or h > 0 (relu).
+template <typename T> KernelFn rnnGradTyped(KernelArgs &args) {
+  const std::string op = "rnn_grad";
+  Layer l = readLayer(args, 1, op);
+  const int64_t H = l.h, S = l.stateSize();
+  bool relu = readRelu(args, op);
+  std::vector<int64_t> yShape{l.t, l.d, l.b, H}, state{l.d, l.b, H};
+  expectTensor(args, args.in(3), l.dtype, state, op, "initial_h");
+  expectTensor(args, args.in(4), l.dtype, yShape, op, "y");
+  expectTensor(args, args.in(5), l.dtype, yShape, op, "dy");
+  expectTensor(args, args.in(6), l.dtype, state, op, "dy_h");
+  expectTensor(args, args.out(0), l.dtype, args.in(0).shape, op, "dx");
+  expectTensor(args, args.out(1), l.dtype, args.in(1).shape, op, "dw");
+  expectTensor(args, args.out(2), l.dtype, args.in(2).shape, op, "dr");
+  expectTensor(args, args.out(3), l.dtype, {l.d, 2 * H}, op, "db");
+  expectTensor(args, args.out(4), l.dtype, state, op, "dinitial_h");
+  const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>(),
+          *r = args.in(2).as<T>(), *h0 = args.in(3).as<T>(),
+          *y = args.in(4).as<T>(), *dy = args.in(5).as<T>(),
+          *dyh = args.in(6).as<T>();
+  T *dx = args.out(0).as<T>(), *dw = args.out(1).as<T>(),
+    *dr = args.out(2).as<T>(), *db = args.out(3).as<T>(),
+    *dh0 = args.out(4).as<T>();
+  int64_t rows = l.t * l.b;
+  // Per direction: the pre-activation gradients [T*B, H] and the state each
+  // step read [T*B, H].
+  auto dpre = std::make_shared<std::vector<T>>(l.d * rows * H);
+  auto hPrevs = std::make_shared<std::vector<T>>(l.d * rows * H);
+  int threads = args.env.threads;
+  return [=] {
+    forDirections(threads, l, [&](int64_t dir, int nt) {
+      const T *rd = r + dir * H * H;
+      T *dg = dpre->data() + dir * rows * H, *hp = hPrevs->data() + dir * rows * H;
+      T *dh = dh0 + dir * S; // the gradient of the state the step wrote
+      std::memcpy(dh, dyh + dir * S, S * sizeof(T));
+      for (int64_t s = l.t - 1; s >= 0; --s) {
+        int64_t time = l.timeAt(dir, s);
+        const T *hPrev =
+            s > 0 ? y + l.yAt(l.timeAt(dir, s - 1), dir) : h0 + dir * S;
+        std::memcpy(hp + time * S, hPrev, S * sizeof(T));
+        const T *h = y + l.yAt(time, dir), *dyt = dy + l.yAt(time, dir);
+        T *dgt = dg + time * S;
+        overBatch(nt, l, [&](int64_t b0, int64_t b1) {
+          for (int64_t e = b0 * H; e < b1 * H; ++e) {
+            T g = dh[e] + dyt[e];
+            dgt[e] = relu ? (h[e] > T(0) ? g : T(0)) : g * (T(1) - h[e] * h[e]);
+          }
+        });
+        // The gradient of the state this step read: dpre_t R.
+        blas::gemm(nt, false, false, l.b, H, H, T(1), dgt, H, rd, H, T(0), dh, H);
+      }
+      blas::gemm(nt, true, false, H, l.i, rows, T(1), dg, H, x, l.i, T(0),
+                 dw + dir * H * l.i, l.i);
+      blas::gemm(nt, true, false, H, H, rows, T(1), dg, H, hp, H, T(0),
+                 dr + dir * H * H, H);
+      // Wb and Rb enter the same way.
+      T *dbd = db + dir * 2 * H;
+      columnSums(nt, dg, rows, H, H, dbd);
+      std::memcpy(dbd + H, dbd, H * sizeof(T));
+    });
+    inputGradient(threads, l, dpre->data(), H, w, dx);
+  };
+}
+
 /// The f32 or f64 instance of `kernel`, by x's element type.
 #define PX_RNN_FACTORY(NAME, TYPED)                                            \
   KernelFn NAME(KernelArgs &args) {                                            \
@@ -575,6 +704,8 @@ PX_RNN_FACTORY(lstmFactory, lstmTyped)
 PX_RNN_FACTORY(lstmGradFactory, lstmGradTyped)
 PX_RNN_FACTORY(gruFactory, gruTyped)
 PX_RNN_FACTORY(gruGradFactory, gruGradTyped)
+PX_RNN_FACTORY(rnnFactory, rnnTyped)
+PX_RNN_FACTORY(rnnGradFactory, rnnGradTyped)
 #undef PX_RNN_FACTORY
 
 } // namespace
@@ -584,6 +715,8 @@ void registerRnnKernels(KernelRegistry &r) {
   r.add("lstm_grad", lstmGradFactory);
   r.add("gru", gruFactory);
   r.add("gru_grad", gruGradFactory);
+  r.add("rnn", rnnFactory);
+  r.add("rnn_grad", rnnGradFactory);
 }
 
 } // namespace parallax::rt

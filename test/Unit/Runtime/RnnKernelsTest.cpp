@@ -1,4 +1,4 @@
-// Tests of the recurrent kernels (lstm, gru and their gradients): the
+// Tests of the recurrent kernels (lstm, gru, rnn and their gradients): the
 // forward kernels against a naive loop over ONNX's equations (in double),
 // the backward kernels against central differences of that loop, in f32 and
 // f64, every direction, with and without bias and initial states, GRU with
@@ -455,6 +455,207 @@ TEST(RnnKernels, BindErrors) {
   EXPECT_EQ(kernelError("lstm_grad", {&x, &w, &r, &s, &s, &y, &badGates, &c, &y, &s, &s},
                         {&x, &w, &r, &b, &s, &s}),
             "lstm_grad: gates must be f32 [1, 5, 2, 16], got f32 [1, 5, 2, 12]");
+}
+
+//===----------------------------------------------------------------------===//
+// rnn (ONNX RNN, tanh or relu)
+//===----------------------------------------------------------------------===//
+
+struct SimpleCase {
+  int64_t t = 4, b = 3, i = 2, h = 3;
+  std::string direction = "forward", activation = "tanh";
+  int64_t d() const { return direction == "bidirectional" ? 2 : 1; }
+  nlohmann::json attrs() const {
+    return {{"direction", direction}, {"activation", activation}};
+  }
+  std::string name() const {
+    return activation + " " + direction + " T" + std::to_string(t) + " B" +
+           std::to_string(b) + " I" + std::to_string(i) + " H" + std::to_string(h);
+  }
+};
+
+/// h_t = f(x_t W^T + h_{t-1} R^T + Wb + Rb), per direction, in double.
+std::vector<double> simpleReference(const SimpleCase &c, const std::vector<double> &x,
+                                    const std::vector<double> &w,
+                                    const std::vector<double> &r,
+                                    const std::vector<double> &b,
+                                    const std::vector<double> &h0) {
+  int64_t D = c.d(), H = c.h;
+  std::vector<double> y(c.t * D * c.b * H);
+  for (int64_t dir = 0; dir < D; ++dir) {
+    bool rev = c.direction == "reverse" || dir == 1;
+    std::vector<double> h(h0.begin() + dir * c.b * H, h0.begin() + (dir + 1) * c.b * H);
+    for (int64_t s = 0; s < c.t; ++s) {
+      int64_t t = rev ? c.t - 1 - s : s;
+      std::vector<double> next(c.b * H);
+      for (int64_t n = 0; n < c.b; ++n)
+        for (int64_t j = 0; j < H; ++j) {
+          double a = b[dir * 2 * H + j] + b[dir * 2 * H + H + j];
+          for (int64_t k = 0; k < c.i; ++k)
+            a += x[(t * c.b + n) * c.i + k] * w[(dir * H + j) * c.i + k];
+          for (int64_t k = 0; k < H; ++k)
+            a += h[n * H + k] * r[(dir * H + j) * H + k];
+          next[n * H + j] = c.activation == "relu" ? std::max(a, 0.0) : std::tanh(a);
+          y[((t * D + dir) * c.b + n) * H + j] = next[n * H + j];
+        }
+      h = next;
+    }
+  }
+  return y;
+}
+
+struct SimpleRun {
+  TestTensor x, w, r, b, h0, y, yh;
+};
+
+SimpleRun runSimple(const SimpleCase &c, DType dt, const std::vector<std::vector<double>> &v,
+                    int threads = 1) {
+  int64_t D = c.d();
+  SimpleRun f;
+  f.x = TestTensor(dt, {c.t, c.b, c.i}, v[0]);
+  f.w = TestTensor(dt, {D, c.h, c.i}, v[1]);
+  f.r = TestTensor(dt, {D, c.h, c.h}, v[2]);
+  f.b = TestTensor(dt, {D, 2 * c.h}, v[3]);
+  f.h0 = TestTensor(dt, {D, c.b, c.h}, v[4]);
+  f.y = TestTensor(dt, {c.t, D, c.b, c.h});
+  f.yh = TestTensor(dt, {D, c.b, c.h});
+  ExecEnv env;
+  env.threads = threads;
+  runKernel("rnn", {&f.x, &f.w, &f.r, &f.b, &f.h0}, {&f.y, &f.yh}, c.attrs(), env);
+  return f;
+}
+
+std::vector<SimpleCase> simpleCases() {
+  std::vector<SimpleCase> cs;
+  for (std::string act : {"tanh", "relu"})
+    for (std::string dir : {"forward", "reverse", "bidirectional"}) {
+      SimpleCase c;
+      c.activation = act;
+      c.direction = dir;
+      cs.push_back(c);
+    }
+  SimpleCase big; // several threads' worth of batch rows
+  big.t = 6, big.b = 40, big.i = 7, big.h = 33, big.direction = "bidirectional";
+  cs.push_back(big);
+  SimpleCase one; // one step, one sample, one unit
+  one.t = 1, one.b = 1, one.i = 1, one.h = 1, one.activation = "relu";
+  cs.push_back(one);
+  return cs;
+}
+
+std::vector<std::vector<double>> simpleValues(const SimpleCase &c, uint64_t seed) {
+  int64_t D = c.d();
+  return {randomValues(c.t * c.b * c.i, seed, -1, 1),
+          randomValues(D * c.h * c.i, seed + 1, -0.8, 0.8),
+          randomValues(D * c.h * c.h, seed + 2, -0.8, 0.8),
+          randomValues(D * 2 * c.h, seed + 3, -0.5, 0.5),
+          randomValues(D * c.b * c.h, seed + 4, -0.7, 0.7)};
+}
+
+TEST(RnnKernels, SimpleForwardMatchesReference) {
+  uint64_t seed = 700;
+  for (const SimpleCase &c : simpleCases())
+    for (DType dt : {DType::F32, DType::F64})
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(c.name() + " " + nameOf(dt) + " threads " + std::to_string(threads));
+        auto v = simpleValues(c, seed += 10);
+        SimpleRun f = runSimple(c, dt, v, threads);
+        std::vector<double> ref = simpleReference(c, f.x.values(), f.w.values(),
+                                                  f.r.values(), f.b.values(), f.h0.values());
+        expectNear(f.y.values(), ref, tolR(dt) * 10, tolA(dt) * 10, "y");
+        // y_h: the last step of each direction.
+        std::vector<double> yh;
+        for (int64_t dir = 0; dir < c.d(); ++dir) {
+          int64_t last = (c.direction == "reverse" || dir == 1) ? 0 : c.t - 1;
+          for (int64_t e = 0; e < c.b * c.h; ++e)
+            yh.push_back(ref[(last * c.d() + dir) * c.b * c.h + e]);
+        }
+        expectNear(f.yh.values(), yh, tolR(dt) * 10, tolA(dt) * 10, "y_h");
+      }
+}
+
+TEST(RnnKernels, SimpleBackwardMatchesFiniteDifferences) {
+  uint64_t seed = 800;
+  for (SimpleCase c : simpleCases()) {
+    if (c.b > 8)
+      continue; // the finite differences of the big case take too long
+    SCOPED_TRACE(c.name());
+    auto v = simpleValues(c, seed += 10);
+    int64_t D = c.d();
+    std::vector<double> wy = randomValues(c.t * D * c.b * c.h, seed + 7),
+                        wyh = randomValues(D * c.b * c.h, seed + 8);
+    auto loss = [&](const std::vector<std::vector<double>> &vals) {
+      SimpleRun f = runSimple(c, DType::F64, vals);
+      double l = 0;
+      for (int64_t e = 0; e < f.y.numElements(); ++e)
+        l += wy[e] * f.y.get(e);
+      for (int64_t e = 0; e < f.yh.numElements(); ++e)
+        l += wyh[e] * f.yh.get(e);
+      return l;
+    };
+    SimpleRun f = runSimple(c, DType::F64, v);
+    TestTensor dy(DType::F64, {c.t, D, c.b, c.h}, wy), dyh(DType::F64, {D, c.b, c.h}, wyh);
+    for (int threads : {1, 2}) {
+      TestTensor dx(DType::F64, f.x.shape), dw(DType::F64, f.w.shape),
+          dr(DType::F64, f.r.shape), db(DType::F64, f.b.shape), dh0(DType::F64, f.h0.shape);
+      ExecEnv env;
+      env.threads = threads;
+      runKernel("rnn_grad", {&f.x, &f.w, &f.r, &f.h0, &f.y, &dy, &dyh},
+                {&dx, &dw, &dr, &db, &dh0}, c.attrs(), env);
+      TestTensor *grads[] = {&dx, &dw, &dr, &db, &dh0};
+      const char *names[] = {"dx", "dw", "dr", "db", "dinitial_h"};
+      for (int k = 0; k < 5; ++k) {
+        std::vector<double> fd(v[k].size());
+        for (size_t e = 0; e < v[k].size(); ++e) {
+          auto plus = v, minus = v;
+          plus[k][e] += 1e-6;
+          minus[k][e] -= 1e-6;
+          fd[e] = (loss(plus) - loss(minus)) / 2e-6;
+        }
+        expectNear(grads[k]->values(), fd, 1e-6, 1e-7, names[k]);
+      }
+    }
+  }
+}
+
+TEST(RnnKernels, SimpleBackwardF32AndThreads) {
+  // The big case: f32 and 3 threads against f64 on one thread.
+  SimpleCase c = simpleCases()[6];
+  auto v = simpleValues(c, 900);
+  std::vector<double> wy = randomValues(c.t * c.d() * c.b * c.h, 901),
+                      wyh = randomValues(c.d() * c.b * c.h, 902);
+  std::vector<std::vector<double>> out[2];
+  for (int k = 0; k < 2; ++k) {
+    DType dt = k == 0 ? DType::F64 : DType::F32;
+    SimpleRun f = runSimple(c, dt, v, k == 0 ? 1 : 3);
+    TestTensor dy(dt, {c.t, c.d(), c.b, c.h}, wy), dyh(dt, {c.d(), c.b, c.h}, wyh);
+    TestTensor dx(dt, f.x.shape), dw(dt, f.w.shape), dr(dt, f.r.shape), db(dt, f.b.shape),
+        dh0(dt, f.h0.shape);
+    ExecEnv env;
+    env.threads = k == 0 ? 1 : 3;
+    runKernel("rnn_grad", {&f.x, &f.w, &f.r, &f.h0, &f.y, &dy, &dyh},
+              {&dx, &dw, &dr, &db, &dh0}, c.attrs(), env);
+    out[k] = {dx.values(), dw.values(), dr.values(), db.values(), dh0.values()};
+  }
+  for (int g = 0; g < 5; ++g)
+    expectNear(out[1][g], out[0][g], 1e-4, 1e-4, "gradient " + std::to_string(g));
+}
+
+TEST(RnnKernels, SimpleBindErrors) {
+  TestTensor x(DType::F32, {5, 2, 3}), w(DType::F32, {1, 4, 3}), r(DType::F32, {1, 4, 4}),
+      b(DType::F32, {1, 8}), s(DType::F32, {1, 2, 4}), y(DType::F32, {5, 1, 2, 4});
+  EXPECT_EQ(kernelError("rnn", {&x, &w, &r, &b, &s}, {&y, &s}), "");
+  EXPECT_EQ(kernelError("rnn", {&x, &w, &r, &b, &s}, {&y, &s}, {{"activation", "sigmoid"}}),
+            "rnn: unknown activation 'sigmoid'");
+  TestTensor badB(DType::F32, {1, 4});
+  EXPECT_EQ(kernelError("rnn", {&x, &w, &r, &badB, &s}, {&y, &s}),
+            "rnn: b must be f32 [1, 8], got f32 [1, 4]");
+  TestTensor r16(DType::F32, {1, 16, 4});
+  EXPECT_EQ(kernelError("rnn", {&x, &w, &r16, &b, &s}, {&y, &s}),
+            "rnn: r must be f32 [1, 4, 4], got f32 [1, 16, 4]");
+  TestTensor badDy(DType::F32, {5, 2, 4});
+  EXPECT_EQ(kernelError("rnn_grad", {&x, &w, &r, &s, &y, &badDy, &s}, {&x, &w, &r, &b, &s}),
+            "rnn_grad: dy must be f32 [5, 1, 2, 4], got f32 [5, 2, 4]");
 }
 
 } // namespace
