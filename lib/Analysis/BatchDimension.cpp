@@ -66,6 +66,15 @@ private:
             op->getName().getStringRef() + ") " + how);
   }
 
+  /// `op` meets the samples with operand `index`, which does not come from
+  /// them yet is as long as they are along their dimension and not the same
+  /// for every sample.
+  llvm::Error notPerSample(Operation *op, size_t index) const {
+    return fail(op, "combines the samples with operand #" + llvm::Twine(index) +
+                        ", which does not come from them but has as many "
+                        "elements along their dimension and differs along it");
+  }
+
   /// Whether `v`, which does not come from the samples but is as long as
   /// they are along `at.axis`, is the same for every sample there (so that
   /// it can shrink with the batch); records the values that shrink.
@@ -194,9 +203,7 @@ llvm::Error BatchTracer::broadcastOperand(Operation *op, unsigned index,
     return llvm::Error::success();
   if (shapeOf(operand)[a] == resultDim && uniformAlong(operand, {a, at.inner}))
     return llvm::Error::success();
-  return fail(op, "combines the samples with operand #" + llvm::Twine(index) +
-                      ", which does not come from them but has as many "
-                      "elements along their dimension and differs along it");
+  return notPerSample(op, index);
 }
 
 llvm::Error BatchTracer::elementwise(Operation *op) {
@@ -301,9 +308,7 @@ llvm::Error BatchTracer::matmul(px::MatMulOp op) {
     int64_t a = at->axis - (rank - r);
     if (a >= 0 && a < r - 2 && shapeOf(v)[a] != 1 &&
         !uniformAlong(v, {a, at->inner}))
-      return fail(op, "combines the samples with operand #" + llvm::Twine(i) +
-                          ", which does not come from them but has as many "
-                          "elements along their dimension");
+      return notPerSample(op, i);
   }
   place(op.getOutput(), *at);
   return llvm::Error::success();
@@ -468,9 +473,7 @@ llvm::Error BatchTracer::recurrent(Operation *op, Value x, ValueRange weights,
     return llvm::Error::success();
   for (auto [i, v] : llvm::enumerate(llvm::concat<Value>(ValueRange{x}, states)))
     if (!placementOf(v) && !uniformAlong(v, {1, 1}))
-      return fail(op, "combines the samples with operand #" + llvm::Twine(i) +
-                          ", which does not come from them and differs "
-                          "along their dimension");
+      return notPerSample(op, i);
   for (Value r : op->getResults())
     place(r, {rankOf(r) - 2, 1});
   return llvm::Error::success();
@@ -551,9 +554,7 @@ llvm::Error BatchTracer::concat(px::ConcatOp op) {
     return fail(op, "appends along the samples' dimension");
   for (auto [i, v] : llvm::enumerate(op.getInputs()))
     if (!placementOf(v) && !uniformAlong(v, *at))
-      return fail(op, "joins the samples with operand #" + llvm::Twine(i) +
-                          ", which does not come from them and differs "
-                          "along their dimension");
+      return notPerSample(op, i);
   place(op.getOutput(), *at);
   return llvm::Error::success();
 }
