@@ -21,7 +21,7 @@ writes the training references of the requested models that are stale or
 missing.  --references (re)writes the training references
 (DIR/golden/NAME/: a fixed data set and the losses and trained weights of
 20 PyTorch SGD and Adam steps with Parallax's semantics; default: mlp, cnn,
-nmt, lm, dlrm), exporting stale models first.  --noise-check measures how
+nmt, lm, bag, densenet, dlrm), exporting stale models first.  --noise-check measures how
 far rounding alone moves those references.
 
 DIR/.stamp: line 1 is the sha256 of this script, then one entry per line:
@@ -56,18 +56,28 @@ ALLOWED_OPS = frozenset("""
     ReduceMax Reshape Flatten Transpose Concat Split Slice Squeeze Unsqueeze
     Expand Where Equal Less Greater Not Cast Constant ConstantOfShape Shape
     Range Identity Dropout LayerNormalization BatchNormalization Conv MaxPool
-    AveragePool GlobalAveragePool Clip Max Min
+    AveragePool GlobalAveragePool Clip Max Min Pad Loop If
 """.split())
+
+# Loop and If are allowed with compile-time trip counts and conditions (the
+# importer unrolls and inlines them); their subgraphs' ops must be allowed too.
+SUBGRAPH_OPS = frozenset(("Loop", "If"))
 
 # Committed models have to stay small enough for git.
 COMMITTED_SIZE_LIMIT = 5 * 1024 * 1024
 
 BATCH = "batch"  # marks the dynamic leading dimension of an input
 
+# Other dynamic dimensions, by name, and the size the examples and the
+# training references use for them (parallax-opt binds them with
+# --input-shape NAME=...).
+DIM_SIZES: Dict[str, int] = {}
+
 
 @dataclasses.dataclass(frozen=True)
 class Input:
-    """One graph input.  shape[0] == BATCH makes dim 0 dynamic ("batch")."""
+    """One graph input.  shape[0] == BATCH makes dim 0 dynamic ("batch");
+    another string is another dynamic dimension (sized by DIM_SIZES)."""
     name: str
     shape: Tuple
     dtype: str          # "float32" or "int64"
@@ -77,6 +87,10 @@ class Input:
     @property
     def batched(self) -> bool:
         return len(self.shape) > 0 and self.shape[0] == BATCH
+
+    def static_shape(self, batch: int) -> Tuple[int, ...]:
+        return tuple(batch if d == BATCH else DIM_SIZES[d] if isinstance(d, str) else d
+                     for d in self.shape)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +107,8 @@ class Model:
 
 # Sizes shared by a builder and its input list in MODELS.
 NMT_SRC_VOCAB, NMT_TGT_VOCAB, NMT_LEN = 8000, 8000, 16
+BAG_ITEMS, BAG_TAGS, BAG_DENSE = 5000, 300, 8
+DIM_SIZES.update(item_ids=96, tag_ids=48)  # ids per step (all of a step's bags)
 LM_VOCAB, LM_LEN, LM_SAMPLES = 100_000, 20, 1024
 DLRM_TABLES, DLRM_DENSE = (1_000_000, 100_000, 10_000, 1_000), 13
 
@@ -392,6 +408,83 @@ def build_dlrm():
     return DLRM()
 
 
+def build_bag():
+    torch, nn, F = _torch()
+
+    class Recommender(nn.Module):
+        """Bags of ids as nn.EmbeddingBag takes them: one flat id tensor per
+        step and the offset where each sample's bag starts (a bag may be
+        empty).  The history is averaged, the tags summed."""
+
+        def __init__(self):
+            super().__init__()
+            self.items = nn.EmbeddingBag(BAG_ITEMS, 16, mode="mean")
+            self.tags = nn.EmbeddingBag(BAG_TAGS, 16, mode="sum")
+            self.dense = nn.Linear(BAG_DENSE, 16)
+            self.top = nn.Sequential(nn.Linear(48, 32), nn.ReLU(), nn.Linear(32, 1))
+
+        def forward(self, item_ids, item_offsets, tag_ids, tag_offsets, dense, label):
+            h = torch.cat([self.items(item_ids, item_offsets),
+                           self.tags(tag_ids, tag_offsets),
+                           F.relu(self.dense(dense))], dim=1)
+            logit = self.top(h).squeeze(1)  # a dynamic squeeze: an If
+            # Stable BCE-with-logits, as dlrm writes it.
+            loss = F.relu(logit) - logit * label + torch.log(1 + torch.exp(-torch.abs(logit)))
+            return loss.mean()
+
+    return Recommender()
+
+
+def build_densenet():
+    torch, nn, F = _torch()
+
+    class DenseLayer(nn.Module):
+        """BN-ReLU-Conv producing `growth` channels, concatenated to its input."""
+
+        def __init__(self, cin, growth):
+            super().__init__()
+            self.bn = nn.BatchNorm2d(cin)
+            self.conv = nn.Conv2d(cin, growth, 3, padding=1, bias=False)
+
+        def forward(self, x):
+            return torch.cat([x, self.conv(F.relu(self.bn(x)))], 1)
+
+    class Transition(nn.Module):
+        """BN-ReLU-1x1 Conv, then a padded average pool (Pad + AveragePool,
+        the padding counted, as nn.AvgPool2d's default)."""
+
+        def __init__(self, cin, cout):
+            super().__init__()
+            self.bn = nn.BatchNorm2d(cin)
+            self.conv = nn.Conv2d(cin, cout, 1, bias=False)
+            self.pool = nn.AvgPool2d(3, stride=2, padding=1)
+
+        def forward(self, x):
+            return self.pool(self.conv(F.relu(self.bn(x))))
+
+    class DenseNet(nn.Module):
+        def __init__(self, growth=8):
+            super().__init__()
+            # Reflection padding instead of the conv's zeros: Pad(reflect).
+            self.stem = nn.Sequential(nn.ReflectionPad2d(1),
+                                      nn.Conv2d(3, 16, 3, bias=False))
+            self.block1 = nn.Sequential(*(DenseLayer(16 + k * growth, growth)
+                                          for k in range(3)))
+            self.trans1 = Transition(16 + 3 * growth, 20)
+            self.block2 = nn.Sequential(*(DenseLayer(20 + k * growth, growth)
+                                          for k in range(3)))
+            self.trans2 = Transition(20 + 3 * growth, 24)
+            self.bn = nn.BatchNorm2d(24)
+            self.fc = nn.Linear(24, 10)
+
+        def forward(self, x, y):
+            h = self.trans2(self.block2(self.trans1(self.block1(self.stem(x)))))
+            h = F.adaptive_avg_pool2d(F.relu(self.bn(h)), 1)
+            return F.cross_entropy(self.fc(torch.flatten(h, 1)), y)
+
+    return DenseNet()
+
+
 def _torchvision(factory_name, **kwargs):
     """A torchvision classifier (random init, no weight download) + loss."""
     def build():
@@ -446,6 +539,21 @@ MODELS: Dict[str, Model] = {
                           Input("label", (BATCH,), "float32", 2)),
                   sparse=tuple(f"tables.{i}.weight" for i in range(len(DLRM_TABLES))),
                   doc="DLRM: bottom MLP, 4 tables, dot interaction, top MLP"),
+    "bag": Model(build_bag, batch=16, seed=9, committed=True,
+                 inputs=(Input("item_ids", ("item_ids",), "int64", BAG_ITEMS),
+                         # Offsets reach the step's id count when the
+                         # last bags are empty.
+                         Input("item_offsets", (BATCH,), "int64", DIM_SIZES["item_ids"] + 1),
+                         Input("tag_ids", ("tag_ids",), "int64", BAG_TAGS),
+                         Input("tag_offsets", (BATCH,), "int64", DIM_SIZES["tag_ids"] + 1),
+                         Input("dense", (BATCH, BAG_DENSE), "float32"),
+                         Input("label", (BATCH,), "float32", 2)),
+                 sparse=("items.weight", "tags.weight"),
+                 doc="recommender: nn.EmbeddingBag with offsets (mean, sum) + MLP"),
+    "densenet": Model(build_densenet, batch=16, seed=10, committed=True,
+                      inputs=_classifier_inputs(),
+                      doc="DenseNet-style CNN: dense blocks (concat), BatchNorm, "
+                          "padded AvgPool, reflection padding"),
     # Models we did not write: import compatibility only.
     "tv_resnet18": Model(_torchvision("resnet18"), batch=2, seed=6, committed=False,
                          inputs=_classifier_inputs(), doc="torchvision resnet18"),
@@ -464,8 +572,11 @@ def example_inputs(inputs: List[Input], batch: int):
     torch, _, _ = _torch()
     out = []
     for i in inputs:
-        shape = tuple(batch if d == BATCH else d for d in i.shape)
-        if i.dtype == "int64":
+        shape = i.static_shape(batch)
+        if i.name.endswith("_offsets"):  # bag starts: sorted, from 0
+            ids = DIM_SIZES[i.name[:-len("_offsets")] + "_ids"]
+            out.append(torch.sort(torch.randint(0, ids, shape)).values.index_fill(0, torch.tensor([0]), 0))
+        elif i.dtype == "int64":
             out.append(torch.randint(0, i.high, shape, dtype=torch.int64))
         elif i.high == 2:
             out.append(torch.randint(0, 2, shape).to(torch.float32))
@@ -520,7 +631,8 @@ def _export_to(torch, module, args, inputs, path: Path) -> None:
             do_constant_folding=False,
             input_names=[i.name for i in inputs],
             output_names=["loss"],
-            dynamic_axes={i.name: {0: BATCH} for i in inputs if i.batched})
+            dynamic_axes={i.name: {d: n for d, n in enumerate(i.shape) if isinstance(n, str)}
+                          for i in inputs if any(isinstance(n, str) for n in i.shape)})
 
 
 # --------------------------------------------------------------------------
@@ -554,6 +666,20 @@ def _numel(tensor):
     return n
 
 
+def _all_nodes(graph):
+    """The graph's nodes and those of its subgraphs (Loop bodies, If
+    branches), depth first."""
+    import onnx
+    for node in graph.node:
+        yield node
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    yield from _all_nodes(sub)
+
+
 def _gather_axis(node):
     for a in node.attribute:
         if a.name == "axis":
@@ -575,13 +701,14 @@ def verify(name: str, model: Model, path: Path) -> dict:
     inferred = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
     g = inferred.graph
 
-    # Op set, default domain, and no subgraphs (If/Loop bodies etc.).
+    # Op set, default domain, and subgraphs only in Loop and If.
     ops = collections.Counter()
-    for node in g.node:
+    for node in _all_nodes(g):
         if node.domain not in ("", "ai.onnx"):
             raise ModelError(f"{name}: node {node.name} is in domain {node.domain!r}")
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-               for a in node.attribute):
+        if node.op_type not in SUBGRAPH_OPS and any(
+                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                for a in node.attribute):
             raise ModelError(f"{name}: node {node.name} has a subgraph")
         ops[node.op_type] += 1
     bad = sorted(set(ops) - ALLOWED_OPS)
@@ -601,9 +728,9 @@ def verify(name: str, model: Model, path: Path) -> dict:
     if outs != [("loss", (), "float32")]:
         raise ModelError(f"{name}: outputs {outs}, expected one scalar float32 'loss'")
 
-    # Who reads each initializer?
+    # Who reads each initializer (in subgraphs too)?
     readers = collections.defaultdict(list)
-    for node in g.node:
+    for node in _all_nodes(g):
         for k, inp in enumerate(node.input):
             if inp in inits:
                 readers[inp].append((node, k))
@@ -839,6 +966,40 @@ def _dlrm_data(rng, batch):
     return out
 
 
+def _bags(np, rng, ids_per_step: int, batch: int):
+    """Offsets of `batch` bags over `ids_per_step` ids, per step, as one
+    [steps * batch] array: random bag sizes (some bags empty), each step's
+    offsets counting from that step's first id."""
+    n = REFERENCE_STEPS * batch
+    sizes = rng.multinomial(ids_per_step, np.full(batch, 1.0 / batch), size=REFERENCE_STEPS)
+    starts = np.concatenate([np.zeros((REFERENCE_STEPS, 1), np.int64),
+                             np.cumsum(sizes, axis=1)[:, :-1]], axis=1)
+    return starts.reshape(n).astype(np.int64), sizes
+
+
+def _bag_data(rng, batch):
+    np = _np()
+    n = REFERENCE_STEPS * batch
+    out = {}
+    score = np.zeros(n, np.float64)
+    for kind, rows in (("item", BAG_ITEMS), ("tag", BAG_TAGS)):
+        per_step = DIM_SIZES[f"{kind}_ids"]
+        ids = _zipf_ids(np, rng, rows, (REFERENCE_STEPS, per_step), rng.permutation(rows))
+        offsets, sizes = _bags(np, rng, per_step, batch)
+        out[f"{kind}_ids"], out[f"{kind}_offsets"] = ids, offsets
+        # The label depends on the parity of the ids in each bag.
+        for t in range(REFERENCE_STEPS):
+            bounds = np.concatenate([[0], np.cumsum(sizes[t])])
+            for b in range(batch):
+                bag = ids[t, bounds[b]:bounds[b + 1]]
+                score[t * batch + b] += np.mean(np.where(bag % 2 == 0, 0.5, -0.5)) if len(bag) else 0
+    dense = rng.standard_normal((n, BAG_DENSE)).astype(np.float32)
+    score += dense @ rng.standard_normal(BAG_DENSE) * 0.3
+    out["dense"] = dense
+    out["label"] = (score + 0.3 * rng.standard_normal(n) > 0).astype(np.float32)
+    return out
+
+
 def _reference_gathers(table):
     def gathers(inputs):
         torch, _, _ = _torch()
@@ -871,6 +1032,11 @@ REFERENCES: Dict[str, Reference] = {
                                                   "b_out": ["targets", "sampled"]}),
                     optim={"sgd": {"lr": 0.1}, "adam": {"lr": 3e-4, "epsilon": 1e-6}},
                     data_seed=104),
+    "bag": Reference(_bag_data, _reference_gathers({"items.weight": ["item_ids"],
+                                                    "tags.weight": ["tag_ids"]}),
+                     optim={"sgd": {"lr": 0.1}, "adam": {"lr": 0.001}}, data_seed=106),
+    "densenet": Reference(_classifier_data((3, 32, 32)), _reference_gathers({}),
+                          optim={"sgd": {"lr": 0.003}, "adam": {"lr": 3e-5}}, data_seed=107),
     "dlrm": Reference(_dlrm_data, _reference_gathers(
                           {f"tables.{i}.weight": [f"cat{i}"] for i in range(len(DLRM_TABLES))}),
                       optim={"sgd": {"lr": 0.1}, "adam": {"lr": 0.001}}, data_seed=105),
@@ -893,7 +1059,7 @@ def _graph_facts(path: Path) -> dict:
     g = m.graph
     inits = {t.name: t for t in g.initializer}
     readers = collections.defaultdict(list)
-    for node in g.node:
+    for node in _all_nodes(g):
         for k, inp in enumerate(node.input):
             if inp in inits:
                 readers[inp].append((node, k))
@@ -1111,7 +1277,7 @@ def make_reference(name: str, out: Path) -> dict:
     data = ref.data(np.random.default_rng(ref.data_seed), model.batch)
     for i in model.inputs:
         want = ((REFERENCE_STEPS * model.batch,) if i.batched else (REFERENCE_STEPS,)) + \
-            tuple(d for d in i.shape if d != BATCH)
+            i.static_shape(model.batch)[1 if i.batched else 0:]
         a = data[i.name]
         if a.shape != want or a.dtype != np.dtype(i.dtype):
             raise ModelError(f"{name}: reference data {i.name} is {a.dtype}{list(a.shape)}, "
@@ -1203,6 +1369,97 @@ def golden_complete(out: Path, name: str) -> bool:
     d = out / GOLDEN_DIR / name
     return all((d / f"{o}.json").exists() for o in REFERENCE_OPTIMIZERS) and all(
         (d / "data" / f"{i.name}.npy").exists() for i in MODELS[name].inputs)
+
+
+# --------------------------------------------------------------------------
+# Recurrent models: torch.nn.LSTM and nn.GRU as they come (ONNX LSTM / GRU,
+# one node per layer; batch_first inserts Transposes).
+# --------------------------------------------------------------------------
+
+ALLOWED_OPS = ALLOWED_OPS | {"LSTM", "GRU"}
+RNN_LM_VOCAB, RNN_LM_LEN = 256, 16
+GRU_STEPS, GRU_FEATURES = 12, 8
+
+
+def build_lstm_lm():
+    torch, nn, F = _torch()
+    V = RNN_LM_VOCAB
+
+    class LSTMLM(nn.Module):
+        """Embedding -> 2-layer LSTM -> Linear -> next-token cross entropy."""
+
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(V, 32)
+            self.lstm = nn.LSTM(32, 64, num_layers=2, batch_first=True)
+            self.out = nn.Linear(64, V)
+
+        def forward(self, tokens, targets):
+            h, _ = self.lstm(self.embed(tokens))             # [B, T, 64]
+            logits = self.out(h)                             # [B, T, V]
+            return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+
+    return LSTMLM()
+
+
+def build_gru_classifier():
+    torch, nn, F = _torch()
+
+    class GRUClassifier(nn.Module):
+        """Bidirectional GRU over feature sequences; the two final states
+        -> Linear -> cross entropy."""
+
+        def __init__(self):
+            super().__init__()
+            self.gru = nn.GRU(GRU_FEATURES, 32, batch_first=True, bidirectional=True)
+            self.fc = nn.Linear(64, 10)
+
+        def forward(self, x, y):
+            _, h = self.gru(x)                               # h: [2, B, 32]
+            return F.cross_entropy(self.fc(torch.cat([h[0], h[1]], dim=1)), y)
+
+    return GRUClassifier()
+
+
+def _rnn_lm_data(rng, batch):
+    """Token sequences of a sparse Markov chain: each token is followed by
+    one of its two successors, or with probability 0.2 by a random token;
+    successors and random tokens are Zipf-distributed, as words are. The
+    unigram and bigram statistics are learnable, so the loss falls."""
+    np = _np()
+    n = REFERENCE_STEPS * batch
+    perm = rng.permutation(RNN_LM_VOCAB)
+    succ = _zipf_ids(np, rng, RNN_LM_VOCAB, (RNN_LM_VOCAB, 2), perm)
+    seq = np.empty((n, RNN_LM_LEN + 1), dtype=np.int64)
+    seq[:, 0] = _zipf_ids(np, rng, RNN_LM_VOCAB, n, perm)
+    for k in range(1, RNN_LM_LEN + 1):
+        follow = succ[seq[:, k - 1], rng.integers(0, 2, n)]
+        jump = _zipf_ids(np, rng, RNN_LM_VOCAB, n, perm)
+        seq[:, k] = np.where(rng.random(n) < 0.8, follow, jump)
+    return {"tokens": np.ascontiguousarray(seq[:, :-1]),
+            "targets": np.ascontiguousarray(seq[:, 1:])}
+
+
+MODELS["lstm_lm"] = Model(
+    build_lstm_lm, batch=16, seed=9, committed=False,
+    inputs=(Input("tokens", (BATCH, RNN_LM_LEN), "int64", RNN_LM_VOCAB),
+            Input("targets", (BATCH, RNN_LM_LEN), "int64", RNN_LM_VOCAB)),
+    sparse=("embed.weight",),
+    doc="embedding, 2-layer nn.LSTM (batch_first), Linear, cross entropy")
+MODELS["gru_classifier"] = Model(
+    build_gru_classifier, batch=16, seed=10, committed=False,
+    inputs=(Input("x", (BATCH, GRU_STEPS, GRU_FEATURES), "float32"),
+            Input("y", (BATCH,), "int64", 10)),
+    doc="bidirectional nn.GRU over [T, 8] features, final states, Linear, cross entropy")
+# lstm_lm's Adam uses epsilon 1e-6 for the reason nmt's and lm's do: rows of
+# the output layer for words a step never sees get gradients of pure
+# rounding noise, which epsilon 1e-8 would turn into steps of up to lr.
+REFERENCES["lstm_lm"] = Reference(
+    _rnn_lm_data, _reference_gathers({"embed.weight": ["tokens"]}),
+    optim={"sgd": {"lr": 1.0}, "adam": {"lr": 0.003, "epsilon": 1e-6}}, data_seed=106)
+REFERENCES["gru_classifier"] = Reference(
+    _classifier_data((GRU_STEPS, GRU_FEATURES)), _reference_gathers({}),
+    optim={"sgd": {"lr": 0.1}, "adam": {"lr": 0.001}}, data_seed=107)
 
 
 # --------------------------------------------------------------------------

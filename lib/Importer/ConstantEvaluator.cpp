@@ -150,6 +150,64 @@ elementwise(const std::vector<const ConstTensor *> &ins, int32_t dtype,
   return out;
 }
 
+std::vector<int64_t> attrInts(const onnx::NodeProto &node,
+                              const std::string &name) {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return {a.ints().begin(), a.ints().end()};
+  return {};
+}
+
+/// Reduce{Prod,Sum,Min,Max} of `x` over `axes` (all when empty, unless
+/// `noop`), keeping the reduced dimensions as 1 with `keepdims`.
+llvm::Expected<ConstTensor> reduce(const ConstTensor &x, std::vector<int64_t> axes,
+                                   bool keepdims, bool noop,
+                                   const std::string &op) {
+  int64_t rank = x.shape.size();
+  if (axes.empty()) {
+    if (noop)
+      return x;
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  std::vector<bool> reduced(rank, false);
+  for (int64_t a : axes) {
+    auto n = px::normalizeAxis(a, rank);
+    if (!n)
+      return bad("reduction axis " + llvm::Twine(a) + " is out of range");
+    reduced[*n] = true;
+  }
+  std::vector<int64_t> kept(x.shape);
+  ConstTensor out{x.dtype, {}, {}};
+  for (int64_t d = 0; d < rank; ++d) {
+    if (reduced[d])
+      kept[d] = 1;
+    if (!reduced[d] || keepdims)
+      out.shape.push_back(kept[d]);
+  }
+  double init = op == "ReduceProd"  ? 1.0
+                : op == "ReduceSum" ? 0.0
+                : op == "ReduceMin" ? INFINITY
+                                    : -INFINITY;
+  out.values.assign(product(kept), init);
+  auto keptStrides = stridesOf(kept);
+  for (int64_t i = 0; i < x.size(); ++i) {
+    auto idx = unravel(i, x.shape);
+    int64_t o = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      o += (reduced[d] ? 0 : idx[d]) * keptStrides[d];
+    double &acc = out.values[o];
+    double v = x.values[i];
+    acc = op == "ReduceProd"  ? acc * v
+          : op == "ReduceSum" ? acc + v
+          : op == "ReduceMin" ? std::min(acc, v)
+                              : std::max(acc, v);
+  }
+  for (double &v : out.values)
+    v = castTo(out.dtype, v);
+  return out;
+}
+
 /// Gathers along `axis` of `data` (ONNX Gather).
 llvm::Expected<ConstTensor> gather(const ConstTensor &data,
                                    const ConstTensor &indices, int64_t axis) {
@@ -343,7 +401,10 @@ bool isFoldable(const std::string &op) {
       "Add",    "Sub",       "Mul",     "Div",    "Equal",   "Less",
       "Greater", "Not",      "Neg",     "Abs",    "Where",   "Range",
       "ConstantOfShape", "Reshape", "Identity", "Max", "Min", "Expand",
-      "Sqrt"};
+      "Sqrt", "ReduceProd", "ReduceSum", "ReduceMin", "ReduceMax", "Floor",
+      "Ceil", "Round", "Sign", "Mod", "Sin", "Cos", "Exp", "Log", "Pow",
+      "And", "Or", "Xor", "GreaterOrEqual", "LessOrEqual", "Trilu",
+      "Transpose"};
   for (const char *k : kOps)
     if (op == k)
       return true;
@@ -558,6 +619,69 @@ evaluateNode(const onnx::NodeProto &node,
     return one(out);
   }
 
+  if (op == "ReduceProd" || op == "ReduceSum" || op == "ReduceMin" ||
+      op == "ReduceMax") {
+    // ReduceSum takes its axes as an input from opset 13, the others from 18.
+    std::vector<int64_t> axes =
+        op == "ReduceSum" ? (in(1) ? in(1)->asInts() : std::vector<int64_t>{})
+                          : attrInts(node, "axes");
+    return one(reduce(*x, axes, attrInt(node, "keepdims", 1) != 0,
+                      attrInt(node, "noop_with_empty_axes", 0) != 0, op));
+  }
+  if (op == "Transpose") { // torch's reflection/replication pads build their
+                            // pads this way
+    int64_t rank = x->shape.size();
+    std::vector<int64_t> perm = attrInts(node, "perm");
+    if (perm.empty())
+      for (int64_t d = rank - 1; d >= 0; --d)
+        perm.push_back(d);
+    if ((int64_t)perm.size() != rank)
+      return bad("perm must list every dimension");
+    ConstTensor out{x->dtype, {}, {}};
+    for (int64_t p : perm) {
+      if (p < 0 || p >= rank)
+        return bad("perm is out of range");
+      out.shape.push_back(x->shape[p]);
+    }
+    auto inStrides = stridesOf(x->shape);
+    for (int64_t i = 0, n = product(out.shape); i < n; ++i) {
+      auto idx = unravel(i, out.shape);
+      int64_t flat = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        flat += idx[d] * inStrides[perm[d]];
+      out.values.push_back(x->values[flat]);
+    }
+    return one(out);
+  }
+  if (op == "Trilu") {
+    if (x->shape.size() < 2)
+      return bad("Trilu needs rank >= 2");
+    int64_t k = in(1) ? in(1)->asInts().at(0) : 0;
+    bool upper = attrInt(node, "upper", 1) != 0;
+    int64_t n = x->shape[x->shape.size() - 2], m = x->shape.back();
+    ConstTensor out = *x;
+    for (int64_t i = 0; i < out.size(); ++i) {
+      int64_t r = (i / m) % std::max<int64_t>(n, 1), col = i % m;
+      if (upper ? col - r < k : col - r > k)
+        out.values[i] = 0.0;
+    }
+    return one(out);
+  }
+  auto unaryFn = [&](double (*fn)(double)) {
+    return one(elementwise({x}, x->dtype, [fn](auto &a) { return fn(a[0]); }));
+  };
+  if (op == "Floor") return unaryFn(std::floor);
+  if (op == "Ceil") return unaryFn(std::ceil);
+  if (op == "Round") return unaryFn(std::nearbyint);
+  if (op == "Sin") return unaryFn(std::sin);
+  if (op == "Cos") return unaryFn(std::cos);
+  if (op == "Exp") return unaryFn(std::exp);
+  if (op == "Log") return unaryFn(std::log);
+  if (op == "Sign")
+    return one(elementwise({x}, x->dtype, [](auto &a) {
+      return a[0] > 0 ? 1.0 : a[0] < 0 ? -1.0 : a[0];
+    }));
+
   if (op == "Where") {
     if (!in(1) || !in(2))
       return bad("missing input");
@@ -602,6 +726,30 @@ evaluateNode(const onnx::NodeProto &node,
     return one(elementwise({x, y}, TensorProto::BOOL, [](auto &a) { return a[0] < a[1] ? 1.0 : 0.0; }));
   if (op == "Greater")
     return one(elementwise({x, y}, TensorProto::BOOL, [](auto &a) { return a[0] > a[1] ? 1.0 : 0.0; }));
+  if (op == "GreaterOrEqual")
+    return one(elementwise({x, y}, TensorProto::BOOL, [](auto &a) { return a[0] >= a[1] ? 1.0 : 0.0; }));
+  if (op == "LessOrEqual")
+    return one(elementwise({x, y}, TensorProto::BOOL, [](auto &a) { return a[0] <= a[1] ? 1.0 : 0.0; }));
+  if (op == "And")
+    return one(elementwise({x, y}, TensorProto::BOOL, [](auto &a) { return a[0] != 0 && a[1] != 0 ? 1.0 : 0.0; }));
+  if (op == "Or")
+    return one(elementwise({x, y}, TensorProto::BOOL, [](auto &a) { return a[0] != 0 || a[1] != 0 ? 1.0 : 0.0; }));
+  if (op == "Xor")
+    return one(elementwise({x, y}, TensorProto::BOOL, [](auto &a) { return (a[0] != 0) != (a[1] != 0) ? 1.0 : 0.0; }));
+  if (op == "Pow")
+    return one(elementwise({x, y}, x->dtype, [](auto &a) { return std::pow(a[0], a[1]); }));
+  if (op == "Mod") {
+    bool fmod = attrInt(node, "fmod", 0) != 0;
+    for (double v : y->values)
+      if (integral && v == 0)
+        return bad("integer modulo by zero");
+    return one(elementwise({x, y}, x->dtype, [fmod](auto &a) {
+      double r = std::fmod(a[0], a[1]);
+      if (!fmod && r != 0 && ((r < 0) != (a[1] < 0)))
+        r += a[1];
+      return r;
+    }));
+  }
   return bad("operator " + op + " cannot be evaluated at compile time");
 }
 

@@ -22,7 +22,9 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <functional>
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace parallax;
@@ -151,11 +153,22 @@ llvm::Expected<Value> GraphImporter::materialize(const std::string &name) {
   return v;
 }
 
+Value GraphImporter::constantTensor(RankedTensorType type,
+                                    ArrayRef<double> values, Location loc) {
+  return px::ConstantOp::create(b, loc, denseAttr(type, values)).getResult();
+}
+
 llvm::Expected<Value> GraphImporter::value(const onnx::NodeProto &node,
                                            int index) {
   if (index >= node.input_size() || node.input(index).empty())
     return Value();
   const std::string &name = node.input(index);
+  if (auto pending = dynamicSlices.find(name); pending != dynamicSlices.end())
+    return nodeError(node, "input '" + name + "' is a slice whose bounds depend "
+                           "on runtime data (node '" + pending->second.origin +
+                           "'); such a slice can only be gathered from and "
+                           "then reduced along the sliced axis, as "
+                           "nn.EmbeddingBag's export does");
   auto it = values.find(name);
   if (it != values.end())
     return it->second;
@@ -287,6 +300,10 @@ llvm::Error GraphImporter::importOutputs() {
       if (!m)
         return m.takeError();
       v = *m;
+    } else if (auto d = dynamicSlices.find(name); d != dynamicSlices.end()) {
+      return fileError("graph output '" + name + "' is a slice whose bounds "
+                       "depend on runtime data (node '" + d->second.origin +
+                       "'), which has no static shape");
     } else
       return fileError("graph output '" + name + "' is never computed");
     results.push_back(v);
@@ -357,7 +374,15 @@ GraphImporter::checkAttributes(const onnx::NodeProto &node,
 llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
   const std::string &op = node.op_type();
   if (!node.domain().empty() && node.domain() != "ai.onnx")
-    return nodeError(node, "unsupported operator domain '" + node.domain() + "'");
+    return unsupported(node, "unsupported operator domain '" + node.domain() + "'");
+  if (llvm::any_of(node.input(), [&](const std::string &in) {
+        return dynamicSlices.count(in) > 0;
+      }))
+    return convertDynamicUse(node);
+  if (op == "Loop")
+    return importLoop(node);
+  if (op == "If")
+    return importIf(node);
 
   // Compile-time values: Constant, Shape of a static tensor, and any
   // foldable op whose inputs are all compile-time constants.
@@ -426,6 +451,11 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
     consts[node.output(0)] = t;
     return llvm::Error::success();
   }
+  auto folded = foldFromShapes(node);
+  if (!folded)
+    return folded.takeError();
+  if (*folded)
+    return llvm::Error::success();
   if (isFoldable(op)) {
     bool allConst = true;
     std::vector<std::optional<ConstTensor>> ins;
@@ -520,6 +550,95 @@ llvm::Error GraphImporter::convertWindow(const onnx::NodeProto &node, Value x,
   return llvm::Error::success();
 }
 
+llvm::Error GraphImporter::unsupported(const onnx::NodeProto &node,
+                                       const llvm::Twine &what) {
+  std::string op = node.domain().empty() || node.domain() == "ai.onnx"
+                       ? node.op_type()
+                       : node.domain() + "." + node.op_type();
+  lastUnsupported = {op, nodeName(node)};
+  return nodeError(node, what);
+}
+
+//===----------------------------------------------------------------------===//
+// Composer
+//===----------------------------------------------------------------------===//
+
+Value Composer::in(int i) {
+  Value v = optionalIn(i);
+  if (!v && !error)
+    fail("missing input " + llvm::Twine(i));
+  return v;
+}
+
+Value Composer::optionalIn(int i) {
+  if (error)
+    return Value();
+  auto v = gi.value(node, i);
+  if (!v) {
+    error = v.takeError();
+    return Value();
+  }
+  return *v;
+}
+
+Value Composer::scalar(double v, Type elem) { return constant({}, elem, {v}); }
+
+Value Composer::constant(ArrayRef<int64_t> shape, Type elem,
+                         ArrayRef<double> values) {
+  if (error)
+    return Value();
+  return gi.constantTensor(RankedTensorType::get(shape, elem), values,
+                           NameLoc::get(gi.b.getStringAttr(gi.nodeName(node))));
+}
+
+Value Composer::cast(Value x, Type elem) {
+  if (!x || typeOf(x).getElementType() == elem)
+    return x;
+  return make<px::CastOp>({x}, {},
+                          RankedTensorType::get(typeOf(x).getShape(), elem));
+}
+
+Value Composer::reshape(Value x, ArrayRef<int64_t> shape) {
+  if (!x || typeOf(x).getShape() == shape)
+    return x;
+  return make<px::ReshapeOp>(
+      {x}, {}, RankedTensorType::get(shape, typeOf(x).getElementType()));
+}
+
+Value Composer::expand(Value x, ArrayRef<int64_t> shape) {
+  if (!x || typeOf(x).getShape() == shape)
+    return x;
+  return make<px::ExpandOp>(
+      {x}, {}, RankedTensorType::get(shape, typeOf(x).getElementType()));
+}
+
+Value Composer::transpose(Value x, ArrayRef<int64_t> perm) {
+  return make<px::TransposeOp>({x},
+                               {gi.named("perm", gi.b.getDenseI64ArrayAttr(perm))});
+}
+
+Value Composer::concat(ValueRange xs, int64_t axis) {
+  if (xs.size() == 1)
+    return xs.front();
+  return make<px::ConcatOp>(xs, {gi.named("axis", gi.b.getI64IntegerAttr(axis))});
+}
+
+Value Composer::slice(Value x, ArrayRef<int64_t> starts, ArrayRef<int64_t> steps,
+                      ArrayRef<int64_t> shape) {
+  if (!x)
+    return x;
+  return make<px::SliceOp>(
+      {x},
+      {gi.named("starts", gi.b.getDenseI64ArrayAttr(starts)),
+       gi.named("steps", gi.b.getDenseI64ArrayAttr(steps))},
+      RankedTensorType::get(shape, typeOf(x).getElementType()));
+}
+
+Value Composer::gather(Value data, Value indices, int64_t axis) {
+  return make<px::GatherOp>({data, indices},
+                            {gi.named("axis", gi.b.getI64IntegerAttr(axis))});
+}
+
 //===----------------------------------------------------------------------===//
 // run
 //===----------------------------------------------------------------------===//
@@ -536,12 +655,29 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
 
   for (const auto &init : graph.initializer())
     initializers[init.name()] = &init;
-  for (const auto &node : graph.node())
-    for (int i = 0; i < node.input_size(); ++i)
-      if (!node.input(i).empty())
-        uses[node.input(i)].push_back({&node, i});
-  for (const auto &out : graph.output())
-    uses[out.name()];
+  // Uses in subgraphs (Loop bodies, If branches) count too: nn.EmbeddingBag
+  // reads its table only inside a Loop.
+  std::function<void(const onnx::GraphProto &)> collectUses =
+      [&](const onnx::GraphProto &g) {
+        for (const auto &node : g.node()) {
+          for (int i = 0; i < node.input_size(); ++i)
+            if (!node.input(i).empty())
+              uses[node.input(i)].push_back({&node, i});
+          for (const auto &a : node.attribute()) {
+            if (a.has_g())
+              collectUses(a.g());
+            for (const auto &sub : a.graphs())
+              collectUses(sub);
+          }
+        }
+        for (const auto &out : g.output())
+          uses[out.name()];
+      };
+  collectUses(graph);
+  for (const auto &vi : graph.value_info())
+    inferredTypes[vi.name()] = &vi;
+  for (const auto &vi : graph.output())
+    inferredTypes[vi.name()] = &vi;
 
   Location fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
   OwningOpRef<ModuleOp> owned = ModuleOp::create(fileLoc);
@@ -558,10 +694,77 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     return std::move(err);
   if (auto err = importInitializers())
     return std::move(err);
+  // An unsupported operator does not end the import: its outputs become
+  // placeholders of the types ONNX inferred, so that the message can list
+  // every unsupported node of the model at once.
+  std::vector<std::pair<std::string, std::vector<std::string>>> missing;
+  std::set<std::string> poisoned;
+  llvm::Error firstUnsupported = llvm::Error::success();
   for (const auto &node : graph.node()) {
-    if (auto err = importNode(node))
+    bool skip = llvm::any_of(node.input(), [&](const std::string &in) {
+      return poisoned.count(in) > 0;
+    });
+    llvm::Error err = skip ? llvm::Error::success() : importNode(node);
+    if (err && lastUnsupported) {
+      auto [op, name] = *lastUnsupported;
+      lastUnsupported.reset();
+      auto it = llvm::find_if(missing, [&](auto &m) { return m.first == op; });
+      if (it == missing.end())
+        missing.push_back({op, {name}});
+      else
+        it->second.push_back(name);
+      if (firstUnsupported)
+        llvm::consumeError(std::move(err));
+      else
+        firstUnsupported = std::move(err);
+      skip = true;
+    } else if (err) {
+      // After an unsupported node, a later error may come from its
+      // placeholder: the unsupported operators are the news.
+      if (!missing.empty()) {
+        llvm::consumeError(std::move(err));
+        break;
+      }
+      llvm::consumeError(std::move(firstUnsupported));
       return std::move(err);
+    }
+    if (skip)
+      for (const std::string &out : node.output()) {
+        auto type = inferredTypes.find(out);
+        auto t = type == inferredTypes.end()
+                     ? llvm::Expected<RankedTensorType>(fileError(""))
+                     : valueInfoType(*type->second);
+        if (out.empty())
+          continue;
+        if (!t) {
+          llvm::consumeError(t.takeError());
+          poisoned.insert(out);
+          continue;
+        }
+        values[out] = px::ConstantOp::create(
+            b, NameLoc::get(b.getStringAttr(out)),
+            cast<ElementsAttr>(DenseElementsAttr::get(
+                *t, isa<FloatType>(t->getElementType())
+                        ? Attribute(b.getFloatAttr(t->getElementType(), 0.0))
+                        : Attribute(b.getIntegerAttr(t->getElementType(), 0)))));
+      }
     ++nodeIndex;
+  }
+  if (missing.size() == 1 && missing.front().second.size() == 1)
+    return std::move(firstUnsupported);
+  llvm::consumeError(std::move(firstUnsupported));
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto &[op, names] : missing) {
+      list += (list.empty() ? "'" : ", '") + op + "' (node" +
+              (names.size() > 1 ? "s " : " ");
+      for (size_t i = 0; i < names.size() && i < 5; ++i)
+        list += (i ? ", " : "") + names[i];
+      if (names.size() > 5)
+        list += " and " + std::to_string(names.size() - 5) + " more";
+      list += ")";
+    }
+    return fileError("unsupported operators: " + list);
   }
   if (auto err = importOutputs())
     return std::move(err);

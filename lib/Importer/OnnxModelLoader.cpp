@@ -14,6 +14,9 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <map>
+#include <set>
+
 using llvm::createStringError;
 using llvm::inconvertibleErrorCode;
 
@@ -155,6 +158,53 @@ std::string describeDim(const onnx::TensorShapeProto_Dimension &dim) {
   return "unknown";
 }
 
+/// Whether dimension 0 of `input` is dynamic.
+bool dynamicFirstDim(const onnx::ValueInfoProto &input) {
+  if (!input.type().has_tensor_type() || !input.type().tensor_type().has_shape() ||
+      input.type().tensor_type().shape().dim_size() == 0)
+    return false;
+  const auto &dim = input.type().tensor_type().shape().dim(0);
+  return !(dim.has_dim_value() && dim.dim_value() >= 0);
+}
+
+/// The symbol of the batch dimension: the dim_param that the most inputs'
+/// dynamic dimension 0 share (the first such input's on a tie), or, when
+/// none is shared, the one named "batch". Empty otherwise, and then every
+/// dynamic dimension 0 is the batch, as with torch.onnx.export's
+/// dynamic_axes lists, which name each input's axis differently. An input
+/// whose dynamic dimension 0 has another symbol (nn.EmbeddingBag's ids,
+/// whose length is not the number of bags) is not batched: --batch-size
+/// does not bind it.
+std::string batchSymbol(const onnx::GraphProto &graph,
+                        const std::set<std::string> &initializers) {
+  std::map<std::string, int> count;
+  std::vector<std::string> order;
+  for (const auto &input : graph.input()) {
+    if (initializers.count(input.name()) || !dynamicFirstDim(input))
+      continue;
+    const auto &dim = input.type().tensor_type().shape().dim(0);
+    if (!dim.has_dim_param())
+      continue;
+    if (count[dim.dim_param()]++ == 0)
+      order.push_back(dim.dim_param());
+  }
+  std::string best;
+  for (const std::string &symbol : order)
+    if (count[symbol] > 1 && (best.empty() || count[symbol] > count[best]))
+      best = symbol;
+  if (best.empty() && count.count("batch"))
+    best = "batch";
+  return best;
+}
+
+/// Whether `input`'s dimension 0 is the batch dimension.
+bool isBatchDim(const onnx::ValueInfoProto &input, const std::string &symbol) {
+  if (!dynamicFirstDim(input))
+    return false;
+  const auto &dim = input.type().tensor_type().shape().dim(0);
+  return symbol.empty() || !dim.has_dim_param() || dim.dim_param() == symbol;
+}
+
 /// Replaces every dynamic dimension of the graph inputs with a number.
 llvm::Error bindDimensions(const std::string &path, const ImportOptions &options,
                            onnx::ModelProto &model) {
@@ -197,9 +247,11 @@ llvm::Error bindDimensions(const std::string &path, const ImportOptions &options
       return fail(path, "--input-shape names '" + name +
                             "', which is not a graph input");
 
+  const std::string symbol = batchSymbol(graph, initializers);
   for (onnx::ValueInfoProto &input : *graph.mutable_input()) {
     if (initializers.count(input.name()))
       continue; // An IR < 4 style initializer listed as an input.
+    const bool batchDim = isBatchDim(input, symbol);
     if (!input.type().has_tensor_type())
       return fail(path, "input '" + input.name() + "' is not a tensor");
     auto *shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
@@ -211,10 +263,9 @@ llvm::Error bindDimensions(const std::string &path, const ImportOptions &options
                               std::to_string(dims.size()) +
                               " dimensions, the input has rank " +
                               std::to_string(shape->dim_size()));
-      // A dynamic dimension 0 is the batch (what the importer marks
+      // A dynamic batch dimension 0 is the batch (what the importer marks
       // `batched`), whichever way it was bound.
-      if (shape->dim_size() > 0 && !(shape->dim(0).has_dim_value() &&
-                                     shape->dim(0).dim_value() > 0))
+      if (batchDim)
         shape->mutable_dim(0)->set_denotation(kBatchDenotation);
       for (int i = 0; i < shape->dim_size(); ++i) {
         auto *dim = shape->mutable_dim(i);
@@ -236,11 +287,18 @@ llvm::Error bindDimensions(const std::string &path, const ImportOptions &options
       // zero-row tensor), not an unknown one.
       if (dim->has_dim_value() && dim->dim_value() >= 0)
         continue;
-      if (i == 0 && batch) {
+      if (i == 0 && batch && batchDim) {
         dim->set_dim_value(*batch);
         dim->set_denotation(kBatchDenotation);
         continue;
       }
+      if (i == 0 && !batchDim)
+        return fail(path, "dimension 0 (" + describeDim(*dim) + ") of input '" +
+                              input.name() +
+                              "' is dynamic and is not the batch dimension ('" +
+                              symbol +
+                              "', which --batch-size binds): pass --input-shape " +
+                              input.name() + "=d0,d1,...");
       return fail(path, "dimension " + std::to_string(i) + " (" +
                             describeDim(*dim) + ") of input '" + input.name() +
                             "' is dynamic: pass " +

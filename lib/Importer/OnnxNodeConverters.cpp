@@ -191,6 +191,9 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
   if (op == "Slice") {
     if (auto err = checkAttributes(node, {}))
       return err;
+    auto dynamic = tryDynamicSlice(node);
+    if (!dynamic || *dynamic)
+      return dynamic ? llvm::Error::success() : dynamic.takeError();
     auto x = in(0);
     if (!x)
       return x.takeError();
@@ -565,6 +568,11 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
         named("momentum", b.getF32FloatAttr(attrFloat(node, "momentum", 0.9f)))};
     if (training)
       attrs.push_back(named("training", b.getUnitAttr()));
+    // ONNX updates the running variance with the biased batch variance,
+    // PyTorch (whose export this may be) with the unbiased one.
+    if (training && options.unbiasedBatchnormVariance.value_or(
+                        model.producer_name() == "pytorch"))
+      attrs.push_back(named("unbiased_running_var", b.getUnitAttr()));
     return define0(make<px::BatchNormOp>(node, operands, attrs));
   }
 
@@ -661,10 +669,20 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
     return define0(make<px::AveragePoolOp>(node, ValueRange{*x}, attrs));
   }
 
+  // Recurrent layers (RecurrentConverters.cpp).
+  if (op == "LSTM" || op == "GRU" || op == "RNN")
+    return convertRecurrent(node);
+
   // Compile-time-only ops reach here when an input depends on runtime data.
   if (op == "Range" || op == "ConstantOfShape")
     return nodeError(node, "its inputs depend on runtime data; only "
                            "compile-time shape computations are supported");
 
-  return nodeError(node, "unsupported operator '" + op + "'");
+  auto math = convertMath(node);
+  if (!math || *math)
+    return math ? llvm::Error::success() : math.takeError();
+  auto tensor = convertTensor(node);
+  if (!tensor || *tensor)
+    return tensor ? llvm::Error::success() : tensor.takeError();
+  return unsupported(node, "unsupported operator '" + op + "'" + whyUnsupported(op));
 }

@@ -1,6 +1,9 @@
 //===- Comm.cpp - the communication thread, local and MPI worlds ----------===//
 
 #include "parallax/Runtime/Comm.h"
+#include "parallax/Runtime/Trace.h"
+
+#include "MpiWatch.h"
 
 // The C API only: Open MPI's deprecated C++ bindings need another library.
 #define OMPI_SKIP_MPICXX 1
@@ -65,22 +68,19 @@ void Comm::stopThread() {
     thread_.join();
 }
 
-uint64_t Comm::submit(std::function<void()> job) {
+uint64_t Comm::submit(std::function<void()> job, const JobInfo *info) {
   if (!thread_.joinable()) { // no thread (local world): run inline
-    uint64_t ticket = ++submitted_;
-    try {
-      job();
-    } catch (...) {
-      errors_[ticket] = std::current_exception();
-    }
-    completed_ = ticket;
-    return ticket;
+    Job j{++submitted_, std::move(job), info, step_};
+    if (std::exception_ptr e = execute(j))
+      errors_[j.ticket] = e;
+    completed_ = j.ticket;
+    return j.ticket;
   }
   uint64_t ticket;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ticket = ++submitted_;
-    queue_.emplace_back(ticket, std::move(job));
+    queue_.push_back(Job{ticket, std::move(job), info, step_});
   }
   wake_.notify_one();
   return ticket;
@@ -97,9 +97,29 @@ void Comm::wait(uint64_t ticket) {
   }
 }
 
+std::exception_ptr Comm::execute(Job &job) {
+  current_ = job.info;
+  currentStep_ = job.step;
+  std::exception_ptr error;
+  Trace *trace = trace_;
+  int64_t begin = trace ? Trace::now() : 0;
+  Traffic::Count before = traffic.total;
+  try {
+    job.fn();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  if (trace)
+    trace->job(job.info, job.step, begin, Trace::now(),
+               traffic.total.sent - before.sent,
+               traffic.total.received - before.received, threaded());
+  current_ = nullptr;
+  return error;
+}
+
 void Comm::loop() {
   for (;;) {
-    std::pair<uint64_t, std::function<void()>> job;
+    Job job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -108,17 +128,12 @@ void Comm::loop() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    std::exception_ptr error;
-    try {
-      job.second();
-    } catch (...) {
-      error = std::current_exception();
-    }
+    std::exception_ptr error = execute(job);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (error)
-        errors_[job.first] = error;
-      completed_ = job.first;
+        errors_[job.ticket] = error;
+      completed_ = job.ticket;
     }
     done_.notify_all();
   }
@@ -300,6 +315,8 @@ public:
     rank_ = rank;
   }
   MPI_Comm comm;
+  /// The communicator's id for the watch (0: the world).
+  int watchId = 0;
 };
 
 /// Open MPI's fixed decision rules pick, for 4 ranks and multi-megabyte
@@ -333,31 +350,46 @@ void useShippedCollectiveRules() {
 
 class MpiComm : public Comm {
 public:
-  explicit MpiComm(CommThread thread) {
+  MpiComm(CommThread thread, double timeout) {
+    // The watch asks the other ranks while a collective blocks: a second
+    // thread in MPI.
+    int wanted = timeout > 0 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
+    int provided = 0;
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
       useShippedCollectiveRules();
-      int provided = 0;
-      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
-            "MPI_Init_thread");
-      if (provided < MPI_THREAD_SERIALIZED)
-        throw CommError("this MPI cannot be called from a communication "
-                        "thread (MPI_THREAD_SERIALIZED not provided)");
+      check(MPI_Init_thread(nullptr, nullptr, wanted, &provided), "MPI_Init_thread");
       ownsMpi = true;
+    } else {
+      MPI_Query_thread(&provided);
     }
+    if (provided < MPI_THREAD_SERIALIZED)
+      throw CommError("this MPI cannot be called from a communication "
+                      "thread (MPI_THREAD_SERIALIZED not provided)");
     // Errors come back as codes (and become CommErrors naming the call)
     // instead of aborting every rank without a word.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     ranksPerMachine_ = localSize();
+    if (timeout > 0 && size_ > 1) {
+      if (provided < MPI_THREAD_MULTIPLE)
+        throw CommError("this MPI does not provide MPI_THREAD_MULTIPLE, which the "
+                        "collective timeout needs (--timeout 0 turns it off)");
+      timeout_ = timeout;
+      watch = std::make_unique<MpiWatch>(timeout, [this](const std::string &message) {
+        if (timeoutHandler_)
+          timeoutHandler_(message);
+      });
+    }
     if (useCommThread(thread, coresPerRank(ranksPerMachine_)))
       startThread();
   }
 
   ~MpiComm() override {
     stopThread();
+    watch.reset();
     for (auto &[key, g] : groups)
       if (g->comm != MPI_COMM_WORLD)
         MPI_Comm_free(&g->comm);
@@ -380,13 +412,19 @@ public:
     if ((int)place.members.size() != size_) {
       // MPI_Comm_split is collective over the world: run it on the
       // communication thread like every other call.
-      run([&] {
-        check(MPI_Comm_split(MPI_COMM_WORLD, place.color, place.rank, &comm),
-              "MPI_Comm_split");
-        MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-      });
+      static const JobInfo split{-1, "comm_split", "MPI_Comm_split (making the groups)"};
+      run(
+          [&] {
+            MpiWatch::Scope watched(watch.get(), 0, "MPI_Comm_split", currentJob(),
+                                    currentStep());
+            check(MPI_Comm_split(MPI_COMM_WORLD, place.color, place.rank, &comm), "MPI_Comm_split");
+            MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+          },
+          &split);
     }
     auto g = std::make_unique<MpiGroup>(comm, place.members, place.rank);
+    if (watch && comm != MPI_COMM_WORLD)
+      g->watchId = watch->add(place.members);
     Group &ref = *g;
     groups[key] = std::move(g);
     return ref;
@@ -400,6 +438,7 @@ public:
     char *p = static_cast<char *>(buf);
     for (int64_t done = 0; done < count; done += chunk) {
       int n = (int)std::min(chunk, count - done);
+      auto watched = watchOf(g, "MPI_Allreduce");
       check(MPI_Allreduce(MPI_IN_PLACE, p + done * elementBytes(dtype), n,
                           mpiType(dtype), mop, comm),
             "MPI_Allreduce");
@@ -414,6 +453,7 @@ public:
     MPI_Op mop = mpiOp(op);
     // In place, MPI leaves this rank's block at the start of the buffer,
     // and there it stays (Comm.h).
+    auto watched = watchOf(g, "MPI_Reduce_scatter_block");
     check(MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, toInt(count, "a reduce-scatter block"),
                                    mpiType(dtype), mop, comm),
           "MPI_Reduce_scatter_block");
@@ -426,6 +466,7 @@ public:
     // MPI ignores the send count and type in place, but Open MPI's tuned
     // component sizes the message from them to pick an algorithm.
     int n = toInt(bytes, "an all-gather block");
+    auto watched = watchOf(g, "MPI_Allgather");
     check(MPI_Allgather(MPI_IN_PLACE, n, MPI_BYTE, buf, n, MPI_BYTE, comm),
           "MPI_Allgather");
   }
@@ -440,6 +481,7 @@ public:
       displs[i] = toInt(offset, "an all-gather buffer");
       offset += recvBytes[i];
     }
+    auto watched = watchOf(g, "MPI_Allgatherv");
     check(MPI_Allgatherv(send, toInt(sendBytes, "an all-gather block"), MPI_BYTE,
                          recv, counts.data(), displs.data(), MPI_BYTE, comm),
           "MPI_Allgatherv");
@@ -459,18 +501,27 @@ public:
       so += sendBytes[i];
       ro += recvBytes[i];
     }
+    auto watched = watchOf(g, "MPI_Alltoallv");
     check(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(),
                         rd.data(), MPI_BYTE, comm),
           "MPI_Alltoallv");
   }
 
   void barrier(Group &g) override {
+    auto watched = watchOf(g, "MPI_Barrier");
     check(MPI_Barrier(static_cast<MpiGroup &>(g).comm), "MPI_Barrier");
   }
 
   void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
 
 private:
+  /// Watches the blocking collective `call` on `g` for as long as the
+  /// result lives.
+  MpiWatch::Scope watchOf(Group &g, const char *call) {
+    return MpiWatch::Scope(watch.get(), static_cast<MpiGroup &>(g).watchId, call,
+                           currentJob(), currentStep());
+  }
+
   static void divide(void *buf, int64_t count, DType dtype, int by) {
     auto div = [&](auto *p) {
       for (int64_t i = 0; i < count; ++i)
@@ -496,6 +547,7 @@ private:
 
   bool ownsMpi = false;
   std::map<std::string, std::unique_ptr<MpiGroup>> groups;
+  std::unique_ptr<MpiWatch> watch;
 };
 
 } // namespace
@@ -507,8 +559,8 @@ bool launchedUnderMpi() {
          std::getenv("PMIX_RANK") != nullptr;
 }
 
-std::unique_ptr<Comm> makeMpiComm(CommThread thread) {
-  return std::make_unique<MpiComm>(thread);
+std::unique_ptr<Comm> makeMpiComm(CommThread thread, double timeoutSeconds) {
+  return std::make_unique<MpiComm>(thread, timeoutSeconds);
 }
 
 } // namespace parallax::rt

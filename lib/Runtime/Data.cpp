@@ -1,6 +1,7 @@
 //===- Data.cpp - .npy and synthetic data sources -------------------------===//
 
 #include "parallax/Runtime/Data.h"
+#include "parallax/Runtime/Finite.h"
 #include "parallax/Runtime/Random.h"
 #include "parallax/Runtime/Session.h"
 
@@ -48,10 +49,12 @@ std::string withLeading(const std::string &name, const std::vector<int64_t> &sha
 
 class NpyData : public DataSource {
 public:
-  NpyData(const Plan &plan, const std::string &dir, Sharding sharding)
+  NpyData(const Plan &plan, const std::string &dir, Sharding sharding, bool allowNonFinite)
       : sharding(sharding) {
     int64_t local = localBatchOf(plan);
     globalBatch_ = local * sharding.worldSize;
+    std::string firstBatched;
+    int64_t samples = 0;
     for (const PlanInput &in : plan.inputs) {
       std::string path = (std::filesystem::path(dir) / (in.name + ".npy")).string();
       if (!std::filesystem::exists(path))
@@ -86,6 +89,26 @@ public:
             (in.batchAxis == 0
                  ? withLeading("samples", sample)
                  : shapeText(in.shape) + " or " + withLeading("steps", in.shape)));
+      // Once per file, as it is loaded: a NaN in the data would otherwise
+      // surface steps later as a "diverged" loss, or never.
+      std::string bad =
+          allowNonFinite ? "" : describeNonFinite(a.data.data(), a.dtype, a.shape);
+      if (!bad.empty())
+        throw RuntimeError(path + ": input '" + in.name + "' holds " + bad);
+      // Samples are paired across inputs by index: inputs of different
+      // lengths would wrap at different points and pair samples with the
+      // wrong labels from there on.
+      if (in.batchAxis == 0) {
+        if (firstBatched.empty()) {
+          firstBatched = path;
+          samples = a.shape[0];
+        } else if (a.shape[0] != samples) {
+          throw RuntimeError(path + ": input '" + in.name + "' has " +
+                             std::to_string(a.shape[0]) + " samples, but " +
+                             firstBatched + " has " + std::to_string(samples) +
+                             "; every batched input needs one entry per sample");
+        }
+      }
       files.push_back(std::move(a));
     }
   }
@@ -239,10 +262,10 @@ private:
 } // namespace
 
 std::unique_ptr<DataSource> openNpyData(const Plan &plan, const std::string &dir,
-                                        Sharding sharding) {
+                                        Sharding sharding, bool allowNonFinite) {
   if (!std::filesystem::is_directory(dir))
     throw RuntimeError(dir + ": --data must be a directory of .npy files");
-  return std::make_unique<NpyData>(plan, dir, sharding);
+  return std::make_unique<NpyData>(plan, dir, sharding, allowNonFinite);
 }
 
 std::unique_ptr<DataSource> makeSyntheticData(const Plan &plan, uint64_t seed,

@@ -121,11 +121,13 @@ void registerAllKernels(KernelRegistry &registry) {
   registerIndexingKernels(registry);
   registerLinalgKernels(registry);
   registerReductionKernels(registry);
+  registerAxisKernels(registry);
   registerNormKernels(registry);
   registerLossKernels(registry);
   registerConvKernels(registry);
   registerOptimizerKernels(registry);
   registerCollectiveKernels(registry);
+  registerRnnKernels(registry);
 }
 
 void parallelFor(int threads, int64_t n, int64_t grain,

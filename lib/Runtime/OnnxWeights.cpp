@@ -6,11 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "parallax/Runtime/AtomicFile.h"
 #include "parallax/Runtime/Session.h"
 
 #include "onnx/defs/parser.h"
 #include "onnx/onnx_pb.h"
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,22 +27,24 @@ namespace {
   throw RuntimeError(path + ": " + msg);
 }
 
-onnx::ModelProto loadModel(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
+/// Parses the model at `path`; with `crc`, also the CRC-32 of its bytes
+/// (read once for both).
+onnx::ModelProto loadModel(const std::string &path, uint32_t *crc = nullptr) {
+  std::optional<std::string> read = readFileBytes(path);
+  if (!read)
     fail(path, std::string("cannot open: ") + std::strerror(errno));
+  const std::string &bytes = *read;
+  if (crc)
+    *crc = crc32Of(bytes.data(), bytes.size());
   onnx::ModelProto model;
   if (path.size() > 8 && path.compare(path.size() - 8, 8, ".onnxtxt") == 0) {
     // The ONNX text syntax, as parallax-opt reads it (small test models).
-    std::stringstream text;
-    text << f.rdbuf();
-    std::string bytes = text.str();
     auto status = onnx::OnnxParser::Parse(model, bytes.c_str());
     if (!status.IsOK())
       fail(path, "the ONNX text does not parse: " + status.ErrorMessage());
     return model;
   }
-  if (!model.ParseFromIstream(&f))
+  if (!model.ParseFromString(bytes))
     fail(path, "not an ONNX model: the protobuf does not parse (corrupt or "
                "truncated file?)");
   return model;
@@ -117,8 +121,17 @@ std::string tensorBytes(const std::string &path, const onnx::TensorProto &t,
 
 void readOnnxInitializers(const std::string &path,
                           const std::vector<std::string> &names,
-                          const std::vector<TensorView> &dests) {
-  onnx::ModelProto model = loadModel(path);
+                          const std::vector<TensorView> &dests,
+                          std::optional<uint32_t> expectedCrc32) {
+  uint32_t crc = 0;
+  onnx::ModelProto model = loadModel(path, &crc);
+  if (expectedCrc32 && crc != *expectedCrc32) {
+    char text[64];
+    std::snprintf(text, sizeof text, "CRC-32 %08x, the plan expects %08x", crc,
+                  *expectedCrc32);
+    fail(path, std::string("the model changed since the plan was compiled (") +
+                   text + "); recompile the plan");
+  }
   std::map<std::string, const onnx::TensorProto *> byName;
   for (const auto &t : model.graph().initializer())
     byName[t.name()] = &t;
@@ -179,10 +192,11 @@ void saveOnnxWithInitializers(const std::string &sourcePath,
   }
   if (replaced != names.size())
     fail(sourcePath, "the model lacks some of the trained variables");
-  std::ofstream f(destPath, std::ios::binary | std::ios::trunc);
-  if (!f || !model.SerializeToOstream(&f))
+  AtomicFile out(destPath);
+  if (!model.SerializeToFileDescriptor(out.fd()))
     fail(destPath, std::string("cannot write the trained model: ") +
                        std::strerror(errno));
+  out.commit();
 }
 
 } // namespace parallax::rt

@@ -44,17 +44,51 @@ uint64_t getLE(const std::string &in, size_t at, int bytes) {
   return v;
 }
 
-uint32_t crc32Of(const char *data, size_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
+} // namespace
+
+uint32_t crc32Of(const void *data, size_t n, uint32_t start) {
+  uLong crc = start;
+  const char *p = static_cast<const char *>(data);
   // zlib takes uInt lengths: feed large buffers in pieces.
   while (n > 0) {
     uInt chunk = (uInt)std::min<size_t>(n, 1u << 30);
-    crc = crc32(crc, reinterpret_cast<const Bytef *>(data), chunk);
-    data += chunk;
+    crc = crc32(crc, reinterpret_cast<const Bytef *>(p), chunk);
+    p += chunk;
     n -= chunk;
   }
   return (uint32_t)crc;
 }
+
+std::optional<uint32_t> crc32OfFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return std::nullopt;
+  std::vector<char> chunk(1 << 20);
+  uint32_t crc = 0;
+  while (f) {
+    f.read(chunk.data(), (std::streamsize)chunk.size());
+    crc = crc32Of(chunk.data(), (size_t)f.gcount(), crc);
+  }
+  if (f.bad())
+    return std::nullopt;
+  return crc;
+}
+
+std::optional<std::string> readFileBytes(const std::string &path) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f)
+    return std::nullopt;
+  std::streamoff size = f.tellg();
+  if (size < 0)
+    return std::nullopt;
+  std::string bytes((size_t)size, '\0');
+  f.seekg(0);
+  if (!f.read(bytes.data(), size))
+    return std::nullopt;
+  return bytes;
+}
+
+namespace {
 
 const char *kindName(PlanTensor::Kind k) {
   switch (k) {
@@ -425,7 +459,8 @@ json planToJson(const Plan &p) {
   for (const auto &g : p.grids)
     grids.push_back({{"name", g.name}, {"shape", g.shape}});
   j["grids"] = grids;
-  j["source"] = {{"path", p.sourcePath}, {"bytes", p.sourceBytes}};
+  j["source"] = {{"path", p.sourcePath}, {"bytes", p.sourceBytes},
+                 {"crc32", p.sourceCrc32}};
   j["options"] = p.options;
   json vars = json::array();
   for (const auto &v : p.variables) {
@@ -551,6 +586,7 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
   const json &source = r.field(j, "source", "plan");
   p.sourcePath = r.get<std::string>(source, "path", "source");
   p.sourceBytes = r.get<uint64_t>(source, "bytes", "source");
+  p.sourceCrc32 = r.get<uint32_t>(source, "crc32", "source");
   if (j.contains("options"))
     p.options = j["options"];
   p.blobs = bytes.substr(kHeaderBytes + programBytes, blobBytes);
@@ -653,16 +689,15 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
     p.memory.constants = num("constants");
   }
   validate(p, r);
+  p.checksum = stored;
   return p;
 }
 
 Plan readPlan(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
+  std::optional<std::string> bytes = readFileBytes(path);
+  if (!bytes)
     throw PlanError(path + ": cannot open plan: " + std::strerror(errno));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parsePlan(ss.str(), path);
+  return parsePlan(*bytes, path);
 }
 
 } // namespace parallax::rt

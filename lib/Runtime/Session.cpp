@@ -1,12 +1,14 @@
 //===- Session.cpp - storage, initial values, kernel binding, steps -------===//
 
 #include "parallax/Runtime/Session.h"
+#include "parallax/Runtime/Finite.h"
+#include "parallax/Runtime/MachineMemory.h"
 
 #include <unistd.h>
 
 #include <chrono>
 #include <climits>
-#include <cstdio>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -71,24 +73,12 @@ void fillSplat(const TensorView &t, double value) {
                      " tensor with " + std::to_string(value));
 }
 
-std::string formatBytes(int64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = (double)bytes;
-  int u = 0;
-  while (v >= 1024 && u < 6) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
-
-int64_t physicalMemory() {
-  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || size <= 0)
-    return INT64_MAX;
-  return (int64_t)pages * size;
+/// Bytes of a tensor; the plan reader bounds its element count.
+int64_t bytesOf(DType t, const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n * (int64_t)sizeOf(t);
 }
 
 std::string describe(const PlanKernel &k, size_t index) {
@@ -144,12 +134,6 @@ Session::Session(Plan plan, SessionOptions options)
 Session::~Session() = default;
 
 StorageBytes storageOf(const Plan &plan) {
-  auto bytesOf = [](DType t, const std::vector<int64_t> &shape) {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n * (int64_t)sizeOf(t);
-  };
   // The reader bounds each size (2^53 bytes), not their sum.
   auto add = [](int64_t &sum, int64_t bytes) {
     sum = bytes > INT64_MAX - sum ? INT64_MAX : sum + bytes;
@@ -172,26 +156,26 @@ StorageBytes storageOf(const Plan &plan) {
 }
 
 void Session::allocate() {
-  auto bytesOf = [](DType t, const std::vector<int64_t> &shape) {
-    int64_t n = 1;
-    for (int64_t d : shape)
-      n *= d;
-    return n * (int64_t)sizeOf(t);
-  };
   // Checked before any of it is allocated: a plan that does not fit would
   // otherwise be refused only by the kernel's OOM killer once the zeroing
   // touches its pages.
   StorageBytes need = storageOf(plan_);
-  int64_t limit = options_.memoryLimit > 0 ? options_.memoryLimit : physicalMemory();
-  if (need.total > limit)
+  int64_t usable = options_.memoryLimit > 0 ? options_.memoryLimit : usableMemoryBytes();
+  int local = options_.memoryLimit > 0 ? 1 : std::max(1, env_.comm->ranksPerMachine());
+  double total = (double)need.total * local;
+  if (usable > 0 && total > (double)usable)
     throw RuntimeError(
-        "the plan needs " + formatBytes(need.total) + " of memory per rank (arena " +
-        formatBytes(need.arena) + ", variables " + formatBytes(need.variables) +
-        ", constants " + formatBytes(need.constants) + ", inputs " +
-        formatBytes(need.inputs) + "), more than " +
-        (options_.memoryLimit > 0 ? "the session's limit of " + formatBytes(limit)
-                                  : "the " + formatBytes(limit) + " of this machine"));
-
+        "the plan needs " + bytesText(need.total) + " of memory per rank (arena " +
+        bytesText(need.arena) + ", variables " + bytesText(need.variables) +
+        ", inputs " + bytesText(need.inputs) + ", constants " + bytesText(need.constants) +
+        ")" +
+        (local > 1 ? ", " + bytesText((int64_t)std::min(total, 9.2e18)) + " for the " +
+                         std::to_string(local) + " ranks of this machine"
+                   : std::string()) +
+        ", more than " +
+        (options_.memoryLimit > 0 ? "the session's limit of " + bytesText(usable)
+                                  : "this machine's " + bytesText(usable)) +
+        "; compile it with a smaller --batch-size, or for more machines");
   arena_ = Buffer(plan_.arenaBytes);
   for (int64_t bytes : plan_.variableBlocks)
     variableBlocks_.emplace_back(bytes);
@@ -233,10 +217,12 @@ void Session::loadInitialValues() {
     load(c.value, TensorView{constants_[i].data(), c.dtype, c.shape});
   }
   if (onnxNames.empty())
-    return;
+    return checkInitialValuesFinite("");
   std::string path = options_.weightsPath;
+  std::optional<uint32_t> expectedCrc32;
   if (path.empty()) {
     path = plan_.sourcePath;
+    expectedCrc32 = plan_.sourceCrc32;
     std::error_code ec;
     uint64_t size = std::filesystem::file_size(path, ec);
     if (ec)
@@ -250,7 +236,25 @@ void Session::loadInitialValues() {
                          std::to_string(plan_.sourceBytes) +
                          "); recompile the plan");
   }
-  readOnnxInitializers(path, onnxNames, onnxDests);
+  readOnnxInitializers(path, onnxNames, onnxDests, expectedCrc32);
+  checkInitialValuesFinite(path);
+}
+
+void Session::checkInitialValuesFinite(const std::string &onnxPath) const {
+  for (size_t i = 0; i < plan_.variables.size(); ++i) {
+    const PlanVariable &v = plan_.variables[i];
+    // A splat (optimizer state's zeros) is one value: no need to scan it.
+    if (v.init.kind == InitialValue::Kind::Splat && std::isfinite(v.init.splat))
+      continue;
+    std::string bad = describeNonFinite(variableData_[i], v.dtype, v.shape);
+    if (bad.empty())
+      continue;
+    if (v.init.kind == InitialValue::Kind::Onnx)
+      throw RuntimeError(onnxPath + ": initializer '" + v.init.onnxName +
+                         "' holds " + bad);
+    throw RuntimeError("the initial value of variable '" + v.name +
+                       "' (from the plan) holds " + bad);
+  }
 }
 
 TensorView Session::view(int32_t id) const {
@@ -294,6 +298,7 @@ void Session::bindKernels() {
     for (int32_t id : k.outputs)
       outs.push_back(view(id));
     KernelArgs args(k, std::move(ins), std::move(outs), env_);
+    args.index = (int64_t)i;
     try {
       bound_.push_back((*factory)(args));
     } catch (const KernelError &e) {
@@ -337,6 +342,60 @@ TensorView Session::variable(const std::string &name) const {
 
 TensorView Session::tensor(int32_t id) const { return view(id); }
 
+namespace {
+
+/// The group a parameter-server pull serves its table's rows in.
+Group &pullGroup(const PlanKernel &pull, Comm &comm, int worldSize) {
+  std::vector<int64_t> shape =
+      pull.attrs.value("grid_shape", std::vector<int64_t>{worldSize});
+  std::vector<int64_t> axes = pull.attrs.value("grid_axes", std::vector<int64_t>{});
+  if (axes.empty())
+    for (int64_t a = 0; a < (int64_t)shape.size(); ++a)
+      axes.push_back(a);
+  return comm.group(shape, axes);
+}
+
+/// Rows [begin, end) of a table of `rows` rows that group rank `q` serves,
+/// in partition order (px-partition's partitions and placement).
+std::vector<std::pair<int64_t, int64_t>> servedRows(const PlanKernel &pull,
+                                                    int64_t rows, int q) {
+  auto placement = pull.attrs.at("placement").get<std::vector<int64_t>>();
+  int64_t parts = (int64_t)placement.size();
+  int64_t per = std::max<int64_t>(1, (rows + parts - 1) / parts);
+  std::vector<std::pair<int64_t, int64_t>> r;
+  for (int64_t p = 0; p < parts; ++p)
+    if (placement[p] == q)
+      r.push_back({std::min(rows, p * per), std::min(rows, (p + 1) * per)});
+  return r;
+}
+
+} // namespace
+
+const PlanKernel *Session::pullOf(size_t i) const {
+  const PlanVariable &v = plan_.variables.at(i);
+  // A table's optimizer state is updated where the table is: on its servers.
+  const std::string &table =
+      v.role == PlanVariable::Role::OptimizerState ? v.parameter : v.name;
+  for (const PlanKernel &k : plan_.kernels) {
+    if (k.op != "ps_pull" || k.inputs.empty())
+      continue;
+    const PlanTensor &t = plan_.tensors.at(k.inputs[0]);
+    if (t.kind == PlanTensor::Kind::Variable && plan_.variables[t.ref].name == table &&
+        plan_.variables[t.ref].shape == v.shape)
+      return &k;
+  }
+  return nullptr;
+}
+
+std::vector<std::pair<int64_t, int64_t>> Session::currentRows(size_t i) const {
+  TensorView v = variable(i);
+  int64_t rows = v.shape.empty() ? 1 : v.shape[0];
+  const PlanKernel *pull = pullOf(i);
+  if (!pull)
+    return {{0, rows}};
+  return servedRows(*pull, rows, pullGroup(*pull, *env_.comm, env_.worldSize).rank());
+}
+
 void Session::gatherShardedVariables() {
   std::set<int32_t> done;
   for (const PlanKernel &k : plan_.kernels) {
@@ -346,32 +405,17 @@ void Session::gatherShardedVariables() {
     if (table.kind != PlanTensor::Kind::Variable || !done.insert(table.ref).second)
       continue;
     TensorView v = variable(table.ref);
-    std::vector<int64_t> shape = k.attrs.value("grid_shape", std::vector<int64_t>{env_.worldSize});
-    std::vector<int64_t> axes = k.attrs.value("grid_axes", std::vector<int64_t>{});
-    if (axes.empty())
-      for (int64_t a = 0; a < (int64_t)shape.size(); ++a)
-        axes.push_back(a);
-    auto placement = k.attrs.at("placement").get<std::vector<int64_t>>();
-    int64_t rows = v.dim(0), parts = (int64_t)placement.size();
-    int64_t per = std::max<int64_t>(1, (rows + parts - 1) / parts);
+    int64_t rows = v.dim(0);
     int64_t rowBytes = v.bytes() / std::max<int64_t>(rows, 1);
     Comm *comm = env_.comm;
-    Group &group = comm->group(shape, axes);
-    // Each group rank's rows: its partitions, in partition order.
-    auto rangesOf = [&](int q) {
-      std::vector<std::pair<int64_t, int64_t>> r;
-      for (int64_t p = 0; p < parts; ++p)
-        if (placement[p] == q)
-          r.push_back({std::min(rows, p * per), std::min(rows, (p + 1) * per)});
-      return r;
-    };
+    Group &group = pullGroup(k, *comm, env_.worldSize);
     std::vector<int64_t> bytes(group.size(), 0);
     for (int q = 0; q < group.size(); ++q)
-      for (auto [a, b] : rangesOf(q))
+      for (auto [a, b] : servedRows(k, rows, q))
         bytes[q] += (b - a) * rowBytes;
     std::vector<char> send, recv(std::max<int64_t>(
                                      std::accumulate(bytes.begin(), bytes.end(), int64_t(0)), 1));
-    for (auto [a, b] : rangesOf(group.rank()))
+    for (auto [a, b] : servedRows(k, rows, group.rank()))
       send.insert(send.end(), static_cast<char *>(v.data) + a * rowBytes,
                   static_cast<char *>(v.data) + b * rowBytes);
     comm->run([&] {
@@ -379,7 +423,7 @@ void Session::gatherShardedVariables() {
     });
     int64_t at = 0;
     for (int q = 0; q < group.size(); ++q)
-      for (auto [a, b] : rangesOf(q)) {
+      for (auto [a, b] : servedRows(k, rows, q)) {
         std::memcpy(static_cast<char *>(v.data) + a * rowBytes, recv.data() + at,
                     (b - a) * rowBytes);
         at += (b - a) * rowBytes;
@@ -387,27 +431,42 @@ void Session::gatherShardedVariables() {
   }
 }
 
+void Session::runKernel(size_t i) {
+  try {
+    bound_[i]();
+  } catch (const KernelError &e) {
+    throw RuntimeError("step " + std::to_string(env_.step) + ", " +
+                       describe(plan_.kernels[i], i) + ": " + e.what());
+  }
+}
+
 void Session::runStep() {
   ++env_.step;
+  env_.comm->setStep(env_.step);
+  if (options_.profile || options_.trace)
+    return runTimedStep();
+  for (size_t i = 0; i < bound_.size(); ++i)
+    runKernel(i);
+}
+
+void Session::runTimedStep() {
   if (options_.profile && times_.empty())
     times_.resize(bound_.size());
+  Trace *trace = options_.trace;
+  int64_t begin = Trace::now();
   for (size_t i = 0; i < bound_.size(); ++i) {
-    try {
-      if (options_.profile) {
-        auto t0 = std::chrono::steady_clock::now();
-        bound_[i]();
-        times_[i].seconds += std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - t0)
-                                 .count();
-        ++times_[i].calls;
-      } else {
-        bound_[i]();
-      }
-    } catch (const KernelError &e) {
-      throw RuntimeError("step " + std::to_string(env_.step) + ", " +
-                         describe(plan_.kernels[i], i) + ": " + e.what());
+    int64_t t0 = Trace::now();
+    runKernel(i);
+    int64_t t1 = Trace::now();
+    if (options_.profile) {
+      times_[i].seconds += (double)(t1 - t0) * 1e-9;
+      ++times_[i].calls;
     }
+    if (trace)
+      trace->kernel((int32_t)i, env_.step, t0, t1);
   }
+  if (trace)
+    trace->step(env_.step, begin, Trace::now());
 }
 
 } // namespace parallax::rt

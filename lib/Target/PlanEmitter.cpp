@@ -3,6 +3,7 @@
 #include "parallax/Target/PlanEmitter.h"
 
 #include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Runtime/MachineMemory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -10,6 +11,7 @@
 #include "llvm/Support/Format.h"
 
 #include <climits>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -28,22 +30,6 @@ llvm::Error fail(Operation *op, const llvm::Twine &msg) {
                                  "cannot emit a plan for '" +
                                      op->getName().getStringRef() + "' at " +
                                      loc + ": " + msg);
-}
-
-/// A short source location for messages: the ONNX node name when there is
-/// one, else file:line:col.
-std::string shortLoc(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto file = dyn_cast<FileLineColLoc>(loc))
-    return (file.getFilename().getValue() + ":" + llvm::Twine(file.getLine()) +
-            ":" + llvm::Twine(file.getColumn()))
-        .str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (std::string s = shortLoc(inner); !s.empty())
-        return s;
-  return "";
 }
 
 llvm::Expected<rt::DType> dtypeOf(Operation *op, Type elem) {
@@ -168,7 +154,7 @@ llvm::Expected<int32_t> Emitter::newTensorOfType(Operation *op,
     return dtype.takeError();
   rt::PlanTensor t;
   t.name = op->getName().getStringRef().str();
-  if (std::string loc = shortLoc(op->getLoc()); !loc.empty())
+  if (std::string loc = locationName(op->getLoc()); !loc.empty())
     t.name += " at " + loc;
   t.dtype = *dtype;
   t.shape.assign(type.getShape().begin(), type.getShape().end());
@@ -206,9 +192,12 @@ Emitter::initialValue(Operation *op, Attribute value, rt::DType dtype) {
                : elem.isInteger(1)
                    ? (double)dense.getSplatValue<bool>()
                    : (double)dense.getSplatValue<APInt>().getSExtValue();
-    // The runtime fills half floats only with zeros; others go as blobs.
+    // The runtime fills half floats only with zeros; others go as blobs, and
+    // so do values a JSON number cannot carry exactly: infinities and NaN
+    // (JSON has none) and integers beyond 2^53.
     bool half = dtype == rt::DType::F16 || dtype == rt::DType::BF16;
-    if (!half || v == 0.0) {
+    bool exact = std::isfinite(v) && (isa<FloatType>(elem) || std::fabs(v) <= 0x1p53);
+    if ((!half || v == 0.0) && exact) {
       init.kind = rt::InitialValue::Kind::Splat;
       init.splat = v;
       return init;
@@ -278,6 +267,27 @@ llvm::Error Emitter::emitVariable(px::VariableOp op) {
   plan.variables.push_back(std::move(var));
   return newTensor(op, op.getOutput(), rt::PlanTensor::Kind::Variable, index)
       .takeError();
+}
+
+/// A gather (or parameter-server pull) of rows of a trainable table with
+/// ids that are not constants: an embedding lookup. PyTorch's nn.Embedding
+/// raises on a negative id, where ONNX's Gather counts it from the end, and
+/// such an id in the data is a data bug far more often than a wish to count
+/// from the end; constant negative indices (`w[-1]` in the model's code) are
+/// ordinary indexing and stay allowed.
+static bool readsTrainableTableWithData(Operation *op) {
+  Value table, ids;
+  if (auto g = dyn_cast<px::GatherOp>(op)) {
+    table = g.getData();
+    ids = g.getIndices();
+  } else if (auto p = dyn_cast<px::PsPullOp>(op)) {
+    table = p.getTable();
+    ids = p.getIds();
+  } else {
+    return false;
+  }
+  auto var = table.getDefiningOp<px::VariableOp>();
+  return var && var.getTrainable() && !ids.getDefiningOp<px::ConstantOp>();
 }
 
 /// What an integer input is used for, looking through the ops that move
@@ -376,7 +386,7 @@ llvm::Error Emitter::emitConstant(px::ConstantOp op) {
 llvm::Error Emitter::emitKernel(Operation *op) {
   rt::PlanKernel k;
   k.op = op->getName().stripDialect().str();
-  k.loc = shortLoc(op->getLoc());
+  k.loc = locationName(op->getLoc());
   int64_t index = plan.kernels.size();
   // The members of one all-reduce bucket become one fused collective, at
   // the first member's place: the synchronization pass issues a bucket only
@@ -471,6 +481,8 @@ llvm::Error Emitter::emitKernel(Operation *op) {
   }
   if (isa<px::DropoutOp>(op))
     k.attrs["stream"] = dropoutStreams++;
+  if (!options.allowNegativeIds && readsTrainableTableWithData(op))
+    k.attrs["nonnegative_ids"] = true;
   if (ar && ar.getBucket())
     buckets[(int64_t)*ar.getBucket()] = plan.kernels.size();
   plan.kernels.push_back(std::move(k));
@@ -1011,6 +1023,7 @@ llvm::Expected<rt::Plan> Emitter::run() {
     plan.sourcePath = ec ? source.getValue().str() : path.string();
     uint64_t size = std::filesystem::file_size(plan.sourcePath, ec);
     plan.sourceBytes = ec ? 0 : size;
+    plan.sourceCrc32 = ec ? 0 : rt::crc32OfFile(plan.sourcePath).value_or(0);
   }
   if (auto n = module->getAttrOfType<IntegerAttr>("px.world_size"))
     plan.worldSize = n.getInt();
@@ -1040,20 +1053,7 @@ llvm::Expected<rt::Plan> emitPlan(ModuleOp module,
 }
 
 void printMemoryReport(const rt::Plan &plan, llvm::raw_ostream &os) {
-  auto human = [](int64_t bytes) {
-    std::string s;
-    llvm::raw_string_ostream o(s);
-    double b = (double)bytes;
-    if (b >= 1024.0 * 1024 * 1024)
-      o << llvm::format("%.1f GiB", b / (1024.0 * 1024 * 1024));
-    else if (b >= 1024.0 * 1024)
-      o << llvm::format("%.1f MiB", b / (1024.0 * 1024));
-    else if (b >= 1024.0)
-      o << llvm::format("%.1f KiB", b / 1024.0);
-    else
-      o << bytes << " B";
-    return s;
-  };
+  auto human = [](int64_t bytes) { return rt::bytesText(bytes); };
   const rt::MemoryEstimate &m = plan.memory;
   os << "memory per rank (predicted):\n";
   auto line = [&](const char *what, int64_t bytes, const char *note = "") {

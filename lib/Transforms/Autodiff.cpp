@@ -87,6 +87,8 @@ private:
   LogicalResult visitGather(px::GatherOp op, Value dy);
   LogicalResult visitReduce(Operation *op, Value dy, bool mean, bool max);
   LogicalResult visitMaxMin(Operation *op, Value dy, bool isMax);
+  LogicalResult visitUnaryFunction(Operation *op, Value dy);
+  LogicalResult visitReduceProd(px::ReduceProdOp op, Value dy);
   LogicalResult visitBatchNorm(px::BatchNormOp op, Value dy);
 
   func::FuncOp func;
@@ -193,6 +195,10 @@ LogicalResult Differentiator::visit(Operation *op) {
     return pb.scalar(0.0, PxBuilder::typeOf(v).getElementType());
   };
   auto typeOf = PxBuilder::typeOf;
+  // The gradient `g` of `result`, or zeros of its type when none flows.
+  auto orZeros = [&](Value g, Value result) {
+    return g ? g : pb.splat(0.0, typeOf(result));
+  };
   auto unb = [&](Value g, Value operand) {
     return pb.unbroadcast(g, typeOf(operand));
   };
@@ -307,6 +313,30 @@ LogicalResult Differentiator::visit(Operation *op) {
         contribute(x, pb.mul(dy, pb.scale(e, 2.0 / std::sqrt(M_PI))));
         return success();
       })
+      .Case([&](px::SinOp o) { return visitUnaryFunction(o, dy); })
+      .Case([&](px::CosOp o) { return visitUnaryFunction(o, dy); })
+      .Case([&](px::TanOp o) { return visitUnaryFunction(o, dy); })
+      .Case([&](px::AsinOp o) { return visitUnaryFunction(o, dy); })
+      .Case([&](px::AcosOp o) { return visitUnaryFunction(o, dy); })
+      .Case([&](px::AtanOp o) { return visitUnaryFunction(o, dy); })
+      .Case([&](px::SinhOp o) { return visitUnaryFunction(o, dy); })
+      .Case([&](px::CoshOp o) { return visitUnaryFunction(o, dy); })
+      .Case([&](px::AsinhOp o) { return visitUnaryFunction(o, dy); })
+      .Case([&](px::AcoshOp o) { return visitUnaryFunction(o, dy); })
+      .Case([&](px::AtanhOp o) { return visitUnaryFunction(o, dy); })
+      // Piecewise constant: zero wherever the derivative exists.
+      .Case([&](px::FloorOp) { return success(); })
+      .Case([&](px::CeilOp) { return success(); })
+      .Case([&](px::RoundOp) { return success(); })
+      .Case([&](px::SignOp) { return success(); })
+      .Case([&](px::ModOp o) { // a - b q with q = (a - y) / b constant nearby
+        contribute(o.getLhs(), unb(dy, o.getLhs()));
+        if (isActive(o.getRhs())) {
+          Value q = pb.div(pb.sub(o.getLhs(), o.getOutput()), o.getRhs());
+          contribute(o.getRhs(), unb(pb.neg(pb.mul(dy, q)), o.getRhs()));
+        }
+        return success();
+      })
       .Case([&](px::ClipOp o) { // passes where min <= x <= max
         Value x = o.getInput(), g = dy, zero = zerosLike(x);
         Type elem = typeOf(x).getElementType();
@@ -330,6 +360,49 @@ LogicalResult Differentiator::visit(Operation *op) {
                    px::ScatterElementsAddOp::create(
                        b, o.getLoc(), o.getData().getType(), o.getIndices(), dy,
                        o.getAxisAttr()));
+        return success();
+      })
+      // The scatters as forward ops (ScatterND, ScatterElements): each
+      // update's gradient is the dy element it was added to.
+      .Case([&](px::ScatterAddOp o) {
+        contribute(o.getUpdates(),
+                   px::GatherOp::create(b, o.getLoc(), o.getUpdates().getType(), dy,
+                                        o.getIndices(), o.getAxisAttr()));
+        return success();
+      })
+      .Case([&](px::ScatterElementsAddOp o) {
+        contribute(o.getUpdates(), px::GatherElementsOp::create(
+                                       b, o.getLoc(), o.getUpdates().getType(), dy,
+                                       o.getIndices(), o.getAxisAttr()));
+        return success();
+      })
+      .Case([&](px::TopKOp o) {
+        if (dys[0])
+          contribute(o.getInput(),
+                     px::ScatterElementsAddOp::create(
+                         b, o.getLoc(), o.getInput().getType(), o.getIndices(),
+                         dys[0], o.getAxisAttr()));
+        return success();
+      })
+      .Case([&](px::SegmentReduceOp o) {
+        contribute(o.getData(), px::SegmentReduceGradOp::create(
+                                    b, o.getLoc(), o.getData().getType(), dy,
+                                    o.getData(), o.getStarts(), o.getEnds(),
+                                    o.getModeAttr()));
+        return success();
+      })
+      .Case([&](px::PadOp o) {
+        contribute(o.getInput(),
+                   px::PadGradOp::create(b, o.getLoc(), o.getInput().getType(),
+                                         dy, o.getPadsAttr(), o.getModeAttr()));
+        return success();
+      })
+      .Case([&](px::CumSumOp o) { // the sum of the later (earlier) dys
+        contribute(o.getInput(),
+                   px::CumSumOp::create(b, o.getLoc(), dy.getType(), dy,
+                                        o.getAxisAttr(), o.getExclusiveAttr(),
+                                        o.getReverse() ? UnitAttr()
+                                                       : b.getUnitAttr()));
         return success();
       })
       .Case([&](px::SliceOp o) {
@@ -427,6 +500,8 @@ LogicalResult Differentiator::visit(Operation *op) {
       .Case([&](px::ReduceSumOp o) { return visitReduce(o, dy, false, false); })
       .Case([&](px::ReduceMeanOp o) { return visitReduce(o, dy, true, false); })
       .Case([&](px::ReduceMaxOp o) { return visitReduce(o, dy, false, true); })
+      .Case([&](px::ReduceMinOp o) { return visitReduce(o, dy, false, true); })
+      .Case([&](px::ReduceProdOp o) { return visitReduceProd(o, dy); })
       .Case([&](px::ReshapeOp o) {
         contribute(o.getInput(), pb.reshape(dy, typeOf(o.getInput()).getShape()));
         return success();
@@ -479,6 +554,20 @@ LogicalResult Differentiator::visit(Operation *op) {
         }
         return success();
       })
+      .Case([&](px::ConvGradInputOp o) { // ConvTranspose: dy is its input
+        Value x = o.getDy(), w = o.getW();
+        if (isActive(x))
+          contribute(x, px::ConvOp::create(b, o.getLoc(), x.getType(), dy, w,
+                                           Value(), o.getStridesAttr(),
+                                           o.getPadsAttr(), o.getDilationsAttr(),
+                                           o.getGroupAttr()));
+        if (isActive(w))
+          contribute(w, px::ConvGradFilterOp::create(
+                            b, o.getLoc(), w.getType(), dy, x, o.getStridesAttr(),
+                            o.getPadsAttr(), o.getDilationsAttr(),
+                            o.getGroupAttr()));
+        return success();
+      })
       .Case([&](px::MaxPoolOp o) {
         contribute(o.getX(),
                    px::MaxPoolGradOp::create(
@@ -495,6 +584,54 @@ LogicalResult Differentiator::visit(Operation *op) {
                        o.getKernelShapeAttr(), o.getStridesAttr(),
                        o.getPadsAttr(), o.getCeilModeAttr(),
                        o.getCountIncludePadAttr()));
+        return success();
+      })
+      // Recurrent layers: one backward kernel per layer (backpropagation
+      // through time over the saved gates), not an unrolled graph. A result
+      // nothing reads contributes a zero gradient.
+      .Case([&](px::LstmOp o) -> LogicalResult {
+        if (dys[3] || dys[4])
+          return o.emitOpError("px-autodiff: gradients through the saved "
+                               "gates or cells of lstm are not supported");
+        auto grad = px::LstmGradOp::create(
+            b, o.getLoc(), o.getX(), o.getW(), o.getR(), o.getInitialH(),
+            o.getInitialC(), o.getY(), o.getGates(), o.getCells(),
+            orZeros(dys[0], o.getY()), orZeros(dys[1], o.getYH()),
+            orZeros(dys[2], o.getYC()), o.getDirectionAttr());
+        contribute(o.getX(), grad.getDx());
+        contribute(o.getW(), grad.getDw());
+        contribute(o.getR(), grad.getDr());
+        contribute(o.getB(), grad.getDb());
+        contribute(o.getInitialH(), grad.getDinitialH());
+        contribute(o.getInitialC(), grad.getDinitialC());
+        return success();
+      })
+      .Case([&](px::GruOp o) -> LogicalResult {
+        if (dys[2])
+          return o.emitOpError("px-autodiff: gradients through the saved "
+                               "gates of gru are not supported");
+        auto grad = px::GruGradOp::create(
+            b, o.getLoc(), o.getX(), o.getW(), o.getR(), o.getInitialH(),
+            o.getY(), o.getGates(), orZeros(dys[0], o.getY()),
+            orZeros(dys[1], o.getYH()), o.getDirectionAttr(),
+            o.getLinearBeforeResetAttr());
+        contribute(o.getX(), grad.getDx());
+        contribute(o.getW(), grad.getDw());
+        contribute(o.getR(), grad.getDr());
+        contribute(o.getB(), grad.getDb());
+        contribute(o.getInitialH(), grad.getDinitialH());
+        return success();
+      })
+      .Case([&](px::RnnOp o) {
+        auto grad = px::RnnGradOp::create(
+            b, o.getLoc(), o.getX(), o.getW(), o.getR(), o.getInitialH(),
+            o.getY(), orZeros(dys[0], o.getY()), orZeros(dys[1], o.getYH()),
+            o.getDirectionAttr(), o.getActivationAttr());
+        contribute(o.getX(), grad.getDx());
+        contribute(o.getW(), grad.getDw());
+        contribute(o.getR(), grad.getDr());
+        contribute(o.getB(), grad.getDb());
+        contribute(o.getInitialH(), grad.getDinitialH());
         return success();
       })
       .Default([&](Operation *other) -> LogicalResult {
@@ -522,6 +659,70 @@ LogicalResult Differentiator::visitMaxMin(Operation *op, Value dy, bool isMax) {
   if (isActive(r))
     contribute(r, pb.unbroadcast(pb.where(loses, dy, pb.where(tie, half, zero)),
                                  PxBuilder::typeOf(r)));
+  return success();
+}
+
+/// Trigonometric and hyperbolic functions: dy * f'(x).
+LogicalResult Differentiator::visitUnaryFunction(Operation *op, Value dy) {
+  Value x = op->getOperand(0), y = op->getResult(0);
+  Type elem = PxBuilder::typeOf(x).getElementType();
+  auto make = [&](auto tag, Value v) -> Value {
+    using OpTy = decltype(tag);
+    return OpTy::create(b, op->getLoc(), v.getType(), v);
+  };
+  Value one = pb.scalar(1.0, elem);
+  Value x2 = pb.mul(x, x);
+  auto rsqrt = [&](Value v) {
+    return make(px::ReciprocalOp(), make(px::SqrtOp(), v));
+  };
+  Value d = TypeSwitch<Operation *, Value>(op)
+                .Case([&](px::SinOp) { return make(px::CosOp(), x); })
+                .Case([&](px::CosOp) { return pb.neg(make(px::SinOp(), x)); })
+                .Case([&](px::TanOp) { return pb.add(one, pb.mul(y, y)); })
+                .Case([&](px::AsinOp) { return rsqrt(pb.sub(one, x2)); })
+                .Case([&](px::AcosOp) { return pb.neg(rsqrt(pb.sub(one, x2))); })
+                .Case([&](px::AtanOp) {
+                  return make(px::ReciprocalOp(), pb.add(one, x2));
+                })
+                .Case([&](px::SinhOp) { return make(px::CoshOp(), x); })
+                .Case([&](px::CoshOp) { return make(px::SinhOp(), x); })
+                .Case([&](px::AsinhOp) { return rsqrt(pb.add(x2, one)); })
+                .Case([&](px::AcoshOp) { return rsqrt(pb.sub(x2, one)); })
+                .Case([&](px::AtanhOp) {
+                  return make(px::ReciprocalOp(), pb.sub(one, x2));
+                })
+                .Default([](Operation *) { return Value(); });
+  if (!d)
+    return op->emitOpError("px-autodiff: no derivative for this function");
+  contribute(x, pb.mul(dy, d));
+  return success();
+}
+
+/// d prod(x) / dx_i is the product of the other elements, without dividing
+/// by x_i (which may be 0): with no zero in the reduced set it is p / x_i;
+/// with one zero, the product of the others at the zero and 0 elsewhere;
+/// with more, 0.
+LogicalResult Differentiator::visitReduceProd(px::ReduceProdOp op, Value dy) {
+  Value x = op.getInput();
+  auto xt = PxBuilder::typeOf(x);
+  Type elem = xt.getElementType();
+  ArrayRef<int64_t> axes = op.getAxes();
+  SmallVector<int64_t> kept(xt.getShape());
+  for (int64_t a : axes)
+    kept[*px::normalizeAxis(a, xt.getRank())] = 1;
+  Value g = pb.reshape(dy, kept);
+  Value zero = pb.scalar(0.0, elem), one = pb.scalar(1.0, elem);
+  Value isZero = pb.equal(x, zero);
+  Value nonZero = pb.where(isZero, one, x);
+  Value zeros = pb.reduceSum(pb.cast(isZero, elem), axes, /*keepdims=*/true);
+  Value others = pb.inferred<px::ReduceProdOp>(
+      {nonZero}, {pb.named("axes", op.getAxesAttr()),
+                  pb.named("keepdims", b.getBoolAttr(true))});
+  Value noZero = pb.div(others, nonZero);
+  Value atTheZero = pb.where(pb.equal(zeros, one), others, zero);
+  Value d = pb.where(pb.equal(zeros, zero), noZero,
+                     pb.where(isZero, atTheZero, zero));
+  contribute(x, pb.mul(g, d));
   return success();
 }
 

@@ -1,8 +1,9 @@
 #!/bin/bash
-# Kills one rank of a running multi-rank job with SIGKILL and reports how
+# Kills one rank of a running multi-rank job with SIGKILL (or sends it
+# another signal: SIGSTOP stops it, as a hung machine would) and reports how
 # the job ends.
 #
-#   kill_rank.sh RANK METRICS -- parallax-run PLAN --np N ... --metrics METRICS ...
+#   kill_rank.sh [-s SIGNAL] RANK METRICS -- parallax-run PLAN --np N ... --metrics METRICS ...
 #
 # Starts the command (parallax-run, which re-launches itself under mpirun),
 # waits until rank RANK has written 3 lines to its metrics file (so the job
@@ -12,8 +13,14 @@
 # output and exits with its status. Exits 0 with a message (which a test's
 # `not` turns into a failure) if the job ends before the rank could be
 # killed; gives up on a job still running 60 s after the kill (ending the
-# processes it started, by id) and exits 124.
+# processes it started, by id) and exits 124. A rank left behind by the job
+# (a stopped one, say) is killed too, and reported.
 set -u
+signal=KILL
+if [ "$1" = -s ]; then
+  signal=$2
+  shift 2
+fi
 rank=$1
 metrics=$2
 shift 3
@@ -56,8 +63,12 @@ if [ -z "$target" ]; then
   echo "kill_rank.sh: error: the job ended (or rank $rank never started its steps) before rank $rank could be killed"
   exit 0
 fi
-kill -9 "$target"
-echo "kill_rank.sh: killed rank $rank (pid $target) mid-run"
+kill -"$signal" "$target"
+if [ "$signal" = KILL ]; then
+  echo "kill_rank.sh: killed rank $rank (pid $target) mid-run"
+else
+  echo "kill_rank.sh: sent SIG$signal to rank $rank (pid $target) mid-run"
+fi
 
 for _ in $(seq 600); do
   kill -0 "$launcher" 2>/dev/null || break
@@ -75,4 +86,12 @@ wait "$launcher"
 status=$?
 cat "$log"
 echo "kill_rank.sh: the job ended with status $status"
+for _ in $(seq 50); do
+  kill -0 "$target" 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 "$target" 2>/dev/null; then
+  echo "kill_rank.sh: error: rank $rank (pid $target) outlived the job by 5 s"
+  kill -9 "$target"
+fi
 exit "$status"

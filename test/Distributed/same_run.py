@@ -3,9 +3,10 @@
 
     same_run.py A.jsonl B.jsonl --np N
 
-Compares A.rankR.jsonl with B.rankR.jsonl for every rank R: every field of
-every line but the timings (step_time_s, samples_per_s) must be equal,
-losses bit for bit. Prints "same metrics: N ranks x S steps" or the first
+Compares A.rankR.jsonl with B.rankR.jsonl for every rank R (A.jsonl with
+B.jsonl for one rank): every field of every line but the timings
+(step_time_s, samples_per_s, checkpoint_s) must be equal, losses bit for
+bit. Prints "same metrics: N ranks x S steps" or the first
 difference (exit status 1).
 """
 
@@ -13,7 +14,7 @@ import argparse
 import json
 import sys
 
-TIMINGS = {"step_time_s", "samples_per_s"}
+TIMINGS = {"step_time_s", "samples_per_s", "checkpoint_s"}
 
 
 def lines(path):
@@ -28,7 +29,8 @@ def rank_pairs(a, b, np):
     empty."""
     pairs = []
     for r in range(np):
-        pa, pb = (p.replace(".jsonl", f".rank{r}.jsonl") for p in (a, b))
+        pa, pb = ((p.replace(".jsonl", f".rank{r}.jsonl") if np > 1 else p)
+                  for p in (a, b))
         la, lb = lines(pa), lines(pb)
         if len(la) != len(lb) or not la:
             print(f"different: {pa} has {len(la)} lines, {pb} {len(lb)}")

@@ -9,6 +9,7 @@
 #include "parallax/Runtime/Session.h"
 #include "parallax/Target/PlanEmitter.h"
 #include "parallax/Transforms/Pipeline.h"
+#include "parallax/Transforms/SplitBatch.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -137,6 +138,11 @@ std::string compileFor(int ranks, llvm::StringRef bytes) {
   auto module = importOnnxBuffer(context, bytes, "fuzz.onnx", options);
   if (!module)
     return llvm::toString(module.takeError());
+  // What parallax-opt does next: find the batch of a static export.
+  SplitBatchOptions split;
+  split.ranks = ranks;
+  if (auto decided = splitBatch(**module, split); !decided)
+    return llvm::toString(decided.takeError());
 
   TrainingPipelineOptions pipeline;
   pipeline.distributed = ranks > 1;

@@ -126,3 +126,53 @@ TEST(ConstantEvaluator, ReadsRawAndTypedTensorData) {
   big.add_dims(kMaxFoldedElements + 1);
   EXPECT_FALSE(readTensor(big).has_value());
 }
+
+TEST(ConstantEvaluator, NumelIsShapeThenReduceProd) {
+  // y.numel() in a dynamic export: ReduceProd(Shape(y)), keepdims = 0.
+  ConstTensor n = eval(node("ReduceProd", {{"keepdims", 0}}), {ints({3}, {8, 20, 256})});
+  EXPECT_EQ(n.shape, std::vector<int64_t>{});
+  EXPECT_EQ(n.values, std::vector<double>{8 * 20 * 256});
+  // Over one axis, kept: [[1, 2, 3], [4, 5, 6]] -> [[6], [120]].
+  onnx::NodeProto rows = node("ReduceProd");
+  auto *axes = rows.add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(-1);
+  ConstTensor p = eval(rows, {ints({2, 3}, {1, 2, 3, 4, 5, 6})});
+  EXPECT_EQ(p.shape, (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(p.values, (std::vector<double>{6, 120}));
+  // ReduceSum takes its axes as an input; no axes with noop is the input.
+  ConstTensor s = eval(node("ReduceSum", {{"keepdims", 0}}),
+                       {ints({2, 3}, {1, 2, 3, 4, 5, 6}), ints({1}, {0})});
+  EXPECT_EQ(s.values, (std::vector<double>{5, 7, 9}));
+  ConstTensor same = eval(node("ReduceSum", {{"noop_with_empty_axes", 1}}),
+                          {ints({2}, {3, 4}), std::nullopt});
+  EXPECT_EQ(same.values, (std::vector<double>{3, 4}));
+}
+
+TEST(ConstantEvaluator, TransposeAndTrilu) {
+  // torch's reflection pads build their pads with a transpose of constants.
+  ConstTensor t = eval(node("Transpose"), {ints({2, 3}, {1, 2, 3, 4, 5, 6})});
+  EXPECT_EQ(t.shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(t.values, (std::vector<double>{1, 4, 2, 5, 3, 6}));
+  // torch.triu(x, diagonal=1) of a 3x3: the strict upper triangle.
+  ConstTensor x = ints({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  ConstTensor u = eval(node("Trilu"), {x, ints({}, {1})});
+  EXPECT_EQ(u.values, (std::vector<double>{0, 2, 3, 0, 0, 6, 0, 0, 0}));
+  ConstTensor l = eval(node("Trilu", {{"upper", 0}}), {x, std::nullopt});
+  EXPECT_EQ(l.values, (std::vector<double>{1, 0, 0, 4, 5, 0, 7, 8, 9}));
+}
+
+TEST(ConstantEvaluator, ModRoundingAndLogic) {
+  ConstTensor a = ints({4}, {7, -7, 7, -7}), b = ints({4}, {3, 3, -3, -3});
+  EXPECT_EQ(eval(node("Mod"), {a, b}).values, (std::vector<double>{1, 2, -2, -1}));
+  EXPECT_EQ(eval(node("Mod", {{"fmod", 1}}), {a, b}).values,
+            (std::vector<double>{1, -1, 1, -1}));
+  ConstTensor f{TensorProto::FLOAT, {3}, {-1.5, 0.5, 2.5}};
+  EXPECT_EQ(eval(node("Ceil"), {f}).values, (std::vector<double>{-1, 1, 3}));
+  EXPECT_EQ(eval(node("Round"), {f}).values, (std::vector<double>{-2, 0, 2}));
+  ConstTensor p{TensorProto::BOOL, {2}, {1, 0}}, q{TensorProto::BOOL, {2}, {1, 1}};
+  EXPECT_EQ(eval(node("Xor"), {p, q}).values, (std::vector<double>{0, 1}));
+  EXPECT_EQ(eval(node("GreaterOrEqual"), {a, b}).values, (std::vector<double>{1, 0, 1, 0}));
+  EXPECT_EQ(eval(node("LessOrEqual"), {a, a}).values, (std::vector<double>{1, 1, 1, 1}));
+}

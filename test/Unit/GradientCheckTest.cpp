@@ -1463,12 +1463,15 @@ std::vector<GradCase> reductionCases() {
                   {{-1, 0}, true, "axes [-1, 0] keepdims"},
                   {{0, 1, 2}, false, "all axes"},
                   {{2}, false, "axes [2]"}};
-  for (std::string name : {"reduce_sum", "reduce_mean", "reduce_max"})
+  for (std::string name : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
+                           "reduce_prod"})
     for (const R &r : rs) {
       Graph g(seed++);
       Shape s{2, 3, 4};
-      std::string x = g.var("x", s, name == "reduce_max" ? g.distinct(s, -1, 1)
-                                                         : g.uniform(s, -1, 1));
+      bool extreme = name == "reduce_max" || name == "reduce_min";
+      std::string x = g.var("x", s, extreme ? g.distinct(s, -1, 1)
+                                    : name == "reduce_prod" ? g.signedMagnitude(s, 0.5, 1.5)
+                                                            : g.uniform(s, -1, 1));
       g.loss(reduce(g, name, x, r.axes, r.keepdims));
       cases.push_back(g.done(name + " " + r.what));
     }
@@ -1478,6 +1481,181 @@ std::vector<GradCase> reductionCases() {
     std::string x = g.var("x", {2, 4}, {0.5, 0.9, -0.3, 0.9, 0.1, -0.2, 0.4, 0.3});
     g.loss(reduce(g, "reduce_max", x, {1}, false));
     cases.push_back(g.done("reduce_max with a tie"));
+  }
+  {
+    Graph g(seed++);
+    std::string x = g.var("x", {2, 4}, {0.5, -0.9, -0.3, -0.9, 0.1, -0.2, 0.4, 0.3});
+    g.loss(reduce(g, "reduce_min", x, {1}, false));
+    cases.push_back(g.done("reduce_min with a tie"));
+  }
+  {
+    // Products with zeros: row 0 has one (the gradient there is the product
+    // of the others), row 1 two (all gradients 0), row 2 none.
+    Graph g(seed++);
+    std::string x = g.var("x", {3, 4}, {0.5, 0.0, -1.5, 0.8, 0.0, 1.2, 0.0, -0.7,
+                                         1.1, -0.6, 0.9, 1.3});
+    g.loss(reduce(g, "reduce_prod", x, {1}, true));
+    cases.push_back(g.done("reduce_prod with zeros"));
+  }
+  return cases;
+}
+
+/// Elementwise functions beyond the basic unary ops: trigonometric and
+/// hyperbolic, the piecewise constant ones, mod.
+std::vector<GradCase> functionCases() {
+  std::vector<GradCase> cases;
+  uint64_t seed = 2100;
+  struct F {
+    const char *name;
+    double lo, hi;
+  };
+  const F fs[] = {{"sin", -3, 3},     {"cos", -3, 3},       {"tan", -1.2, 1.2},
+                  {"asin", -0.9, 0.9}, {"acos", -0.9, 0.9}, {"atan", -3, 3},
+                  {"sinh", -2, 2},    {"cosh", -2, 2},      {"asinh", -3, 3},
+                  {"acosh", 1.2, 3},  {"atanh", -0.9, 0.9}};
+  for (const F &f : fs) {
+    Graph g(seed++);
+    std::string x = g.var("x", {3, 4}, f.lo, f.hi);
+    g.loss(g.unary(f.name, x));
+    cases.push_back(g.done(f.name));
+  }
+  // Piecewise constant: no gradient flows through them; x + f(x) keeps one.
+  std::vector<double> kinks;
+  for (int k = -6; k <= 6; ++k)
+    kinks.push_back(k * 0.5);
+  for (const char *name : {"floor", "ceil", "round", "sign"}) {
+    Graph g(seed++);
+    std::string x = g.var("x", {3, 4}, g.avoiding({3, 4}, -2.9, 2.9, kinks, 0.05));
+    g.loss(g.binary("add", x, g.unary(name, x)));
+    cases.push_back(g.done(std::string(name) + " (zero gradient)"));
+  }
+  for (bool fmod : {false, true}) {
+    // a / b kept away from integers, where mod jumps.
+    Graph g(seed++);
+    std::vector<double> a(12), bv(12);
+    for (int i = 0; i < 12; ++i) {
+      do {
+        a[i] = g.uniform(-5, 5);
+        bv[i] = g.uniform(1, 2) * (g.uniform(0, 1) < 0.5 ? -1 : 1);
+      } while (std::fabs(a[i] / bv[i] - std::round(a[i] / bv[i])) < 0.05);
+    }
+    std::string x = g.var("a", {3, 4}, a), y = g.var("b", {3, 4}, bv);
+    g.loss(g.op("px.mod " + x + ", " + y + (fmod ? " {fmod}" : "") + " : " + g.type(x) +
+                    ", " + g.type(y),
+                {3, 4}));
+    cases.push_back(g.done(fmod ? "mod fmod" : "mod"));
+  }
+  return cases;
+}
+
+/// Ops along an axis and padding: top_k, cumsum, segment_reduce (also
+/// over a gathered, row-sparse table, as nn.EmbeddingBag imports), pad,
+/// and conv_grad_input used as a forward op (ConvTranspose).
+std::vector<GradCase> axisCases() {
+  std::vector<GradCase> cases;
+  uint64_t seed = 2200;
+  for (bool largest : {true, false}) {
+    Graph g(seed++);
+    Shape s{3, 5};
+    std::string x = g.var("x", s, g.distinct(s, -1, 1));
+    auto r = g.ops("px.top_k " + x + " {axis = 1 : i64, k = 2 : i64, largest = " +
+                       (largest ? "true" : "false") + "} : " + g.type(x),
+                   {{{3, 2}, "f64"}, {{3, 2}, "i64"}});
+    g.loss(r[0]);
+    cases.push_back(g.done(largest ? "top_k largest" : "top_k smallest"));
+  }
+  for (std::string flags : {"", ", exclusive", ", reverse", ", exclusive, reverse"}) {
+    Graph g(seed++);
+    std::string x = g.var("x", {3, 4}, -1, 1);
+    g.loss(g.op("px.cumsum " + x + " {axis = 1 : i64" + flags + "} : " + g.type(x), {3, 4}));
+    cases.push_back(g.done("cumsum" + flags));
+  }
+  for (const char *mode : {"sum", "mean", "max"}) {
+    Graph g(seed++);
+    Shape s{7, 3};
+    std::string x = g.var("x", s, g.distinct(s, -1, 1));
+    std::string st = g.indices({4}, {0, 2, 2, 5}), en = g.indices({4}, {2, 6, 2, 7});
+    g.loss(g.op("px.segment_reduce " + x + ", " + st + ", " + en + " {mode = \"" + mode +
+                    "\"} : " + g.type(x) + ", " + g.type(st) + ", " + g.type(en),
+                {4, 3}));
+    cases.push_back(g.done(std::string("segment_reduce ") + mode));
+  }
+  {
+    // nn.EmbeddingBag: the rows of a table at the ids, reduced per bag;
+    // the table stays read only through gather (a sparse gradient).
+    Graph g(seed++);
+    std::string table = g.var("table", {6, 3}, -1, 1);
+    std::string ids = g.indices({7}, {4, 1, 4, 0, 5, 2, 1});
+    std::string rows = gather(g, table, ids, 0);
+    std::string st = g.indices({3}, {0, 3, 3}), en = g.indices({3}, {3, 3, 7});
+    g.loss(g.op("px.segment_reduce " + rows + ", " + st + ", " + en +
+                    " {mode = \"mean\"} : " + g.type(rows) + ", " + g.type(st) + ", " +
+                    g.type(en),
+                {3, 3}));
+    cases.push_back(g.done("segment_reduce mean of gathered rows (sparse table)"));
+  }
+  struct P {
+    Shape x;
+    std::vector<int64_t> pads;
+    const char *mode;
+  };
+  const P ps[] = {{{2, 3, 4}, {0, 1, 2, 0, 2, 1}, "constant"},
+                  {{1, 2, 4, 4}, {0, 0, 1, 1, 0, 0, 1, 1}, "constant"},
+                  {{3, 5}, {1, 2, 2, 3}, "reflect"},
+                  {{3, 5}, {2, 0, 1, 4}, "edge"},
+                  {{4, 6}, {-1, 1, 0, -2}, "constant"}};
+  for (const P &p : ps) {
+    Graph g(seed++);
+    std::string x = g.var("x", p.x, -1, 1);
+    Shape out(p.x.size());
+    for (size_t d = 0; d < p.x.size(); ++d)
+      out[d] = p.x[d] + p.pads[d] + p.pads[p.x.size() + d];
+    g.loss(g.op("px.pad " + x + " {mode = \"" + p.mode + "\", pads = " + arr(p.pads) +
+                    ", value = 5.000000e-01 : f64} : " + g.type(x),
+                out));
+    cases.push_back(g.done(std::string("pad ") + p.mode + " " + arr(p.pads)));
+  }
+  {
+    // ScatterND / ScatterElements import as these scatters of the updates.
+    Graph g(seed++);
+    std::string u = g.var("u", {3, 4}, -1, 1);
+    std::string i = g.indices({3}, {4, 0, 4});
+    g.loss(g.op("px.scatter_add " + u + " at " + i + " {axis = 0 : i64} : " + g.type(u) +
+                    ", " + g.type(i) + " -> " + tensorType({5, 4}, "f64"),
+                {5, 4}));
+    cases.push_back(g.done("scatter_add as a forward op (repeated row)"));
+  }
+  {
+    Graph g(seed++);
+    std::string u = g.var("u", {2, 3}, -1, 1);
+    std::string i = g.indices({2, 3}, {1, 0, 3, 3, 2, 1});
+    g.loss(g.op("px.scatter_elements_add " + u + " at " + i + " {axis = 1 : i64} : " +
+                    g.type(u) + ", " + g.type(i) + " -> " + tensorType({2, 4}, "f64"),
+                {2, 4}));
+    cases.push_back(g.done("scatter_elements_add as a forward op"));
+  }
+  {
+    // ConvTranspose: px.conv_grad_input as a forward op, x and w trained.
+    Graph g(seed++);
+    std::string x = g.var("x", {2, 4, 3, 3}, -1, 1);
+    std::string w = g.var("w", {4, 3, 3, 3}, -0.5, 0.5);
+    g.loss(g.op("px.conv_grad_input " + x + ", " + w +
+                    " {dilations = array<i64: 1, 1>, pads = array<i64: 1, 0, 0, 1>, "
+                    "strides = array<i64: 2, 2>} : " + g.type(x) + ", " + g.type(w) +
+                    " -> " + tensorType({2, 3, 6, 6}, "f64"),
+                {2, 3, 6, 6}));
+    cases.push_back(g.done("conv_grad_input as ConvTranspose (stride 2, output padding)"));
+  }
+  {
+    Graph g(seed++);
+    std::string x = g.var("x", {1, 4, 5}, -1, 1);
+    std::string w = g.var("w", {4, 1, 3}, -0.5, 0.5);
+    g.loss(g.op("px.conv_grad_input " + x + ", " + w +
+                    " {dilations = array<i64: 2>, group = 2 : i64, pads = array<i64: 1, 1>, "
+                    "strides = array<i64: 1>} : " + g.type(x) + ", " + g.type(w) + " -> " +
+                    tensorType({1, 2, 7}, "f64"),
+                {1, 2, 7}));
+    cases.push_back(g.done("conv_grad_input as ConvTranspose (1-D, group 2, dilation 2)"));
   }
   return cases;
 }
@@ -1780,6 +1958,172 @@ std::vector<GradCase> compositeCases() {
   return cases;
 }
 
+//===----------------------------------------------------------------------===//
+// Recurrent layers: px.lstm / px.gru through px.lstm_grad / px.gru_grad.
+//===----------------------------------------------------------------------===//
+
+struct RecurrentLayer {
+  std::vector<std::string> results; // y, y_h, [y_c,] gates[, cells]
+};
+
+/// A px.lstm (or px.gru) over `x` [T, B, I] with fresh trainable weights;
+/// `bias`, `h0`, `c0` are operands as given, zeros when "" (what the
+/// importer passes for absent ones).
+RecurrentLayer recurrent(Graph &g, bool lstm, const std::string &x,
+                         const std::string &tag, int64_t hidden,
+                         const std::string &direction, std::string bias,
+                         std::string h0, std::string c0, bool lbr = true) {
+  const Shape &xs = g.shape(x);
+  int64_t t = xs[0], b = xs[1], i = xs[2], d = direction == "bidirectional" ? 2 : 1;
+  int64_t rows = (lstm ? 4 : 3) * hidden;
+  std::string w = g.var("w" + tag, {d, rows, i}, -0.8, 0.8);
+  std::string r = g.var("r" + tag, {d, rows, hidden}, -0.8, 0.8);
+  auto zeros = [&](const Shape &s) {
+    return g.constant(s, std::vector<double>(numel(s), 0.0));
+  };
+  if (bias.empty())
+    bias = zeros({d, 2 * rows});
+  if (h0.empty())
+    h0 = zeros({d, b, hidden});
+  if (lstm && c0.empty())
+    c0 = zeros({d, b, hidden});
+  std::vector<std::string> operands{x, w, r, bias, h0};
+  if (lstm)
+    operands.push_back(c0);
+  std::string text = lstm ? "px.lstm " : "px.gru ", types;
+  for (size_t k = 0; k < operands.size(); ++k) {
+    text += (k ? ", " : "") + operands[k];
+    types += (k ? ", " : "") + g.type(operands[k]);
+  }
+  std::vector<std::string> attrs;
+  if (direction != "forward")
+    attrs.push_back("direction = \"" + direction + "\"");
+  if (!lstm && lbr)
+    attrs.push_back("linear_before_reset");
+  if (!attrs.empty()) {
+    text += " {" + attrs[0];
+    for (size_t k = 1; k < attrs.size(); ++k)
+      text += ", " + attrs[k];
+    text += "}";
+  }
+  text += " : " + types;
+  std::vector<std::pair<Shape, std::string>> resultTypes{
+      {{t, d, b, hidden}, "f64"}, {{d, b, hidden}, "f64"}};
+  if (lstm)
+    resultTypes.push_back({{d, b, hidden}, "f64"});
+  resultTypes.push_back({{d, t, b, 4 * hidden}, "f64"});
+  if (lstm)
+    resultTypes.push_back({{d, t, b, hidden}, "f64"});
+  return {g.ops(text, resultTypes)};
+}
+
+std::vector<GradCase> recurrentCases() {
+  std::vector<GradCase> cases;
+  uint64_t seed = 2500;
+  const int64_t T = 3, B = 2, I = 3, H = 2;
+  for (bool lstm : {true, false}) {
+    const char *name = lstm ? "lstm" : "gru";
+    {
+      // Every operand trainable, every result in the loss.
+      Graph g(seed++);
+      std::string x = g.var("x", {T, B, I}, -1, 1);
+      std::string b = g.var("b", {1, (lstm ? 8 : 6) * H}, -0.5, 0.5);
+      std::string h0 = g.var("h0", {1, B, H}, -0.7, 0.7);
+      std::string c0 = lstm ? g.var("c0", {1, B, H}, -0.7, 0.7) : "";
+      auto l = recurrent(g, lstm, x, "", H, "forward", b, h0, c0);
+      for (int k = 0; k < (lstm ? 3 : 2); ++k)
+        g.loss(l.results[k]);
+      cases.push_back(g.done(std::string(name) + " forward, bias and initial states, "
+                                                 "loss on every output"));
+    }
+    {
+      // Bidirectional, no bias or initial states, loss on y only.
+      Graph g(seed++);
+      std::string x = g.var("x", {T, B, I}, -1, 1);
+      auto l = recurrent(g, lstm, x, "", H, "bidirectional", "", "", "");
+      g.loss(l.results[0]);
+      cases.push_back(g.done(std::string(name) + " bidirectional, loss on y"));
+    }
+    {
+      // Reverse with an initial state, loss on the final state only (a
+      // classifier on y_h; for LSTM also y_c).
+      Graph g(seed++);
+      std::string x = g.constant({T, B, I}, g.uniform({T, B, I}, -1, 1));
+      std::string h0 = g.var("h0", {1, B, H}, -0.7, 0.7);
+      auto l = recurrent(g, lstm, x, "", H, "reverse", "", h0, "", /*lbr=*/false);
+      g.loss(l.results[lstm ? 2 : 1]);
+      cases.push_back(g.done(std::string(name) + " reverse, constant x, loss on " +
+                             (lstm ? "y_c" : "y_h") +
+                             (lstm ? "" : ", linear_before_reset = 0")));
+    }
+  }
+  {
+    // Two stacked layers as torch exports nn.LSTM(num_layers=2): layer 1
+    // reads layer 0's y [T, 1, B, H] reshaped to [T, B, H].
+    Graph g(seed++);
+    std::string x = g.var("x", {T, B, I}, -1, 1);
+    auto l0 = recurrent(g, true, x, "0", H, "forward", g.var("b0", {1, 8 * H}, -0.5, 0.5),
+                        "", "");
+    std::string y0 = g.op("px.reshape " + l0.results[0] + " : " + g.type(l0.results[0]) +
+                              " -> " + tensorType({T, B, H}, "f64"),
+                          {T, B, H});
+    auto l1 = recurrent(g, true, y0, "1", H, "forward", g.var("b1", {1, 8 * H}, -0.5, 0.5),
+                        "", "");
+    g.loss(l1.results[0]);
+    cases.push_back(g.done("two stacked lstm layers"));
+  }
+  {
+    // Bidirectional GRU without linear_before_reset, every operand.
+    Graph g(seed++);
+    std::string x = g.var("x", {T, B, I}, -1, 1);
+    std::string b = g.var("b", {2, 6 * H}, -0.5, 0.5);
+    std::string h0 = g.var("h0", {2, B, H}, -0.7, 0.7);
+    auto l = recurrent(g, false, x, "", H, "bidirectional", b, h0, "", /*lbr=*/false);
+    g.loss(l.results[0]);
+    g.loss(l.results[1]);
+    cases.push_back(g.done("gru bidirectional, linear_before_reset = 0, every operand"));
+  }
+  return cases;
+}
+
+std::vector<GradCase> simpleRnnCases() {
+  std::vector<GradCase> cases;
+  uint64_t seed = 3000;
+  const int64_t T = 3, B = 2, I = 3, H = 2;
+  struct SR {
+    const char *direction, *activation;
+    bool states, lossOnState;
+  };
+  const SR srs[] = {{"forward", "tanh", true, false},
+                    {"bidirectional", "relu", false, false},
+                    {"reverse", "tanh", true, true},
+                    {"bidirectional", "tanh", true, true}};
+  for (const SR &c : srs) {
+    Graph g(seed++);
+    int64_t d = std::string(c.direction) == "bidirectional" ? 2 : 1;
+    std::string x = g.var("x", {T, B, I}, -1, 1);
+    std::string w = g.var("w", {d, H, I}, -0.8, 0.8);
+    std::string r = g.var("r", {d, H, H}, -0.8, 0.8);
+    std::string b = c.states ? g.var("b", {d, 2 * H}, -0.5, 0.5)
+                             : g.constant({d, 2 * H}, std::vector<double>(d * 2 * H, 0.1));
+    std::string h0 = c.states ? g.var("h0", {d, B, H}, -0.7, 0.7)
+                              : g.constant({d, B, H}, std::vector<double>(d * B * H, 0.0));
+    std::string attrs = std::string("{activation = \"") + c.activation + "\", direction = \"" +
+                        c.direction + "\"}";
+    auto res = g.ops("px.rnn " + x + ", " + w + ", " + r + ", " + b + ", " + h0 + " " + attrs +
+                         " : " + g.type(x) + ", " + g.type(w) + ", " + g.type(r) + ", " +
+                         g.type(b) + ", " + g.type(h0),
+                     {{{T, d, B, H}, "f64"}, {{d, B, H}, "f64"}});
+    g.loss(c.lossOnState ? res[1] : res[0]);
+    if (!c.lossOnState && c.states)
+      g.loss(res[1]);
+    cases.push_back(g.done(std::string("rnn ") + c.activation + " " + c.direction +
+                           (c.states ? ", bias and initial state" : "") +
+                           (c.lossOnState ? ", loss on y_h" : "")));
+  }
+  return cases;
+}
+
 struct Family {
   const char *name;
   std::vector<GradCase> (*cases)();
@@ -1796,6 +2140,9 @@ const Family kFamilies[] = {
     {"dropout", dropoutCases},       {"reduction", reductionCases},
     {"data_movement", dataMovementCases}, {"conv", convCases},
     {"pool", poolCases},             {"composite", compositeCases},
+    {"recurrent", recurrentCases},
+    {"function", functionCases},     {"axis", axisCases},
+    {"rnn", simpleRnnCases},
 };
 
 //===----------------------------------------------------------------------===//
@@ -1822,6 +2169,10 @@ TEST(GradientCheck, DataMovement) { runCases(dataMovementCases()); }
 TEST(GradientCheck, Conv) { runCases(convCases()); }
 TEST(GradientCheck, Pooling) { runCases(poolCases()); }
 TEST(GradientCheck, Composite) { runCases(compositeCases()); }
+TEST(GradientCheck, Recurrent) { runCases(recurrentCases()); }
+TEST(GradientCheck, Functions) { runCases(functionCases()); }
+TEST(GradientCheck, AxisOpsAndPadding) { runCases(axisCases()); }
+TEST(GradientCheck, SimpleRnn) { runCases(simpleRnnCases()); }
 
 // The harness itself: a mismatch must be reported, not averaged away.
 TEST(GradientCheckHarness, DetectsAPerturbedGradient) {
@@ -1882,6 +2233,16 @@ TEST(GradientCheckHarness, CoversEveryDifferentiatedOp) {
       {"ReduceMaxOp", "reduce_max"}, {"ReshapeOp", "reshape"},
       {"TransposeOp", "transpose"}, {"ConcatOp", "concat"}, {"ExpandOp", "expand"},
       {"ConvOp", "conv"}, {"MaxPoolOp", "max_pool"}, {"AveragePoolOp", "avg_pool"},
+      {"LstmOp", "lstm"}, {"GruOp", "gru"},
+      {"SinOp", "sin"}, {"CosOp", "cos"}, {"TanOp", "tan"}, {"AsinOp", "asin"},
+      {"AcosOp", "acos"}, {"AtanOp", "atan"}, {"SinhOp", "sinh"}, {"CoshOp", "cosh"},
+      {"AsinhOp", "asinh"}, {"AcoshOp", "acosh"}, {"AtanhOp", "atanh"},
+      {"FloorOp", "floor"}, {"CeilOp", "ceil"}, {"RoundOp", "round"}, {"SignOp", "sign"},
+      {"ModOp", "mod"}, {"ReduceMinOp", "reduce_min"}, {"ReduceProdOp", "reduce_prod"},
+      {"TopKOp", "top_k"}, {"CumSumOp", "cumsum"}, {"SegmentReduceOp", "segment_reduce"},
+      {"PadOp", "pad"}, {"ConvGradInputOp", "conv_grad_input"},
+      {"ScatterAddOp", "scatter_add"}, {"ScatterElementsAddOp", "scatter_elements_add"},
+      {"RnnOp", "rnn"},
   };
   std::ifstream in(PARALLAX_SOURCE_DIR "/lib/Transforms/Autodiff.cpp");
   ASSERT_TRUE(in) << "cannot read Autodiff.cpp";

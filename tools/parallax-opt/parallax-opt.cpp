@@ -13,9 +13,11 @@
 #include "parallax/Analysis/VariableAccess.h"
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Importer/OnnxImporter.h"
+#include "parallax/Runtime/MachineMemory.h"
 #include "parallax/Target/PlanEmitter.h"
 #include "parallax/Transforms/Passes.h"
 #include "parallax/Transforms/Pipeline.h"
+#include "parallax/Transforms/SplitBatch.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -131,6 +133,17 @@ static cl::opt<ShardMode> shardWeightUpdate(
                clEnumValN(ShardMode::Off, "off",
                           "all-reduce in full, update on every rank")),
     cl::init(ShardMode::Auto), cl::cat(parallaxCategory));
+enum class BatchnormVariance { Default, Biased, Unbiased };
+static cl::opt<BatchnormVariance> batchnormVariance(
+    "batchnorm-variance",
+    cl::desc("The batch variance BatchNormalization's running variance is "
+             "updated with (default: unbiased for models exported by PyTorch, "
+             "biased otherwise)"),
+    cl::values(clEnumValN(BatchnormVariance::Biased, "biased",
+                          "as the ONNX specification (divide by n)"),
+               clEnumValN(BatchnormVariance::Unbiased, "unbiased",
+                          "as PyTorch (divide by n - 1)")),
+    cl::init(BatchnormVariance::Default), cl::cat(parallaxCategory));
 static cl::opt<bool> noLocalAggregation(
     "no-local-aggregation",
     cl::desc("Push sparse gradients to their servers without summing them "
@@ -142,6 +155,12 @@ static cl::opt<bool> lossAlone(
              "first gradient bucket when that is at most 1 MiB (implied by "
              "--shard-weight-update=on)"),
     cl::cat(parallaxCategory));
+static cl::opt<bool> allowNegativeIds(
+    "allow-negative-ids",
+    cl::desc("Let embedding lookups (gathers from a trainable table) wrap "
+             "negative ids as ONNX's Gather does, instead of refusing them "
+             "at run time as PyTorch's nn.Embedding does"),
+    cl::cat(parallaxCategory));
 static cl::opt<bool>
     report("report",
            cl::desc("Print the variable table (name, shape, bytes, how it is "
@@ -150,8 +169,20 @@ static cl::opt<bool>
            cl::cat(parallaxCategory));
 static cl::opt<int64_t> batchSize(
     "batch-size",
-    cl::desc("Bind dimension 0 of inputs whose batch dimension is dynamic"),
+    cl::desc("The global batch: binds dimension 0 of inputs whose batch "
+             "dimension is dynamic, and replaces the batch a static model "
+             "was exported with"),
     cl::init(0), cl::cat(parallaxCategory));
+static cl::list<std::string> batchInputs(
+    "batch-inputs",
+    cl::desc("Inputs whose dimension 0 holds the samples, for a model "
+             "exported with static shapes (default: detected): a,b,..."),
+    cl::CommaSeparated, cl::cat(parallaxCategory));
+static cl::list<std::string> sharedInputs(
+    "shared-inputs",
+    cl::desc("Inputs that are the same for every sample (never split over "
+             "ranks): a,b,..."),
+    cl::CommaSeparated, cl::cat(parallaxCategory));
 static cl::list<std::string> inputShapes(
     "input-shape", cl::desc("Static shape of an input: name=d0,d1,... "
                             "(repeatable)"),
@@ -240,7 +271,32 @@ static llvm::Expected<parallax::ImportOptions> importOptions() {
   options.loss = loss;
   options.requireLoss = !inference;
   options.ranks = distributed() ? worldSize() : 1;
+  if (batchnormVariance != BatchnormVariance::Default)
+    options.unbiasedBatchnormVariance = batchnormVariance == BatchnormVariance::Unbiased;
   return options;
+}
+
+/// The plan's storage is allocated and zeroed when parallax-run starts it:
+/// say so at compile time when that cannot fit this machine (MachineMemory.h).
+static void warnIfTooLargeHere(const parallax::rt::Plan &plan, StringRef input) {
+  int64_t usable = parallax::rt::usableMemoryBytes();
+  int ranks = std::max(1, plan.ranksPerMachine);
+  double peak = (double)plan.memory.peak();
+  if (usable <= 0 || peak * ranks <= (double)usable)
+    return;
+  auto text = [](double b) {
+    return parallax::rt::bytesText((int64_t)std::min(b, 9.2e18));
+  };
+  llvm::WithColor::warning(llvm::errs(), "parallax-opt")
+      << input << ": the plan needs " << text(peak)
+      << " of memory per rank (predicted peak; arena "
+      << text((double)plan.memory.arena) << ")";
+  if (ranks > 1)
+    llvm::errs() << ", " << text(peak * ranks) << " for the " << ranks
+                 << " ranks of a machine";
+  llvm::errs() << ", more than this machine's " << text((double)usable)
+               << "; parallax-run will refuse to start it on a machine like "
+                  "this one\n";
 }
 
 /// Imports or parses, runs the pass pipeline, writes IR and the report.
@@ -249,6 +305,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> module;
+  std::optional<parallax::BatchDecision> batch;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   if (isOnnx(inputFilename)) {
@@ -260,6 +317,15 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     if (!imported)
       return fail(llvm::toString(imported.takeError()));
     module = std::move(*imported);
+    parallax::SplitBatchOptions split;
+    split.batchInputs.assign(batchInputs.begin(), batchInputs.end());
+    split.sharedInputs.assign(sharedInputs.begin(), sharedInputs.end());
+    split.globalBatch = batchSize.getNumOccurrences() ? (int64_t)batchSize : 0;
+    split.ranks = options->ranks;
+    auto decided = parallax::splitBatch(*module, split);
+    if (!decided)
+      return fail(inputFilename + ": " + llvm::toString(decided.takeError()));
+    batch = std::move(*decided);
   } else {
     std::string error;
     auto file = openInputFile(inputFilename, &error);
@@ -326,6 +392,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
                                 : shardWeightUpdate == ShardMode::On ? 2
                                                                      : 4;
     planOptions.shardAcrossMachines = shardWeightUpdate == ShardMode::On;
+    planOptions.allowNegativeIds = allowNegativeIds;
     auto &d = planOptions.description;
     d["source"] = inputFilename.str();
     if (training) {
@@ -342,6 +409,8 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       if (epsilon >= 0)
         d["epsilon"] = (double)epsilon;
       d["weight_decay"] = (double)weightDecay;
+      if (allowNegativeIds)
+        d["allow_negative_ids"] = true;
       if (distributed()) {
         d["sync"] = syncScheme;
         d["local_batchnorm"] = (bool)localBatchnorm;
@@ -354,6 +423,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     if (!emitted)
       return fail(llvm::toString(emitted.takeError()));
     plan = std::move(*emitted);
+    warnIfTooLargeHere(*plan, inputFilename);
   }
 
   // With --report alone the table is the output; ask for IR with --emit.
@@ -379,6 +449,8 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     output->keep();
   }
   if (report) {
+    if (batch)
+      llvm::outs() << parallax::describeBatch(*batch);
     parallax::printVariableReport(parallax::analyzeVariables(*module),
                                   llvm::outs());
     if (auto bn = (*module)->getAttrOfType<IntegerAttr>("px.batchnorm_bytes_per_step"))

@@ -12,9 +12,16 @@ namespace parallax::run {
 
 /// Re-runs this command under `mpirun -np N` (horovodrun's way): every rank
 /// runs `argv` without the launcher's own flags. Returns mpirun's exit
-/// status, with a line naming the rank when one failed.
+/// status, with a line naming the rank when one failed. SIGINT, SIGTERM and
+/// SIGHUP are forwarded to mpirun (which ends the ranks), and then end the
+/// launcher as they would have; mpirun gets SIGTERM when the launcher dies,
+/// however it dies.
 int launchRanks(int np, const std::string &hostfile,
                 const std::vector<std::string> &argv);
+
+/// In a rank: die (SIGKILL) when the process that started it does, so that
+/// no rank trains on, orphaned, after mpirun or its daemon is killed.
+void dieWithParent();
 
 /// Measures the links (latency, bandwidth; inside and between machines) and
 /// the sparse-update rate on this job's ranks and writes the profile that

@@ -12,10 +12,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "parallax/Runtime/AtomicFile.h"
 #include "parallax/Runtime/Data.h"
+#include "parallax/Runtime/Finite.h"
 #include "parallax/Runtime/Plan.h"
 #include "parallax/Runtime/Session.h"
+#include "parallax/Runtime/Trace.h"
 
+#include "Checkpointing.h"
 #include "Launch.h"
 
 #include <cxxopts.hpp>
@@ -30,10 +34,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <thread>
 
 using namespace parallax::rt;
@@ -88,14 +94,15 @@ std::string clock(double seconds) {
 /// every --log-every steps otherwise (logs, CI, pipes).
 class Progress {
 public:
-  Progress(int64_t steps, int64_t logEvery, bool quiet)
-      : steps(steps), logEvery(std::max<int64_t>(logEvery, 1)), quiet(quiet),
-        tty(isatty(STDERR_FILENO)) {}
+  /// `first`: the step a resumed run continues after (0 otherwise).
+  Progress(int64_t steps, int64_t logEvery, bool quiet, int64_t first = 0)
+      : steps(steps), first(first), logEvery(std::max<int64_t>(logEvery, 1)),
+        quiet(quiet), tty(isatty(STDERR_FILENO)) {}
 
   void update(int64_t step, double loss, double samplesPerSec, double elapsed) {
     if (quiet)
       return;
-    double eta = step ? elapsed / step * (steps - step) : 0;
+    double eta = step > first ? elapsed / (step - first) * (steps - step) : 0;
     if (tty) {
       constexpr int width = 30;
       int filled = (int)(width * step / std::max<int64_t>(steps, 1));
@@ -108,7 +115,7 @@ public:
       if (step == steps)
         std::fputc('\n', stderr);
       std::fflush(stderr);
-    } else if (step % logEvery == 0 || step == steps || step == 1) {
+    } else if (step % logEvery == 0 || step == steps || step == first + 1) {
       std::fprintf(stderr, "step %lld/%lld  loss %.6f  %.1f samples/s  elapsed %s  ETA %s\n",
                    (long long)step, (long long)steps, loss, samplesPerSec,
                    clock(elapsed).c_str(), clock(eta).c_str());
@@ -116,7 +123,7 @@ public:
   }
 
 private:
-  int64_t steps, logEvery;
+  int64_t steps, first, logEvery;
   bool quiet, tty;
 };
 
@@ -161,6 +168,17 @@ void printProfile(const Session &session, std::ostream &os) {
 }
 
 } // namespace
+
+/// Starts recording: the ranks' clocks are lined up by a barrier (on one
+/// machine or several), then time 0 is now.
+void startTrace(Comm &comm, Trace &trace) {
+  if (comm.size() > 1) {
+    Group &world = comm.group({comm.size()}, {0});
+    comm.run([&] { comm.barrier(world); });
+  }
+  trace.setOrigin(Trace::now());
+  comm.setTrace(&trace);
+}
 
 /// "m.jsonl" -> "m.rank2.jsonl" when several ranks write metrics.
 std::string perRank(const std::string &path, int rank, int world) {
@@ -212,14 +230,28 @@ int main(int argc, char **argv) {
        cxxopts::value<std::string>())
       ("save", "Write the trained model (the source ONNX with trained initializers)",
        cxxopts::value<std::string>())
+      ("checkpoint", "Write every rank's training state into DIR (every "
+                     "--checkpoint-every steps and at the end)", cxxopts::value<std::string>())
+      ("checkpoint-every", "Steps between checkpoints (0: only at the end)",
+       cxxopts::value<int64_t>()->default_value("0"))
+      ("resume", "Continue the run whose checkpoints are in DIR, up to --steps in all",
+       cxxopts::value<std::string>())
       ("weights", "Read initial values from this ONNX file instead of the plan's source",
        cxxopts::value<std::string>())
       ("infer", "Inference: run the forward graph and write its outputs as .npy to --out")
       ("out", "Output directory for --infer", cxxopts::value<std::string>())
       ("print-plan", "Print the plan's program as JSON and exit")
       ("profile", "Time every kernel and print the busiest ops at the end")
+      ("trace", "Write a timeline of every kernel and collective of every rank to FILE "
+                "(Chrome/Perfetto trace JSON)", cxxopts::value<std::string>())
+      ("timeout", "Seconds a collective waits for the other ranks before the job ends, "
+                  "naming those that did not come (0: forever)",
+       cxxopts::value<double>()->default_value("300"))
       ("calibrate", "Measure the links and update rate of this job's ranks into FILE "
                     "(for parallax-opt --profile)", cxxopts::value<std::string>())
+      ("allow-non-finite", "Accept NaN and infinity in float --data inputs (a model "
+                           "that tests for them with IsNaN or IsInf); by default they "
+                           "are refused as the files are loaded")
       ("q,quiet", "No progress output")
       ("h,help", "Show this help");
   cli.parse_positional({"plan"});
@@ -239,6 +271,10 @@ int main(int argc, char **argv) {
   if (commThreadArg != "on" && commThreadArg != "off" && commThreadArg != "auto")
     return fail("--comm-thread must be auto, on or off (not '" + commThreadArg + "')");
 
+  double timeout = args["timeout"].as<double>();
+  if (!(timeout >= 0))
+    return fail("--timeout must be >= 0 seconds");
+
   // The launcher: re-run this command on N ranks under mpirun.
   bool underMpi = launchedUnderMpi();
   if (args.count("np") && !underMpi) {
@@ -253,14 +289,20 @@ int main(int argc, char **argv) {
   CommThread commThread = commThreadArg == "on"    ? CommThread::On
                           : commThreadArg == "off" ? CommThread::Off
                                                    : CommThread::Auto;
-
+  if (underMpi)
+    parallax::run::dieWithParent();
   std::unique_ptr<Comm> comm;
   try {
-    comm = underMpi ? makeMpiComm(commThread) : makeLocalComm();
+    comm = underMpi ? makeMpiComm(commThread, timeout) : makeLocalComm();
   } catch (const std::exception &e) {
     return fail(e.what());
   }
   int rank = comm->rank(), world = comm->size();
+  // From the watch thread, while this rank is blocked in a collective.
+  comm->onTimeout([&](const std::string &message) {
+    fail(message);
+    comm->abort(1);
+  });
   auto failRank = [&](const std::string &message) {
     std::string who = world > 1 ? "rank " + std::to_string(rank) + ": " : "";
     fail(who + message);
@@ -312,6 +354,17 @@ int main(int argc, char **argv) {
       return failRank("--steps must be >= 0");
     if (infer && !args["steps"].count())
       steps = 1;
+    if (infer && (args.count("checkpoint") || args.count("resume")))
+      return failRank("--checkpoint and --resume are for training, not --infer");
+    // Destinations are checked before any work: a run must not train for
+    // hours and then find it cannot write its result.
+    if (args.count("save") && rank == 0)
+      checkWritableFile(args["save"].as<std::string>(), "--save");
+    parallax::run::Checkpointing checkpoints(
+        {args.count("checkpoint") ? args["checkpoint"].as<std::string>() : "",
+         args["checkpoint-every"].as<int64_t>(),
+         args.count("resume") ? args["resume"].as<std::string>() : ""},
+        rank);
     if (plan.worldSize != world)
       return failRank(args["plan"].as<std::string>() + ": the plan was compiled for " +
                       std::to_string(plan.worldSize) + " rank(s), but " +
@@ -329,18 +382,43 @@ int main(int argc, char **argv) {
     if (args.count("weights"))
       options.weightsPath = args["weights"].as<std::string>();
     options.profile = args.count("profile") > 0;
+    std::unique_ptr<Trace> trace;
+    if (args.count("trace")) {
+      trace = std::make_unique<Trace>();
+      options.trace = trace.get();
+    }
     Session session(plan, options);
+    // Every rank writes its part (a collective), rank 0 the file.
+    auto finishTrace = [&] {
+      if (!trace)
+        return;
+      comm->setTrace(nullptr);
+      writeTrace(*comm, *trace, session.plan(), args["trace"].as<std::string>());
+    };
+    int64_t firstStep = checkpoints.resume(
+        session, *comm,
+        args["seed"].count() ? std::optional<uint64_t>(options.seed) : std::nullopt);
+    options.seed = session.env().seed; // the checkpoint's, when resumed
+    if (firstStep > 0 && rank == 0 && !args.count("quiet"))
+      std::cerr << "resuming after step " << firstStep << " from "
+                << args["resume"].as<std::string>() << "\n";
+    // After the resume's own collective: the trace holds the steps only.
+    if (trace)
+      startTrace(*comm, *trace);
 
     Sharding sharding{rank, world};
     std::unique_ptr<DataSource> data =
         args.count("data")
-            ? openNpyData(session.plan(), args["data"].as<std::string>(), sharding)
+            ? openNpyData(session.plan(), args["data"].as<std::string>(), sharding,
+                          args.count("allow-non-finite") > 0)
             : makeSyntheticData(session.plan(), options.seed, sharding);
 
     std::ofstream metrics;
     if (args.count("metrics")) {
       std::string path = perRank(args["metrics"].as<std::string>(), rank, world);
-      metrics.open(path, std::ios::trunc);
+      if (firstStep > 0)
+        parallax::run::keepMetricsUpTo(path, firstStep);
+      metrics.open(path, firstStep > 0 ? std::ios::app : std::ios::trunc);
       if (!metrics)
         return failRank(path + ": cannot open for writing");
     }
@@ -357,13 +435,14 @@ int main(int argc, char **argv) {
           writeNpy((dir / (session.plan().outputs[i].name + ".npy")).string(),
                    session.output(i));
       }
+      finishTrace();
       return 0;
     }
 
     Progress progress(steps, args["log-every"].as<int64_t>(),
-                      args.count("quiet") > 0 || rank != 0);
+                      args.count("quiet") > 0 || rank != 0, firstStep);
     auto start = std::chrono::steady_clock::now();
-    for (int64_t s = 0; s < steps; ++s) {
+    for (int64_t s = firstStep; s < steps; ++s) {
       auto t0 = std::chrono::steady_clock::now();
       comm->traffic = Traffic{};
       data->fill(session, s);
@@ -373,11 +452,24 @@ int main(int argc, char **argv) {
       double elapsed = std::chrono::duration<double>(t1 - start).count();
       double loss = session.loss();
       double samplesPerSec = data->globalBatch() / std::max(stepTime, 1e-9);
+      // A checkpoint after a finite loss only, and reported after this
+      // step's metrics line is out.
+      double checkpointTime = 0;
+      std::exception_ptr checkpointError;
+      if (std::isfinite(loss)) {
+        try {
+          checkpointTime = checkpoints.afterStep(session, steps);
+        } catch (...) {
+          checkpointError = std::current_exception();
+        }
+      }
       if (metrics) {
         nlohmann::json line{{"step", s + 1},
                             {"loss", loss},
                             {"step_time_s", stepTime},
                             {"samples_per_s", samplesPerSec}};
+        if (checkpointTime > 0)
+          line["checkpoint_s"] = checkpointTime;
         if (world > 1) {
           int64_t sent = 0, received = 0;
           nlohmann::json byVariable = nlohmann::json::object();
@@ -396,9 +488,16 @@ int main(int argc, char **argv) {
       }
       progress.update(s + 1, loss, samplesPerSec, elapsed);
       if (!std::isfinite(loss))
+        // Data and initial values were checked as they were loaded, so a
+        // first loss that is not finite comes from the model itself.
         return failRank("the loss is " + std::to_string(loss) + " at step " +
                         std::to_string(s + 1) +
-                        " (diverged: try a smaller learning rate)");
+                        (s == 0 ? ", before any update: the model computes it "
+                                  "from finite data and initial values (a log "
+                                  "of 0 or a division by 0?)"
+                                : " (diverged: try a smaller learning rate)"));
+      if (checkpointError)
+        std::rethrow_exception(checkpointError);
     }
     if (options.profile && rank == 0) {
       printProfile(session, std::cerr);
@@ -409,6 +508,7 @@ int main(int argc, char **argv) {
                                        : "inline, on the kernels' thread")
                   << " (--comm-thread " << commThreadArg << ")\n";
     }
+    finishTrace();
     if (args.count("save")) {
       session.gatherShardedVariables();
       if (rank == 0) {
@@ -421,6 +521,10 @@ int main(int argc, char **argv) {
             continue;
           names.push_back(v.init.onnxName);
           values.push_back(session.variable(i));
+          std::string bad = describeNonFinite(values.back().data, v.dtype, v.shape);
+          if (!bad.empty())
+            return failRank(args["save"].as<std::string>() + ": not written: the trained '" +
+                            v.init.onnxName + "' holds " + bad);
         }
         std::string source = options.weightsPath.empty() ? session.plan().sourcePath
                                                          : options.weightsPath;

@@ -46,6 +46,10 @@ struct ImportOptions {
   /// the metadata) is the global batch, and each rank's inputs get
   /// batch / ranks samples.
   int64_t ranks = 1;
+  /// BatchNormalization's running variance: updated with the unbiased batch
+  /// variance (PyTorch) or the biased one (the ONNX specification). Unset:
+  /// unbiased when the model's producer is PyTorch.
+  std::optional<bool> unbiasedBatchnormVariance;
 };
 
 /// Imports the ONNX model at `path` (binary protobuf, or the ONNX text syntax

@@ -20,6 +20,11 @@
 // not traffic), and the bandwidth-optimal ring volume 2(G-1)/G * bytes for
 // all-reduce, whose algorithm MPI chooses.
 //
+// A rank that stops (SIGSTOP, a hung kernel, a machine gone quiet) must not
+// hang the others: a watch thread beside MPI's collectives ends the job when
+// one waits longer than the timeout, naming the ranks that did not come
+// (lib/Runtime/MpiWatch.h).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef PARALLAX_RUNTIME_COMM_H
@@ -45,6 +50,19 @@ namespace parallax::rt {
 class CommError : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;
+};
+
+class Trace;
+
+/// What a job is: the plan kernel that submitted it and the collective,
+/// for the message of a timeout and for traces. Kernels make theirs when
+/// they are bound; the communicator keeps only a pointer.
+struct JobInfo {
+  int64_t kernel = -1;
+  /// The collective, as traces name it ("all_reduce").
+  std::string name;
+  /// For messages: "all_reduce (kernel #17, bucket 0)".
+  std::string description;
 };
 
 enum class ReduceOp { Sum, Average, Max, Min };
@@ -100,10 +118,14 @@ struct Traffic {
     int64_t sent = 0, received = 0;
   };
   std::map<std::string, Count> byVariable;
+  /// Over all variables (a trace's bytes per job).
+  Count total;
   void add(const std::string &variable, int64_t sent, int64_t received) {
     auto &c = byVariable[variable];
     c.sent += sent;
     c.received += received;
+    total.sent += sent;
+    total.received += received;
   }
 };
 
@@ -150,14 +172,31 @@ public:
   virtual void abort(int code) = 0;
 
   /// Runs `job` on the communication thread after every job submitted
-  /// before it; returns a ticket for wait().
-  uint64_t submit(std::function<void()> job);
+  /// before it; returns a ticket for wait(). `info` (which must outlive the
+  /// job) says what it is, for timeouts and traces.
+  uint64_t submit(std::function<void()> job, const JobInfo *info = nullptr);
   /// Blocks until ticket's job has run; rethrows its exception.
   void wait(uint64_t ticket);
   /// submit + wait.
-  void run(std::function<void()> job) { wait(submit(std::move(job))); }
+  void run(std::function<void()> job, const JobInfo *info = nullptr) {
+    wait(submit(std::move(job), info));
+  }
   /// Whether jobs run on a communication thread (else inline, in submit).
   bool threaded() const { return thread_.joinable(); }
+
+  /// Seconds a collective may wait for the other ranks of its group (0:
+  /// forever; makeMpiComm sets it). When one waits longer, `handler` gets
+  /// a line naming the ranks that did not come and must end the job (the
+  /// collective never returns); the default prints it and aborts.
+  double timeout() const { return timeout_; }
+  void onTimeout(std::function<void(const std::string &)> handler) {
+    timeoutHandler_ = std::move(handler);
+  }
+  /// The step whose jobs are being submitted (messages, traces).
+  void setStep(int64_t step) { step_ = step; }
+  /// Records every job's thread, time and bytes into `trace` (null: off).
+  /// Only between jobs (no job queued or running).
+  void setTrace(Trace *trace) { trace_ = trace; }
 
   Traffic traffic;
 
@@ -165,19 +204,36 @@ protected:
   Comm() = default;
   void startThread();
   void stopThread();
+  /// The job running now and the step it was submitted in (on the thread
+  /// running it; null between jobs).
+  const JobInfo *currentJob() const { return current_; }
+  int64_t currentStep() const { return currentStep_; }
 
   int rank_ = 0, size_ = 1, ranksPerMachine_ = 1;
+  double timeout_ = 0;
+  std::function<void(const std::string &)> timeoutHandler_;
 
 private:
+  struct Job {
+    uint64_t ticket = 0;
+    std::function<void()> fn;
+    const JobInfo *info = nullptr;
+    int64_t step = 0;
+  };
   void loop();
+  /// Runs one job on this thread (traced when tracing).
+  std::exception_ptr execute(Job &job);
 
   std::thread thread_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
-  std::deque<std::pair<uint64_t, std::function<void()>>> queue_;
+  std::deque<Job> queue_;
   uint64_t submitted_ = 0, completed_ = 0;
   std::map<uint64_t, std::exception_ptr> errors_;
   bool stopping_ = false;
+  int64_t step_ = 0, currentStep_ = 0;
+  const JobInfo *current_ = nullptr;
+  Trace *trace_ = nullptr;
 };
 
 /// A world of one rank: collectives are copies, no MPI.
@@ -186,10 +242,14 @@ std::unique_ptr<Comm> makeLocalComm();
 /// Whether this process was started by mpirun (Open MPI's environment).
 bool launchedUnderMpi();
 
-/// Initialises MPI (MPI_THREAD_SERIALIZED) and returns the world, its
-/// collectives on a thread or inline as `thread` says; throws CommError if
-/// MPI cannot give what is needed.
-std::unique_ptr<Comm> makeMpiComm(CommThread thread = CommThread::Auto);
+/// Initialises MPI and returns the world, its collectives on a thread or
+/// inline as `thread` says; throws CommError if MPI cannot give what is
+/// needed. With a timeout (seconds, > 0) a collective that waits longer
+/// ends the job (Comm::onTimeout); that needs MPI_THREAD_MULTIPLE (the
+/// watch thread asks the other ranks while a collective blocks), else
+/// MPI_THREAD_SERIALIZED is enough.
+std::unique_ptr<Comm> makeMpiComm(CommThread thread = CommThread::Auto,
+                                  double timeoutSeconds = 0);
 
 /// Bytes of one element of `dtype` in collectives.
 inline int64_t elementBytes(DType dtype) { return (int64_t)sizeOf(dtype); }

@@ -62,10 +62,12 @@ protected:
   int64_t globalBatch_ = 1;
 };
 
-/// Checks every input's file up front (name, dtype, shape) so that a bad
-/// data directory fails before the first step, naming the file and input.
+/// Checks every input's file up front (name, dtype, shape, every float
+/// finite unless `allowNonFinite`, the same number of samples in every
+/// batched input) so that a bad data directory fails before the first step,
+/// naming the file and input.
 std::unique_ptr<DataSource> openNpyData(const Plan &plan, const std::string &dir,
-                                        Sharding sharding);
+                                        Sharding sharding, bool allowNonFinite = false);
 std::unique_ptr<DataSource> makeSyntheticData(const Plan &plan, uint64_t seed,
                                               Sharding sharding);
 

@@ -82,6 +82,8 @@ public:
         env(env) {}
 
   const PlanKernel &kernel;
+  /// The kernel's position in the plan (-1 outside a session), for messages.
+  int64_t index = -1;
   /// Absent optional operands have data == nullptr.
   std::vector<TensorView> ins, outs;
   ExecEnv &env;
@@ -133,15 +135,22 @@ void registerShapeKernels(KernelRegistry &registry);
 void registerIndexingKernels(KernelRegistry &registry);
 void registerLinalgKernels(KernelRegistry &registry);
 void registerReductionKernels(KernelRegistry &registry);
+void registerAxisKernels(KernelRegistry &registry);
 void registerNormKernels(KernelRegistry &registry);
 void registerLossKernels(KernelRegistry &registry);
 void registerConvKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerCollectiveKernels(KernelRegistry &registry);
+void registerRnnKernels(KernelRegistry &registry);
 
 /// The library the f32 matrix products run on: "oneDNN" or "OpenBLAS"
 /// (lib/Runtime/Kernels/Blas.h says when each).
 const char *sgemmLibrary();
+
+struct JobInfo;
+/// What a job the kernel submits is, for messages and traces: its op and
+/// position ("all_reduce (kernel #17, bucket 0)").
+JobInfo jobInfoOf(const KernelArgs &args);
 
 /// The group a kernel's grid_shape and grid_axes attributes name (no axes:
 /// the whole grid; no grid: the world), as the collective kernels find it.

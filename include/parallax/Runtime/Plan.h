@@ -45,7 +45,9 @@ namespace parallax::rt {
 /// buffer (the all-reduce buckets laid out in place).
 /// Version 3: variables may share a block of storage (weight-update
 /// sharding: a bucket's parameters laid out as its gradients are).
-constexpr uint32_t kPlanFormatVersion = 3;
+/// Version 4: the source model's CRC-32 ("source": {"crc32"}), so that a
+/// model edited in place without changing its size is noticed.
+constexpr uint32_t kPlanFormatVersion = 4;
 
 /// Alignment of every arena offset and buffer (a cache line; also what
 /// AVX-512 loads like).
@@ -158,9 +160,11 @@ struct Plan {
   int ranksPerMachine = 1;
   std::vector<PlanGrid> grids;
   /// The ONNX model initial values are read from (as given to parallax-opt,
-  /// made absolute), and its size, checked at load time.
+  /// made absolute), its size and the CRC-32 of its bytes, checked at load
+  /// time.
   std::string sourcePath;
   uint64_t sourceBytes = 0;
+  uint32_t sourceCrc32 = 0;
   /// Free-form description of how the plan was made (optimizer, flags).
   nlohmann::json options = nlohmann::json::object();
 
@@ -176,6 +180,9 @@ struct Plan {
   int64_t arenaBytes = 0;
   MemoryEstimate memory;
   std::string blobs; ///< raw bytes referenced by InitialValue::Blob
+  /// The CRC-32 of the plan file as read (its trailer; 0 for a plan made
+  /// in memory): what a checkpoint records to know the plan it belongs to.
+  uint32_t checksum = 0;
 };
 
 /// A double as the program holds it: a JSON number, or "inf", "-inf" or
@@ -190,6 +197,16 @@ class PlanError : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;
 };
+
+/// zlib's CRC-32 of `n` bytes, continuing from `crc` (0 to start): the
+/// checksum of plans and checkpoints, and the identity of a source model.
+uint32_t crc32Of(const void *data, size_t n, uint32_t crc = 0);
+/// The CRC-32 of a whole file; nullopt if it cannot be read.
+std::optional<uint32_t> crc32OfFile(const std::string &path);
+/// A whole file's bytes, read in one piece into a string of its size (no
+/// stream buffer growing and copying); nullopt, with errno set, if it
+/// cannot be read.
+std::optional<std::string> readFileBytes(const std::string &path);
 
 /// Serializes `plan` (format above).
 std::string serializePlan(const Plan &plan);

@@ -14,10 +14,13 @@
 #include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Kernel.h"
 #include "parallax/Runtime/Plan.h"
+#include "parallax/Runtime/Trace.h"
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace parallax::rt {
@@ -45,6 +48,9 @@ struct SessionOptions {
   /// may take; a plan that needs more is refused before anything is
   /// allocated. 0: the machine's physical memory.
   int64_t memoryLimit = 0;
+  /// Record every step and kernel into this timeline (parallax-run --trace;
+  /// the caller also hands it to the Comm for the jobs); null: off.
+  Trace *trace = nullptr;
 };
 
 /// Accumulated time of one kernel over the steps run (with profiling on).
@@ -80,6 +86,7 @@ public:
 
   const Plan &plan() const { return plan_; }
   ExecEnv &env() { return env_; }
+  const ExecEnv &env() const { return env_; }
 
   /// The buffer of graph input `i` (fill it before runStep).
   TensorView input(size_t i) const;
@@ -97,6 +104,13 @@ public:
   /// on every rank, e.g. before saving the model).
   void gatherShardedVariables();
 
+  /// The rows of variable `i` this rank keeps current, as [begin, end)
+  /// ranges of its first dimension: all of them, except for a
+  /// parameter-server table and its optimizer state, which only the ranks
+  /// that serve a row update (the other copies of the row keep their
+  /// initial value and are never read). A checkpoint saves these.
+  std::vector<std::pair<int64_t, int64_t>> currentRows(size_t i) const;
+
   /// Runs one step: every kernel in schedule order. Advances env().step.
   void runStep();
   int64_t stepsRun() const { return env_.step; }
@@ -111,8 +125,17 @@ public:
 private:
   void allocate();
   void loadInitialValues();
+  /// Refuses a NaN or infinity in any variable's initial value, naming the
+  /// initializer of `onnxPath` it came from.
+  void checkInitialValuesFinite(const std::string &onnxPath) const;
   void bindKernels();
+  /// Runs kernel i, naming it in the error of a kernel that fails.
+  void runKernel(size_t i);
+  /// runStep with --profile or --trace: two clock reads per kernel.
+  void runTimedStep();
   TensorView view(int32_t id) const;
+  /// The parameter-server pull that serves variable `i`'s rows, if any.
+  const PlanKernel *pullOf(size_t i) const;
 
   Plan plan_;
   SessionOptions options_;
@@ -137,14 +160,18 @@ StorageBytes storageOf(const Plan &plan);
 
 /// Reads initializers `names` of an ONNX model (embedded or external data)
 /// into `dests` (same order), converting nothing: the element type and size
-/// must match. Throws RuntimeError naming the file and initializer.
+/// must match. With `expectedCrc32`, first refuses a model file whose bytes
+/// have another CRC-32 (the plan's record of its source). Throws
+/// RuntimeError naming the file and initializer.
 void readOnnxInitializers(const std::string &path,
                           const std::vector<std::string> &names,
-                          const std::vector<TensorView> &dests);
+                          const std::vector<TensorView> &dests,
+                          std::optional<uint32_t> expectedCrc32 = std::nullopt);
 
 /// Writes a copy of ONNX model `sourcePath` to `destPath` with the listed
 /// initializers replaced by `values` (all data embedded, external data
-/// references dropped). Throws RuntimeError on failure.
+/// references dropped), atomically (AtomicFile.h). Throws RuntimeError on
+/// failure.
 void saveOnnxWithInitializers(const std::string &sourcePath,
                               const std::string &destPath,
                               const std::vector<std::string> &names,

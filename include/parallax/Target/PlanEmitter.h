@@ -34,6 +34,10 @@ struct PlanEmitOptions {
   /// against 1.2 s), and there the update work it saves is small next to
   /// the link's time.
   bool shardAcrossMachines = false;
+  /// Let a gather from a trainable table wrap negative ids, as ONNX's
+  /// Gather does, instead of refusing them as PyTorch's nn.Embedding does
+  /// (the kernel's "nonnegative_ids" attribute).
+  bool allowNegativeIds = false;
   /// Recorded in the plan (optimizer, flags) for reports and --print-plan.
   nlohmann::json description = nlohmann::json::object();
 };

@@ -60,6 +60,38 @@ def PxOptimizer : Pass<"px-optimizer", "mlir::ModuleOp"> {
   ];
 }
 
+def PxSplitBatch : Pass<"px-split-batch", "mlir::ModuleOp"> {
+  let summary = "Find the inputs that hold the step's samples and give each rank its share";
+  let description = [{
+    A model exported with a dynamic batch dimension names its batched inputs
+    (`px.input ... batched`, their dimension 0 already the per-rank batch).
+    A static export (torch.onnx.export's default) does not: this pass finds
+    them. The candidates are the inputs that share the most common leading
+    dimension (or those given with `inputs=`, less those in `shared=`); they
+    are batched if the batch analysis (lib/Analysis/BatchDimension.cpp)
+    follows their samples through the whole step without an op that
+    combines them, trying each candidate left out in turn if all of them
+    together fail. The batched inputs are then marked, and every value's
+    samples dimension shrinks from the exported batch to
+    `batch-size / ranks` (reshape results, constants repeated for every
+    sample, ...). Fails, naming the op and how it combines samples, when
+    `ranks` > 1 or `batch-size` is given and no batch is found. Every
+    `px.dropout` gets `sample_stride`, so that a sample's mask is the same
+    whichever rank draws it.
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect"];
+  let options = [
+    ListOption<"inputs", "inputs", "std::string",
+               "the batched inputs (default: detected)">,
+    ListOption<"shared", "shared", "std::string",
+               "inputs that are the same for every sample">,
+    Option<"batchSize", "batch-size", "int64_t", /*default=*/"0",
+           "the global batch (default: the exported one)">,
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1",
+           "data-parallel ranks the batch is split over">,
+  ];
+}
+
 def PxCluster : Pass<"px-cluster", "mlir::ModuleOp"> {
   let summary = "Describe the ranks and machines the step runs on";
   let description = [{

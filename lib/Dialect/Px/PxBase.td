@@ -41,6 +41,15 @@ def Px_Dialect : Dialect {
 class Px_Op<string mnemonic, list<Trait> traits = []>
     : Op<Px_Dialect, mnemonic, traits>;
 
+// Elementwise with ONNX multidirectional broadcasting: every result has the
+// operands' broadcast shape, and its element at an index depends only on the
+// operands' elements at the (broadcast) same index. The batch analysis
+// (lib/Analysis/BatchDimension.cpp) follows samples through such ops without
+// a rule of their own.
+def Px_Elementwise : NativeOpTrait<"Elementwise"> {
+  let cppNamespace = "::parallax::px::OpTrait";
+}
+
 //===----------------------------------------------------------------------===//
 // Element and tensor type constraints.
 //===----------------------------------------------------------------------===//

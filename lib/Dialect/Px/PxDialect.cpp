@@ -43,6 +43,20 @@ func::FuncOp parallax::getEntryFunction(ModuleOp module) {
   return found;
 }
 
+std::string parallax::locationName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().getValue() + ":" + llvm::Twine(file.getLine()) +
+            ":" + llvm::Twine(file.getColumn()))
+        .str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::string s = locationName(inner); !s.empty())
+        return s;
+  return "";
+}
+
 Operation *PxDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                           Type type, Location loc) {
   // Both kinds of px.constant value: a literal, or a reference to an

@@ -11,14 +11,35 @@
 
 #include "parallax/Dialect/Px/PxShapes.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Value.h"
 
 #include <optional>
 #include <string>
 
 namespace parallax::px::detail {
+
+/// The parser infers result types before the verifier has checked the
+/// attributes, so a shape rule must not read an attribute that is missing or
+/// of the wrong kind (the adaptor's accessors cast unchecked): the adaptor's
+/// generated verify() checks them first.
+template <typename AdaptorT>
+mlir::LogicalResult verifyAttributes(mlir::MLIRContext *ctx,
+                                     std::optional<mlir::Location> loc,
+                                     AdaptorT &adaptor) {
+  if (loc)
+    return adaptor.verify(*loc);
+  mlir::ScopedDiagnosticHandler silence(
+      ctx, [](mlir::Diagnostic &) { return mlir::success(); });
+  return adaptor.verify(mlir::UnknownLoc::get(ctx));
+}
+
+/// A string attribute's value, or `dflt` when it is absent (default-valued
+/// attributes are not yet populated when the parser infers result types).
+llvm::StringRef strOr(mlir::StringAttr attr, llvm::StringRef dflt);
 
 /// The ranked tensor type of `v`, or an error naming `what`.
 mlir::FailureOr<mlir::RankedTensorType>
@@ -34,6 +55,12 @@ windowShape(std::optional<mlir::Location> loc, mlir::RankedTensorType x,
             int64_t channels, llvm::ArrayRef<int64_t> kernel,
             llvm::ArrayRef<int64_t> strides, llvm::ArrayRef<int64_t> pads,
             llvm::ArrayRef<int64_t> dilations, bool ceilMode);
+
+/// Result shape of px.pad on `input` (mode and pads checked).
+mlir::FailureOr<Shape> padShape(std::optional<mlir::Location> loc,
+                                mlir::RankedTensorType input,
+                                llvm::ArrayRef<int64_t> pads,
+                                llvm::StringRef mode);
 
 } // namespace parallax::px::detail
 

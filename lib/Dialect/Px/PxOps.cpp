@@ -33,19 +33,6 @@ StringRef strOr(StringAttr attr, StringRef dflt) {
   return attr ? attr.getValue() : dflt;
 }
 
-/// The parser infers result types before the verifier has checked the
-/// attributes, so a shape rule must not read an attribute that is missing or
-/// of the wrong kind (the adaptor's accessors cast unchecked): the adaptor's
-/// generated verify() checks them first.
-template <typename AdaptorT>
-LogicalResult verifyAttributes(MLIRContext *ctx, std::optional<Location> loc,
-                               AdaptorT &adaptor) {
-  if (loc)
-    return adaptor.verify(*loc);
-  ScopedDiagnosticHandler silence(ctx, [](Diagnostic &) { return success(); });
-  return adaptor.verify(UnknownLoc::get(ctx));
-}
-
 /// The ranked tensor type of `v`, or an error naming `what`.
 FailureOr<RankedTensorType> ranked(std::optional<Location> loc, Value v,
                                    StringRef what) {
@@ -343,6 +330,7 @@ PX_ARITH_INFER(MulOp)
 PX_ARITH_INFER(DivOp)
 PX_ARITH_INFER(MaxOp)
 PX_ARITH_INFER(MinOp)
+PX_ARITH_INFER(ModOp)
 #undef PX_ARITH_INFER
 
 LogicalResult PowOp::inferReturnTypes(MLIRContext *,
@@ -695,7 +683,158 @@ LogicalResult DropoutOp::verify() {
 PX_REDUCE_INFER(ReduceSumOp)
 PX_REDUCE_INFER(ReduceMeanOp)
 PX_REDUCE_INFER(ReduceMaxOp)
+PX_REDUCE_INFER(ReduceMinOp)
+PX_REDUCE_INFER(ReduceProdOp)
 #undef PX_REDUCE_INFER
+
+/// ArgMax/ArgMin: the input's shape with `axis` removed (or kept as 1), i64.
+template <typename AdaptorT>
+static LogicalResult inferArgReduce(MLIRContext *ctx,
+                                    std::optional<Location> loc,
+                                    AdaptorT adaptor,
+                                    SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
+  auto input = ranked(loc, adaptor.getInput(), "input");
+  if (failed(input))
+    return failure();
+  int64_t axisValue = intOr(adaptor.getAxisAttr(), 0);
+  auto axis = normalizeAxis(axisValue, input->getRank());
+  if (!axis)
+    return emitOptionalError(loc, "axis ", axisValue,
+                             " is out of range for rank ", input->getRank());
+  if (input->getDimSize(*axis) == 0)
+    return emitOptionalError(loc, "axis ", axisValue, " is empty");
+  Shape out(input->getShape());
+  if (boolOr(adaptor.getKeepdimsAttr(), true))
+    out[*axis] = 1;
+  else
+    out.erase(out.begin() + *axis);
+  inferred.push_back(RankedTensorType::get(out, IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult ArgMaxOp::inferReturnTypes(MLIRContext *ctx,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  return inferArgReduce(ctx, loc, adaptor, inferred);
+}
+LogicalResult ArgMinOp::inferReturnTypes(MLIRContext *ctx,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  return inferArgReduce(ctx, loc, adaptor, inferred);
+}
+
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
+  auto input = ranked(loc, adaptor.getInput(), "input");
+  if (failed(input))
+    return failure();
+  int64_t axisValue = intOr(adaptor.getAxisAttr(), -1);
+  auto axis = normalizeAxis(axisValue, input->getRank());
+  if (!axis)
+    return emitOptionalError(loc, "axis ", axisValue,
+                             " is out of range for rank ", input->getRank());
+  int64_t k = adaptor.getK();
+  if (k < 0 || k > input->getDimSize(*axis))
+    return emitOptionalError(loc, "k = ", k, " is outside [0, ",
+                             input->getDimSize(*axis), "]");
+  Shape out(input->getShape());
+  out[*axis] = k;
+  inferred.push_back(RankedTensorType::get(out, input->getElementType()));
+  inferred.push_back(RankedTensorType::get(out, IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult CumSumOp::verify() {
+  if (!normalizeAxis(getAxis(), getInput().getType().getRank()))
+    return emitOpError("axis ") << getAxis() << " is out of range for rank "
+                                << getInput().getType().getRank();
+  return success();
+}
+
+LogicalResult SegmentReduceOp::inferReturnTypes(MLIRContext *ctx,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
+  auto data = ranked(loc, adaptor.getData(), "data");
+  auto starts = ranked(loc, adaptor.getStarts(), "starts");
+  auto ends = ranked(loc, adaptor.getEnds(), "ends");
+  if (failed(data) || failed(starts) || failed(ends))
+    return failure();
+  StringRef mode = adaptor.getMode();
+  if (mode != "sum" && mode != "mean" && mode != "max")
+    return emitOptionalError(loc, "mode must be sum, mean or max, got '", mode,
+                             "'");
+  if (data->getRank() < 1 || starts->getRank() != 1 ||
+      starts->getShape() != ends->getShape())
+    return emitOptionalError(loc, "needs data of rank >= 1 and starts and ends "
+                                  "of one shape [M], got ",
+                             fmt(data->getShape()), ", ",
+                             fmt(starts->getShape()), ", ",
+                             fmt(ends->getShape()));
+  Shape out{starts->getDimSize(0)};
+  llvm::append_range(out, data->getShape().drop_front());
+  inferred.push_back(RankedTensorType::get(out, data->getElementType()));
+  return success();
+}
+
+namespace parallax::px::detail {
+FailureOr<Shape> padShape(std::optional<Location> loc, RankedTensorType input,
+                          ArrayRef<int64_t> pads, StringRef mode) {
+  int64_t rank = input.getRank();
+  if ((int64_t)pads.size() != 2 * rank)
+    return emitOptionalError(loc, "expected ", 2 * rank,
+                             " pads (begins then ends), got ", pads.size());
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return emitOptionalError(loc, "mode must be constant, reflect or edge, got '",
+                             mode, "'");
+  Shape out;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t in = input.getDimSize(d), begin = pads[d], end = pads[rank + d];
+    int64_t n = in + begin + end;
+    if (n < 0)
+      return emitOptionalError(loc, "pads ", begin, " and ", end,
+                               " remove more than the ", in,
+                               " elements of dimension ", d);
+    if (mode == "reflect" && (begin > 0 || end > 0) &&
+        (begin >= in || end >= in))
+      return emitOptionalError(loc, "reflect pads ", begin, " and ", end,
+                               " of dimension ", d,
+                               " must be smaller than its size ", in);
+    if (mode == "edge" && (begin > 0 || end > 0) && in == 0)
+      return emitOptionalError(loc, "edge mode cannot pad the empty dimension ",
+                               d);
+    out.push_back(n);
+  }
+  return out;
+}
+} // namespace parallax::px::detail
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *ctx,
+                                      std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &inferred) {
+  if (failed(verifyAttributes(ctx, loc, adaptor)))
+    return failure();
+  auto input = ranked(loc, adaptor.getInput(), "input");
+  if (failed(input))
+    return failure();
+  auto out = padShape(loc, *input, adaptor.getPads(),
+                      strOr(adaptor.getModeAttr(), "constant"));
+  if (failed(out))
+    return failure();
+  inferred.push_back(RankedTensorType::get(*out, input->getElementType()));
+  return success();
+}
 
 LogicalResult ReshapeOp::verify() {
   auto in = getInput().getType(), out = getOutput().getType();

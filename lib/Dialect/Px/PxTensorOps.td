@@ -83,7 +83,7 @@ def Px_ConstantOp : Px_Op<"constant", [ConstantLike, Pure]> {
 //===----------------------------------------------------------------------===//
 
 class Px_BinaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
-    : Px_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+    : Px_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor, Px_Elementwise])> {
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs Px_AnyTensor:$output);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
@@ -101,6 +101,16 @@ def Px_DivOp : Px_ArithOp<"div">;
 def Px_MaxOp : Px_ArithOp<"max", [Commutative]>;
 def Px_MinOp : Px_ArithOp<"min", [Commutative]>;
 
+def Px_ModOp : Px_Op<"mod", [Pure, InferTypeOpAdaptor, Px_Elementwise]> {
+  let summary = "Elementwise remainder with broadcasting (ONNX Mod)";
+  let description = [{ Without `fmod` the result has the sign of the divisor
+    (Python's %, integers only in ONNX); with `fmod` the sign of the dividend
+    (C's fmod). }];
+  let arguments = (ins Px_NumericTensor:$lhs, Px_NumericTensor:$rhs, UnitAttr:$fmod);
+  let results = (outs Px_NumericTensor:$output);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
 def Px_PowOp : Px_BinaryOp<"pow", Px_NumericTensor> {
   let summary = "Elementwise power with broadcasting (ONNX Pow)";
   let description = [{ The result has the base's element type; the exponent
@@ -116,7 +126,7 @@ def Px_EqualOp : Px_CompareOp<"equal", Px_AnyTensor, [Commutative]>;
 def Px_LessOp : Px_CompareOp<"less", Px_NumericTensor>;
 def Px_GreaterOp : Px_CompareOp<"greater", Px_NumericTensor>;
 
-def Px_WhereOp : Px_Op<"where", [Pure, InferTypeOpAdaptor]> {
+def Px_WhereOp : Px_Op<"where", [Pure, InferTypeOpAdaptor, Px_Elementwise]> {
   let summary = "Elementwise select with broadcasting (ONNX Where)";
   let arguments = (ins Px_BoolTensor:$condition, Px_AnyTensor:$x, Px_AnyTensor:$y);
   let results = (outs Px_AnyTensor:$output);
@@ -126,7 +136,7 @@ def Px_WhereOp : Px_Op<"where", [Pure, InferTypeOpAdaptor]> {
 }
 
 class Px_UnaryOp<string mnemonic, Type tensorType, list<Trait> traits = []>
-    : Px_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+    : Px_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType, Px_Elementwise])> {
   let summary = "Elementwise " # mnemonic;
   let arguments = (ins tensorType:$input);
   let results = (outs tensorType:$output);
@@ -144,6 +154,26 @@ def Px_SigmoidOp : Px_UnaryOp<"sigmoid", Px_FloatTensor>;
 def Px_ErfOp : Px_UnaryOp<"erf", Px_FloatTensor>;
 def Px_NotOp : Px_UnaryOp<"not", Px_BoolTensor>;
 
+// Trigonometric and hyperbolic functions (ONNX Sin ... Atanh).
+def Px_SinOp : Px_UnaryOp<"sin", Px_FloatTensor>;
+def Px_CosOp : Px_UnaryOp<"cos", Px_FloatTensor>;
+def Px_TanOp : Px_UnaryOp<"tan", Px_FloatTensor>;
+def Px_AsinOp : Px_UnaryOp<"asin", Px_FloatTensor>;
+def Px_AcosOp : Px_UnaryOp<"acos", Px_FloatTensor>;
+def Px_AtanOp : Px_UnaryOp<"atan", Px_FloatTensor>;
+def Px_SinhOp : Px_UnaryOp<"sinh", Px_FloatTensor>;
+def Px_CoshOp : Px_UnaryOp<"cosh", Px_FloatTensor>;
+def Px_AsinhOp : Px_UnaryOp<"asinh", Px_FloatTensor>;
+def Px_AcoshOp : Px_UnaryOp<"acosh", Px_FloatTensor>;
+def Px_AtanhOp : Px_UnaryOp<"atanh", Px_FloatTensor>;
+// Piecewise constant: their gradient is zero wherever it exists.
+def Px_FloorOp : Px_UnaryOp<"floor", Px_FloatTensor>;
+def Px_CeilOp : Px_UnaryOp<"ceil", Px_FloatTensor>;
+def Px_RoundOp : Px_UnaryOp<"round", Px_FloatTensor> {
+  let summary = "Elementwise round, halves to even (ONNX Round)";
+}
+def Px_SignOp : Px_UnaryOp<"sign", Px_NumericTensor>;
+
 def Px_LeakyReluOp : Px_UnaryOp<"leaky_relu", Px_FloatTensor> {
   let arguments = (ins Px_FloatTensor:$input, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
 }
@@ -155,7 +185,7 @@ def Px_ClipOp : Px_UnaryOp<"clip", Px_NumericTensor> {
   let hasVerifier = 1;
 }
 
-def Px_CastOp : Px_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def Px_CastOp : Px_Op<"cast", [Pure, SameOperandsAndResultShape, Px_Elementwise]> {
   let summary = "Elementwise conversion to the result element type (ONNX Cast)";
   let arguments = (ins Px_AnyTensor:$input);
   let results = (outs Px_AnyTensor:$output);
@@ -308,9 +338,11 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
   let description = [{
     In `training` mode the batch statistics normalise x, and
     `running_mean`/`running_var` are the updated running statistics
-    (momentum * old + (1 - momentum) * batch, with the biased batch
-    variance, as ONNX BatchNormalization-15 specifies; PyTorch keeps the
-    unbiased one, which changes only the running variance, never the loss).
+    (momentum * old + (1 - momentum) * batch), with the biased batch
+    variance as ONNX BatchNormalization-15 specifies, or with
+    `unbiased_running_var` the unbiased one (times n / (n - 1), n values per
+    channel in the whole batch), as PyTorch does; the choice changes only
+    the running variance, never the loss.
     Otherwise the input statistics normalise x and are returned unchanged.
     With `grid = @g` (set by px-sync) the batch statistics are those of the
     whole grid's batch (synchronized BatchNorm): every rank normalises with
@@ -323,6 +355,7 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
                        DefaultValuedAttr<F32Attr, "1e-5">:$epsilon,
                        DefaultValuedAttr<F32Attr, "0.9">:$momentum,
                        UnitAttr:$training,
+                       UnitAttr:$unbiased_running_var,
                        OptionalAttr<FlatSymbolRefAttr>:$grid);
   let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$running_mean,
                       Px_FloatTensor:$running_var);
@@ -331,17 +364,22 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def Px_DropoutOp : Px_Op<"dropout", [InferTypeOpAdaptor]> {
+def Px_DropoutOp : Px_Op<"dropout", [InferTypeOpAdaptor, Px_Elementwise]> {
   let summary = "Training-mode dropout (ONNX Dropout with training_mode = true)";
   let description = [{
     Zeroes each element with probability `ratio` and scales the rest by
     1 / (1 - ratio). `mask` is true where the element was kept. Not Pure:
     each execution draws a new mask (from `seed` and the step number).
     Inference-mode Dropout is the identity and is not imported as this op.
+    `sample_stride` (set by px-split-batch) is the number of elements
+    between consecutive samples of `input`, 0 when it holds none: the random
+    stream is numbered over the global batch's samples, so a sample's mask
+    does not depend on the rank count or on where its rank's samples lie.
   }];
   let arguments = (ins Px_FloatTensor:$input,
                        F32Attr:$ratio,
-                       DefaultValuedAttr<I64Attr, "0">:$seed);
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       OptionalAttr<I64Attr>:$sample_stride);
   let results = (outs Px_FloatTensor:$output, Px_BoolTensor:$mask);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -363,6 +401,63 @@ class Px_ReduceOp<string mnemonic> : Px_Op<mnemonic, [Pure, InferTypeOpAdaptor]>
 def Px_ReduceSumOp : Px_ReduceOp<"reduce_sum">;
 def Px_ReduceMeanOp : Px_ReduceOp<"reduce_mean">;
 def Px_ReduceMaxOp : Px_ReduceOp<"reduce_max">;
+def Px_ReduceMinOp : Px_ReduceOp<"reduce_min">;
+def Px_ReduceProdOp : Px_ReduceOp<"reduce_prod">;
+
+class Px_ArgReduceOp<string mnemonic> : Px_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "Index of the " # mnemonic # " along `axis` (ONNX ArgMax/ArgMin)";
+  let description = [{ i64 result; ties go to the first index, or the last
+    with `select_last_index`; `keepdims` keeps the axis as size 1. }];
+  let arguments = (ins Px_NumericTensor:$input, DefaultValuedAttr<I64Attr, "0">:$axis,
+                       DefaultValuedAttr<BoolAttr, "true">:$keepdims,
+                       UnitAttr:$select_last_index);
+  let results = (outs Px_StaticTensorOf<[I64]>:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+def Px_ArgMaxOp : Px_ArgReduceOp<"arg_max">;
+def Px_ArgMinOp : Px_ArgReduceOp<"arg_min">;
+
+def Px_TopKOp : Px_Op<"top_k", [Pure, InferTypeOpAdaptor]> {
+  let summary = "The k largest (or smallest) elements along `axis` (ONNX TopK)";
+  let description = [{ `values` and their `indices` (i64), ordered largest
+    first (smallest first without `largest`); equal values keep their index
+    order. Only sorted output exists. }];
+  let arguments = (ins Px_NumericTensor:$input, I64Attr:$k,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<BoolAttr, "true">:$largest);
+  let results = (outs Px_NumericTensor:$values, Px_StaticTensorOf<[I64]>:$indices);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def Px_CumSumOp : Px_Op<"cumsum", [Pure, SameOperandsAndResultType]> {
+  let summary = "Cumulative sum along `axis` (ONNX CumSum)";
+  let description = [{ `exclusive` leaves each element out of its own sum;
+    `reverse` sums from the end. }];
+  let arguments = (ins Px_NumericTensor:$input, I64Attr:$axis, UnitAttr:$exclusive,
+                       UnitAttr:$reverse);
+  let results = (outs Px_NumericTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Px_SegmentReduceOp : Px_Op<"segment_reduce", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Reduce row ranges [starts[m], ends[m]) of `data` (nn.EmbeddingBag)";
+  let description = [{
+    Result row m reduces rows starts[m] .. ends[m] - 1 of `data` (dimension
+    0) with `mode` "sum", "mean" or "max"; the bounds are clamped as ONNX
+    Slice clamps them (a negative bound counts from the end). An empty range
+    gives zeros, as nn.EmbeddingBag does. The importer makes it from a Loop
+    that slices ids by runtime offsets, gathers rows and reduces them (how
+    PyTorch exports nn.EmbeddingBag with offsets), so the table stays a
+    row-gathered (sparse) variable.
+  }];
+  let arguments = (ins Px_FloatTensor:$data, Px_StaticTensorOf<[I64]>:$starts,
+                       Px_StaticTensorOf<[I64]>:$ends, StrAttr:$mode);
+  let results = (outs Px_FloatTensor:$output);
+  let assemblyFormat = [{
+    $data `,` $starts `,` $ends attr-dict `:` type($data) `,` type($starts) `,` type($ends)
+  }];
+}
 
 def Px_ReshapeOp : Px_Op<"reshape", [Pure]> {
   let summary = "Reinterpret the shape (ONNX Reshape, Flatten, Squeeze, Unsqueeze)";
@@ -385,6 +480,21 @@ def Px_ConcatOp : Px_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let arguments = (ins Variadic<Px_AnyTensor>:$inputs, I64Attr:$axis);
   let results = (outs Px_AnyTensor:$output);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+}
+
+def Px_PadOp : Px_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Pad (or, with negative pads, crop) every dimension (ONNX Pad)";
+  let description = [{
+    `pads` are [begin..., end...], one pair per dimension. `mode` is
+    "constant" (fill with `value`), "reflect" (mirror without repeating the
+    edge; a pad must be smaller than its dimension) or "edge" (repeat the
+    edge element).
+  }];
+  let arguments = (ins Px_AnyTensor:$input, DenseI64ArrayAttr:$pads,
+                       DefaultValuedAttr<StrAttr, "\"constant\"">:$mode,
+                       DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
 def Px_ExpandOp : Px_Op<"expand", [Pure]> {
@@ -467,6 +577,94 @@ def Px_DensifyOp : Px_Op<"densify", [Pure, InferTypeOpAdaptor]> {
   let arguments = (ins Px_SparseGrad:$grad);
   let results = (outs Px_FloatTensor:$output);
   let assemblyFormat = "$grad attr-dict `:` qualified(type($grad))";
+}
+
+//===----------------------------------------------------------------------===//
+// Recurrent layers (ONNX LSTM and GRU, as torch.nn.LSTM / nn.GRU export
+// them). Shapes follow ONNX's layout 0: x [T, B, I], w [D, G*H, I],
+// r [D, G*H, H], b [D, 2*G*H], states [D, B, H], y [T, D, B, H], with
+// D = 2 for "bidirectional" and 1 otherwise (G = 4 for LSTM, 3 for GRU).
+//===----------------------------------------------------------------------===//
+
+def Px_LstmOp : Px_Op<"lstm", [Pure, InferTypeOpAdaptor]> {
+  let summary = "LSTM layer over a whole sequence (ONNX LSTM, default activations)";
+  let description = [{
+    ONNX LSTM with its default activations (sigmoid gates, tanh cell and
+    output), no peepholes, no clip, no coupled input-forget gate and every
+    sequence of the full length T: what torch.nn.LSTM exports, one op per
+    layer. Gates are in ONNX's order i, o, f, c along w's and r's rows; `b`
+    is [Wb, Rb]. The importer passes zeros for an absent `B`, `initial_h` or
+    `initial_c` (what torch exports when the module is called without
+    states, and what ONNX means by an absent one). The "reverse" direction
+    (and direction 1 of "bidirectional") runs from t = T-1 down to 0; `y[t]`
+    is always the state after reading `x[t]`, and `y_h`, `y_c` the states
+    after the direction's last step.
+
+    `gates` [D, T, B, 4H] (the activated i, o, f, c of every step) and
+    `cells` [D, T, B, H] (every cell state) are results because the
+    backward pass (px.lstm_grad) needs them, as cuDNN keeps its reserve
+    space: recomputing them would repeat the whole sequential forward pass.
+    Nothing else reads them.
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$w, Px_FloatTensor:$r,
+                       Px_FloatTensor:$b, Px_FloatTensor:$initial_h,
+                       Px_FloatTensor:$initial_c,
+                       DefaultValuedAttr<StrAttr, "\"forward\"">:$direction);
+  let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$y_h,
+                      Px_FloatTensor:$y_c, Px_FloatTensor:$gates,
+                      Px_FloatTensor:$cells);
+  let assemblyFormat = [{
+    $x `,` $w `,` $r `,` $b `,` $initial_h `,` $initial_c attr-dict `:`
+    type(operands)
+  }];
+}
+
+def Px_GruOp : Px_Op<"gru", [Pure, InferTypeOpAdaptor]> {
+  let summary = "GRU layer over a whole sequence (ONNX GRU, default activations)";
+  let description = [{
+    ONNX GRU with its default activations (sigmoid gates, tanh candidate),
+    no clip and every sequence of the full length T. Gates are in ONNX's
+    order z, r, h; `b` is [Wb, Rb]; the importer passes zeros for an absent
+    `B` or `initial_h`. With `linear_before_reset` (what torch.nn.GRU
+    exports) the candidate is tanh(x Wh^T + Wbh + r * (h Rh^T + Rbh)),
+    without it tanh(x Wh^T + Wbh + (r * h) Rh^T + Rbh). Directions as
+    px.lstm.
+
+    `gates` [D, T, B, 4H] holds, per step, the activated z, r and candidate
+    and the recurrent term the backward pass needs (h Rh^T + Rbh with
+    `linear_before_reset`, else r * h): a result for px.gru_grad, which
+    would otherwise recompute the whole sequential forward pass.
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$w, Px_FloatTensor:$r,
+                       Px_FloatTensor:$b, Px_FloatTensor:$initial_h,
+                       DefaultValuedAttr<StrAttr, "\"forward\"">:$direction,
+                       UnitAttr:$linear_before_reset);
+  let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$y_h,
+                      Px_FloatTensor:$gates);
+  let assemblyFormat = [{
+    $x `,` $w `,` $r `,` $b `,` $initial_h attr-dict `:` type(operands)
+  }];
+}
+
+def Px_RnnOp : Px_Op<"rnn", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Simple (Elman) RNN layer over a whole sequence (ONNX RNN)";
+  let description = [{
+    ONNX RNN as torch.nn.RNN exports it: h = f(x W^T + h_prev R^T + Wb + Rb)
+    with `activation` f "tanh" (default) or "relu" (torch's nonlinearity),
+    the same in every direction, no clip, every sequence of the full length
+    T. w is [D, H, I], r [D, H, H], b [D, 2H] ([Wb, Rb]); the importer
+    passes zeros for an absent `B` or `initial_h`. Directions as px.lstm.
+    Unlike px.lstm and px.gru it saves nothing beyond `y`: the activation's
+    derivative follows from its output (1 - h^2, or h > 0).
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$w, Px_FloatTensor:$r,
+                       Px_FloatTensor:$b, Px_FloatTensor:$initial_h,
+                       DefaultValuedAttr<StrAttr, "\"forward\"">:$direction,
+                       DefaultValuedAttr<StrAttr, "\"tanh\"">:$activation);
+  let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$y_h);
+  let assemblyFormat = [{
+    $x `,` $w `,` $r `,` $b `,` $initial_h attr-dict `:` type(operands)
+  }];
 }
 
 #endif // PARALLAX_DIALECT_PX_PXTENSOROPS_TD

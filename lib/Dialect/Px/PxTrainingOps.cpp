@@ -300,6 +300,38 @@ LogicalResult SliceGradOp::verify() {
   return success();
 }
 
+LogicalResult PadGradOp::verify() {
+  if (failed(sameElementTypes(*this, {getDy(), getDx()})))
+    return failure();
+  auto out = padShape(getLoc(), getDx().getType(), getPads(), getMode());
+  if (failed(out))
+    return failure();
+  if (getDy().getType().getShape() != ArrayRef<int64_t>(*out))
+    return emitOpError("dy must have the padded shape ")
+           << fmt(*out) << ", got " << fmt(getDy().getType().getShape());
+  return success();
+}
+
+LogicalResult SegmentReduceGradOp::verify() {
+  StringRef mode = getMode();
+  if (mode != "sum" && mode != "mean" && mode != "max")
+    return emitOpError("mode must be sum, mean or max, got '") << mode << "'";
+  auto data = getData().getType(), dy = getDy().getType();
+  auto starts = getStarts().getType();
+  if (failed(sameElementTypes(*this, {getDy(), getData()})))
+    return failure();
+  if (starts.getRank() != 1 || starts != getEnds().getType() ||
+      data.getRank() < 1)
+    return emitOpError("needs starts and ends of one shape [M] and data of "
+                       "rank >= 1");
+  SmallVector<int64_t> expected{starts.getDimSize(0)};
+  llvm::append_range(expected, data.getShape().drop_front());
+  if (dy.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("dy must have shape ") << fmt(expected) << ", got "
+                                               << fmt(dy.getShape());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Gradients, state and updates
 //===----------------------------------------------------------------------===//

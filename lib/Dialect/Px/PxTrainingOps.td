@@ -228,6 +228,109 @@ def Px_SliceGradOp : Px_Op<"slice_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Px_PadGradOp : Px_Op<"pad_grad", [Pure]> {
+  let summary = "Gradient of px.pad: each dy element added back to its source";
+  let description = [{ The result has the forward input's type; elements
+    that came from the constant fill contribute nothing, reflected and edge
+    elements add to the element they copy. }];
+  let arguments = (ins Px_FloatTensor:$dy, DenseI64ArrayAttr:$pads,
+                       DefaultValuedAttr<StrAttr, "\"constant\"">:$mode);
+  let results = (outs Px_FloatTensor:$dx);
+  let assemblyFormat = "$dy attr-dict `:` type($dy) `->` type($dx)";
+  let hasVerifier = 1;
+}
+
+def Px_SegmentReduceGradOp : Px_Op<"segment_reduce_grad", [Pure,
+    AllTypesMatch<["data", "ddata"]>, AllTypesMatch<["starts", "ends"]>]> {
+  let summary = "Gradient of px.segment_reduce with respect to its data";
+  let description = [{ Each row of dy goes to the rows of its range: as it
+    is (sum), divided by the range's length (mean), or, per column, to the
+    first maximal row (max). Ranges may overlap; their gradients add. }];
+  let arguments = (ins Px_FloatTensor:$dy, Px_FloatTensor:$data,
+                       Px_StaticTensorOf<[I64]>:$starts,
+                       Px_StaticTensorOf<[I64]>:$ends, StrAttr:$mode);
+  let results = (outs Px_FloatTensor:$ddata);
+  let assemblyFormat = [{
+    $dy `,` $data `,` $starts `,` $ends attr-dict `:` type($dy) `,` type($data) `,` type($starts)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Backward kernels of the recurrent layers: backpropagation through time
+// over the forward op's saved gates, one op per layer (not unrolled).
+//===----------------------------------------------------------------------===//
+
+def Px_LstmGradOp : Px_Op<"lstm_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradients of px.lstm (backpropagation through time)";
+  let description = [{
+    `x`, `w`, `r`, `initial_h`, `initial_c` are the forward operands; `y`,
+    `gates`, `cells` its results; `dy`, `dy_h`, `dy_c` the gradients of y,
+    y_h and y_c (px-autodiff passes zeros for a result nothing reads). The
+    results are the gradients of x, w, r, b ([D, 8H]: its two halves are
+    equal), initial_h and initial_c. The shape rule runs px.lstm's on the
+    forward operands and checks y, gates, cells and the incoming gradients
+    against it.
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$w, Px_FloatTensor:$r,
+                       Px_FloatTensor:$initial_h, Px_FloatTensor:$initial_c,
+                       Px_FloatTensor:$y, Px_FloatTensor:$gates,
+                       Px_FloatTensor:$cells, Px_FloatTensor:$dy,
+                       Px_FloatTensor:$dy_h, Px_FloatTensor:$dy_c,
+                       DefaultValuedAttr<StrAttr, "\"forward\"">:$direction);
+  let results = (outs Px_FloatTensor:$dx, Px_FloatTensor:$dw,
+                      Px_FloatTensor:$dr, Px_FloatTensor:$db,
+                      Px_FloatTensor:$dinitial_h, Px_FloatTensor:$dinitial_c);
+  let assemblyFormat = [{
+    $x `,` $w `,` $r `,` $initial_h `,` $initial_c `,` $y `,` $gates `,`
+    $cells `,` $dy `,` $dy_h `,` $dy_c attr-dict `:` type(operands)
+  }];
+}
+
+def Px_GruGradOp : Px_Op<"gru_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradients of px.gru (backpropagation through time)";
+  let description = [{
+    As px.lstm_grad: the forward operands, `y` and `gates`, and the
+    gradients of y and y_h; results are the gradients of x, w, r, b
+    ([D, 6H]) and initial_h, checked against px.gru's shape rule.
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$w, Px_FloatTensor:$r,
+                       Px_FloatTensor:$initial_h, Px_FloatTensor:$y,
+                       Px_FloatTensor:$gates, Px_FloatTensor:$dy,
+                       Px_FloatTensor:$dy_h,
+                       DefaultValuedAttr<StrAttr, "\"forward\"">:$direction,
+                       UnitAttr:$linear_before_reset);
+  let results = (outs Px_FloatTensor:$dx, Px_FloatTensor:$dw,
+                      Px_FloatTensor:$dr, Px_FloatTensor:$db,
+                      Px_FloatTensor:$dinitial_h);
+  let assemblyFormat = [{
+    $x `,` $w `,` $r `,` $initial_h `,` $y `,` $gates `,` $dy `,` $dy_h
+    attr-dict `:` type(operands)
+  }];
+}
+
+def Px_RnnGradOp : Px_Op<"rnn_grad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gradients of px.rnn (backpropagation through time)";
+  let description = [{
+    The forward operands x, w, r, initial_h, its result y, and the
+    gradients of y and y_h (zeros for a result nothing reads); results the
+    gradients of x, w, r, b ([D, 2H]) and initial_h, checked against
+    px.rnn's shape rule. `direction` and `activation` as the forward op.
+  }];
+  let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$w, Px_FloatTensor:$r,
+                       Px_FloatTensor:$initial_h, Px_FloatTensor:$y,
+                       Px_FloatTensor:$dy, Px_FloatTensor:$dy_h,
+                       DefaultValuedAttr<StrAttr, "\"forward\"">:$direction,
+                       DefaultValuedAttr<StrAttr, "\"tanh\"">:$activation);
+  let results = (outs Px_FloatTensor:$dx, Px_FloatTensor:$dw,
+                      Px_FloatTensor:$dr, Px_FloatTensor:$db,
+                      Px_FloatTensor:$dinitial_h);
+  let assemblyFormat = [{
+    $x `,` $w `,` $r `,` $initial_h `,` $y `,` $dy `,` $dy_h attr-dict `:`
+    type(operands)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Gradients, state and optimizer updates.
 //===----------------------------------------------------------------------===//

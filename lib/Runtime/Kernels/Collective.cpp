@@ -18,6 +18,8 @@
 #include "parallax/Runtime/Kernel.h"
 #include "parallax/Runtime/Plan.h"
 
+#include "KernelUtil.h"
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -75,14 +77,15 @@ KernelFn launch(KernelArgs &args, std::function<void()> prepare,
   int64_t token = args.i64Or("token", -1);
   if (token >= (int64_t)env->tickets.size())
     args.fail("token " + std::to_string(token) + " out of range");
+  auto info = std::make_shared<JobInfo>(jobInfoOf(args));
   return [=] {
     if (prepare)
       prepare();
     try {
       if (token >= 0)
-        env->tickets[token] = comm->submit(job);
+        env->tickets[token] = comm->submit(job, info.get());
       else
-        comm->run(job);
+        comm->run(job, info.get());
     } catch (const CommError &e) {
       throw KernelError(e.what());
     }
@@ -540,9 +543,12 @@ KernelFn psPull(KernelArgs &args) {
   auto s = std::make_shared<Scratch>();
   // The ids are copied before the job starts: their buffer may be reused.
   s->wanted.resize(ids.numElements());
+  bool nonnegative = args.flag("nonnegative_ids");
   auto prepare = [=] {
     for (int64_t k = 0; k < i.numElements(); ++k) {
       int64_t id = readIndex(i, k);
+      if (id < 0 && nonnegative)
+        throw detail::negativeIdError("ps_pull", id, k, part.rows);
       if (id < 0)
         id += part.rows;
       if (id < 0 || id >= part.rows)
@@ -804,6 +810,21 @@ KernelFn psPush(KernelArgs &args) {
 } // namespace
 
 Group &collectiveGroup(KernelArgs &args) { return groupOf(args); }
+
+JobInfo jobInfoOf(const KernelArgs &args) {
+  JobInfo info;
+  info.kernel = args.index;
+  info.name = args.kernel.op;
+  std::string where = "kernel #" + std::to_string(args.index);
+  const auto &attrs = args.kernel.attrs;
+  if (attrs.contains("bucket") && attrs["bucket"].is_number_integer())
+    where += ", bucket " + std::to_string(attrs["bucket"].get<int64_t>());
+  else if (attrs.contains("variables") && attrs["variables"].is_array() &&
+           attrs["variables"].size() == 1 && attrs["variables"][0].is_string())
+    where += ", " + attrs["variables"][0].get<std::string>();
+  info.description = args.kernel.op + " (" + where + ")";
+  return info;
+}
 
 void registerCollectiveKernels(KernelRegistry &r) {
   r.add("all_reduce", allReduce);

@@ -299,6 +299,30 @@ struct MinOp {
     return (a < b || a != a) ? a : b;
   }
 };
+/// ONNX Mod: the sign of the divisor (Python's %) without fmod, of the
+/// dividend (C's fmod) with it.
+template <bool Fmod> struct ModOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0)
+        throw KernelError("mod: integer modulo by zero (a divisor element is 0)");
+      if constexpr (std::is_signed_v<T>)
+        if (b == T(-1))
+          return 0; // INT_MIN % -1 would overflow
+      T r = (T)(a % b);
+      if constexpr (!Fmod)
+        if (r != 0 && ((r < 0) != (b < 0)))
+          r = wrapAdd(r, b);
+      return r;
+    } else {
+      T r = std::fmod(a, b);
+      if constexpr (!Fmod)
+        if (r != 0 && ((r < 0) != (b < 0)))
+          r += b;
+      return r;
+    }
+  }
+};
 struct SquareOp { // pow with the scalar exponent 2
   template <typename T, typename E> T operator()(T a, E) const {
     return wrapMul(a, a);
@@ -471,6 +495,23 @@ KernelFn powFactory(KernelArgs &args) {
           general();
       };
     });
+  });
+}
+
+KernelFn modFactory(KernelArgs &args) {
+  const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
+  if (a.dtype != b.dtype)
+    args.fail(std::string("mod: operand element types differ (") + nameOf(a.dtype) + " and " +
+              nameOf(b.dtype) + ")");
+  args.expectDType(o, a.dtype, "mod result");
+  Geometry g = broadcastGeometry(args, "mod", o.shape, {&a.shape, &b.shape}, true);
+  const bool fmod = args.flag("fmod");
+  int threads = args.env.threads;
+  return dispatchNumeric(args, a.dtype, "mod", [&](auto tag) -> KernelFn {
+    using T = decltype(tag);
+    if (fmod)
+      return makeBinary<T, T, T>(g, a, b, o, threads, kCostlyGrain, ModOp<true>{});
+    return makeBinary<T, T, T>(g, a, b, o, threads, kCostlyGrain, ModOp<false>{});
   });
 }
 
@@ -649,6 +690,34 @@ struct SqrtF {
 };
 struct ReciprocalF {
   template <typename T> T operator()(T x) const { return T(1) / x; }
+};
+#define PX_LIBM_UNARY(NAME, FN)                                                \
+  struct NAME {                                                                \
+    template <typename T> T operator()(T x) const { return FN(x); }            \
+  };
+PX_LIBM_UNARY(SinF, std::sin)
+PX_LIBM_UNARY(CosF, std::cos)
+PX_LIBM_UNARY(TanF, std::tan)
+PX_LIBM_UNARY(AsinF, std::asin)
+PX_LIBM_UNARY(AcosF, std::acos)
+PX_LIBM_UNARY(AtanF, std::atan)
+PX_LIBM_UNARY(SinhF, std::sinh)
+PX_LIBM_UNARY(CoshF, std::cosh)
+PX_LIBM_UNARY(AsinhF, std::asinh)
+PX_LIBM_UNARY(AcoshF, std::acosh)
+PX_LIBM_UNARY(AtanhF, std::atanh)
+PX_LIBM_UNARY(FloorF, std::floor)
+PX_LIBM_UNARY(CeilF, std::ceil)
+// Halves to even, as ONNX Round (and numpy.round): the default rounding mode.
+PX_LIBM_UNARY(RoundF, std::nearbyint)
+#undef PX_LIBM_UNARY
+struct SignF {
+  template <typename T> T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return x > T(0) ? T(1) : x < T(0) ? T(-1) : x; // 0, -0 and NaN stay
+    else
+      return (T)((x > T(0)) - (x < T(0)));
+  }
 };
 //===----------------------------------------------------------------------===//
 // f32 transcendental functions without libm calls, so that the loops over
@@ -988,15 +1057,23 @@ double checkedRatio(const KernelArgs &args, const char *what) {
 // The dropout mask, bit for bit (a Python reference reproduces it):
 //
 //   key       = streamKey(env.seed ^ seed_attr, stream_attr, env.step)
-//   perSample = numel / dim0      (dim0 = input dimension 0; 1 for rank 0)
-//   g         = env.sampleOffset * perSample + e   (e: row-major element index)
+//   M         = sample_stride: elements between consecutive samples
+//               (px-split-batch sets it; without it, numel / dim0)
+//   b, G      = this rank's and the global batch; off = env.sampleOffset
+//   e         = (a * b + s) * M + c   (row-major element index: sample s of
+//                                     run a, element c of it)
+//   g         = (a * G + off + s) * M + c   (the element's index in the
+//                                     global batch's tensor)
 //   kept[e]   = uniformAt(key, g) >= float(ratio)  (24-bit uniform in [0, 1))
 //   output[e] = kept[e] ? x[e] / T(1 - ratio) : 0  (1 - ratio in double)
 //
 // with streamKey / uniformAt / splitmix64 from Random.h (all arithmetic mod
-// 2^64). Because the counter counts from the global sample offset, a sample
-// gets the same mask whichever rank runs it and however the batch is split.
-// (dropoutFactory below; the mask loop exists in two bit-identical builds.)
+// 2^64). Because the counter numbers the global batch's elements, a sample
+// gets the same mask whichever rank runs it and however the batch is split,
+// also where the samples are not the outermost dimension (a [T, B, H]
+// tensor is T runs of B samples). sample_stride 0 (a tensor that holds no
+// samples) gives g = e on every rank. (dropoutFactory below; the mask loop
+// exists in two bit-identical builds.)
 
 using MaskLoop = void (*)(uint64_t key, uint64_t counter0, float threshold,
                          uint8_t *mask, int64_t n);
@@ -1060,7 +1137,17 @@ KernelFn dropoutFactory(KernelArgs &args) {
   checkSameShape(args, "dropout mask", x, m);
   const int64_t n = x.numElements();
   const int64_t dim0 = x.rank() ? x.shape[0] : 1;
-  const int64_t perSample = dim0 > 0 ? n / dim0 : 0;
+  const int64_t perSample =
+      args.has("sample_stride") ? args.i64Or("sample_stride", 0) : dim0 > 0 ? n / dim0 : 0;
+  if (perSample < 0)
+    args.fail("dropout: sample_stride must be >= 0");
+  const int64_t localBatch = args.env.globalBatch / std::max(args.env.worldSize, 1);
+  // Elements of one run of this rank's samples (the whole tensor when the
+  // samples are the outermost dimension).
+  const int64_t run = args.has("sample_stride") && perSample > 0 && localBatch > 0 &&
+                              n % (perSample * localBatch) == 0
+                          ? perSample * localBatch
+                          : n;
   const ExecEnv *env = &args.env;
   int threads = args.env.threads;
   MaskLoop maskLoop = pickMaskLoop();
@@ -1070,7 +1157,7 @@ KernelFn dropoutFactory(KernelArgs &args) {
       const T *x;
       T *y;
       uint8_t *m;
-      int64_t n, perSample;
+      int64_t n, perSample, run;
       float threshold;
       T denom;
       uint64_t seedAttr, stream;
@@ -1080,20 +1167,28 @@ KernelFn dropoutFactory(KernelArgs &args) {
       uint64_t key, base; // of the current step
     };
     auto st = std::make_shared<State>(State{x.as<const T>(), y.as<T>(), m.as<uint8_t>(),
-                                            n, perSample, (float)ratio,
+                                            n, perSample, run, (float)ratio,
                                             (T)(1.0 - ratio), seedAttr, stream, env,
                                             threads, maskLoop, 0, 0});
     return [st] {
       State &s = *st;
       s.key = streamKey(s.env->seed ^ s.seedAttr, s.stream, (uint64_t)s.env->step);
       s.base = (uint64_t)s.env->sampleOffset * (uint64_t)s.perSample;
-      parallelFor(s.threads, s.n, kCostlyGrain, [&s](int64_t begin, int64_t end) {
-        // In blocks, so that the mask is still in cache for the values.
+      // Run a of this rank's samples starts at global element
+      // (a * G + off) * M: a stride of G * M counters per run.
+      const uint64_t runStride = (uint64_t)s.env->globalBatch * (uint64_t)s.perSample;
+      parallelFor(s.threads, s.n, kCostlyGrain, [&s, runStride](int64_t begin, int64_t end) {
+        // In blocks, so that the mask is still in cache for the values, and
+        // never across a run (whose counters jump).
         constexpr int64_t kBlock = 1 << 14;
-        for (int64_t b = begin; b < end; b += kBlock) {
-          const int64_t e1 = std::min(end, b + kBlock);
-          s.maskLoop(s.key, s.base + (uint64_t)b, s.threshold, s.m + b, e1 - b);
+        for (int64_t b = begin; b < end;) {
+          const int64_t a = b / s.run, runEnd = (a + 1) * s.run;
+          const int64_t e1 = std::min({end, b + kBlock, runEnd});
+          const uint64_t counter =
+              s.base + (uint64_t)a * runStride + (uint64_t)(b - a * s.run);
+          s.maskLoop(s.key, counter, s.threshold, s.m + b, e1 - b);
           maskedScale(s.x + b, s.m + b, s.y + b, e1 - b, s.denom);
+          b = e1;
         }
       });
     };
@@ -1155,6 +1250,22 @@ void registerElementwiseKernels(KernelRegistry &r) {
   r.add("tanh", unaryFactory<TanhF, true>("tanh", kCostlyGrain));
   r.add("sigmoid", unaryFactory<SigmoidF, true>("sigmoid", kCostlyGrain));
   r.add("erf", unaryFactory<ErfF, true>("erf", kCostlyGrain));
+  r.add("sin", unaryFactory<SinF, true>("sin", kCostlyGrain));
+  r.add("cos", unaryFactory<CosF, true>("cos", kCostlyGrain));
+  r.add("tan", unaryFactory<TanF, true>("tan", kCostlyGrain));
+  r.add("asin", unaryFactory<AsinF, true>("asin", kCostlyGrain));
+  r.add("acos", unaryFactory<AcosF, true>("acos", kCostlyGrain));
+  r.add("atan", unaryFactory<AtanF, true>("atan", kCostlyGrain));
+  r.add("sinh", unaryFactory<SinhF, true>("sinh", kCostlyGrain));
+  r.add("cosh", unaryFactory<CoshF, true>("cosh", kCostlyGrain));
+  r.add("asinh", unaryFactory<AsinhF, true>("asinh", kCostlyGrain));
+  r.add("acosh", unaryFactory<AcoshF, true>("acosh", kCostlyGrain));
+  r.add("atanh", unaryFactory<AtanhF, true>("atanh", kCostlyGrain));
+  r.add("floor", unaryFactory<FloorF, true>("floor", kCheapGrain));
+  r.add("ceil", unaryFactory<CeilF, true>("ceil", kCheapGrain));
+  r.add("round", unaryFactory<RoundF, true>("round", kCheapGrain));
+  r.add("sign", unaryFactory<SignF, false>("sign", kCheapGrain));
+  r.add("mod", modFactory);
   r.add("leaky_relu", leakyReluFactory);
   r.add("clip", clipFactory);
   r.add("not", [](KernelArgs &args) -> KernelFn {

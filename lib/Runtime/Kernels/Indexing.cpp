@@ -40,6 +40,21 @@ inline int64_t wrapIndex(int64_t v, int64_t size, const char *op,
   return w;
 }
 
+/// With the plan's "nonnegative_ids" (an embedding lookup: a trainable
+/// table read with ids from the data), refuses a negative id before any row
+/// is read, in position order, so that the message names the first one.
+template <typename I>
+void refuseNegativeIds(const I *idx, int64_t n, int64_t rows, const char *op) {
+  bool any = false;
+  for (int64_t p = 0; p < n; ++p)
+    any |= idx[p] < 0;
+  if (!any)
+    return;
+  for (int64_t p = 0; p < n; ++p)
+    if (idx[p] < 0)
+      throw negativeIdError(op, (int64_t)idx[p], p, rows);
+}
+
 /// Fixed-size element copies for the common element sizes.
 template <int Size> struct Elem;
 template <> struct Elem<1> { using type = uint8_t; };
@@ -55,10 +70,12 @@ template <> struct Elem<8> { using type = uint64_t; };
 template <typename I, int ElemSize>
 KernelFn gatherImpl(const char *data, const I *idx, char *out, int64_t outer,
                     int64_t axisLen, int64_t nIdx, int64_t rowBytes,
-                    int64_t axis, int threads) {
+                    int64_t axis, int threads, bool nonnegative) {
   int64_t rows = outer * nIdx;
   int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(rowBytes, 1));
   return [=] {
+    if (nonnegative)
+      refuseNegativeIds(idx, nIdx, axisLen, "gather");
     parallelFor(threads, rows, grain, [&](int64_t r0, int64_t r1) {
       int64_t o = r0 / nIdx, p = r0 % nIdx;
       for (int64_t r = r0; r < r1; ++r) {
@@ -91,16 +108,17 @@ KernelFn gatherTyped(KernelArgs &args, int64_t axis) {
   const I *idx = indices.as<I>();
   char *o = static_cast<char *>(out.data);
   int threads = args.env.threads;
+  bool nn = args.flag("nonnegative_ids");
   if (inner == 1) {
     switch (es) {
-    case 1: return gatherImpl<I, 1>(d, idx, o, outer, axisLen, nIdx, es, axis, threads);
-    case 2: return gatherImpl<I, 2>(d, idx, o, outer, axisLen, nIdx, es, axis, threads);
-    case 4: return gatherImpl<I, 4>(d, idx, o, outer, axisLen, nIdx, es, axis, threads);
-    case 8: return gatherImpl<I, 8>(d, idx, o, outer, axisLen, nIdx, es, axis, threads);
+    case 1: return gatherImpl<I, 1>(d, idx, o, outer, axisLen, nIdx, es, axis, threads, nn);
+    case 2: return gatherImpl<I, 2>(d, idx, o, outer, axisLen, nIdx, es, axis, threads, nn);
+    case 4: return gatherImpl<I, 4>(d, idx, o, outer, axisLen, nIdx, es, axis, threads, nn);
+    case 8: return gatherImpl<I, 8>(d, idx, o, outer, axisLen, nIdx, es, axis, threads, nn);
     }
   }
   return gatherImpl<I, 0>(d, idx, o, outer, axisLen, nIdx, rowBytes, axis,
-                          threads);
+                          threads, nn);
 }
 
 void checkIndexType(const KernelArgs &args, const TensorView &indices,

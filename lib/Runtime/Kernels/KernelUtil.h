@@ -24,6 +24,19 @@ inline std::string shapeStr(const std::vector<int64_t> &shape) {
   return s + "]";
 }
 
+/// The error for a negative id in an embedding lookup (a kernel with the
+/// plan's "nonnegative_ids"): PyTorch's nn.Embedding raises on it where
+/// ONNX's Gather counts it from the end, and in data it is a bug.
+inline KernelError negativeIdError(const std::string &op, int64_t id,
+                                   int64_t position, int64_t rows) {
+  return KernelError(op + ": id " + std::to_string(id) + " at position " +
+                     std::to_string(position) +
+                     " of the ids is negative: PyTorch's nn.Embedding refuses "
+                     "it, ONNX's Gather would read row " +
+                     std::to_string(id + rows) + " of " + std::to_string(rows) +
+                     " (compile with parallax-opt --allow-negative-ids for that)");
+}
+
 /// The product of v[begin, end).
 inline int64_t product(const std::vector<int64_t> &v, size_t begin,
                        size_t end) {

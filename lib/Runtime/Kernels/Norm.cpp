@@ -2,8 +2,9 @@
 //
 // px.softmax / px.log_softmax (ONNX opset 13: along one axis) and their
 // gradients, px.layer_norm (ONNX LayerNormalization) and its gradient,
-// px.batch_norm (ONNX BatchNormalization-15, biased batch variance in the
-// running statistics as in the ONNX reference) and its training-mode
+// px.batch_norm (ONNX BatchNormalization-15: the biased batch variance in
+// the running statistics as in the ONNX reference, or the unbiased one as
+// PyTorch keeps it with unbiased_running_var) and its training-mode
 // gradient. Sums (denominators, means, variances, parameter gradients) are
 // accumulated in double and rounded once.
 //
@@ -576,7 +577,10 @@ std::function<void(std::vector<double> &)> groupSum(KernelArgs &args) {
   } catch (const CommError &e) {
     args.fail(e.what());
   }
-  return [comm, group](std::vector<double> &v) {
+  auto info = std::make_shared<JobInfo>(jobInfoOf(args));
+  info->name = "all_reduce";
+  info->description = "the batch statistics' all_reduce of " + info->description;
+  return [comm, group, info](std::vector<double> &v) {
     try {
       comm->run([&] {
         comm->allreduce(*group, v.data(), (int64_t)v.size(), DType::F64,
@@ -585,7 +589,7 @@ std::function<void(std::vector<double> &)> groupSum(KernelArgs &args) {
         int64_t g = group->size(), bytes = (int64_t)(v.size() * sizeof(double));
         int64_t ring = g > 1 ? 2 * bytes * (g - 1) / g : 0;
         comm->traffic.add("(batchnorm)", ring, ring);
-      });
+      }, info.get());
     } catch (const CommError &e) {
       throw KernelError(e.what());
     }
@@ -647,6 +651,18 @@ template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
   if (training && s.n * s.spatial == 0 && s.c > 0)
     args.fail(op + ": training needs at least one value per channel, x is " +
               shapeStr(x.shape));
+  auto across = groupSum(args);
+  int groupSize = groupSizeOf(args);
+  // The running variance's factor: n / (n - 1) for the unbiased variance
+  // (PyTorch), n values per channel in the whole (synchronized) batch.
+  const double count = (double)(s.n * s.spatial) * (across ? groupSize : 1);
+  double unbias = 1.0;
+  if (training && args.flag("unbiased_running_var")) {
+    if (count < 2)
+      args.fail(op + ": the unbiased running variance needs more than 1 value per "
+                     "channel in the batch, x is " + shapeStr(x.shape));
+    unbias = count / (count - 1);
+  }
   const T *xp = x.as<T>(), *scale = args.in(1).as<T>(),
           *bias = args.in(2).as<T>(), *inMean = args.in(3).as<T>(),
           *inVar = args.in(4).as<T>();
@@ -659,8 +675,6 @@ template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
   int64_t planeGrain = std::max<int64_t>(1, 16384 / std::max<int64_t>(s.spatial, 1));
   int64_t chanGrain =
       std::max<int64_t>(1, 16384 / std::max<int64_t>(s.n * s.spatial, 1));
-  auto across = groupSum(args);
-  int groupSize = groupSizeOf(args);
   return [=] {
     T *a = coef->data(), *b = a + s.c;
     if (training && across) {
@@ -671,7 +685,7 @@ template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
         a[ch] = (T)((double)scale[ch] * inv);
         b[ch] = (T)((double)bias[ch] - means[ch] * (double)scale[ch] * inv);
         runMean[ch] = (T)(momentum * inMean[ch] + (1.0 - momentum) * means[ch]);
-        runVar[ch] = (T)(momentum * inVar[ch] + (1.0 - momentum) * vars[ch]);
+        runVar[ch] = (T)(momentum * inVar[ch] + (1.0 - momentum) * vars[ch] * unbias);
       }
     } else if (training) {
       parallelFor(threads, s.c, chanGrain, [&](int64_t c0, int64_t c1) {
@@ -682,7 +696,7 @@ template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
           a[ch] = (T)((double)scale[ch] * inv);
           b[ch] = (T)((double)bias[ch] - mean * (double)scale[ch] * inv);
           runMean[ch] = (T)(momentum * inMean[ch] + (1.0 - momentum) * mean);
-          runVar[ch] = (T)(momentum * inVar[ch] + (1.0 - momentum) * var);
+          runVar[ch] = (T)(momentum * inVar[ch] + (1.0 - momentum) * var * unbias);
         }
       });
     } else {

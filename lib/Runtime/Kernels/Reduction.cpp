@@ -1,4 +1,4 @@
-//===- Reduction.cpp - reduce_sum / reduce_mean / reduce_max, densify -----===//
+//===- Reduction.cpp - reduce_{sum,mean,max,min,prod}, densify ------------===//
 //
 // A reduction's input dimensions are first simplified: size-1 dimensions
 // are dropped and adjacent dimensions that are both reduced or both kept are
@@ -66,10 +66,10 @@ KernelFn dispatchNumeric(const KernelArgs &args, DType t, const std::string &wha
   }
 }
 
-enum class Kind { Sum, Mean, Max };
+enum class Kind { Sum, Mean, Max, Min, Prod };
 
 /// Accumulation for element type T: double for floats; for integers uint64
-/// (sums wrap, two's complement) or int64 (max).
+/// (sums and products wrap, two's complement) or int64 (max, min).
 ///
 /// Note: GCC 12 at -O3 miscompiles the vectorized form of an int64
 /// accumulator updated as (int64)((uint64)acc + (uint64)x) with x loaded
@@ -78,7 +78,8 @@ enum class Kind { Sum, Mean, Max };
 template <typename T, Kind K> struct Reducer {
   static constexpr bool kFloat = std::is_floating_point_v<T>;
   using A = std::conditional_t<kFloat, double,
-                               std::conditional_t<K == Kind::Max, int64_t, uint64_t>>;
+                               std::conditional_t<K == Kind::Max || K == Kind::Min,
+                                                  int64_t, uint64_t>>;
   static A load(T x) {
     if constexpr (kFloat)
       return (A)x;
@@ -91,6 +92,13 @@ template <typename T, Kind K> struct Reducer {
         return -std::numeric_limits<double>::infinity();
       else
         return (A)std::numeric_limits<T>::lowest();
+    } else if constexpr (K == Kind::Min) {
+      if constexpr (kFloat)
+        return std::numeric_limits<double>::infinity();
+      else
+        return (A)std::numeric_limits<T>::max();
+    } else if constexpr (K == Kind::Prod) {
+      return A(1);
     } else {
       return A(0);
     }
@@ -98,6 +106,10 @@ template <typename T, Kind K> struct Reducer {
   static A combine(A acc, A x) {
     if constexpr (K == Kind::Max)
       return (x > acc || x != x) ? x : acc; // NaN propagates
+    else if constexpr (K == Kind::Min)
+      return (x < acc || x != x) ? x : acc;
+    else if constexpr (K == Kind::Prod)
+      return acc * x; // uint64 for integers: wraps
     else
       return acc + x;
   }
@@ -399,6 +411,10 @@ KernelFactory reduceFactory(std::string name, Kind kind) {
         return makeReduction<T, Kind::Mean>(args, x, y, dims, reduced, strides, count);
       case Kind::Max:
         return makeReduction<T, Kind::Max>(args, x, y, dims, reduced, strides, count);
+      case Kind::Min:
+        return makeReduction<T, Kind::Min>(args, x, y, dims, reduced, strides, count);
+      case Kind::Prod:
+        return makeReduction<T, Kind::Prod>(args, x, y, dims, reduced, strides, count);
       }
       args.fail(name + ": unknown reduction");
     });
@@ -481,6 +497,8 @@ void registerReductionKernels(KernelRegistry &r) {
   r.add("reduce_sum", reduceFactory("reduce_sum", Kind::Sum));
   r.add("reduce_mean", reduceFactory("reduce_mean", Kind::Mean));
   r.add("reduce_max", reduceFactory("reduce_max", Kind::Max));
+  r.add("reduce_min", reduceFactory("reduce_min", Kind::Min));
+  r.add("reduce_prod", reduceFactory("reduce_prod", Kind::Prod));
   r.add("densify", densifyFactory);
 }
 

@@ -1,4 +1,4 @@
-//===- Shape.cpp - transpose, concat, expand, slice, slice_grad -----------===//
+//===- Shape.cpp - transpose, concat, expand, slice, pad and gradients ----===//
 //
 // Data movement for any element type: elements are copied as unsigned
 // integers of their size, so bits (NaN payloads, i1 bytes) move unchanged.
@@ -506,6 +506,189 @@ KernelFn sliceGradFactory(KernelArgs &args) {
   };
 }
 
+//===----------------------------------------------------------------------===//
+// pad and pad_grad.
+//===----------------------------------------------------------------------===//
+
+/// Per dimension, the source index of each output position (-1: the
+/// constant fill), for px.pad's `pads` and `mode`.
+std::vector<std::vector<int64_t>> padSources(const KernelArgs &args,
+                                             const std::string &what,
+                                             const std::vector<int64_t> &in,
+                                             const std::vector<int64_t> &out) {
+  std::vector<int64_t> pads = args.i64s("pads");
+  std::string mode = args.strOr("mode", "constant");
+  const size_t rank = in.size();
+  if (out.size() != rank || pads.size() != 2 * rank)
+    args.fail(what + ": needs " + std::to_string(2 * rank) + " pads and a result of rank " +
+              std::to_string(rank) + ", got " + std::to_string(pads.size()) + " and " +
+              shapeStr(out));
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    args.fail(what + ": mode must be constant, reflect or edge, got '" + mode + "'");
+  std::vector<std::vector<int64_t>> src(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t n = in[d], begin = pads[d];
+    if (out[d] != n + begin + pads[rank + d])
+      args.fail(what + ": dimension " + std::to_string(d) + " of " + shapeStr(out) +
+                " should be " + std::to_string(n + begin + pads[rank + d]));
+    src[d].resize(out[d]);
+    for (int64_t o = 0; o < out[d]; ++o) {
+      int64_t i = o - begin;
+      if (i < 0 || i >= n) {
+        if (mode == "constant") {
+          i = -1;
+        } else if (mode == "edge") {
+          i = i < 0 ? 0 : n - 1;
+        } else {
+          if (n < 2 || i <= -n || i >= 2 * n - 1)
+            args.fail(what + ": reflect pads of dimension " + std::to_string(d) +
+                      " must be smaller than its size " + std::to_string(n));
+          i = i < 0 ? -i : 2 * (n - 1) - i;
+        }
+      }
+      src[d][o] = i;
+    }
+  }
+  return src;
+}
+
+/// Walks the output of a pad: body(outRow, srcRow or -1) per innermost row,
+/// rows in [begin, end) of the outer index space; the maps give the source
+/// index per dimension.
+template <typename Body>
+void forPadRows(const std::vector<std::vector<int64_t>> &src,
+                const std::vector<int64_t> &inStrides, int64_t begin, int64_t end,
+                Body &&body) {
+  const size_t rank = src.size();
+  for (int64_t row = begin; row < end; ++row) {
+    int64_t rem = row, base = 0;
+    bool filled = false;
+    for (int d = (int)rank - 2; d >= 0; --d) {
+      const int64_t n = (int64_t)src[d].size(), o = rem % n;
+      rem /= n;
+      const int64_t i = src[d][o];
+      if (i < 0)
+        filled = true;
+      else
+        base += i * inStrides[d];
+    }
+    body(row, filled ? -1 : base);
+  }
+}
+
+template <typename T>
+KernelFn makePad(const TensorView &x, const TensorView &y,
+                 std::vector<std::vector<int64_t>> src, T fill, int threads) {
+  const size_t rank = src.size();
+  const std::vector<int64_t> inStrides = stridesOf(x.shape);
+  const int64_t width = rank ? y.shape[rank - 1] : 1;
+  const int64_t rows = width ? y.numElements() / width : 0;
+  const T *in = x.as<const T>();
+  T *out = y.as<T>();
+  auto last = std::make_shared<std::vector<int64_t>>(rank ? src[rank - 1] : std::vector<int64_t>{0});
+  auto maps = std::make_shared<std::vector<std::vector<int64_t>>>(std::move(src));
+  return [=] {
+    if (rows == 0)
+      return;
+    const int64_t grain = std::max<int64_t>(1, kCopyGrainBytes / (int64_t)sizeof(T) / std::max<int64_t>(width, 1));
+    parallelFor(threads, rows, grain, [&](int64_t b, int64_t e) {
+      forPadRows(*maps, inStrides, b, e, [&](int64_t row, int64_t base) {
+        T *dst = out + row * width;
+        if (base < 0) {
+          std::fill(dst, dst + width, fill);
+          return;
+        }
+        const int64_t *map = last->data();
+        for (int64_t o = 0; o < width; ++o)
+          dst[o] = map[o] < 0 ? fill : in[base + map[o]];
+      });
+    });
+  };
+}
+
+KernelFn padFactory(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  checkElementType(args, "pad", x.dtype);
+  args.expectDType(y, x.dtype, "pad result");
+  auto src = padSources(args, "pad", x.shape, y.shape);
+  const double value = args.f64Or("value", 0.0);
+  const int threads = args.env.threads;
+  switch (x.dtype) {
+  case DType::F32: return makePad<float>(x, y, std::move(src), (float)value, threads);
+  case DType::F64: return makePad<double>(x, y, std::move(src), value, threads);
+  case DType::I64: return makePad<int64_t>(x, y, std::move(src), (int64_t)value, threads);
+  case DType::I32: return makePad<int32_t>(x, y, std::move(src), (int32_t)value, threads);
+  case DType::I16: return makePad<int16_t>(x, y, std::move(src), (int16_t)value, threads);
+  case DType::I8: return makePad<int8_t>(x, y, std::move(src), (int8_t)value, threads);
+  case DType::U8:
+  case DType::Bool: return makePad<uint8_t>(x, y, std::move(src), (uint8_t)(value != 0), threads);
+  default: args.fail(std::string("pad: element type ") + nameOf(x.dtype) + " is not supported");
+  }
+}
+
+template <typename T>
+KernelFn makePadGrad(const TensorView &dy, const TensorView &dx,
+                     std::vector<std::vector<int64_t>> src, int threads) {
+  const size_t rank = src.size();
+  const std::vector<int64_t> inStrides = stridesOf(dx.shape);
+  const int64_t width = rank ? dy.shape[rank - 1] : 1;
+  const int64_t rows = width ? dy.numElements() / width : 0;
+  // Output rows of one dimension-0 index add only into that index's source
+  // when dimension 0 maps one to one (no reflect/edge padding there).
+  bool injective = rank > 1;
+  if (injective) {
+    std::vector<bool> seen(dx.shape[0], false);
+    for (int64_t i : src[0]) {
+      if (i < 0)
+        continue;
+      injective &= !seen[i];
+      seen[i] = true;
+    }
+  }
+  const int64_t perFirst = rank > 1 && dy.shape[0] ? rows / dy.shape[0] : rows;
+  const T *g = dy.as<const T>();
+  T *out = dx.as<T>();
+  const int64_t total = dx.numElements();
+  auto maps = std::make_shared<std::vector<std::vector<int64_t>>>(std::move(src));
+  return [=] {
+    std::fill(out, out + total, T(0));
+    if (rows == 0)
+      return;
+    const std::vector<int64_t> &map = (*maps)[rank - 1];
+    auto addRows = [&](int64_t b, int64_t e) {
+      forPadRows(*maps, inStrides, b, e, [&](int64_t row, int64_t base) {
+        if (base < 0)
+          return;
+        const T *gr = g + row * width;
+        for (int64_t o = 0; o < width; ++o)
+          if (map[o] >= 0)
+            out[base + map[o]] += gr[o];
+      });
+    };
+    if (!injective) {
+      addRows(0, rows);
+      return;
+    }
+    parallelFor(threads, dy.shape[0], 1, [&](int64_t b, int64_t e) {
+      addRows(b * perFirst, e * perFirst);
+    });
+  };
+}
+
+KernelFn padGradFactory(KernelArgs &args) {
+  const TensorView &dy = args.in(0), &dx = args.out(0);
+  args.expectDType(dx, dy.dtype, "pad_grad result");
+  auto src = padSources(args, "pad_grad", dx.shape, dy.shape);
+  const int threads = args.env.threads;
+  if (dy.rank() == 0)
+    args.fail("pad_grad: needs a tensor of rank >= 1");
+  switch (dy.dtype) {
+  case DType::F32: return makePadGrad<float>(dy, dx, std::move(src), threads);
+  case DType::F64: return makePadGrad<double>(dy, dx, std::move(src), threads);
+  default: args.fail(std::string("pad_grad: element type ") + nameOf(dy.dtype) + " is not supported");
+  }
+}
+
 } // namespace
 
 void registerShapeKernels(KernelRegistry &r) {
@@ -514,6 +697,8 @@ void registerShapeKernels(KernelRegistry &r) {
   r.add("expand", expandFactory);
   r.add("slice", sliceFactory);
   r.add("slice_grad", sliceGradFactory);
+  r.add("pad", padFactory);
+  r.add("pad_grad", padGradFactory);
 }
 
 } // namespace parallax::rt

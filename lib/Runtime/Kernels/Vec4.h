@@ -58,6 +58,29 @@ inline v4f vexp4(v4f x) {
   return x < lo ? splat(0.0f) : v;
 }
 
+/// sigmoid of 4 floats, 1 / (1 + exp(-x)) through vexp4: 0 and 1 at the
+/// extremes, NaN for NaN.
+inline v4f vsigmoid4(v4f x) {
+  return splat(1.0f) / (splat(1.0f) + vexp4(-x));
+}
+
+/// tanh of 4 floats (Cephes tanhf: an odd polynomial below |x| = 0.625,
+/// 1 - 2 / (exp(2|x|) + 1) with x's sign above): within 2 ulp or so of
+/// std::tanh.
+inline v4f vtanh4(v4f x) {
+  v4f ax = x < splat(0.0f) ? -x : x;
+  v4f z = x * x;
+  v4f p = splat(-5.70498872745e-3f);
+  p = p * z + splat(2.06390887954e-2f);
+  p = p * z + splat(-5.37397155531e-2f);
+  p = p * z + splat(1.33314422036e-1f);
+  p = p * z + splat(-3.33332819422e-1f);
+  p = p * z * x + x;
+  v4f big = splat(1.0f) - splat(2.0f) / (vexp4(ax + ax) + splat(1.0f));
+  big = x < splat(0.0f) ? -big : big;
+  return ax < splat(0.625f) ? p : big;
+}
+
 /// Maximum of x[0, n); NaN if any element is NaN.
 template <typename T> T rowMax(const T *x, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();

@@ -71,6 +71,24 @@ TEST(Collective, PsPullRejectsOutOfRangeIds) {
   }
 }
 
+TEST(Collective, PsPullOfAnEmbeddingRefusesNegativeIds) {
+  auto comm = makeLocalComm();
+  TestTensor table(DType::F32, {10, 2});
+  TestTensor idx(DType::I64, {3}, {3, -2, 1});
+  TestTensor out(DType::F32, {3, 2});
+  try {
+    runKernel("ps_pull", {&table, &idx}, {&out},
+              {{"partitions", 1}, {"placement", {0}}, {"nonnegative_ids", true}},
+              envWith(*comm));
+    FAIL() << "no error";
+  } catch (const KernelError &e) {
+    EXPECT_EQ(std::string(e.what()),
+              "ps_pull: id -2 at position 1 of the ids is negative: PyTorch's "
+              "nn.Embedding refuses it, ONNX's Gather would read row 8 of 10 "
+              "(compile with parallax-opt --allow-negative-ids for that)");
+  }
+}
+
 TEST(Collective, PsPushCoalescesRowsAndPads) {
   auto comm = makeLocalComm();
   TestTensor idx(DType::I64, {5}, {7, 2, 7, -1, 2});

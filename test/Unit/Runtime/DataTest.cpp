@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -198,6 +199,34 @@ TEST_F(DataTest, BadDataFailsBeforeTheFirstStepNamingFileAndInput) {
   EXPECT_NE(errorOf([&] { openNpyData(plan, (dir / "nope").string(), {}); })
                 .find("--data must be a directory"),
             std::string::npos);
+}
+
+TEST_F(DataTest, NonFiniteValuesAreRefusedNamingFileAndIndex) {
+  writeGoodData();
+  Session session(inputsPlan(4), SessionOptions{});
+  const Plan &plan = session.plan();
+  std::string x = (dir / "x.npy").string();
+  std::vector<double> values(30, 1.0);
+  values[7] = std::nan("");
+  writeArray("x", DType::F32, {10, 3}, values);
+  EXPECT_EQ(errorOf([&] { openNpyData(plan, dir.string(), {}); }),
+            x + ": input 'x' holds NaN at index [2, 1] (element 7)");
+  values[7] = 1.0;
+  values[29] = -INFINITY;
+  writeArray("x", DType::F32, {10, 3}, values);
+  EXPECT_EQ(errorOf([&] { openNpyData(plan, dir.string(), {}); }),
+            x + ": input 'x' holds -inf at index [9, 2] (element 29)");
+}
+
+TEST_F(DataTest, InputsWithDifferentSampleCountsAreRefused) {
+  writeGoodData();
+  Session session(inputsPlan(4), SessionOptions{});
+  // x 10 samples, ids 10, lab 8: lab would pair with the wrong samples.
+  writeArray("lab", DType::I64, {8}, std::vector<double>(8, 0));
+  EXPECT_EQ(errorOf([&] { openNpyData(session.plan(), dir.string(), {}); }),
+            (dir / "lab.npy").string() + ": input 'lab' has 8 samples, but " +
+                (dir / "x.npy").string() +
+                " has 10; every batched input needs one entry per sample");
 }
 
 TEST_F(DataTest, SyntheticDataIsInRangeAndSkewed) {

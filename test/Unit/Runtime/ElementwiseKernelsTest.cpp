@@ -365,6 +365,51 @@ TEST(ElementwiseUnary, FloatFunctions) {
   }
 }
 
+TEST(ElementwiseUnary, TrigonometricAndRounding) {
+  for (DType t : {DType::F32, DType::F64}) {
+    checkUnary("sin", t, [](double x) { return std::sin(x); }, -7, 7, {}, 1e-5);
+    checkUnary("cos", t, [](double x) { return std::cos(x); }, -7, 7, {}, 1e-5);
+    checkUnary("tan", t, [](double x) { return std::tan(x); }, -1.4, 1.4, {}, 1e-5);
+    checkUnary("asin", t, [](double x) { return std::asin(x); }, -0.99, 0.99);
+    checkUnary("acos", t, [](double x) { return std::acos(x); }, -0.99, 0.99);
+    checkUnary("atan", t, [](double x) { return std::atan(x); }, -20, 20);
+    checkUnary("sinh", t, [](double x) { return std::sinh(x); }, -5, 5);
+    checkUnary("cosh", t, [](double x) { return std::cosh(x); }, -5, 5);
+    checkUnary("asinh", t, [](double x) { return std::asinh(x); }, -50, 50);
+    checkUnary("acosh", t, [](double x) { return std::acosh(x); }, 1, 50);
+    checkUnary("atanh", t, [](double x) { return std::atanh(x); }, -0.99, 0.99);
+    checkUnary("floor", t, [](double x) { return std::floor(x); }, -5, 5);
+    checkUnary("ceil", t, [](double x) { return std::ceil(x); }, -5, 5);
+    checkUnary("sign", t, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }, -5, 5);
+  }
+  // Round: halves to even, as numpy.round.
+  TestTensor x(DType::F32, {8}, {0.5, 1.5, 2.5, -0.5, -1.5, 2.4, 2.6, -2.6}), y(DType::F32, {8});
+  runKernel("round", {&x}, {&y});
+  EXPECT_EQ(y.values(), (std::vector<double>{0, 2, 2, -0.0, -2, 2, 3, -3}));
+  TestTensor xi(DType::I32, {3}, {-7, 0, 9}), yi(DType::I32, {3});
+  runKernel("sign", {&xi}, {&yi});
+  EXPECT_EQ(yi.values(), (std::vector<double>{-1, 0, 1}));
+}
+
+TEST(ElementwiseBinary, ModSignFollowsTheDivisorOrTheDividend) {
+  // numpy.mod (the divisor's sign) and numpy.fmod (the dividend's).
+  const std::vector<double> a{7, -7, 7, -7, 0, 5}, b{3, 3, -3, -3, 4, 5};
+  const std::vector<double> mod{1, 2, -2, -1, 0, 0}, fmod{1, -1, 1, -1, 0, 0};
+  for (DType t : {DType::F32, DType::F64, DType::I64, DType::I32, DType::I8}) {
+    SCOPED_TRACE(nameOf(t));
+    TestTensor x(t, {6}, a), y(t, {6}, b), o(t, {6});
+    runKernel("mod", {&x, &y}, {&o});
+    EXPECT_EQ(o.values(), mod);
+    runKernel("mod", {&x, &y}, {&o}, {{"fmod", true}});
+    EXPECT_EQ(o.values(), fmod);
+  }
+  TestTensor xf(DType::F64, {2}, {5.5, -5.5}), yf(DType::F64, {1}, {2}), of(DType::F64, {2});
+  runKernel("mod", {&xf, &yf}, {&of});
+  EXPECT_EQ(of.values(), (std::vector<double>{1.5, 0.5}));
+  TestTensor xi(DType::I8, {2}, {-128, 5}), yi(DType::I8, {2}, {-1, 0}), oi(DType::I8, {2});
+  EXPECT_NE(kernelError("mod", {&xi, &yi}, {&oi}).find("modulo by zero"), std::string::npos);
+}
+
 TEST(ElementwiseUnary, IntegerFunctions) {
   for (DType t : {DType::I64, DType::I32, DType::I16, DType::I8}) {
     checkUnary("neg", t, [](double x) { return -x; }, -100, 100);
@@ -650,6 +695,54 @@ TEST(ElementwiseDropout, SameMaskWhateverTheBatchSplit) {
   env.step = 4;
   runKernel("dropout", {&x}, {&y, &m2}, attrs, env);
   EXPECT_NE(m.values(), m2.values());
+}
+
+TEST(ElementwiseDropout, SampleStrideNumbersTheGlobalBatch) {
+  // A [T, B, H] = [4, 6, 500] tensor (samples along dimension 1, stride 500:
+  // what a sequence-first RNN or a transpose gives) on one rank, and the
+  // same samples as two ranks' [4, 3, 500] halves: each rank's element of
+  // (t, s, h) must get the mask of global element (t, 3r + s, h).
+  const int64_t T = 4, B = 6, H = 500, b = 3;
+  std::vector<double> v = randomValues(T * B * H, 9);
+  TestTensor x(DType::F32, {T, B, H}, v), y(DType::F32, {T, B, H}),
+      m(DType::Bool, {T, B, H});
+  nlohmann::json attrs = {{"ratio", 0.3}, {"sample_stride", H}};
+  ExecEnv env;
+  env.seed = 5;
+  env.step = 2;
+  env.threads = 3;
+  env.globalBatch = B;
+  runKernel("dropout", {&x}, {&y, &m}, attrs, env);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<double> part;
+    for (int64_t t = 0; t < T; ++t)
+      part.insert(part.end(), v.begin() + (t * B + r * b) * H, v.begin() + (t * B + r * b + b) * H);
+    TestTensor xh(DType::F32, {T, b, H}, part), yh(DType::F32, {T, b, H}),
+        mh(DType::Bool, {T, b, H});
+    ExecEnv e2 = env;
+    e2.worldSize = 2;
+    e2.rank = r;
+    e2.sampleOffset = b * r;
+    runKernel("dropout", {&xh}, {&yh, &mh}, attrs, e2);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < b * H; ++i) {
+        int64_t global = (t * B + r * b) * H + i, local = t * b * H + i;
+        ASSERT_EQ(mh.get(local), m.get(global)) << r << " " << t << " " << i;
+        ASSERT_EQ(yh.get(local), y.get(global)) << r << " " << t << " " << i;
+      }
+  }
+  // sample_stride 0: the tensor holds no samples (every rank has all of it)
+  // and gets the same mask on every rank.
+  TestTensor w(DType::F32, {10, 10}, randomValues(100, 4)), wy(DType::F32, {10, 10}),
+      wm(DType::Bool, {10, 10}), wm1(DType::Bool, {10, 10});
+  ExecEnv e0 = env, e1 = env;
+  e1.sampleOffset = 3;
+  runKernel("dropout", {&w}, {&wy, &wm}, {{"ratio", 0.5}, {"sample_stride", 0}}, e0);
+  runKernel("dropout", {&w}, {&wy, &wm1}, {{"ratio", 0.5}, {"sample_stride", 0}}, e1);
+  EXPECT_EQ(wm.values(), wm1.values());
+  EXPECT_NE(kernelError("dropout", {&w}, {&wy, &wm}, {{"ratio", 0.5}, {"sample_stride", -1}})
+                .find("sample_stride must be >= 0"),
+            std::string::npos);
 }
 
 TEST(ElementwiseDropout, RatioZeroIsIdentityAndErrors) {

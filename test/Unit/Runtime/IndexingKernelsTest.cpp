@@ -117,6 +117,22 @@ TEST(IndexingKernels, GatherF16IsCopiedBitwise) {
   EXPECT_EQ(o[3], 0x3c01);
 }
 
+TEST(IndexingKernels, GatherFromATrainableTableRefusesNegativeIds) {
+  // "nonnegative_ids": the plan marks an embedding lookup so (PyTorch's
+  // rule); the first negative id is named, whatever the thread count.
+  TestTensor data(DType::F32, {5, 3}), out(DType::F32, {4, 3});
+  TestTensor ids(DType::I64, {4}, {0, 4, -1, -5});
+  std::string e = kernelError("gather", {&data, &ids}, {&out}, {{"nonnegative_ids", true}});
+  EXPECT_EQ(e, "gather: id -1 at position 2 of the ids is negative: PyTorch's "
+               "nn.Embedding refuses it, ONNX's Gather would read row 4 of 5 "
+               "(compile with parallax-opt --allow-negative-ids for that)");
+  TestTensor ids32(DType::I32, {4}, {0, 4, 3, -5});
+  e = kernelError("gather", {&data, &ids32}, {&out}, {{"nonnegative_ids", true}});
+  EXPECT_NE(e.find("id -5 at position 3"), std::string::npos) << e;
+  // Without the attribute, ONNX's rule: counted from the end.
+  EXPECT_EQ(kernelError("gather", {&data, &ids}, {&out}), "");
+}
+
 TEST(IndexingKernels, GatherErrors) {
   TestTensor data(DType::F32, {5, 3}), out(DType::F32, {2, 3});
   TestTensor bad(DType::I64, {2}, {1, 5});

@@ -451,10 +451,10 @@ TEST(NormKernels, LayerNormErrors) {
 //===----------------------------------------------------------------------===//
 
 void checkBatchNorm(DType dt, std::vector<int64_t> xs, bool training,
-                    bool setAttrs, int threads = 1) {
+                    bool setAttrs, int threads = 1, bool unbiased = false) {
   SCOPED_TRACE(::testing::Message() << nameOf(dt) << " x "
                                     << ::testing::PrintToString(xs)
-                                    << " training " << training);
+                                    << " training " << training << " unbiased " << unbiased);
   int64_t n = xs[0], c = xs[1], sp = count(xs, 2);
   double eps = setAttrs ? 0.1 : 1e-5, mom = setAttrs ? 0.7 : 0.9;
   TestTensor x(dt, xs, randomValues(count(xs), 71, -1, 3));
@@ -468,6 +468,8 @@ void checkBatchNorm(DType dt, std::vector<int64_t> xs, bool training,
   }
   if (training)
     attrs["training"] = true;
+  if (unbiased)
+    attrs["unbiased_running_var"] = true;
   ExecEnv env;
   env.threads = threads;
   runKernel("batch_norm", {&x, &s, &b, &im, &iv}, {&y, &rm, &rv}, attrs, env);
@@ -490,7 +492,9 @@ void checkBatchNorm(DType dt, std::vector<int64_t> xs, bool training,
         ry[k] = s.get(ch) * (xv[k] - useMean) / std::sqrt(useVar + eps) + b.get(ch);
       }
     rrm[ch] = training ? mom * im.get(ch) + (1 - mom) * mu : im.get(ch);
-    rrv[ch] = training ? mom * iv.get(ch) + (1 - mom) * var : iv.get(ch);
+    // PyTorch's running variance: the unbiased batch variance.
+    double runningVar = unbiased ? var * (n * sp) / (n * sp - 1) : var;
+    rrv[ch] = training ? mom * iv.get(ch) + (1 - mom) * runningVar : iv.get(ch);
   }
   expectNear(y.values(), ry, tolR(dt), 1e-5 * (dt == DType::F32) + tolA(dt), "y");
   expectNear(rm.values(), rrm, tolR(dt), tolA(dt), "running_mean");
@@ -508,6 +512,21 @@ TEST(NormKernels, BatchNormTrainingAndInference) {
       }
   checkBatchNorm(DType::F32, {8, 16, 12, 12}, true, true, 2);
   checkBatchNorm(DType::F64, {8, 16, 12, 12}, false, true, 2);
+}
+
+TEST(NormKernels, BatchNormUnbiasedRunningVariance) {
+  // n / (n - 1) on the running variance only (8/7 for a batch of 8 1x1 maps).
+  for (DType dt : {DType::F32, DType::F64}) {
+    checkBatchNorm(dt, {8, 3, 1, 1}, true, true, 1, true);
+    checkBatchNorm(dt, {2, 3, 4, 5}, true, false, 2, true);
+    checkBatchNorm(dt, {2, 3, 4, 5}, false, false, 1, true); // inference: unchanged
+  }
+  TestTensor x(DType::F32, {1, 3}), c3(DType::F32, {3}), y(DType::F32, {1, 3}),
+      rm(DType::F32, {3}), rv(DType::F32, {3});
+  EXPECT_NE(kernelError("batch_norm", {&x, &c3, &c3, &c3, &c3}, {&y, &rm, &rv},
+                        {{"training", true}, {"unbiased_running_var", true}})
+                .find("the unbiased running variance needs more than 1 value per channel"),
+            std::string::npos);
 }
 
 TEST(NormKernels, BatchNormGradMatchesFiniteDifferences) {

@@ -13,6 +13,7 @@ Plan smallPlan() {
   Plan p;
   p.sourcePath = "/models/m.onnx";
   p.sourceBytes = 1234;
+  p.sourceCrc32 = 0xdeadbeef;
   p.options = {{"optimizer", "sgd"}};
   PlanVariable w;
   w.name = "w";
@@ -81,6 +82,11 @@ TEST(Plan, RoundTripKeepsEverything) {
   EXPECT_EQ(q.blobs, p.blobs);
   EXPECT_EQ(q.kernels[1].attrs["axes"], nlohmann::json({0}));
   EXPECT_EQ(q.memory.parameters, 24);
+  EXPECT_EQ(q.sourceCrc32, 0xdeadbeefu);
+  // A plan read from bytes knows their checksum (what checkpoints record).
+  std::string bytes = serializePlan(p);
+  EXPECT_EQ(q.checksum, crc32Of(bytes.data(), bytes.size() - 4));
+  EXPECT_EQ(p.checksum, 0u);
 }
 
 /// smallPlan with a second variable, both in one variable block.
@@ -221,7 +227,7 @@ TEST(Plan, RefusesOtherVersions) {
                 // version is checked first so the message says why
   EXPECT_EQ(errorOf(bytes),
             "p.pxplan: plan format version 7, but this parallax-run reads "
-            "version 3; recompile the model with this parallax-opt");
+            "version 4; recompile the model with this parallax-opt");
 }
 
 TEST(Plan, RefusesInconsistentPrograms) {

@@ -1,4 +1,5 @@
-// Tests of the Reduction kernels: reduce_sum, reduce_mean, reduce_max over
+// Tests of the Reduction kernels: reduce_sum, reduce_mean, reduce_max,
+// reduce_min and reduce_prod over
 // every axis pattern (trailing, leading, middle, general, none, all), and
 // densify, against naive references written here.
 #include "KernelTestUtil.h"
@@ -53,8 +54,12 @@ void checkReduce(const std::string &op, DType t, const Shape &in, std::vector<in
       out.push_back(in[d]);
     else if (keepdims != 0)
       out.push_back(1);
+  const bool prod = op == "reduce_prod";
   std::vector<double> v = randomValues(numel(in), 21, -4, 4);
-  if (!isFloatType(t))
+  if (prod) // near 1 (floats) or in {-1, 1, 2} (integers): finite, exact
+    for (double &x : v)
+      x = isFloatType(t) ? 1.0 + x / 64 : x < -3 ? -1.0 : x < 3.5 ? 1.0 : 2.0;
+  else if (!isFloatType(t))
     for (double &x : v)
       x = std::round(x * 10);
   TestTensor x(t, in, v), y(t, out);
@@ -63,7 +68,11 @@ void checkReduce(const std::string &op, DType t, const Shape &in, std::vector<in
     y.set(i, 77);
 
   int64_t on = numel(out);
-  std::vector<double> acc(on, op == "reduce_max" ? -std::numeric_limits<double>::infinity() : 0.0);
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> acc(on, op == "reduce_max"   ? -inf
+                              : op == "reduce_min" ? inf
+                              : prod               ? 1.0
+                                                   : 0.0);
   int64_t count = 1;
   for (int64_t d = 0; d < rank; ++d)
     if (red[d])
@@ -79,7 +88,10 @@ void checkReduce(const std::string &op, DType t, const Shape &in, std::vector<in
       }
     }
     double e = x.get(i);
-    acc[o] = op == "reduce_max" ? std::max(acc[o], e) : acc[o] + e;
+    acc[o] = op == "reduce_max"   ? std::max(acc[o], e)
+             : op == "reduce_min" ? std::min(acc[o], e)
+             : prod               ? acc[o] * e
+                                  : acc[o] + e;
   }
   std::vector<double> expected(on);
   for (int64_t o = 0; o < on; ++o) {
@@ -121,7 +133,7 @@ const std::vector<ReduceCase> kReduceCases = {
 };
 
 TEST(ReductionReduce, FloatsEveryPattern) {
-  for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max"})
+  for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})
     for (DType t : {DType::F32, DType::F64})
       for (const ReduceCase &c : kReduceCases)
         for (int keep : {-1, 0, 1})
@@ -129,7 +141,7 @@ TEST(ReductionReduce, FloatsEveryPattern) {
 }
 
 TEST(ReductionReduce, Integers) {
-  for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max"})
+  for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})
     for (DType t : {DType::I64, DType::I32, DType::I16, DType::I8})
       for (const ReduceCase &c : kReduceCases)
         checkReduce(op, t, c.in, c.axes, 1);
@@ -137,7 +149,7 @@ TEST(ReductionReduce, Integers) {
 
 TEST(ReductionReduce, ParallelAndSplitRows) {
   for (int threads : {2, 4}) {
-    for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max"}) {
+    for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"}) {
       checkReduce(op, DType::F32, {1024, 300}, {0}, 1, threads);      // bias gradient
       checkReduce(op, DType::F64, {100000}, {0}, 0, threads);         // one long row
       checkReduce(op, DType::F32, {100, 1000}, {1}, 1, threads);      // many rows
@@ -164,6 +176,25 @@ TEST(ReductionReduce, EmptyReductions) {
   runKernel("reduce_max", {&xi}, {&mxi}, {{"axes", {0}}});
   EXPECT_EQ(mi.values(), (std::vector<double>{0, 0}));
   EXPECT_EQ(mxi.values(), (std::vector<double>{-2147483648.0, -2147483648.0}));
+}
+
+TEST(ReductionReduce, ProductOfIntegersWraps) {
+  // 2^40 * 2^40 wraps to 0 in int64, as two's complement arithmetic does.
+  const double big = std::ldexp(1.0, 40);
+  TestTensor x(DType::I64, {2}, {big, big}), y(DType::I64, {});
+  runKernel("reduce_prod", {&x}, {&y}, {{"axes", {0}}, {"keepdims", false}});
+  EXPECT_EQ(y.get(0), 0.0);
+  TestTensor b(DType::I8, {3}, {16, 16, -3}), by(DType::I8, {1});
+  runKernel("reduce_prod", {&b}, {&by}, {{"axes", {0}}});
+  EXPECT_EQ(by.get(0), 0.0); // 768 = 3 * 256 wraps to 0 in int8
+}
+
+TEST(ReductionReduce, MinPropagatesNaN) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  TestTensor x(DType::F64, {2, 3}, {1, nan, 2, 3, -4, 5}), y(DType::F64, {2});
+  runKernel("reduce_min", {&x}, {&y}, {{"axes", {1}}, {"keepdims", false}});
+  EXPECT_TRUE(std::isnan(y.get(0)));
+  EXPECT_EQ(y.get(1), -4);
 }
 
 TEST(ReductionReduce, MaxPropagatesNaN) {

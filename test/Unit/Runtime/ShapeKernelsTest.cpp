@@ -300,4 +300,108 @@ TEST(ShapeSlice, Errors) {
             std::string::npos);
 }
 
+//===----------------------------------------------------------------------===//
+// pad, pad_grad
+//===----------------------------------------------------------------------===//
+
+/// numpy.pad's source index of output position `o` of one dimension.
+int64_t padSource(int64_t o, int64_t n, int64_t begin, const std::string &mode) {
+  int64_t i = o - begin;
+  if (i >= 0 && i < n)
+    return i;
+  if (mode == "constant")
+    return -1;
+  if (mode == "edge")
+    return i < 0 ? 0 : n - 1;
+  return i < 0 ? -i : 2 * (n - 1) - i; // reflect
+}
+
+struct PadCase {
+  Shape in;
+  std::vector<int64_t> pads;
+};
+
+const std::vector<PadCase> kPadCases = {
+    {{5}, {2, 3}},
+    {{3, 4}, {1, 2, 2, 1}},
+    {{2, 3, 4}, {0, 1, 2, 0, 2, 3}},
+    {{2, 3, 5, 6}, {0, 0, 1, 1, 0, 0, 1, 1}}, // what AvgPool's padding looks like
+    {{3, 6}, {-1, 2, 0, -3}},                 // negative pads crop
+    {{4, 4}, {0, 0, 0, 0}},
+};
+
+TEST(ShapePad, ModesAndTypes) {
+  for (const char *mode : {"constant", "reflect", "edge"})
+    for (DType t : {DType::F32, DType::F64, DType::I64, DType::I8, DType::Bool})
+      for (const PadCase &c : kPadCases) {
+        SCOPED_TRACE(std::string(mode) + " " + nameOf(t) + " " +
+                     ::testing::PrintToString(c.in) + " pads " +
+                     ::testing::PrintToString(c.pads));
+        const size_t rank = c.in.size();
+        Shape out(rank);
+        for (size_t d = 0; d < rank; ++d)
+          out[d] = c.in[d] + c.pads[d] + c.pads[rank + d];
+        TestTensor x(t, c.in, distinct(t, numel(c.in))), y(t, out);
+        const double fill = t == DType::Bool ? 1 : 7;
+        ExecEnv env;
+        env.threads = 2;
+        runKernel("pad", {&x}, {&y}, {{"pads", c.pads}, {"mode", mode}, {"value", fill}}, env);
+        std::vector<double> expected(numel(out));
+        for (int64_t o = 0; o < numel(out); ++o) {
+          std::vector<int64_t> idx = unravel(o, out);
+          bool filled = false;
+          for (size_t d = 0; d < rank; ++d) {
+            idx[d] = padSource(idx[d], c.in[d], c.pads[d], mode);
+            filled |= idx[d] < 0;
+          }
+          expected[o] = filled ? fill : x.get(ravel(idx, c.in));
+        }
+        ASSERT_EQ(y.values(), expected);
+      }
+}
+
+TEST(ShapePad, GradAddsBackToTheSource) {
+  for (const char *mode : {"constant", "reflect", "edge"})
+    for (const PadCase &c : kPadCases)
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(std::string(mode) + " " + ::testing::PrintToString(c.in) + " pads " +
+                     ::testing::PrintToString(c.pads));
+        const size_t rank = c.in.size();
+        Shape out(rank);
+        for (size_t d = 0; d < rank; ++d)
+          out[d] = c.in[d] + c.pads[d] + c.pads[rank + d];
+        TestTensor dy(DType::F64, out, distinct(DType::F64, numel(out)));
+        TestTensor dx(DType::F64, c.in, std::vector<double>(numel(c.in), 5)); // must be zeroed
+        ExecEnv env;
+        env.threads = threads;
+        runKernel("pad_grad", {&dy}, {&dx}, {{"pads", c.pads}, {"mode", mode}}, env);
+        std::vector<double> expected(numel(c.in), 0.0);
+        for (int64_t o = 0; o < numel(out); ++o) {
+          std::vector<int64_t> idx = unravel(o, out);
+          bool filled = false;
+          for (size_t d = 0; d < rank; ++d) {
+            idx[d] = padSource(idx[d], c.in[d], c.pads[d], mode);
+            filled |= idx[d] < 0;
+          }
+          if (!filled)
+            expected[ravel(idx, c.in)] += dy.get(o);
+        }
+        expectNear(dx.values(), expected, 1e-12, 1e-12);
+      }
+}
+
+TEST(ShapePad, Errors) {
+  TestTensor x(DType::F32, {3}), y(DType::F32, {9});
+  EXPECT_NE(kernelError("pad", {&x}, {&y}, {{"pads", {3, 3}}, {"mode", "reflect"}})
+                .find("must be smaller than its size 3"),
+            std::string::npos);
+  EXPECT_NE(kernelError("pad", {&x}, {&y}, {{"pads", {3, 3}}, {"mode", "wrap"}})
+                .find("mode must be constant, reflect or edge"),
+            std::string::npos);
+  EXPECT_NE(kernelError("pad", {&x}, {&y}, {{"pads", {3, 2}}}).find("should be 8"),
+            std::string::npos);
+  EXPECT_NE(kernelError("pad", {&x}, {&y}, {{"pads", {3}}}).find("needs 2 pads"),
+            std::string::npos);
+}
+
 } // namespace

@@ -22,6 +22,12 @@
 
 #include "parallax/Dialect/Px/PxDialect.h.inc"
 
+namespace parallax::px::OpTrait {
+/// Marks elementwise ops with broadcasting (Px_Elementwise in PxBase.td).
+template <typename ConcreteType>
+class Elementwise : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {};
+} // namespace parallax::px::OpTrait
+
 #define GET_ATTRDEF_CLASSES
 #include "parallax/Dialect/Px/PxAttrs.h.inc"
 
@@ -36,6 +42,10 @@ namespace parallax {
 /// The function a training step is built in: the one with `px.loss` (or
 /// `@main` in an inference module); null if there is none.
 mlir::func::FuncOp getEntryFunction(mlir::ModuleOp module);
+
+/// A short name for `loc` in messages: the ONNX node name when there is one,
+/// else file:line:col; empty if there is neither.
+std::string locationName(mlir::Location loc);
 
 } // namespace parallax
 

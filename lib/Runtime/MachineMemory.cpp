@@ -1,0 +1,88 @@
+//===- MachineMemory.cpp - how much memory a plan may use here ------------===//
+
+#include "parallax/Runtime/MachineMemory.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace parallax::rt {
+
+namespace {
+
+/// A "Key:   N kB" line of /proc/meminfo, in bytes; -1 if absent.
+int64_t meminfo(const std::string &key) {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.compare(0, key.size() + 1, key + ":") == 0) {
+      std::istringstream in(line.substr(key.size() + 1));
+      int64_t kb = -1;
+      in >> kb;
+      return kb < 0 ? -1 : kb * 1024;
+    }
+  return -1;
+}
+
+/// The cgroup limit of this process (its cgroup's memory.max, as a
+/// container or a batch scheduler sets it); -1 if none.
+int64_t cgroupLimit() {
+  std::string group;
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);)
+    if (line.rfind("0::", 0) == 0)
+      group = line.substr(3);
+  // cgroup v2, then v1's memory controller.
+  for (const std::string &file :
+       {"/sys/fs/cgroup" + group + "/memory.max", std::string("/sys/fs/cgroup/memory.max"),
+        std::string("/sys/fs/cgroup/memory/memory.limit_in_bytes")}) {
+    std::ifstream f(file);
+    std::string value;
+    if (!(f >> value))
+      continue;
+    if (value == "max")
+      return -1;
+    try {
+      return std::stoll(value);
+    } catch (const std::exception &) {
+      return -1;
+    }
+  }
+  return -1;
+}
+
+} // namespace
+
+int64_t usableMemoryBytes() {
+  int64_t ram = meminfo("MemTotal");
+  if (ram < 0) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    ram = pages > 0 && page > 0 ? (int64_t)pages * page : 0;
+  }
+  int64_t limit = cgroupLimit();
+  if (limit >= 0 && (ram == 0 || limit < ram))
+    ram = limit;
+  if (ram == 0)
+    return 0;
+  int64_t swap = meminfo("SwapTotal");
+  return ram + (swap > 0 ? swap : 0);
+}
+
+std::string bytesText(int64_t bytes) {
+  const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024)
+    return std::to_string(bytes) + " B";
+  double b = (double)bytes;
+  int u = -1;
+  while (b >= 1024.0 && u < 5) {
+    b /= 1024.0;
+    ++u;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", b, units[u]);
+  return text;
+}
+
+} // namespace parallax::rt
