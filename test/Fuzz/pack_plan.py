@@ -16,7 +16,7 @@ import sys
 import zlib
 
 MAGIC = b"PXPLAN\r\n"
-VERSION = 3
+VERSION = 4
 
 
 def main():
