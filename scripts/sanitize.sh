@@ -17,7 +17,9 @@ if [ ! -f "$B/build.ninja" ]; then
     -DPARALLAX_SANITIZE=address,undefined
 fi
 ninja -C "$B" -j "${PARALLAX_JOBS:-2}"
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
+# allow_user_poisoning=0: see scripts/fuzz.sh (LLVM headers against
+# uninstrumented MLIR libraries).
+export ASAN_OPTIONS=allow_user_poisoning=0:detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
 export LSAN_OPTIONS=suppressions=$PWD/test/Fuzz/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir "$B" --output-on-failure -j 2 "$@"

@@ -135,6 +135,87 @@ llvm::Error inlineExternalData(const std::string &path, bool fromFile,
   return llvm::Error::success();
 }
 
+/// Bytes of one element of an ONNX data type stored as raw data; 0 for
+/// types that have none (strings) or that ONNX does not define.
+int64_t rawElementBytes(int32_t dtype) {
+  using T = onnx::TensorProto;
+  switch (dtype) {
+  case T::UINT8: case T::INT8: case T::BOOL: return 1;
+  case T::UINT16: case T::INT16: case T::FLOAT16: case T::BFLOAT16: return 2;
+  case T::FLOAT: case T::INT32: case T::UINT32: return 4;
+  case T::DOUBLE: case T::INT64: case T::UINT64: case T::COMPLEX64: return 8;
+  case T::COMPLEX128: return 16;
+  default: return 0;
+  }
+}
+
+/// Every tensor's raw data must hold exactly its shape's elements, checked
+/// before ONNX's own code reads any: its shape inference copies raw data
+/// into a vector sized by whole elements (ParseData in ONNX 1.12), writing
+/// past the vector when the byte count is not a multiple of the element
+/// size. Found by the ONNX importer fuzzer.
+llvm::Error checkRawData(const std::string &path, const onnx::TensorProto &tensor,
+                         const std::string &what) {
+  if (!tensor.has_raw_data())
+    return llvm::Error::success();
+  int64_t elementBytes = rawElementBytes(tensor.data_type());
+  auto wrong = [&](const llvm::Twine &why) {
+    return fail(path, what + " has " + llvm::Twine(tensor.raw_data().size()) +
+                          " bytes of raw data, " + why);
+  };
+  if (elementBytes == 0)
+    return wrong("which its element type (" + llvm::Twine(tensor.data_type()) +
+                 ") cannot have");
+  int64_t expected = elementBytes;
+  for (int64_t d : tensor.dims())
+    if (d < 0 || __builtin_mul_overflow(expected, d, &expected))
+      return wrong("and a shape with a negative or too large dimension");
+  if ((int64_t)tensor.raw_data().size() != expected)
+    return wrong("where its shape and element type take " + llvm::Twine(expected));
+  return llvm::Error::success();
+}
+
+llvm::Error checkRawData(const std::string &path, const onnx::GraphProto &graph);
+
+llvm::Error checkRawData(const std::string &path, const onnx::NodeProto &node) {
+  std::string where = "node '" + node.name() + "' (" + node.op_type() + ")";
+  for (const auto &attr : node.attribute()) {
+    std::string what = "attribute '" + attr.name() + "' of " + where;
+    if (attr.has_t())
+      if (llvm::Error err = checkRawData(path, attr.t(), what))
+        return err;
+    for (const auto &t : attr.tensors())
+      if (llvm::Error err = checkRawData(path, t, what))
+        return err;
+    if (attr.has_sparse_tensor())
+      for (const auto *t : {&attr.sparse_tensor().values(), &attr.sparse_tensor().indices()})
+        if (llvm::Error err = checkRawData(path, *t, what))
+          return err;
+    if (attr.has_g())
+      if (llvm::Error err = checkRawData(path, attr.g()))
+        return err;
+    for (const auto &g : attr.graphs())
+      if (llvm::Error err = checkRawData(path, g))
+        return err;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error checkRawData(const std::string &path, const onnx::GraphProto &graph) {
+  for (const auto &t : graph.initializer())
+    if (llvm::Error err = checkRawData(path, t, "initializer '" + t.name() + "'"))
+      return err;
+  for (const auto &sparse : graph.sparse_initializer())
+    for (const auto *t : {&sparse.values(), &sparse.indices()})
+      if (llvm::Error err = checkRawData(path, *t,
+                                         "sparse initializer '" + sparse.values().name() + "'"))
+        return err;
+  for (const auto &node : graph.node())
+    if (llvm::Error err = checkRawData(path, node))
+      return err;
+  return llvm::Error::success();
+}
+
 llvm::Expected<int64_t> defaultOpset(const std::string &path,
                                      const onnx::ModelProto &model) {
   for (const auto &opset : model.opset_import()) {
@@ -323,6 +404,8 @@ llvm::Expected<int64_t> checkModel(const std::string &path, bool fromFile,
   if (llvm::Error err = inlineExternalData(path, fromFile, model))
     return std::move(err);
   if (llvm::Error err = bindDimensions(path, options, model))
+    return std::move(err);
+  if (llvm::Error err = checkRawData(path, model.graph()))
     return std::move(err);
   try {
     onnx::checker::check_model(model);
