@@ -4,6 +4,7 @@
 #include "parallax/Runtime/AtomicFile.h"
 #include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Finite.h"
+#include "parallax/Runtime/FramedFile.h"
 #include "parallax/Runtime/Session.h"
 
 #include <algorithm>
@@ -19,19 +20,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr char kMagic[8] = {'P', 'X', 'C', 'K', 'P', 'T', '\r', '\n'};
-constexpr size_t kHeaderBytes = 32, kTrailerBytes = 4;
-
-void putLE(std::string &out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i)
-    out.push_back(char((v >> (8 * i)) & 0xff));
-}
-uint64_t getLE(const std::string &in, size_t at, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v |= uint64_t((unsigned char)in[at + i]) << (8 * i);
-  return v;
-}
+const FramedFormat kCheckpointFormat = {"PXCKPT\r\n", kCheckpointFormatVersion,
+                                        "checkpoint", "state", "", ""};
 
 std::string hex(uint32_t v) {
   char text[16];
@@ -146,12 +136,7 @@ std::string writeCheckpoint(const std::string &dir, const Session &session,
                  {"samples_per_step", env.globalBatch},
                  {"variables", vars}};
   std::string text = header.dump();
-  std::string head(kMagic, sizeof kMagic);
-  putLE(head, kCheckpointFormatVersion, 4);
-  putLE(head, 0, 4);
-  putLE(head, text.size(), 8);
-  putLE(head, dataBytes, 8);
-  head += text;
+  std::string head = frameHeader(kCheckpointFormat, text.size(), dataBytes) + text;
 
   AtomicFile file(path);
   uint32_t crc = crc32Of(head.data(), head.size());
@@ -161,8 +146,7 @@ std::string writeCheckpoint(const std::string &dir, const Session &session,
       crc = crc32Of(data, (size_t)bytes, crc);
       file.write(data, (size_t)bytes);
     }
-  std::string trailer;
-  putLE(trailer, crc, 4);
+  std::string trailer = frameTrailer(crc);
   file.write(trailer.data(), trailer.size());
   file.commit();
 
@@ -212,31 +196,14 @@ Checkpoint readCheckpoint(const std::string &path, const Plan &plan, int rank,
   auto fail = [&](const std::string &message) -> RuntimeError {
     return RuntimeError(path + ": " + message);
   };
-  if (bytes.size() < sizeof kMagic ||
-      std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
-    throw fail("not a Parallax checkpoint (bad magic)");
-  if (bytes.size() < kHeaderBytes + kTrailerBytes)
-    throw fail("truncated checkpoint (" + std::to_string(bytes.size()) + " bytes)");
-  uint32_t version = (uint32_t)getLE(bytes, 8, 4);
-  if (version != kCheckpointFormatVersion)
-    throw fail("checkpoint format version " + std::to_string(version) +
-               ", but this parallax-run reads version " +
-               std::to_string(kCheckpointFormatVersion));
-  uint64_t headerBytes = getLE(bytes, 16, 8), dataBytes = getLE(bytes, 24, 8);
-  uint64_t body = bytes.size() - kHeaderBytes - kTrailerBytes;
-  if (headerBytes > body || dataBytes != body - headerBytes)
-    throw fail("truncated or corrupt checkpoint: the header announces " +
-               std::to_string(headerBytes + dataBytes) +
-               " bytes of state, the file holds " + std::to_string(body));
-  uint32_t stored = (uint32_t)getLE(bytes, bytes.size() - kTrailerBytes, 4);
-  if (crc32Of(bytes.data(), bytes.size() - kTrailerBytes) != stored)
-    throw fail("corrupt checkpoint: checksum mismatch");
+  FramedSections sections = unframe(bytes, kCheckpointFormat, [&](const std::string &why) {
+    throw fail(why);
+  });
 
   Checkpoint c;
   c.path = path;
   try {
-    json h = json::parse(bytes.begin() + kHeaderBytes,
-                         bytes.begin() + kHeaderBytes + headerBytes);
+    json h = json::parse(sections.first);
     int writtenWorld = h.at("world_size").get<int>();
     if (writtenWorld != worldSize)
       throw fail("the checkpoint is of a run on " + std::to_string(writtenWorld) +
@@ -289,13 +256,13 @@ Checkpoint readCheckpoint(const std::string &path, const Plan &plan, int rank,
       c.rows.push_back(std::move(ranges));
       at += bytes;
     }
-    if ((uint64_t)at != dataBytes)
+    if ((uint64_t)at != sections.second.size())
       throw fail("corrupt checkpoint: its variables take " + std::to_string(at) +
-                 " bytes, the file holds " + std::to_string(dataBytes));
+                 " bytes, the file holds " + std::to_string(sections.second.size()));
   } catch (const json::exception &e) {
     throw fail(std::string("corrupt checkpoint header: ") + e.what());
   }
-  c.data = bytes.substr(kHeaderBytes + headerBytes, dataBytes);
+  c.data = std::string(sections.second);
   return c;
 }
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Runtime/Plan.h"
+#include "parallax/Runtime/FramedFile.h"
 
 #include <zlib.h>
 
@@ -26,23 +27,10 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr char kMagic[8] = {'P', 'X', 'P', 'L', 'A', 'N', '\r', '\n'};
-constexpr size_t kHeaderBytes = 32, kTrailerBytes = 4;
-
-void putU32(std::string &out, uint32_t v) {
-  for (int i = 0; i < 4; ++i)
-    out.push_back(char((v >> (8 * i)) & 0xff));
-}
-void putU64(std::string &out, uint64_t v) {
-  for (int i = 0; i < 8; ++i)
-    out.push_back(char((v >> (8 * i)) & 0xff));
-}
-uint64_t getLE(const std::string &in, size_t at, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i)
-    v |= uint64_t((unsigned char)in[at + i]) << (8 * i);
-  return v;
-}
+const FramedFormat kPlanFormat = {
+    "PXPLAN\r\n", kPlanFormatVersion, "plan", "program and data",
+    "; make one with parallax-opt MODEL.onnx --emit=plan -o FILE",
+    "; recompile the model with this parallax-opt"};
 
 } // namespace
 
@@ -514,15 +502,7 @@ json planToJson(const Plan &p) {
 }
 
 std::string packPlan(const std::string &program, const std::string &blobs) {
-  std::string out(kMagic, sizeof(kMagic));
-  putU32(out, kPlanFormatVersion);
-  putU32(out, 0);
-  putU64(out, program.size());
-  putU64(out, blobs.size());
-  out += program;
-  out += blobs;
-  putU32(out, crc32Of(out.data(), out.size()));
-  return out;
+  return frame(kPlanFormat, program, blobs);
 }
 
 std::string serializePlan(const Plan &plan) {
@@ -541,34 +521,12 @@ void writePlan(const Plan &plan, const std::string &path) {
 }
 
 Plan parsePlan(const std::string &bytes, const std::string &what) {
-  if (bytes.size() < sizeof(kMagic) ||
-      std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
-    throw PlanError(what + ": not a Parallax plan (bad magic); make one with "
-                           "parallax-opt MODEL.onnx --emit=plan -o FILE");
-  if (bytes.size() < kHeaderBytes + kTrailerBytes)
-    throw PlanError(what + ": truncated plan (" + std::to_string(bytes.size()) +
-                    " bytes)");
-  uint32_t version = (uint32_t)getLE(bytes, 8, 4);
-  if (version != kPlanFormatVersion)
-    throw PlanError(what + ": plan format version " + std::to_string(version) +
-                    ", but this parallax-run reads version " +
-                    std::to_string(kPlanFormatVersion) +
-                    "; recompile the model with this parallax-opt");
-  uint64_t programBytes = getLE(bytes, 16, 8), blobBytes = getLE(bytes, 24, 8);
-  uint64_t body = bytes.size() - kHeaderBytes - kTrailerBytes;
-  if (programBytes > body || blobBytes != body - programBytes)
-    throw PlanError(what + ": truncated or corrupt plan: the header announces " +
-                    std::to_string(programBytes + blobBytes) +
-                    " bytes of program and data, the file holds " +
-                    std::to_string(body));
-  uint32_t stored = (uint32_t)getLE(bytes, bytes.size() - kTrailerBytes, 4);
-  if (crc32Of(bytes.data(), bytes.size() - kTrailerBytes) != stored)
-    throw PlanError(what + ": corrupt plan: checksum mismatch");
-
+  FramedSections sections = unframe(bytes, kPlanFormat, [&](const std::string &why) {
+    throw PlanError(what + ": " + why);
+  });
   json j;
   try {
-    j = json::parse(bytes.begin() + kHeaderBytes,
-                    bytes.begin() + kHeaderBytes + programBytes);
+    j = json::parse(sections.first);
   } catch (const json::exception &e) {
     throw PlanError(what + ": corrupt plan program: " + e.what());
   }
@@ -589,7 +547,7 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
   p.sourceCrc32 = r.get<uint32_t>(source, "crc32", "source");
   if (j.contains("options"))
     p.options = j["options"];
-  p.blobs = bytes.substr(kHeaderBytes + programBytes, blobBytes);
+  p.blobs = std::string(sections.second);
 
   for (const json &v : r.get<json>(j, "variables", "plan")) {
     PlanVariable var;
@@ -689,7 +647,7 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
     p.memory.constants = num("constants");
   }
   validate(p, r);
-  p.checksum = stored;
+  p.checksum = sections.checksum;
   return p;
 }
 

@@ -1,49 +1,22 @@
 // Files written atomically (a temporary beside the destination, renamed over
 // it when complete) and destinations checked before any work.
 
+#include "TempDirTest.h"
 #include "parallax/Runtime/AtomicFile.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <sstream>
 #include <unistd.h>
 
 using namespace parallax::rt;
+using namespace parallax::rt::testing;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const std::exception &e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string contents(const fs::path &p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-class AtomicFileTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() /
-          ("parallax-atomic-" + std::to_string(::getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
-  fs::path dir;
-};
+class AtomicFileTest : public TempDirTest {};
 
 TEST_F(AtomicFileTest, ReplacesTheFileOnlyWhenCommitted) {
   std::string path = (dir / "out.bin").string();

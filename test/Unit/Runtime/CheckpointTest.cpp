@@ -2,6 +2,7 @@
 // per rank; what a resume refuses (damaged files, another plan, world size
 // or rank, a directory of an earlier run); no checkpoint of a broken state.
 
+#include "TempDirTest.h"
 #include "parallax/Runtime/Checkpoint.h"
 #include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Session.h"
@@ -11,43 +12,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <sstream>
 #include <unistd.h>
 
 using namespace parallax::rt;
+using namespace parallax::rt::testing;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const std::exception &e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string contents(const fs::path &p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-class CheckpointTest : public ::testing::Test {
+class CheckpointTest : public TempDirTest {
 protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() /
-          ("parallax-ckpt-" + std::to_string(::getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
-  fs::path dir;
-
   /// Two variables and no kernels: w f32 [2,3] (a parameter, zeros) and its
   /// optimizer state m f32 [2,3] (ones).
   static Plan statePlan(uint32_t checksum = 0x1234abcd) {
