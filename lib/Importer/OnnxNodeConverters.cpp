@@ -9,6 +9,7 @@
 #include "GraphImporter.h"
 
 #include "parallax/Dialect/Px/PxShapes.h"
+#include "parallax/Runtime/DType.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/Support/Format.h"
@@ -313,6 +314,9 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
         } else if (d < 0) {
           return nodeError(node, "invalid dimension " + llvm::Twine(d));
         } else {
+          if (d && known > rt::kMaxTensorElements / d)
+            return nodeError(node, "the shape's dimensions multiply past 2^50, the "
+                                   "most elements a tensor may have");
           known *= d;
         }
         shape.push_back(d);
