@@ -33,35 +33,6 @@ using namespace detail;
 /// Lines below which a loop stays serial (each line is n elements).
 constexpr int64_t kGrainElements = 1 << 14;
 
-template <typename F>
-KernelFn dispatchNumeric(const KernelArgs &args, DType t, const std::string &what,
-                         F &&f) {
-  switch (t) {
-  case DType::F32: return f(float{});
-  case DType::F64: return f(double{});
-  case DType::I64: return f(int64_t{});
-  case DType::I32: return f(int32_t{});
-  case DType::I16: return f(int16_t{});
-  case DType::I8: return f(int8_t{});
-  case DType::U8: return f(uint8_t{});
-  default:
-    args.fail(what + ": element type " + nameOf(t) +
-              " is not supported (expects a float or integer type)");
-  }
-}
-
-template <typename F>
-KernelFn dispatchFloat(const KernelArgs &args, DType t, const std::string &what,
-                       F &&f) {
-  switch (t) {
-  case DType::F32: return f(float{});
-  case DType::F64: return f(double{});
-  default:
-    args.fail(what + ": element type " + nameOf(t) +
-              " is not supported (expects f32 or f64)");
-  }
-}
-
 /// [outer, n, inner] of `shape` around `axis`.
 struct Lines {
   int64_t outer = 1, n = 1, inner = 1;

@@ -50,39 +50,6 @@ template <typename T> struct StorageOf { using type = T; };
 template <> struct StorageOf<BoolT> { using type = uint8_t; };
 template <typename T> using Storage = typename StorageOf<T>::type;
 
-[[noreturn]] void failType(const KernelArgs &args, const std::string &what,
-                           DType t, const char *expected) {
-  if (t == DType::F16 || t == DType::BF16)
-    args.fail(what + ": " + nameOf(t) + " is not supported by the CPU runtime");
-  args.fail(what + ": element type " + nameOf(t) + " is not supported (expects " +
-            expected + ")");
-}
-
-template <typename F>
-KernelFn dispatchFloat(const KernelArgs &args, DType t, const std::string &what,
-                       F &&f) {
-  switch (t) {
-  case DType::F32: return f(float{});
-  case DType::F64: return f(double{});
-  default: failType(args, what, t, "f32 or f64");
-  }
-}
-
-template <typename F>
-KernelFn dispatchNumeric(const KernelArgs &args, DType t,
-                         const std::string &what, F &&f) {
-  switch (t) {
-  case DType::F32: return f(float{});
-  case DType::F64: return f(double{});
-  case DType::I64: return f(int64_t{});
-  case DType::I32: return f(int32_t{});
-  case DType::I16: return f(int16_t{});
-  case DType::I8: return f(int8_t{});
-  case DType::U8: return f(uint8_t{});
-  default: failType(args, what, t, "a float or integer type");
-  }
-}
-
 template <typename F>
 KernelFn dispatchAny(const KernelArgs &args, DType t, const std::string &what,
                      F &&f) {

@@ -1,7 +1,8 @@
 //===- KernelUtil.h - helpers shared by the CPU kernel files ----*- C++ -*-===//
 //
-// Shape formatting for error messages, element counts and axis checks that
-// every kernel family needs. Internal to lib/Runtime/Kernels.
+// Shape formatting for error messages, element counts, axis checks and the
+// element-type dispatch that every kernel family needs. Internal to
+// lib/Runtime/Kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +55,42 @@ inline int64_t normalizeAxis(const KernelArgs &args, int64_t axis,
     args.fail(op + ": axis " + std::to_string(axis) +
               " is out of range for rank " + std::to_string(rank));
   return axis < 0 ? axis + rank : axis;
+}
+
+/// Fails the kernel: `what` has element type `t`, and expects `expected`.
+[[noreturn]] inline void failType(const KernelArgs &args, const std::string &what,
+                                  DType t, const char *expected) {
+  if (t == DType::F16 || t == DType::BF16)
+    args.fail(what + ": " + nameOf(t) + " is not supported by the CPU runtime");
+  args.fail(what + ": element type " + nameOf(t) + " is not supported (expects " +
+            expected + ")");
+}
+
+/// f(T{}) for the C++ type T of float element type `t`.
+template <typename F>
+KernelFn dispatchFloat(const KernelArgs &args, DType t, const std::string &what,
+                       F &&f) {
+  switch (t) {
+  case DType::F32: return f(float{});
+  case DType::F64: return f(double{});
+  default: failType(args, what, t, "f32 or f64");
+  }
+}
+
+/// f(T{}) for the C++ type T of float or integer element type `t`.
+template <typename F>
+KernelFn dispatchNumeric(const KernelArgs &args, DType t, const std::string &what,
+                         F &&f) {
+  switch (t) {
+  case DType::F32: return f(float{});
+  case DType::F64: return f(double{});
+  case DType::I64: return f(int64_t{});
+  case DType::I32: return f(int32_t{});
+  case DType::I16: return f(int16_t{});
+  case DType::I8: return f(int8_t{});
+  case DType::U8: return f(uint8_t{});
+  default: failType(args, what, t, "a float or integer type");
+  }
 }
 
 } // namespace parallax::rt::detail

@@ -46,26 +46,6 @@ constexpr int64_t kGrainElements = 1 << 15;
 /// Accumulators per column block in the [O, R, K] path (on the stack).
 constexpr int64_t kColumnBlock = 256;
 
-template <typename F>
-KernelFn dispatchNumeric(const KernelArgs &args, DType t, const std::string &what,
-                         F &&f) {
-  switch (t) {
-  case DType::F32: return f(float{});
-  case DType::F64: return f(double{});
-  case DType::I64: return f(int64_t{});
-  case DType::I32: return f(int32_t{});
-  case DType::I16: return f(int16_t{});
-  case DType::I8: return f(int8_t{});
-  case DType::U8: return f(uint8_t{});
-  case DType::F16:
-  case DType::BF16:
-    args.fail(what + ": " + nameOf(t) + " is not supported by the CPU runtime");
-  default:
-    args.fail(what + ": element type " + nameOf(t) +
-              " is not supported (expects a float or integer type)");
-  }
-}
-
 enum class Kind { Sum, Mean, Max, Min, Prod };
 
 /// Accumulation for element type T: double for floats; for integers uint64

@@ -173,6 +173,21 @@ void inputGradient(int threads, const Layer &l, const T *dgates, int64_t ldg,
                dir == 0 ? T(0) : T(1), dx, l.i);
 }
 
+/// The hidden state that step `s` of direction `dir` read: the previous
+/// step's output in y, or the initial state.
+template <typename T>
+const T *stateBefore(const Layer &l, int64_t dir, int64_t s, const T *y, const T *h0) {
+  return s > 0 ? y + l.yAt(l.timeAt(dir, s - 1), dir) : h0 + dir * l.stateSize();
+}
+
+/// The gradients of Wb and Rb [2, G] from the pre-activation gradients
+/// [rows, G]: both biases enter every gate the same way.
+template <typename T>
+void sharedBiasGradient(int threads, const T *dpre, int64_t rows, int64_t g, T *db) {
+  columnSums(threads, dpre, rows, g, g, db);
+  std::memcpy(db + g, db, g * sizeof(T));
+}
+
 //===----------------------------------------------------------------------===//
 // LSTM
 //===----------------------------------------------------------------------===//
@@ -292,15 +307,9 @@ template <typename T> KernelFn lstmGradTyped(KernelArgs &args) {
       std::memcpy(dc, dyc + dir * S, S * sizeof(T));
       for (int64_t s = l.t - 1; s >= 0; --s) {
         int64_t time = l.timeAt(dir, s);
-        const T *hPrev, *cPrev;
-        if (s > 0) {
-          int64_t before = l.timeAt(dir, s - 1);
-          hPrev = y + l.yAt(before, dir);
-          cPrev = cells + l.cellsAt(dir, before);
-        } else {
-          hPrev = h0 + dir * S;
-          cPrev = c0 + dir * S;
-        }
+        const T *hPrev = stateBefore(l, dir, s, y, h0);
+        const T *cPrev =
+            s > 0 ? cells + l.cellsAt(dir, l.timeAt(dir, s - 1)) : c0 + dir * S;
         std::memcpy(hp + time * S, hPrev, S * sizeof(T));
         const T *g = gates + l.gatesAt(dir, time), *c = cells + l.cellsAt(dir, time);
         const T *dyt = dy + l.yAt(time, dir);
@@ -332,10 +341,7 @@ template <typename T> KernelFn lstmGradTyped(KernelArgs &args) {
                  dw + dir * G * l.i, l.i);
       blas::gemm(nt, true, false, G, H, rows, T(1), dg, G, hp, H, T(0),
                  dr + dir * G * H, H);
-      // Wb and Rb enter every gate the same way.
-      T *dbd = db + dir * 2 * G;
-      columnSums(nt, dg, rows, G, G, dbd);
-      std::memcpy(dbd + G, dbd, G * sizeof(T));
+      sharedBiasGradient(nt, dg, rows, G, db + dir * 2 * G);
     });
     inputGradient(threads, l, dgates->data(), G, w, dx);
   };
@@ -480,8 +486,7 @@ template <typename T> KernelFn gruGradTyped(KernelArgs &args) {
       std::memcpy(dh, dyh + dir * S, S * sizeof(T));
       for (int64_t s = l.t - 1; s >= 0; --s) {
         int64_t time = l.timeAt(dir, s);
-        const T *hPrev =
-            s > 0 ? y + l.yAt(l.timeAt(dir, s - 1), dir) : h0 + dir * S;
+        const T *hPrev = stateBefore(l, dir, s, y, h0);
         std::memcpy(hp + time * S, hPrev, S * sizeof(T));
         const T *g = gates + l.gatesAt(dir, time);
         const T *dyt = dy + l.yAt(time, dir);
@@ -666,8 +671,7 @@ template <typename T> KernelFn rnnGradTyped(KernelArgs &args) {
       std::memcpy(dh, dyh + dir * S, S * sizeof(T));
       for (int64_t s = l.t - 1; s >= 0; --s) {
         int64_t time = l.timeAt(dir, s);
-        const T *hPrev =
-            s > 0 ? y + l.yAt(l.timeAt(dir, s - 1), dir) : h0 + dir * S;
+        const T *hPrev = stateBefore(l, dir, s, y, h0);
         std::memcpy(hp + time * S, hPrev, S * sizeof(T));
         const T *h = y + l.yAt(time, dir), *dyt = dy + l.yAt(time, dir);
         T *dgt = dg + time * S;
@@ -684,10 +688,7 @@ template <typename T> KernelFn rnnGradTyped(KernelArgs &args) {
                  dw + dir * H * l.i, l.i);
       blas::gemm(nt, true, false, H, H, rows, T(1), dg, H, hp, H, T(0),
                  dr + dir * H * H, H);
-      // Wb and Rb enter the same way.
-      T *dbd = db + dir * 2 * H;
-      columnSums(nt, dg, rows, H, H, dbd);
-      std::memcpy(dbd + H, dbd, H * sizeof(T));
+      sharedBiasGradient(nt, dg, rows, H, db + dir * 2 * H);
     });
     inputGradient(threads, l, dpre->data(), H, w, dx);
   };
