@@ -181,8 +181,21 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
     auto data = in(0), indices = in(1);
     if (!data || !indices)
       return !data ? data.takeError() : indices.takeError();
-    SmallVector<NamedAttribute> attrs{
-        named("axis", b.getI64IntegerAttr(attrInt(node, "axis", 0)))};
+    int64_t axis = attrInt(node, "axis", 0);
+    SmallVector<NamedAttribute> attrs{named("axis", b.getI64IntegerAttr(axis))};
+    // Constant indices out of range are the model's error: said here, naming
+    // the node, rather than by the kernel at the first step.
+    auto known = consts.find(node.input(1));
+    auto dataShape = cast<RankedTensorType>(data->getType()).getShape();
+    if (op == "Gather" && known != consts.end() && axis >= -(int64_t)dataShape.size() &&
+        axis < (int64_t)dataShape.size()) {
+      int64_t a = axis < 0 ? axis + (int64_t)dataShape.size() : axis, n = dataShape[a];
+      for (int64_t i : known->second.asInts())
+        if (i < -n || i >= n)
+          return nodeError(node, "index " + llvm::Twine(i) + " is out of range [" +
+                                     llvm::Twine(-n) + ", " + llvm::Twine(n) +
+                                     ") of axis " + llvm::Twine(a));
+    }
     if (op == "Gather")
       return define0(make<px::GatherOp>(node, ValueRange{*data, *indices}, attrs));
     return define0(
