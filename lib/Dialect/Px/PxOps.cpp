@@ -800,6 +800,10 @@ FailureOr<Shape> padShape(std::optional<Location> loc, RankedTensorType input,
   Shape out;
   for (int64_t d = 0; d < rank; ++d) {
     int64_t in = input.getDimSize(d), begin = pads[d], end = pads[rank + d];
+    // 32-bit pads, so that the sum cannot overflow (as for convolutions).
+    if (begin < INT32_MIN || begin > INT32_MAX || end < INT32_MIN || end > INT32_MAX)
+      return emitOptionalError(loc, "pads must fit in 32 bits, got ", begin,
+                               " and ", end, " for dimension ", d);
     int64_t n = in + begin + end;
     if (n < 0)
       return emitOptionalError(loc, "pads ", begin, " and ", end,

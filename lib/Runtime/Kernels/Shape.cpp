@@ -528,6 +528,12 @@ std::vector<std::vector<int64_t>> padSources(const KernelArgs &args,
   std::vector<std::vector<int64_t>> src(rank);
   for (size_t d = 0; d < rank; ++d) {
     const int64_t n = in[d], begin = pads[d];
+    // 32-bit pads, as the px verifier requires: the sum cannot overflow.
+    if (begin < INT32_MIN || begin > INT32_MAX || pads[rank + d] < INT32_MIN ||
+        pads[rank + d] > INT32_MAX)
+      args.fail(what + ": pads must fit in 32 bits, got " + std::to_string(begin) +
+                " and " + std::to_string(pads[rank + d]) + " for dimension " +
+                std::to_string(d));
     if (out[d] != n + begin + pads[rank + d])
       args.fail(what + ": dimension " + std::to_string(d) + " of " + shapeStr(out) +
                 " should be " + std::to_string(n + begin + pads[rank + d]));
