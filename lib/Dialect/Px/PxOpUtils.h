@@ -45,6 +45,11 @@ llvm::StringRef strOr(mlir::StringAttr attr, llvm::StringRef dflt);
 mlir::FailureOr<mlir::RankedTensorType>
 ranked(std::optional<mlir::Location> loc, mlir::Value v, llvm::StringRef what);
 
+/// The axis attribute `attr` (or `dflt`) made non-negative for `rank`, or
+/// an error when it is out of range.
+mlir::FailureOr<int64_t> axisFor(std::optional<mlir::Location> loc,
+                                 mlir::IntegerAttr attr, int64_t dflt, int64_t rank);
+
 /// A shape as text for messages ("8x20").
 std::string fmt(llvm::ArrayRef<int64_t> shape);
 

@@ -42,6 +42,15 @@ FailureOr<RankedTensorType> ranked(std::optional<Location> loc, Value v,
   return type;
 }
 
+FailureOr<int64_t> axisFor(std::optional<Location> loc, IntegerAttr attr,
+                           int64_t dflt, int64_t rank) {
+  int64_t value = intOr(attr, dflt);
+  auto axis = normalizeAxis(value, rank);
+  if (!axis)
+    return emitOptionalError(loc, "axis ", value, " is out of range for rank ", rank);
+  return *axis;
+}
+
 std::string fmt(ArrayRef<int64_t> shape) { return shapeToString(shape); }
 
 /// ONNX gives these operands one type parameter T: `what` must have the
@@ -424,11 +433,9 @@ GatherElementsOp::inferReturnTypes(MLIRContext *ctx,
     return emitOptionalError(loc, "data and indices must have the same rank "
                                   ">= 1, got ",
                              data->getRank(), " and ", indices->getRank());
-  int64_t axisValue = intOr(adaptor.getAxisAttr(), 0);
-  auto axis = normalizeAxis(axisValue, data->getRank());
-  if (!axis)
-    return emitOptionalError(loc, "axis ", axisValue,
-                             " is out of range for rank ", data->getRank());
+  auto axis = axisFor(loc, adaptor.getAxisAttr(), 0, data->getRank());
+  if (failed(axis))
+    return failure();
   // Off the gather axis, output[i...] reads data at the same position, so
   // the indices may not be larger than data there (as onnxruntime and
   // torch.gather require).
@@ -594,11 +601,9 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *ctx,
   auto x = ranked(loc, adaptor.getX(), "x");
   if (failed(x))
     return failure();
-  int64_t axisValue = intOr(adaptor.getAxisAttr(), -1);
-  auto axis = normalizeAxis(axisValue, x->getRank());
-  if (!axis)
-    return emitOptionalError(loc, "axis ", axisValue,
-                             " is out of range for rank ", x->getRank());
+  auto axis = axisFor(loc, adaptor.getAxisAttr(), -1, x->getRank());
+  if (failed(axis))
+    return failure();
   ArrayRef<int64_t> normalized = x->getShape().drop_front(*axis);
   for (auto [name, v] : {std::pair<StringRef, Value>{"scale", adaptor.getScale()},
                          {"bias", adaptor.getBias()}}) {
@@ -698,13 +703,11 @@ static LogicalResult inferArgReduce(MLIRContext *ctx,
   auto input = ranked(loc, adaptor.getInput(), "input");
   if (failed(input))
     return failure();
-  int64_t axisValue = intOr(adaptor.getAxisAttr(), 0);
-  auto axis = normalizeAxis(axisValue, input->getRank());
-  if (!axis)
-    return emitOptionalError(loc, "axis ", axisValue,
-                             " is out of range for rank ", input->getRank());
+  auto axis = axisFor(loc, adaptor.getAxisAttr(), 0, input->getRank());
+  if (failed(axis))
+    return failure();
   if (input->getDimSize(*axis) == 0)
-    return emitOptionalError(loc, "axis ", axisValue, " is empty");
+    return emitOptionalError(loc, "axis ", *axis, " is empty");
   Shape out(input->getShape());
   if (boolOr(adaptor.getKeepdimsAttr(), true))
     out[*axis] = 1;
@@ -736,11 +739,9 @@ LogicalResult TopKOp::inferReturnTypes(MLIRContext *ctx,
   auto input = ranked(loc, adaptor.getInput(), "input");
   if (failed(input))
     return failure();
-  int64_t axisValue = intOr(adaptor.getAxisAttr(), -1);
-  auto axis = normalizeAxis(axisValue, input->getRank());
-  if (!axis)
-    return emitOptionalError(loc, "axis ", axisValue,
-                             " is out of range for rank ", input->getRank());
+  auto axis = axisFor(loc, adaptor.getAxisAttr(), -1, input->getRank());
+  if (failed(axis))
+    return failure();
   int64_t k = adaptor.getK();
   if (k < 0 || k > input->getDimSize(*axis))
     return emitOptionalError(loc, "k = ", k, " is outside [0, ",

@@ -14,12 +14,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-int64_t numel(const Shape &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
 
 /// (outer, n, inner) of `s` around `axis`.
 void lines(const Shape &s, int64_t axis, int64_t &outer, int64_t &n, int64_t &inner) {

@@ -16,12 +16,6 @@ using Shape = std::vector<int64_t>;
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
 
-int64_t numel(const Shape &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
 
 /// numpy broadcast of two shapes (the test's own version).
 Shape broadcastShape(const Shape &a, const Shape &b) {

@@ -92,6 +92,14 @@ struct TestTensor {
   }
 };
 
+/// Elements of a tensor of shape `s`.
+inline int64_t numel(const std::vector<int64_t> &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
 /// Random values in [lo, hi) from a fixed seed.
 inline std::vector<double> randomValues(int64_t n, uint64_t seed,
                                         double lo = -1.0, double hi = 1.0) {

@@ -14,12 +14,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-int64_t numel(const Shape &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
 
 bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64; }
 

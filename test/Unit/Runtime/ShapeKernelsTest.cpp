@@ -11,12 +11,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-int64_t numel(const Shape &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
 
 std::vector<int64_t> unravel(int64_t flat, const Shape &s) {
   std::vector<int64_t> idx(s.size());
