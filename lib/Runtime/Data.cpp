@@ -122,14 +122,15 @@ public:
       if (in.batchAxis != 0) {
         int64_t bytes = dest.bytes();
         int64_t rows = a.shape.size() == in.shape.size() ? 1 : a.shape[0];
-        std::memcpy(dest.data, a.data.data() + (step % rows) * bytes, bytes);
+        if (bytes > 0) // an empty tensor has no storage (null data)
+          std::memcpy(dest.data, a.data.data() + (step % rows) * bytes, bytes);
         continue;
       }
       // Samples of this rank's part of global batch `step`, wrapping.
       int64_t samples = a.shape[0], local = in.shape[0];
       int64_t sampleBytes = product(in.shape, 1) * (int64_t)sizeOf(in.dtype);
       int64_t first = step * globalBatch_ + sharding.rank * local;
-      for (int64_t j = 0; j < local; ++j) {
+      for (int64_t j = 0; j < local && sampleBytes > 0; ++j) {
         int64_t s = (first + j) % samples;
         std::memcpy(static_cast<char *>(dest.data) + j * sampleBytes,
                     a.data.data() + s * sampleBytes, sampleBytes);

@@ -64,7 +64,8 @@ void fillSplat(const TensorView &t, double value) {
   case DType::F16:
   case DType::BF16:
     if (value == 0.0) {
-      std::memset(t.data, 0, t.bytes());
+      if (t.bytes() > 0)
+        std::memset(t.data, 0, t.bytes());
       return;
     }
     break;
@@ -201,8 +202,8 @@ void Session::loadInitialValues() {
       fillSplat(dest, init.splat);
       break;
     case InitialValue::Kind::Blob:
-      std::memcpy(dest.data, plan_.blobs.data() + init.blobOffset,
-                  init.blobBytes);
+      if (init.blobBytes > 0) // an empty tensor has no storage (null data)
+        std::memcpy(dest.data, plan_.blobs.data() + init.blobOffset, init.blobBytes);
       break;
     case InitialValue::Kind::Onnx:
       onnxNames.push_back(init.onnxName);
