@@ -179,34 +179,35 @@ llvm::Error GraphImporter::importLoop(const onnx::NodeProto &node) {
   const onnx::GraphProto *body = graphAttr(node, "body");
   if (!body)
     return nodeError(node, "the Loop has no body graph");
+  const char *unrolledOnly = "; only loops whose trip count and condition are "
+                             "known at compile time are supported (they are "
+                             "unrolled)";
+  // Input `index` (the trip count or the condition) as a compile-time
+  // scalar; nullopt when the Loop leaves it out.
+  auto known = [&](int index,
+                   const char *what) -> llvm::Expected<std::optional<double>> {
+    if (node.input_size() <= index || node.input(index).empty())
+      return std::nullopt;
+    auto it = consts.find(node.input(index));
+    if (it == consts.end())
+      return nodeError(node, llvm::Twine("Loop ") + what +
+                                 " depends on runtime data ('" + node.input(index) +
+                                 "')" + unrolledOnly);
+    auto v = scalarValue(it->second);
+    if (!v)
+      return nodeError(node, llvm::Twine("the Loop ") + what + " must have one element");
+    return v;
+  };
+  auto trip = known(0, "trip count");
+  if (!trip)
+    return trip.takeError();
+  auto condition = known(1, "condition");
+  if (!condition)
+    return condition.takeError();
   std::optional<int64_t> tripCount;
-  if (node.input_size() > 0 && !node.input(0).empty()) {
-    auto it = consts.find(node.input(0));
-    if (it == consts.end())
-      return nodeError(node, "Loop trip count depends on runtime data ('" +
-                                 node.input(0) +
-                                 "'); only loops whose trip count and "
-                                 "condition are known at compile time are "
-                                 "supported (they are unrolled)");
-    auto m = scalarValue(it->second);
-    if (!m)
-      return nodeError(node, "the Loop trip count must have one element");
-    tripCount = toInt64(*m);
-  }
-  bool running = true;
-  if (node.input_size() > 1 && !node.input(1).empty()) {
-    auto it = consts.find(node.input(1));
-    if (it == consts.end())
-      return nodeError(node, "Loop condition depends on runtime data ('" +
-                                 node.input(1) +
-                                 "'); only loops whose trip count and "
-                                 "condition are known at compile time are "
-                                 "supported (they are unrolled)");
-    auto c = scalarValue(it->second);
-    if (!c)
-      return nodeError(node, "the Loop condition must have one element");
-    running = *c != 0;
-  }
+  if (*trip)
+    tripCount = toInt64(**trip);
+  bool running = !*condition || **condition != 0;
   if (!tripCount && node.input_size() < 2)
     return nodeError(node, "a Loop without trip count and condition never ends");
   int64_t carried = std::max(0, node.input_size() - 2);
@@ -241,10 +242,7 @@ llvm::Error GraphImporter::importLoop(const onnx::NodeProto &node) {
     if (!cv)
       return nodeError(node, "Loop condition depends on runtime data (the "
                              "body's condition output '" +
-                             body->output(0).name() +
-                             "'); only loops whose trip count and condition "
-                             "are known at compile time are supported (they "
-                             "are unrolled)");
+                             body->output(0).name() + "')" + unrolledOnly);
     running = *cv != 0;
     for (int64_t j = 0; j < carried; ++j)
       state[j] = outs[1 + j];
