@@ -111,6 +111,10 @@ private:
   llvm::Expected<std::optional<ConstTensor>>
   constInput(const onnx::NodeProto &node, int index, const char *role,
              bool required);
+  /// A ReduceSum/ReduceMean/ReduceMax node's attributes checked and its
+  /// axes read: an input for ReduceSum (opset 13), the attribute for the
+  /// others (until opset 18). Empty when none are given.
+  llvm::Expected<std::vector<int64_t>> reductionAxes(const onnx::NodeProto &node);
 
   //--- Graph leaves ---------------------------------------------------------
   llvm::Error importInputs();

@@ -446,20 +446,10 @@ llvm::Error GraphImporter::convertDynamicUse(const onnx::NodeProto &node) {
   if ((op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") &&
       pendingAt(0)) {
     const DynamicSlice &s = *pendingAt(0);
-    std::vector<int64_t> axes;
-    if (op == "ReduceSum") {
-      if (auto err = checkAttributes(node, {"keepdims", "noop_with_empty_axes"}))
-        return err;
-      auto a = constInput(node, 1, "axes", /*required=*/false);
-      if (!a)
-        return a.takeError();
-      if (*a)
-        axes = (*a)->asInts();
-    } else {
-      if (auto err = checkAttributes(node, {"keepdims", "axes"}))
-        return err;
-      axes = attrInts(node, "axes");
-    }
+    auto read = reductionAxes(node);
+    if (!read)
+      return read.takeError();
+    std::vector<int64_t> axes = std::move(*read);
     int64_t rank = typeOf(s.base).getRank();
     for (int64_t &a : axes)
       if (auto n = px::normalizeAxis(a, rank))

@@ -212,6 +212,21 @@ GraphImporter::constInput(const onnx::NodeProto &node, int index,
                              "depends on runtime data");
 }
 
+llvm::Expected<std::vector<int64_t>>
+GraphImporter::reductionAxes(const onnx::NodeProto &node) {
+  if (node.op_type() != "ReduceSum") {
+    if (auto err = checkAttributes(node, {"keepdims", "axes"}))
+      return std::move(err);
+    return attrInts(node, "axes");
+  }
+  if (auto err = checkAttributes(node, {"keepdims", "noop_with_empty_axes"}))
+    return std::move(err);
+  auto a = constInput(node, 1, "axes", /*required=*/false);
+  if (!a)
+    return a.takeError();
+  return *a ? (*a)->asInts() : std::vector<int64_t>{};
+}
+
 //===----------------------------------------------------------------------===//
 // Graph leaves
 //===----------------------------------------------------------------------===//

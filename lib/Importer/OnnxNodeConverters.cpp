@@ -429,25 +429,13 @@ llvm::Error GraphImporter::convert(const onnx::NodeProto &node) {
 
   // Reductions.
   if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") {
-    // ReduceSum takes its axes as an input from opset 13, the others from 18.
-    bool axesInput = op == "ReduceSum";
-    if (auto err = checkAttributes(
-            node, axesInput ? std::initializer_list<const char *>{"keepdims", "noop_with_empty_axes"}
-                            : std::initializer_list<const char *>{"keepdims", "axes"}))
-      return err;
+    auto read = reductionAxes(node);
+    if (!read)
+      return read.takeError();
+    std::vector<int64_t> axes = std::move(*read);
     auto x = in(0);
     if (!x)
       return x.takeError();
-    std::vector<int64_t> axes;
-    if (axesInput) {
-      auto a = constInput(node, 1, "axes", /*required=*/false);
-      if (!a)
-        return a.takeError();
-      if (*a)
-        axes = (*a)->asInts();
-    } else {
-      axes = attrInts(node, "axes");
-    }
     int64_t rank = typeOf(*x).getRank();
     if (axes.empty()) {
       if (attrInt(node, "noop_with_empty_axes", 0)) {
