@@ -203,6 +203,14 @@ LogicalResult Differentiator::visit(Operation *op) {
     return pb.unbroadcast(g, typeOf(operand));
   };
 
+  // The operands every recurrent layer shares get its gradient's results.
+  auto contributeRecurrent = [&](auto layer, auto grad) {
+    contribute(layer.getX(), grad.getDx());
+    contribute(layer.getW(), grad.getDw());
+    contribute(layer.getR(), grad.getDr());
+    contribute(layer.getB(), grad.getDb());
+    contribute(layer.getInitialH(), grad.getDinitialH());
+  };
   return TypeSwitch<Operation *, LogicalResult>(op)
       // Elementwise arithmetic (broadcasting).
       .Case([&](px::AddOp o) {
@@ -598,11 +606,7 @@ LogicalResult Differentiator::visit(Operation *op) {
             o.getInitialC(), o.getY(), o.getGates(), o.getCells(),
             orZeros(dys[0], o.getY()), orZeros(dys[1], o.getYH()),
             orZeros(dys[2], o.getYC()), o.getDirectionAttr());
-        contribute(o.getX(), grad.getDx());
-        contribute(o.getW(), grad.getDw());
-        contribute(o.getR(), grad.getDr());
-        contribute(o.getB(), grad.getDb());
-        contribute(o.getInitialH(), grad.getDinitialH());
+        contributeRecurrent(o, grad);
         contribute(o.getInitialC(), grad.getDinitialC());
         return success();
       })
@@ -615,11 +619,7 @@ LogicalResult Differentiator::visit(Operation *op) {
             o.getY(), o.getGates(), orZeros(dys[0], o.getY()),
             orZeros(dys[1], o.getYH()), o.getDirectionAttr(),
             o.getLinearBeforeResetAttr());
-        contribute(o.getX(), grad.getDx());
-        contribute(o.getW(), grad.getDw());
-        contribute(o.getR(), grad.getDr());
-        contribute(o.getB(), grad.getDb());
-        contribute(o.getInitialH(), grad.getDinitialH());
+        contributeRecurrent(o, grad);
         return success();
       })
       .Case([&](px::RnnOp o) {
@@ -627,11 +627,7 @@ LogicalResult Differentiator::visit(Operation *op) {
             b, o.getLoc(), o.getX(), o.getW(), o.getR(), o.getInitialH(),
             o.getY(), orZeros(dys[0], o.getY()), orZeros(dys[1], o.getYH()),
             o.getDirectionAttr(), o.getActivationAttr());
-        contribute(o.getX(), grad.getDx());
-        contribute(o.getW(), grad.getDw());
-        contribute(o.getR(), grad.getDr());
-        contribute(o.getB(), grad.getDb());
-        contribute(o.getInitialH(), grad.getDinitialH());
+        contributeRecurrent(o, grad);
         return success();
       })
       .Default([&](Operation *other) -> LogicalResult {
