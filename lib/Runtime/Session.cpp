@@ -3,6 +3,7 @@
 #include "parallax/Runtime/Session.h"
 #include "parallax/Runtime/Finite.h"
 #include "parallax/Runtime/MachineMemory.h"
+#include "parallax/Runtime/RowPartition.h"
 
 #include <unistd.h>
 
@@ -357,17 +358,11 @@ Group &pullGroup(const PlanKernel &pull, Comm &comm, int worldSize) {
 }
 
 /// Rows [begin, end) of a table of `rows` rows that group rank `q` serves,
-/// in partition order (px-partition's partitions and placement).
+/// in partition order.
 std::vector<std::pair<int64_t, int64_t>> servedRows(const PlanKernel &pull,
                                                     int64_t rows, int q) {
-  auto placement = pull.attrs.at("placement").get<std::vector<int64_t>>();
-  int64_t parts = (int64_t)placement.size();
-  int64_t per = std::max<int64_t>(1, (rows + parts - 1) / parts);
-  std::vector<std::pair<int64_t, int64_t>> r;
-  for (int64_t p = 0; p < parts; ++p)
-    if (placement[p] == q)
-      r.push_back({std::min(rows, p * per), std::min(rows, (p + 1) * per)});
-  return r;
+  return RowPartition(rows, pull.attrs.at("placement").get<std::vector<int64_t>>())
+      .servedBy(q);
 }
 
 } // namespace

@@ -16,6 +16,7 @@
 
 #include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Kernel.h"
+#include "parallax/Runtime/RowPartition.h"
 #include "parallax/Runtime/Plan.h"
 
 #include "KernelUtil.h"
@@ -430,26 +431,18 @@ KernelFn allGatherV(KernelArgs &args) {
   return launch(args, prepare, job);
 }
 
-/// Row partitioning of a table of `rows` rows.
-struct Partitioning {
-  int64_t rows = 0, perPartition = 1;
-  std::vector<int64_t> placement; // partition -> group rank
-  int owner(int64_t row) const { return (int)placement[row / perPartition]; }
-};
-
-Partitioning partitioningOf(KernelArgs &args, int64_t rows, int groupSize) {
-  Partitioning p;
-  p.rows = rows;
+/// The kernel's row partition of a table of `rows` rows, checked against
+/// its group.
+RowPartition partitioningOf(KernelArgs &args, int64_t rows, int groupSize) {
   int64_t parts = args.i64("partitions");
-  p.placement = args.i64s("placement");
-  if (parts < 1 || (int64_t)p.placement.size() != parts)
+  std::vector<int64_t> placement = args.i64s("placement");
+  if (parts < 1 || (int64_t)placement.size() != parts)
     args.fail("placement must name one rank per partition");
-  for (int64_t r : p.placement)
+  for (int64_t r : placement)
     if (r < 0 || r >= groupSize)
       args.fail("placement names rank " + std::to_string(r) + " of a group of " +
                 std::to_string(groupSize));
-  p.perPartition = std::max<int64_t>(1, (rows + parts - 1) / parts);
-  return p;
+  return RowPartition(rows, std::move(placement));
 }
 
 int64_t readIndex(const TensorView &t, int64_t i) {
@@ -527,7 +520,7 @@ KernelFn psPull(KernelArgs &args) {
   if (table.rank() < 1)
     args.fail("the table must have rows");
   Group &group = groupOf(args);
-  Partitioning part = partitioningOf(args, table.dim(0), group.size());
+  RowPartition part = partitioningOf(args, table.dim(0), group.size());
   int64_t rowBytes = table.bytes() / std::max<int64_t>(table.dim(0), 1);
   if (rows.bytes() != ids.numElements() * rowBytes)
     args.fail("rows must be ids.shape x the table's row shape");
@@ -657,7 +650,7 @@ KernelFn psPushTyped(KernelArgs &args) {
   if (!args.has("table_rows"))
     args.fail("missing attribute 'table_rows'");
   rows = args.i64("table_rows");
-  Partitioning part = partitioningOf(args, rows, group.size());
+  RowPartition part = partitioningOf(args, rows, group.size());
   int64_t width = vals.numElements() / std::max<int64_t>(idx.numElements(), 1);
   int64_t capacity = outIdx.numElements();
   bool localAggregation = args.flag("local_aggregation");
