@@ -27,6 +27,7 @@
 #include "parallax/Transforms/Passes.h"
 #include "parallax/Target/IndexProfiler.h"
 #include "parallax/Transforms/Cluster.h"
+#include "parallax/Runtime/RowPartition.h"
 
 #include "PxBuilder.h"
 
@@ -320,7 +321,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     if (all == profile->rows.end() || reads == profile->reads.end())
       return failure();
     int64_t rows = var.getOutput().getType().getDimSize(0);
-    int64_t per = std::max<int64_t>(1, (rows + parts - 1) / parts);
+    parallax::rt::RowPartition partition(rows, std::vector<int64_t>(place.begin(), place.end()));
     int64_t n = cluster.worldSize, k = profile->steps;
     std::vector<int64_t> sent(n, 0);
     // Bytes rank r sends when each rank q touches the rows in sets[q]: one
@@ -330,7 +331,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       std::vector<std::vector<int64_t>> owned(n, std::vector<int64_t>(n, 0));
       for (int64_t q = 0; q < n; ++q)
         for (int64_t row : rowsOf(q))
-          ++owned[q][place[row / per]];
+          ++owned[q][partition.owner(row)];
       for (int64_t r = 0; r < n; ++r)
         for (int64_t o = 0; o < n; ++o)
           if (o != r)
