@@ -276,6 +276,7 @@ void restoreCheckpoint(const Checkpoint &checkpoint, Session &session) {
                   (size_t)((b - a) * rowBytes));
       from += (b - a) * rowBytes;
     }
+    session.commitVariable(i);
   }
   session.env().step = checkpoint.step;
   session.env().seed = checkpoint.seed;

@@ -441,6 +441,7 @@ const char *roleName(PlanVariable::Role role) {
 json planToJson(const Plan &p) {
   json j;
   j["mode"] = p.mode == Plan::Mode::Train ? "train" : "inference";
+  j["target"] = p.target;
   j["world_size"] = p.worldSize;
   j["ranks_per_machine"] = p.ranksPerMachine;
   json grids = json::array();
@@ -536,6 +537,10 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
   if (mode != "train" && mode != "inference")
     r.fail("unknown mode '" + mode + "'");
   p.mode = mode == "train" ? Plan::Mode::Train : Plan::Mode::Inference;
+  // Plans from before GPU targets existed are CPU plans.
+  p.target = j.contains("target") ? r.get<std::string>(j, "target", "plan") : "cpu";
+  if (p.target != "cpu" && p.target != "cuda")
+    r.fail("unknown target '" + p.target + "' (this parallax-run knows cpu and cuda)");
   p.worldSize = r.get<int>(j, "world_size", "plan");
   p.ranksPerMachine = r.get<int>(j, "ranks_per_machine", "plan");
   for (const json &g : r.get<json>(j, "grids", "plan"))

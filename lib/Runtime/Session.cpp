@@ -1,8 +1,10 @@
 //===- Session.cpp - storage, initial values, kernel binding, steps -------===//
 
 #include "parallax/Runtime/Session.h"
+#include "HostStaged.h"
 #include "parallax/Runtime/Finite.h"
 #include "parallax/Runtime/MachineMemory.h"
+#include "parallax/Runtime/Random.h"
 #include "parallax/Runtime/RowPartition.h"
 
 #include <unistd.h>
@@ -16,33 +18,9 @@
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 namespace parallax::rt {
-
-//===----------------------------------------------------------------------===//
-// Buffer
-//===----------------------------------------------------------------------===//
-
-Buffer::Buffer(int64_t size) : bytes(size) {
-  if (size <= 0)
-    return;
-  size_t rounded = (size_t(size) + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
-  ptr = std::aligned_alloc(kPlanAlignment, rounded);
-  if (!ptr)
-    throw RuntimeError("out of memory allocating " + std::to_string(size) +
-                       " bytes");
-  std::memset(ptr, 0, rounded);
-}
-Buffer::Buffer(Buffer &&o) noexcept : ptr(o.ptr), bytes(o.bytes) {
-  o.ptr = nullptr;
-  o.bytes = 0;
-}
-Buffer &Buffer::operator=(Buffer &&o) noexcept {
-  std::swap(ptr, o.ptr);
-  std::swap(bytes, o.bytes);
-  return *this;
-}
-Buffer::~Buffer() { std::free(ptr); }
 
 //===----------------------------------------------------------------------===//
 // Session
@@ -75,6 +53,25 @@ void fillSplat(const TensorView &t, double value) {
                      " tensor with " + std::to_string(value));
 }
 
+/// --weights=random: uniform in [-b, b) with b = 1/sqrt(fan-in) (PyTorch's
+/// default for linear layers) for floats, zeros otherwise; stream `which`.
+void fillRandom(const TensorView &t, uint64_t which, uint64_t seed) {
+  int64_t n = t.numElements();
+  int64_t fanIn = t.shape.size() > 1 ? n / std::max<int64_t>(t.shape[0], 1) : n;
+  double b = 1.0 / std::sqrt((double)std::max<int64_t>(fanIn, 1));
+  uint64_t key = streamKey(seed, 0x5745494748545300ull + which, 0);
+  auto fill = [&](auto *p) {
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = (std::remove_pointer_t<decltype(p)>)((uniform53At(key, (uint64_t)i) * 2 - 1) * b);
+  };
+  if (t.dtype == DType::F32)
+    fill(t.as<float>());
+  else if (t.dtype == DType::F64)
+    fill(t.as<double>());
+  else if (t.bytes() > 0)
+    std::memset(t.data, 0, t.bytes());
+}
+
 /// Bytes of a tensor; the plan reader bounds its element count.
 int64_t bytesOf(DType t, const std::vector<int64_t> &shape) {
   int64_t n = 1;
@@ -94,6 +91,17 @@ std::string describe(const PlanKernel &k, size_t index) {
 
 Session::Session(Plan plan, SessionOptions options)
     : plan_(std::move(plan)), options_(std::move(options)) {
+  if (options_.device) {
+    device_ = options_.device;
+  } else {
+    ownDevice_ = makeCpuDevice();
+    device_ = ownDevice_.get();
+  }
+  if (plan_.target != nameOf(device_->kind()))
+    throw PlanError("the plan was compiled for --target=" + plan_.target +
+                    ", but this run's device is " + device_->description() +
+                    "; recompile with --target=" + nameOf(device_->kind()) +
+                    " or run with --device=" + plan_.target);
   if (plan_.worldSize != options_.worldSize)
     throw PlanError("the plan was compiled for " +
                     std::to_string(plan_.worldSize) + " rank(s), but " +
@@ -128,6 +136,7 @@ Session::Session(Plan plan, SessionOptions options)
     if (k.attrs.contains("token"))
       tokens = std::max<int64_t>(tokens, k.attrs["token"].get<int64_t>() + 1);
   env_.tickets.assign(tokens, 0);
+  env_.device = device_;
   allocate();
   loadInitialValues();
   bindKernels();
@@ -162,8 +171,12 @@ void Session::allocate() {
   // otherwise be refused only by the kernel's OOM killer once the zeroing
   // touches its pages.
   StorageBytes need = storageOf(plan_);
-  int64_t usable = options_.memoryLimit > 0 ? options_.memoryLimit : usableMemoryBytes();
-  int local = options_.memoryLimit > 0 ? 1 : std::max(1, env_.comm->ranksPerMachine());
+  // A GPU's memory is its own (ranks sharing one GPU each see what is free
+  // when they start); the host's is shared by the machine's ranks.
+  int64_t usable = options_.memoryLimit > 0 ? options_.memoryLimit : device_->memoryBytes();
+  int local = options_.memoryLimit > 0 || !onHost()
+                  ? 1
+                  : std::max(1, env_.comm->ranksPerMachine());
   double total = (double)need.total * local;
   if (usable > 0 && total > (double)usable)
     throw RuntimeError(
@@ -176,27 +189,37 @@ void Session::allocate() {
                    : std::string()) +
         ", more than " +
         (options_.memoryLimit > 0 ? "the session's limit of " + bytesText(usable)
-                                  : "this machine's " + bytesText(usable)) +
+         : onHost()               ? "this machine's " + bytesText(usable)
+                                  : device_->description() + "'s " + bytesText(usable)) +
         "; compile it with a smaller --batch-size, or for more machines");
-  arena_ = Buffer(plan_.arenaBytes);
+  Device *d = device_;
+  arena_ = Buffer(plan_.arenaBytes, d);
   for (int64_t bytes : plan_.variableBlocks)
-    variableBlocks_.emplace_back(bytes);
+    variableBlocks_.emplace_back(bytes, d);
   for (const auto &v : plan_.variables) {
     bool inBlock = v.block >= 0;
-    variables_.emplace_back(inBlock ? 0 : bytesOf(v.dtype, v.shape));
+    variables_.emplace_back(inBlock ? 0 : bytesOf(v.dtype, v.shape), d);
     variableData_.push_back(
         inBlock ? static_cast<char *>(variableBlocks_[v.block].data()) + v.blockOffset
                 : static_cast<char *>(variables_.back().data()));
   }
   for (const auto &c : plan_.constants)
-    constants_.emplace_back(bytesOf(c.dtype, c.shape));
-  for (const auto &in : plan_.inputs)
-    inputs_.emplace_back(bytesOf(in.dtype, in.shape));
+    constants_.emplace_back(bytesOf(c.dtype, c.shape), d);
+  for (const auto &in : plan_.inputs) {
+    int64_t bytes = bytesOf(in.dtype, in.shape);
+    inputs_.emplace_back(bytes, d);
+    if (!onHost())
+      hostInputs_.emplace_back(d->allocateHost(bytes),
+                               [d](void *p) { d->deallocateHost(p); });
+  }
+  outputMirrors_.resize(plan_.outputs.size());
+  variableMirrors_.resize(plan_.variables.size());
 }
 
 void Session::loadInitialValues() {
   std::vector<std::string> onnxNames;
   std::vector<TensorView> onnxDests;
+  uint64_t randomFilled = 0;
   auto load = [&](const InitialValue &init, const TensorView &dest) {
     switch (init.kind) {
     case InitialValue::Kind::Splat:
@@ -207,19 +230,44 @@ void Session::loadInitialValues() {
         std::memcpy(dest.data, plan_.blobs.data() + init.blobOffset, init.blobBytes);
       break;
     case InitialValue::Kind::Onnx:
-      onnxNames.push_back(init.onnxName);
-      onnxDests.push_back(dest);
+      if (options_.weightsPath == kRandomWeights)
+        fillRandom(dest, onnxNames.size() + onnxDests.size() + randomFilled++, options_.seed);
+      else {
+        onnxNames.push_back(init.onnxName);
+        onnxDests.push_back(dest);
+      }
       break;
     }
   };
-  for (size_t i = 0; i < plan_.variables.size(); ++i)
-    load(plan_.variables[i].init, variable(i));
+  // A GPU session loads into host copies and uploads them once checked.
+  std::vector<Buffer> staged;
+  std::vector<std::pair<void *, const Buffer *>> uploads;
+  auto hostDest = [&](void *data, DType dtype, const std::vector<int64_t> &shape) {
+    if (onHost())
+      return TensorView{data, dtype, shape};
+    staged.emplace_back(bytesOf(dtype, shape));
+    uploads.push_back({data, &staged.back()});
+    return TensorView{staged.back().data(), dtype, shape};
+  };
+  staged.reserve(plan_.variables.size() + plan_.constants.size());
+  std::vector<const void *> variableHost;
+  for (size_t i = 0; i < plan_.variables.size(); ++i) {
+    const PlanVariable &v = plan_.variables[i];
+    TensorView dest = hostDest(variableData_[i], v.dtype, v.shape);
+    variableHost.push_back(dest.data);
+    load(v.init, dest);
+  }
   for (size_t i = 0; i < plan_.constants.size(); ++i) {
     const auto &c = plan_.constants[i];
-    load(c.value, TensorView{constants_[i].data(), c.dtype, c.shape});
+    load(c.value, hostDest(constants_[i].data(), c.dtype, c.shape));
   }
+  auto finish = [&](const std::string &onnxPath) {
+    checkInitialValuesFinite(onnxPath, variableHost);
+    for (auto &[dest, host] : uploads)
+      device_->upload(dest, host->data(), host->size());
+  };
   if (onnxNames.empty())
-    return checkInitialValuesFinite("");
+    return finish("");
   std::string path = options_.weightsPath;
   std::optional<uint32_t> expectedCrc32;
   if (path.empty()) {
@@ -239,16 +287,17 @@ void Session::loadInitialValues() {
                          "); recompile the plan");
   }
   readOnnxInitializers(path, onnxNames, onnxDests, expectedCrc32);
-  checkInitialValuesFinite(path);
+  finish(path);
 }
 
-void Session::checkInitialValuesFinite(const std::string &onnxPath) const {
+void Session::checkInitialValuesFinite(const std::string &onnxPath,
+                                       const std::vector<const void *> &data) const {
   for (size_t i = 0; i < plan_.variables.size(); ++i) {
     const PlanVariable &v = plan_.variables[i];
     // A splat (optimizer state's zeros) is one value: no need to scan it.
     if (v.init.kind == InitialValue::Kind::Splat && std::isfinite(v.init.splat))
       continue;
-    std::string bad = describeNonFinite(variableData_[i], v.dtype, v.shape);
+    std::string bad = describeNonFinite(data[i], v.dtype, v.shape);
     if (bad.empty())
       continue;
     if (v.init.kind == InitialValue::Kind::Onnx)
@@ -261,7 +310,7 @@ void Session::checkInitialValuesFinite(const std::string &onnxPath) const {
 
 TensorView Session::view(int32_t id) const {
   const PlanTensor &t = plan_.tensors.at(id);
-  TensorView v{nullptr, t.dtype, t.shape};
+  TensorView v{nullptr, t.dtype, t.shape, device_->space()};
   switch (t.kind) {
   case PlanTensor::Kind::Arena:
     v.data = static_cast<char *>(arena_.data()) + t.offset;
@@ -282,15 +331,24 @@ TensorView Session::view(int32_t id) const {
   // Empty tensors have no storage; give kernels a valid pointer anyway so
   // "absent operand" (nullptr) stays distinguishable.
   if (!v.data)
-    v.data = const_cast<char *>(plan_.blobs.data());
+    v.data = onHost() ? const_cast<char *>(plan_.blobs.data()) : arena_.data();
   return v;
 }
 
 void Session::bindKernels() {
-  const KernelRegistry &registry = KernelRegistry::global();
+  const KernelRegistry &registry = device_->kernels();
   for (size_t i = 0; i < plan_.kernels.size(); ++i) {
     const PlanKernel &k = plan_.kernels[i];
     const KernelFactory *factory = registry.find(k.op);
+    // An op a device has no kernel of its own for runs on the host over
+    // staged copies (reported: --report lists them).
+    KernelFactory staged;
+    if (!factory && !onHost())
+      if (const KernelFactory *cpu = KernelRegistry::global().find(k.op)) {
+        staged = hostStaged(*cpu);
+        factory = &staged;
+        hostFallbacks_.push_back(i);
+      }
     if (!factory)
       throw RuntimeError(describe(k, i) +
                          ": this parallax-run has no kernel for '" + k.op + "'");
@@ -310,17 +368,33 @@ void Session::bindKernels() {
       // names, a nested object) meet a mistyped one here.
       throw RuntimeError(describe(k, i) + ": an attribute has the wrong type (" +
                          e.what() + ")");
+    } catch (const std::runtime_error &e) {
+      // A device that cannot give a kernel what it needs (memory, a library
+      // handle).
+      throw RuntimeError(describe(k, i) + ": " + e.what());
     }
   }
+  if (!hostFallbacks_.empty())
+    device_->markHostFallback();
+}
+
+TensorView Session::hostView(const TensorView &t, Buffer &mirror) const {
+  if (onHost())
+    return t;
+  if (mirror.size() != t.bytes())
+    mirror = Buffer(t.bytes());
+  device_->download(mirror.data(), t.data, t.bytes());
+  return TensorView{mirror.data(), t.dtype, t.shape};
 }
 
 TensorView Session::input(size_t i) const {
   const PlanInput &in = plan_.inputs.at(i);
-  return TensorView{inputs_[i].data(), in.dtype, in.shape};
+  return TensorView{onHost() ? inputs_[i].data() : hostInputs_.at(i).get(), in.dtype,
+                    in.shape};
 }
 
 TensorView Session::output(size_t i) const {
-  return view(plan_.outputs.at(i).tensor);
+  return hostView(view(plan_.outputs.at(i).tensor), outputMirrors_.at(i));
 }
 
 double Session::loss() const {
@@ -332,7 +406,16 @@ double Session::loss() const {
 
 TensorView Session::variable(size_t i) const {
   const PlanVariable &v = plan_.variables.at(i);
-  return TensorView{variableData_[i], v.dtype, v.shape};
+  return hostView(TensorView{variableData_[i], v.dtype, v.shape, device_->space()},
+                  variableMirrors_.at(i));
+}
+
+void Session::commitVariable(size_t i) {
+  if (onHost())
+    return;
+  const Buffer &mirror = variableMirrors_.at(i);
+  if (mirror.data())
+    device_->upload(variableData_[i], mirror.data(), mirror.size());
 }
 
 TensorView Session::variable(const std::string &name) const {
@@ -342,7 +425,7 @@ TensorView Session::variable(const std::string &name) const {
   throw RuntimeError("the plan has no variable '" + name + "'");
 }
 
-TensorView Session::tensor(int32_t id) const { return view(id); }
+TensorView Session::tensor(int32_t id) const { return hostView(view(id), tensorMirrors_[id]); }
 
 namespace {
 
@@ -424,6 +507,7 @@ void Session::gatherShardedVariables() {
                     (b - a) * rowBytes);
         at += (b - a) * rowBytes;
       }
+    commitVariable(table.ref);
   }
 }
 
@@ -436,13 +520,37 @@ void Session::runKernel(size_t i) {
   }
 }
 
+void Session::synchronize() {
+  try {
+    device_->synchronize();
+  } catch (const DeviceError &e) {
+    if (e.kernel >= 0 && e.kernel < (int64_t)plan_.kernels.size())
+      throw RuntimeError("step " + std::to_string(env_.step) + ", " +
+                         describe(plan_.kernels[e.kernel], e.kernel) + ": " + e.what());
+    throw RuntimeError("step " + std::to_string(env_.step) + ": " + e.what());
+  }
+}
+
 void Session::runStep() {
   ++env_.step;
   env_.comm->setStep(env_.step);
+  device_->setStep(env_.step, env_.seed);
   if (options_.profile || options_.trace)
-    return runTimedStep();
-  for (size_t i = 0; i < bound_.size(); ++i)
-    runKernel(i);
+    runTimedStep();
+  else
+    device_->runStep([this] {
+      uploadInputs();
+      for (size_t i = 0; i < bound_.size(); ++i)
+        runKernel(i);
+    });
+  synchronize();
+}
+
+void Session::uploadInputs() {
+  if (onHost())
+    return;
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    device_->uploadAsync(inputs_[i].data(), hostInputs_[i].get(), inputs_[i].size());
 }
 
 void Session::runTimedStep() {
@@ -450,9 +558,13 @@ void Session::runTimedStep() {
     times_.resize(bound_.size());
   Trace *trace = options_.trace;
   int64_t begin = Trace::now();
+  uploadInputs();
   for (size_t i = 0; i < bound_.size(); ++i) {
     int64_t t0 = Trace::now();
     runKernel(i);
+    // A GPU kernel's time is until it finished, not until it was queued.
+    if (!onHost())
+      synchronize();
     int64_t t1 = Trace::now();
     if (options_.profile) {
       times_[i].seconds += (double)(t1 - t0) * 1e-9;

@@ -1010,6 +1010,7 @@ llvm::Expected<rt::Plan> Emitter::run() {
   if (!func.getBody().hasOneBlock())
     return fail(func, "the step function must have one block");
   plan.worldSize = options.worldSize;
+  plan.target = options.target;
   plan.options = options.description;
   if (auto loss = func->getAttrOfType<IntegerAttr>("px.loss")) {
     plan.mode = rt::Plan::Mode::Train;

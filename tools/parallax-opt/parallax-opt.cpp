@@ -89,6 +89,11 @@ static cl::opt<int> numRanks(
              "batch size is the global batch. Without --np and --cluster the "
              "plan is single-process, with no synchronization at all"),
     cl::init(1), cl::cat(parallaxCategory));
+static cl::opt<std::string> target(
+    "target",
+    cl::desc("The device kind the plan runs on: cpu (default) or cuda "
+             "(parallax-run --device must match)"),
+    cl::init("cpu"), cl::cat(parallaxCategory));
 static cl::opt<std::string> clusterFile(
     "cluster", cl::desc("Cluster description (JSON: machines, ranks per "
                         "machine, links); see docs/sync.md"),
@@ -388,6 +393,12 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   if (emit == EmitKind::Plan) {
     parallax::PlanEmitOptions planOptions;
     planOptions.worldSize = 1; // px-cluster's px.world_size overrides it
+    if (target != "cpu" && target != "cuda") {
+      llvm::errs() << "error: --target=" << target
+                   << ": unknown target (expected cpu or cuda)\n";
+      return 1;
+    }
+    planOptions.target = target;
     planOptions.shardMinRanks = shardWeightUpdate == ShardMode::Off  ? 0
                                 : shardWeightUpdate == ShardMode::On ? 2
                                                                      : 4;

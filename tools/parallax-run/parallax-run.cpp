@@ -236,7 +236,8 @@ int main(int argc, char **argv) {
        cxxopts::value<int64_t>()->default_value("0"))
       ("resume", "Continue the run whose checkpoints are in DIR, up to --steps in all",
        cxxopts::value<std::string>())
-      ("weights", "Read initial values from this ONNX file instead of the plan's source",
+      ("weights", "Read initial values from this ONNX file instead of the plan's source "
+       "('random': draw them from --seed, for benchmarks and checks without the model)",
        cxxopts::value<std::string>())
       ("infer", "Inference: run the forward graph and write its outputs as .npy to --out")
       ("out", "Output directory for --infer", cxxopts::value<std::string>())
@@ -252,6 +253,12 @@ int main(int argc, char **argv) {
       ("allow-non-finite", "Accept NaN and infinity in float --data inputs (a model "
                            "that tests for them with IsNaN or IsInf); by default they "
                            "are refused as the files are loaded")
+      ("device", "Where to run: cpu, cuda or cuda:N (default: the plan's --target; "
+       "cuda picks the GPU of this rank's local rank)", cxxopts::value<std::string>())
+      ("tf32", "Let cuBLAS and cuDNN use TF32 tensor cores for f32 products (faster; "
+       "results then differ from the CPU's by about 1e-3)")
+      ("cuda-graph", "Replay the steady-state step as a CUDA graph: auto (when no kernel "
+       "runs on the host) or off", cxxopts::value<std::string>()->default_value("auto"))
       ("q,quiet", "No progress output")
       ("h,help", "Show this help");
   cli.parse_positional({"plan"});
@@ -373,7 +380,29 @@ int main(int argc, char **argv) {
                            ? "run it with --np " + std::to_string(plan.worldSize)
                            : "recompile with --np " + std::to_string(world)));
 
+    DeviceOptions deviceOptions;
+    try {
+      parseDeviceSpec(args.count("device") ? args["device"].as<std::string>() : plan.target,
+                      deviceOptions);
+    } catch (const std::invalid_argument &e) {
+      return failRank(std::string("--device: ") + e.what());
+    }
+    std::string graphArg = args["cuda-graph"].as<std::string>();
+    if (graphArg != "auto" && graphArg != "off")
+      return failRank("--cuda-graph must be auto or off (not '" + graphArg + "')");
+    deviceOptions.cudaGraph = graphArg == "auto";
+    deviceOptions.tf32 = args.count("tf32") > 0;
+    const char *localRankEnv = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    deviceOptions.localRank = localRankEnv ? std::atoi(localRankEnv) : rank % localRanks;
+    std::unique_ptr<Device> device;
+    try {
+      device = makeDevice(deviceOptions);
+    } catch (const std::runtime_error &e) {
+      return failRank(e.what());
+    }
+
     SessionOptions options;
+    options.device = device.get();
     options.threads = threads;
     options.seed = args["seed"].as<uint64_t>();
     options.rank = rank;
@@ -388,6 +417,22 @@ int main(int argc, char **argv) {
       options.trace = trace.get();
     }
     Session session(plan, options);
+    if (device->kind() != DeviceKind::Cpu && !args.count("quiet")) {
+      std::string note = device->executionNote();
+      std::cerr << "rank " << rank << ": " << device->description()
+                << (note.empty() ? "" : "; " + note) << "\n";
+      if (!session.hostFallbackKernels().empty()) {
+        std::map<std::string, int> ops;
+        for (size_t k : session.hostFallbackKernels())
+          ++ops[session.plan().kernels[k].op];
+        std::cerr << "rank " << rank << ": " << session.hostFallbackKernels().size()
+                  << " kernel(s) have no " << nameOf(device->kind())
+                  << " kernel and run on the host over staged copies:";
+        for (auto &[op, n] : ops)
+          std::cerr << " " << op << " (" << n << ")";
+        std::cerr << "\n";
+      }
+    }
     // Every rank writes its part (a collective), rank 0 the file.
     auto finishTrace = [&] {
       if (!trace)
@@ -526,7 +571,7 @@ int main(int argc, char **argv) {
             return failRank(args["save"].as<std::string>() + ": not written: the trained '" +
                             v.init.onnxName + "' holds " + bad);
         }
-        std::string source = options.weightsPath.empty() ? session.plan().sourcePath
+        std::string source = options.weightsPath.empty() || options.weightsPath == kRandomWeights ? session.plan().sourcePath
                                                          : options.weightsPath;
         saveOnnxWithInitializers(source, args["save"].as<std::string>(), names, values);
       }

@@ -33,11 +33,15 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// Which memory a pointer is in: the host's, or a GPU's (Device.h).
+enum class MemorySpace : uint8_t { Host, Cuda };
+
 /// A tensor as a kernel sees it: dense, row-major, contiguous.
 struct TensorView {
   void *data = nullptr;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
+  MemorySpace space = MemorySpace::Host;
 
   int64_t numElements() const;
   int64_t rank() const { return (int64_t)shape.size(); }
@@ -52,6 +56,7 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
 /// What every kernel may read while it runs; owned by the session.
 class Comm;
 class Group;
+class Device;
 
 struct ExecEnv {
   int threads = 1;
@@ -60,6 +65,10 @@ struct ExecEnv {
   /// Tickets of collectives started by one kernel and awaited by a later
   /// "wait" kernel, indexed by the kernels' "token" attribute.
   std::vector<uint64_t> tickets;
+  /// What a device does once the collective of a token has completed (a
+  /// GPU copies host-staged results back), run by that token's "wait"
+  /// kernel; indexed like tickets, empty where there is nothing.
+  std::vector<std::function<void()>> afterWait;
   /// The step being run, 1 for the first (Adam's t; dropout's stream).
   int64_t step = 0;
   /// --seed: dropout masks and anything else random derive from it.
@@ -69,6 +78,8 @@ struct ExecEnv {
   /// per-sample random stream (dropout) is the same whatever the rank count.
   int64_t sampleOffset = 0;
   int64_t globalBatch = 0;
+  /// The device the kernels run on (null: the host, as in unit tests).
+  Device *device = nullptr;
 };
 
 using KernelFn = std::function<void()>;
@@ -113,14 +124,16 @@ public:
 
 using KernelFactory = std::function<KernelFn(KernelArgs &)>;
 
-/// op name -> factory. Families register themselves from
-/// registerAllKernels (Kernels/Registry.cpp); there are no static
-/// initialisers, which a static library would drop.
+/// op name -> factory, one registry per device kind (Device::kernels()).
+/// Families register themselves from registerAllKernels (the CPU's) or
+/// registerAllCudaKernels; there are no static initialisers, which a static
+/// library would drop.
 class KernelRegistry {
 public:
   void add(const std::string &op, KernelFactory factory);
   const KernelFactory *find(const std::string &op) const;
   std::vector<std::string> ops() const;
+  /// The CPU kernels.
   static const KernelRegistry &global();
 
 private:

@@ -155,6 +155,9 @@ struct MemoryEstimate {
 struct Plan {
   enum class Mode { Train, Inference };
   Mode mode = Mode::Train;
+  /// The device kind the plan was compiled for ("cpu", "cuda"); a runtime
+  /// refuses to run it on another.
+  std::string target = "cpu";
   int worldSize = 1;
   /// Ranks per machine; ranks are numbered machine by machine.
   int ranksPerMachine = 1;

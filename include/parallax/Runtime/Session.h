@@ -12,10 +12,13 @@
 #define PARALLAX_RUNTIME_SESSION_H
 
 #include "parallax/Runtime/Comm.h"
+#include "parallax/Runtime/Device.h"
 #include "parallax/Runtime/Kernel.h"
 #include "parallax/Runtime/Plan.h"
 #include "parallax/Runtime/Trace.h"
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -32,12 +35,17 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// SessionOptions::weightsPath that draws initial values instead of reading.
+inline constexpr const char *kRandomWeights = "random";
+
 struct SessionOptions {
   int threads = 1;
   uint64_t seed = 0;
   int rank = 0;
   int worldSize = 1;
-  /// Read initial values from this ONNX file instead of the plan's source.
+  /// Read initial values from this ONNX file instead of the plan's source;
+  /// kRandomWeights: draw them from the seed instead (benchmarks, and
+  /// checks on machines the model file is not on).
   std::string weightsPath;
   /// Time every kernel (parallax-run --profile); costs two clock reads per
   /// kernel.
@@ -51,30 +59,15 @@ struct SessionOptions {
   /// Record every step and kernel into this timeline (parallax-run --trace;
   /// the caller also hands it to the Comm for the jobs); null: off.
   Trace *trace = nullptr;
+  /// Where the tensors live and the kernels run; null: the host (the
+  /// session makes a CPU device). Must be the kind the plan targets.
+  Device *device = nullptr;
 };
 
 /// Accumulated time of one kernel over the steps run (with profiling on).
 struct KernelTime {
   double seconds = 0;
   int64_t calls = 0;
-};
-
-/// 64-byte aligned, zero-initialised storage.
-class Buffer {
-public:
-  Buffer() = default;
-  explicit Buffer(int64_t bytes);
-  Buffer(Buffer &&) noexcept;
-  Buffer &operator=(Buffer &&) noexcept;
-  Buffer(const Buffer &) = delete;
-  Buffer &operator=(const Buffer &) = delete;
-  ~Buffer();
-  void *data() const { return ptr; }
-  int64_t size() const { return bytes; }
-
-private:
-  void *ptr = nullptr;
-  int64_t bytes = 0;
 };
 
 class Session {
@@ -88,16 +81,31 @@ public:
   ExecEnv &env() { return env_; }
   const ExecEnv &env() const { return env_; }
 
-  /// The buffer of graph input `i` (fill it before runStep).
+  Device &device() const { return *device_; }
+
+  // The views below are host memory whatever the device: on a GPU the
+  // session keeps host copies and moves them as each function says.
+
+  /// The buffer of graph input `i` (fill it before runStep; a GPU session
+  /// uploads it at the start of the step).
   TensorView input(size_t i) const;
-  /// Graph output `i`, valid after runStep until the next one.
+  /// Graph output `i`, valid after runStep until the next one (downloaded
+  /// from a GPU on each call).
   TensorView output(size_t i) const;
   /// The loss of the last step (Train mode).
   double loss() const;
 
-  /// Variable storage, by plan index or name (throws if unknown).
+  /// Variable storage, by plan index or name (throws if unknown); on a GPU
+  /// a host copy downloaded on each call. After writing into it, call
+  /// commitVariable.
   TensorView variable(size_t i) const;
   TensorView variable(const std::string &name) const;
+  /// Makes what was written into variable(i) the variable's value (uploads
+  /// it to a GPU; nothing on the host).
+  void commitVariable(size_t i);
+  /// The kernels this device has none of its own for, which run on the
+  /// host over staged copies (plan indices), for --report.
+  const std::vector<size_t> &hostFallbackKernels() const { return hostFallbacks_; }
 
   /// Parameter-server variables are current only on the ranks that serve
   /// their rows: bring every rank's copy up to date (a collective; call it
@@ -127,18 +135,30 @@ private:
   void loadInitialValues();
   /// Refuses a NaN or infinity in any variable's initial value, naming the
   /// initializer of `onnxPath` it came from.
-  void checkInitialValuesFinite(const std::string &onnxPath) const;
+  void checkInitialValuesFinite(const std::string &onnxPath,
+                                const std::vector<const void *> &data) const;
+  /// Copies the inputs' host buffers to a GPU (nothing on the host).
+  void uploadInputs();
+  /// Waits for the device; a kernel's failure becomes a RuntimeError
+  /// naming it.
+  void synchronize();
   void bindKernels();
   /// Runs kernel i, naming it in the error of a kernel that fails.
   void runKernel(size_t i);
   /// runStep with --profile or --trace: two clock reads per kernel.
   void runTimedStep();
   TensorView view(int32_t id) const;
+  /// A host view of device tensor `t` through `mirror` (downloaded now);
+  /// `t` itself on the host.
+  TensorView hostView(const TensorView &t, Buffer &mirror) const;
+  bool onHost() const { return device_->space() == MemorySpace::Host; }
   /// The parameter-server pull that serves variable `i`'s rows, if any.
   const PlanKernel *pullOf(size_t i) const;
 
   Plan plan_;
   SessionOptions options_;
+  std::unique_ptr<Device> ownDevice_;
+  Device *device_ = nullptr;
   ExecEnv env_;
   Buffer arena_;
   std::vector<Buffer> variables_, constants_, inputs_;
@@ -146,6 +166,12 @@ private:
   /// Buffer of its own and its data in variableData_.
   std::vector<Buffer> variableBlocks_;
   std::vector<char *> variableData_;
+  /// A GPU session's host side: pinned input staging, and copies of what
+  /// the host reads (outputs, variables, tensors) made on request.
+  std::vector<std::unique_ptr<void, std::function<void(void *)>>> hostInputs_;
+  mutable std::vector<Buffer> outputMirrors_, variableMirrors_;
+  mutable std::map<int32_t, Buffer> tensorMirrors_;
+  std::vector<size_t> hostFallbacks_;
   std::vector<KernelFn> bound_;
   std::vector<KernelTime> times_;
   std::unique_ptr<Comm> ownComm_;

@@ -21,6 +21,8 @@ namespace parallax {
 
 struct PlanEmitOptions {
   int worldSize = 1;
+  /// The device kind the plan is for ("cpu" or "cuda": --target).
+  std::string target = "cpu";
   /// Split each eligible all-reduce bucket's optimizer update over its
   /// G ranks (reduce-scatter, update 1/G, all-gather the parameters) when
   /// G >= shardMinRanks; 0: never. From 4 by default: with Open MPI 4.1's

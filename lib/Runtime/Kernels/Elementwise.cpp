@@ -21,6 +21,8 @@
 
 #include "parallax/Runtime/Kernel.h"
 
+#include "BroadcastGeometry.h"
+#include "ElementwiseMath.h"
 #include "KernelUtil.h"
 #include "parallax/Runtime/Random.h"
 
@@ -37,18 +39,15 @@ namespace parallax::rt {
 namespace {
 
 using namespace detail;
-
-constexpr int kMaxDims = 16;
-constexpr int kMaxOperands = 3;
+using ew::BoolT;
+using ew::Geometry;
+using ew::kMaxDims;
+using ew::kMaxOperands;
+using ew::saturatingCast;
+using ew::Storage;
 /// Elements per thread below which a loop stays serial.
 constexpr int64_t kCheapGrain = 1 << 15;  // add, mul, compare, copy-like
 constexpr int64_t kCostlyGrain = 1 << 12; // exp, tanh, erf, pow, dropout
-
-/// Tag for i1 tensors (one byte holding 0 or 1).
-struct BoolT {};
-template <typename T> struct StorageOf { using type = T; };
-template <> struct StorageOf<BoolT> { using type = uint8_t; };
-template <typename T> using Storage = typename StorageOf<T>::type;
 
 template <typename F>
 KernelFn dispatchAny(const KernelArgs &args, DType t, const std::string &what,
@@ -61,99 +60,6 @@ KernelFn dispatchAny(const KernelArgs &args, DType t, const std::string &what,
 //===----------------------------------------------------------------------===//
 // Broadcast geometry.
 //===----------------------------------------------------------------------===//
-
-struct Geometry {
-  int nd = 1, nin = 0;
-  int64_t numel = 0;
-  int64_t dims[kMaxDims] = {1};
-  int64_t strides[kMaxOperands][kMaxDims] = {};
-};
-
-/// Broadcasts every operand shape to `out` (numpy rules). With `exact`, `out`
-/// must be exactly the broadcast of the operands (binary ops, where);
-/// otherwise it may be larger (expand).
-Geometry broadcastGeometry(const KernelArgs &args, const std::string &what,
-                           const std::vector<int64_t> &out,
-                           const std::vector<const std::vector<int64_t> *> &ins,
-                           bool exact) {
-  const size_t rank = out.size();
-  const int nin = (int)ins.size();
-  std::vector<std::vector<int64_t>> s(nin, std::vector<int64_t>(rank, 0));
-  std::vector<int64_t> expected(rank, 1);
-  size_t maxRank = 0;
-  for (int k = 0; k < nin; ++k) {
-    const std::vector<int64_t> &sh = *ins[k];
-    maxRank = std::max(maxRank, sh.size());
-    if (sh.size() > rank)
-      args.fail(what + ": operand " + std::to_string(k) + " of shape " +
-                shapeStr(sh) + " has a higher rank than the result " +
-                shapeStr(out));
-    std::vector<int64_t> cs = stridesOf(sh);
-    size_t off = rank - sh.size();
-    for (size_t i = 0; i < sh.size(); ++i) {
-      int64_t od = out[off + i];
-      if (sh[i] == od)
-        s[k][off + i] = cs[i];
-      else if (sh[i] == 1)
-        s[k][off + i] = 0;
-      else
-        args.fail(what + ": operand " + std::to_string(k) + " of shape " +
-                  shapeStr(sh) + " does not broadcast to the result shape " +
-                  shapeStr(out));
-      if (sh[i] != 1)
-        expected[off + i] = sh[i];
-    }
-  }
-  if (exact && (maxRank != rank || expected != out)) {
-    std::string shapes;
-    for (int k = 0; k < nin; ++k)
-      shapes += (k ? ", " : "") + shapeStr(*ins[k]);
-    args.fail(what + ": the result shape " + shapeStr(out) +
-              " is not the broadcast of the operand shapes " + shapes);
-  }
-
-  Geometry g;
-  g.nin = nin;
-  g.numel = 1;
-  for (int64_t d : out)
-    g.numel *= d;
-  std::vector<int64_t> dims;
-  std::vector<std::vector<int64_t>> st(nin);
-  for (size_t i = 0; i < rank; ++i) {
-    if (out[i] == 1)
-      continue;
-    bool merge = !dims.empty();
-    for (int k = 0; k < nin && merge; ++k)
-      merge = st[k].back() == s[k][i] * out[i];
-    if (merge) {
-      dims.back() *= out[i];
-      for (int k = 0; k < nin; ++k)
-        st[k].back() = s[k][i];
-    } else {
-      dims.push_back(out[i]);
-      for (int k = 0; k < nin; ++k)
-        st[k].push_back(s[k][i]);
-    }
-  }
-  if (dims.size() > (size_t)kMaxDims)
-    args.fail(what + ": too many dimensions after merging (" +
-              std::to_string(dims.size()) + ", at most " +
-              std::to_string(kMaxDims) + ")");
-  if (dims.empty()) {
-    g.nd = 1;
-    g.dims[0] = 1;
-    for (int k = 0; k < nin; ++k)
-      g.strides[k][0] = 0;
-  } else {
-    g.nd = (int)dims.size();
-    for (int d = 0; d < g.nd; ++d) {
-      g.dims[d] = dims[d];
-      for (int k = 0; k < nin; ++k)
-        g.strides[k][d] = st[k][d];
-    }
-  }
-  return g;
-}
 
 /// Calls seg(outOffset, operandOffsets, length, innerStrides) for the runs
 /// of the innermost dimension that cover result elements [begin, end).
@@ -200,164 +106,39 @@ inline void forSegments(const Geometry &g, int64_t begin, int64_t end,
 // Binary operations.
 //===----------------------------------------------------------------------===//
 
-// Integer arithmetic wraps (two's complement) instead of overflowing, which
-// would be undefined behaviour on signed types.
-template <typename T> inline T wrapAdd(T a, T b) {
-  if constexpr (std::is_integral_v<T>)
-    return (T)((std::make_unsigned_t<T>)a + (std::make_unsigned_t<T>)b);
-  else
-    return a + b;
-}
-template <typename T> inline T wrapSub(T a, T b) {
-  if constexpr (std::is_integral_v<T>)
-    return (T)((std::make_unsigned_t<T>)a - (std::make_unsigned_t<T>)b);
-  else
-    return a - b;
-}
-template <typename T> inline T wrapMul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    // Promote to at least unsigned int so that uint16 * uint16 cannot
-    // overflow a signed int.
-    using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
-                                 std::make_unsigned_t<T>>;
-    return (T)((U)(std::make_unsigned_t<T>)a * (U)(std::make_unsigned_t<T>)b);
-  } else {
-    return a * b;
-  }
-}
-template <typename T> inline T wrapNeg(T a) {
-  if constexpr (std::is_integral_v<T>)
-    return (T)(std::make_unsigned_t<T>(0) - (std::make_unsigned_t<T>)a);
-  else
-    return -a;
-}
-
-struct AddOp {
-  template <typename T> T operator()(T a, T b) const { return wrapAdd(a, b); }
-};
-struct SubOp {
-  template <typename T> T operator()(T a, T b) const { return wrapSub(a, b); }
-};
-struct MulOp {
-  template <typename T> T operator()(T a, T b) const { return wrapMul(a, b); }
-};
+// The element values are ew's (ElementwiseMath.h, shared with the GPU);
+// the CPU adds the run-time errors.
+using AddOp = ew::Add;
+using SubOp = ew::Sub;
+using MulOp = ew::Mul;
+using MaxOp = ew::Max;
+using MinOp = ew::Min;
+using SquareOp = ew::Square;
 struct DivOp {
   template <typename T> T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      if (b == 0)
-        throw KernelError("div: integer division by zero (a divisor element is 0)");
-      if constexpr (std::is_signed_v<T>)
-        if (b == T(-1))
-          return wrapNeg(a); // INT_MIN / -1 would overflow
-      return (T)(a / b);     // C division truncates toward zero, as ONNX
-    } else {
-      return a / b;
-    }
+    if (ew::divisionFails(b))
+      throw KernelError("div: integer division by zero (a divisor element is 0)");
+    return ew::Div{}(a, b);
   }
 };
-// Max and min propagate NaN (as numpy.maximum / torch.maximum).
-struct MaxOp {
-  template <typename T> T operator()(T a, T b) const {
-    return (a > b || a != a) ? a : b;
-  }
-};
-struct MinOp {
-  template <typename T> T operator()(T a, T b) const {
-    return (a < b || a != a) ? a : b;
-  }
-};
-/// ONNX Mod: the sign of the divisor (Python's %) without fmod, of the
-/// dividend (C's fmod) with it.
 template <bool Fmod> struct ModOp {
   template <typename T> T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      if (b == 0)
-        throw KernelError("mod: integer modulo by zero (a divisor element is 0)");
-      if constexpr (std::is_signed_v<T>)
-        if (b == T(-1))
-          return 0; // INT_MIN % -1 would overflow
-      T r = (T)(a % b);
-      if constexpr (!Fmod)
-        if (r != 0 && ((r < 0) != (b < 0)))
-          r = wrapAdd(r, b);
-      return r;
-    } else {
-      T r = std::fmod(a, b);
-      if constexpr (!Fmod)
-        if (r != 0 && ((r < 0) != (b < 0)))
-          r += b;
-      return r;
-    }
+    if (ew::divisionFails(b))
+      throw KernelError("mod: integer modulo by zero (a divisor element is 0)");
+    return ew::Mod<Fmod>{}(a, b);
   }
 };
-struct SquareOp { // pow with the scalar exponent 2
-  template <typename T, typename E> T operator()(T a, E) const {
-    return wrapMul(a, a);
-  }
-};
-
-/// Saturating float -> integer conversion: truncation toward zero, NaN -> 0,
-/// out-of-range values clamp to the target's range. Never undefined.
-template <typename To, typename From> inline To saturatingCast(From v) {
-  static_assert(std::is_integral_v<To> && std::is_floating_point_v<From>);
-  double d = (double)v;
-  if (!(d == d))
-    return 0;
-  constexpr double lo = (double)std::numeric_limits<To>::min();
-  // 2^digits is one past the maximum and exactly representable.
-  const double hiExcl = std::ldexp(1.0, std::numeric_limits<To>::digits);
-  if (d <= lo)
-    return std::numeric_limits<To>::min();
-  if (d >= hiExcl)
-    return std::numeric_limits<To>::max();
-  return (To)d;
-}
-
-/// ONNX Pow: the result has the base's type; the exponent is cast to it.
 struct PowOp {
   template <typename T, typename E> T operator()(T a, E b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return std::pow(a, (T)b);
-    } else {
-      int64_t e;
-      if constexpr (std::is_floating_point_v<E>)
-        e = saturatingCast<int64_t>(b);
-      else
-        e = (int64_t)b;
-      if (e < 0) {
-        if (a == 0)
-          throw KernelError("pow: integer 0 raised to a negative power");
-        if (a == 1)
-          return 1;
-        if constexpr (std::is_signed_v<T>)
-          if (a == T(-1))
-            return (e & 1) ? T(-1) : T(1);
-        return 0; // |a| > 1: 1 / a^|e| truncates to 0
-      }
-      T result = 1, base = a;
-      while (e) {
-        if (e & 1)
-          result = wrapMul(result, base);
-        base = wrapMul(base, base);
-        e >>= 1;
-      }
-      return result;
-    }
+    if (ew::powFails(a, b))
+      throw KernelError("pow: integer 0 raised to a negative power");
+    return ew::Pow{}(a, b);
   }
 };
-
-struct EqualOp {
-  template <typename T> bool operator()(T a, T b) const { return a == b; }
-};
-struct EqualBoolOp {
-  bool operator()(uint8_t a, uint8_t b) const { return (a != 0) == (b != 0); }
-};
-struct LessOp {
-  template <typename T> bool operator()(T a, T b) const { return a < b; }
-};
-struct GreaterOp {
-  template <typename T> bool operator()(T a, T b) const { return a > b; }
-};
+using EqualOp = ew::Equal;
+using EqualBoolOp = ew::EqualBool;
+using LessOp = ew::Less;
+using GreaterOp = ew::Greater;
 
 template <typename TA, typename TB, typename TO, typename Op>
 inline void binaryRun(const TA *a, int64_t sa, const TB *b, int64_t sb, TO *o,
@@ -418,7 +199,7 @@ KernelFactory arithFactory(std::string name, Bin kind) {
       args.fail(name + ": operand element types differ (" +
                 nameOf(a.dtype) + " and " + nameOf(b.dtype) + ")");
     args.expectDType(o, a.dtype, (name + " result").c_str());
-    Geometry g = broadcastGeometry(args, name, o.shape, {&a.shape, &b.shape}, true);
+    Geometry g = ew::broadcastGeometry(args, name, o.shape, {&a.shape, &b.shape}, true);
     int threads = args.env.threads;
     return dispatchNumeric(args, a.dtype, name, [&](auto tag) -> KernelFn {
       using T = decltype(tag);
@@ -440,7 +221,7 @@ KernelFactory arithFactory(std::string name, Bin kind) {
 KernelFn powFactory(KernelArgs &args) {
   const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
   args.expectDType(o, a.dtype, "pow result");
-  Geometry g = broadcastGeometry(args, "pow", o.shape, {&a.shape, &b.shape}, true);
+  Geometry g = ew::broadcastGeometry(args, "pow", o.shape, {&a.shape, &b.shape}, true);
   int threads = args.env.threads;
   const bool scalarExponent = b.numElements() == 1;
   const DType edt = b.dtype;
@@ -471,7 +252,7 @@ KernelFn modFactory(KernelArgs &args) {
     args.fail(std::string("mod: operand element types differ (") + nameOf(a.dtype) + " and " +
               nameOf(b.dtype) + ")");
   args.expectDType(o, a.dtype, "mod result");
-  Geometry g = broadcastGeometry(args, "mod", o.shape, {&a.shape, &b.shape}, true);
+  Geometry g = ew::broadcastGeometry(args, "mod", o.shape, {&a.shape, &b.shape}, true);
   const bool fmod = args.flag("fmod");
   int threads = args.env.threads;
   return dispatchNumeric(args, a.dtype, "mod", [&](auto tag) -> KernelFn {
@@ -491,7 +272,7 @@ KernelFactory compareFactory(std::string name, Cmp kind) {
       args.fail(name + ": operand element types differ (" +
                 nameOf(a.dtype) + " and " + nameOf(b.dtype) + ")");
     args.expectDType(o, DType::Bool, (name + " result").c_str());
-    Geometry g = broadcastGeometry(args, name, o.shape, {&a.shape, &b.shape}, true);
+    Geometry g = ew::broadcastGeometry(args, name, o.shape, {&a.shape, &b.shape}, true);
     int threads = args.env.threads;
     if (a.dtype == DType::Bool) {
       if (kind != Cmp::Equal)
@@ -590,7 +371,7 @@ KernelFn whereFactory(KernelArgs &args) {
   if (x.dtype == DType::F16 || x.dtype == DType::BF16)
     failType(args, "where", x.dtype, "");
   Geometry g =
-      broadcastGeometry(args, "where", o.shape, {&c.shape, &x.shape, &y.shape}, true);
+      ew::broadcastGeometry(args, "where", o.shape, {&c.shape, &x.shape, &y.shape}, true);
   int threads = args.env.threads;
   switch (sizeOf(x.dtype)) {
   case 1: return makeWhere<uint8_t>(g, c, x, y, o, threads);
@@ -636,56 +417,26 @@ void checkSameShape(const KernelArgs &args, const std::string &what,
               " differs from the input shape " + shapeStr(in.shape));
 }
 
-struct NegF {
-  template <typename T> T operator()(T x) const { return wrapNeg(x); }
-};
-struct AbsF {
-  template <typename T> T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>)
-      return std::abs(x);
-    else if constexpr (std::is_unsigned_v<T>)
-      return x;
-    else
-      return x < 0 ? wrapNeg(x) : x; // abs(INT_MIN) wraps to INT_MIN
-  }
-};
-struct ReluF {
-  template <typename T> T operator()(T x) const { return x > T(0) ? x : T(0); }
-};
-struct SqrtF {
-  template <typename T> T operator()(T x) const { return std::sqrt(x); }
-};
-struct ReciprocalF {
-  template <typename T> T operator()(T x) const { return T(1) / x; }
-};
-#define PX_LIBM_UNARY(NAME, FN)                                                \
-  struct NAME {                                                                \
-    template <typename T> T operator()(T x) const { return FN(x); }            \
-  };
-PX_LIBM_UNARY(SinF, std::sin)
-PX_LIBM_UNARY(CosF, std::cos)
-PX_LIBM_UNARY(TanF, std::tan)
-PX_LIBM_UNARY(AsinF, std::asin)
-PX_LIBM_UNARY(AcosF, std::acos)
-PX_LIBM_UNARY(AtanF, std::atan)
-PX_LIBM_UNARY(SinhF, std::sinh)
-PX_LIBM_UNARY(CoshF, std::cosh)
-PX_LIBM_UNARY(AsinhF, std::asinh)
-PX_LIBM_UNARY(AcoshF, std::acosh)
-PX_LIBM_UNARY(AtanhF, std::atanh)
-PX_LIBM_UNARY(FloorF, std::floor)
-PX_LIBM_UNARY(CeilF, std::ceil)
-// Halves to even, as ONNX Round (and numpy.round): the default rounding mode.
-PX_LIBM_UNARY(RoundF, std::nearbyint)
-#undef PX_LIBM_UNARY
-struct SignF {
-  template <typename T> T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>)
-      return x > T(0) ? T(1) : x < T(0) ? T(-1) : x; // 0, -0 and NaN stay
-    else
-      return (T)((x > T(0)) - (x < T(0)));
-  }
-};
+using NegF = ew::Neg;
+using AbsF = ew::Abs;
+using ReluF = ew::Relu;
+using SqrtF = ew::Sqrt;
+using ReciprocalF = ew::Reciprocal;
+using SinF = ew::Sin;
+using CosF = ew::Cos;
+using TanF = ew::Tan;
+using AsinF = ew::Asin;
+using AcosF = ew::Acos;
+using AtanF = ew::Atan;
+using SinhF = ew::Sinh;
+using CoshF = ew::Cosh;
+using AsinhF = ew::Asinh;
+using AcoshF = ew::Acosh;
+using AtanhF = ew::Atanh;
+using FloorF = ew::Floor;
+using CeilF = ew::Ceil;
+using RoundF = ew::Round;
+using SignF = ew::Sign;
 //===----------------------------------------------------------------------===//
 // f32 transcendental functions without libm calls, so that the loops over
 // them vectorize (glibc's expf/tanhf/erff are scalar calls, 5-30 ns each).
@@ -823,31 +574,23 @@ template <float (*F)(float)> F32Loop pickF32Loop() {
 struct ExpF {
   static F32Loop f32Loop() { return pickF32Loop<fastExp>(); }
   float operator()(float x) const { return fastExp(x); }
-  double operator()(double x) const { return std::exp(x); }
+  double operator()(double x) const { return ew::Exp{}(x); }
 };
-struct LogF {
-  template <typename T> T operator()(T x) const { return std::log(x); }
-};
+using LogF = ew::Log;
 struct TanhF {
   static F32Loop f32Loop() { return pickF32Loop<fastTanh>(); }
   float operator()(float x) const { return fastTanh(x); }
-  double operator()(double x) const { return std::tanh(x); }
+  double operator()(double x) const { return ew::Tanh{}(x); }
 };
 struct SigmoidF {
   static F32Loop f32Loop() { return pickF32Loop<fastSigmoid>(); }
   float operator()(float x) const { return fastSigmoid(x); }
-  // exp of a non-positive argument only: no overflow for large |x|.
-  double operator()(double x) const {
-    if (x >= 0.0)
-      return 1.0 / (1.0 + std::exp(-x));
-    double e = std::exp(x);
-    return e / (1.0 + e);
-  }
+  double operator()(double x) const { return ew::Sigmoid{}(x); }
 };
 struct ErfF {
   static F32Loop f32Loop() { return pickF32Loop<fastErf>(); }
   float operator()(float x) const { return fastErf(x); }
-  double operator()(double x) const { return std::erf(x); }
+  double operator()(double x) const { return ew::Erf{}(x); }
 };
 
 template <typename Op, typename = void> struct HasF32Loop : std::false_type {};
@@ -874,20 +617,9 @@ KernelFn makeF32Loop(const TensorView &in, const TensorView &out, int threads,
   };
 }
 
-template <typename T> struct LeakyReluF {
-  T alpha;
-  T operator()(T x) const { return x >= T(0) ? x : alpha * x; }
-};
-template <typename T> struct ClipF {
-  T lo, hi;
-  T operator()(T x) const {
-    T y = x < lo ? lo : x;
-    return y > hi ? hi : y;
-  }
-};
-struct NotF {
-  uint8_t operator()(uint8_t x) const { return x == 0; }
-};
+template <typename T> using LeakyReluF = ew::LeakyRelu<T>;
+template <typename T> using ClipF = ew::Clip<T>;
+using NotF = ew::Not;
 
 template <typename Op, bool FloatOnly>
 KernelFactory unaryFactory(std::string name, int64_t grain) {
@@ -964,26 +696,7 @@ KernelFn clipFactory(KernelArgs &args) {
 // cast.
 //===----------------------------------------------------------------------===//
 
-/// One element of From as To: float -> int truncates toward zero (NaN -> 0,
-/// out of range clamps); -> bool is value != 0; bool -> number is 0/1;
-/// int -> narrower int wraps (two's complement, as numpy's astype).
-template <typename To, typename From> struct CastF {
-  Storage<To> operator()(Storage<From> v) const {
-    if constexpr (std::is_same_v<To, BoolT>) {
-      return v != 0;
-    } else if constexpr (std::is_same_v<From, BoolT>) {
-      return (To)(v != 0);
-    } else if constexpr (std::is_floating_point_v<To>) {
-      return (To)v;
-    } else if constexpr (std::is_floating_point_v<From>) {
-      return saturatingCast<To>(v);
-    } else if constexpr (sizeof(To) > sizeof(From)) {
-      return (To)v; // widening: value preserving (U8 is never the target)
-    } else {
-      return (To)(std::make_unsigned_t<To>)v; // modular
-    }
-  }
-};
+template <typename To, typename From> using CastF = ew::Cast<To, From>;
 
 KernelFn castFactory(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
@@ -1048,7 +761,7 @@ using MaskLoop = void (*)(uint64_t key, uint64_t counter0, float threshold,
 void dropoutMaskDefault(uint64_t key, uint64_t counter0, float threshold,
                         uint8_t *mask, int64_t n) {
   for (int64_t e = 0; e < n; ++e)
-    mask[e] = uniformAt(key, counter0 + (uint64_t)e) >= threshold;
+    mask[e] = ew::dropoutKeep(key, counter0 + (uint64_t)e, threshold);
 }
 
 #ifdef PX_HAVE_X86_CLONES
@@ -1058,7 +771,7 @@ __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw"))) void
 dropoutMaskAvx512(uint64_t key, uint64_t counter0, float threshold, uint8_t *mask,
                   int64_t n) {
   for (int64_t e = 0; e < n; ++e)
-    mask[e] = uniformAt(key, counter0 + (uint64_t)e) >= threshold;
+    mask[e] = ew::dropoutKeep(key, counter0 + (uint64_t)e, threshold);
 }
 #endif
 

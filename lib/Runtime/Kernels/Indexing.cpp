@@ -12,6 +12,7 @@
 #include "parallax/Runtime/Kernel.h"
 
 #include "KernelUtil.h"
+#include "ShapeMath.h"
 
 #include <algorithm>
 #include <cstring>
@@ -34,8 +35,8 @@ using namespace detail;
 /// Index `v` wrapped into [0, size), or a KernelError.
 inline int64_t wrapIndex(int64_t v, int64_t size, const char *op,
                          int64_t position, int64_t axis) {
-  int64_t w = v < 0 ? v + size : v;
-  if (w < 0 || w >= size)
+  int64_t w = wrappedIndex(v, size);
+  if (w < 0)
     badIndex(op, v, position, size, axis);
   return w;
 }

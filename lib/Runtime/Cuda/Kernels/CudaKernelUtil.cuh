@@ -1,0 +1,119 @@
+//===- CudaKernelUtil.cuh - what every CUDA kernel family uses -*- CUDA -*-===//
+//
+// Conventions of lib/Runtime/Cuda/Kernels (see CudaDevice.h for why):
+// - a factory checks and precomputes at bind time exactly as the CPU
+//   kernel's does (same messages), allocates any scratch there (a Buffer on
+//   the device, owned by the closure) and returns a closure that only
+//   enqueues work on dev.stream();
+// - a closure never synchronizes with the host, never allocates and never
+//   reads device memory from the host; the step number and seed come from
+//   dev.stepInfo() inside the device code;
+// - bad data the GPU finds is reported with reportFault and becomes an
+//   error naming the kernel at the next synchronize().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_RUNTIME_CUDA_KERNELS_CUDAKERNELUTIL_CUH
+#define PARALLAX_RUNTIME_CUDA_KERNELS_CUDAKERNELUTIL_CUH
+
+#include "../CudaDevice.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace parallax::rt::cuda {
+
+/// Throws KernelError naming the CUDA call and its error.
+[[noreturn]] void throwCudaError(const char *call, int error, const char *what);
+
+#define PX_CUDA_CHECK(call)                                                    \
+  do {                                                                         \
+    cudaError_t pxErr_ = (call);                                               \
+    if (pxErr_ != cudaSuccess)                                                 \
+      ::parallax::rt::cuda::throwCudaError(#call, (int)pxErr_,                 \
+                                           cudaGetErrorString(pxErr_));        \
+  } while (0)
+#define PX_CUBLAS_CHECK(call)                                                  \
+  do {                                                                         \
+    cublasStatus_t pxSt_ = (call);                                             \
+    if (pxSt_ != CUBLAS_STATUS_SUCCESS)                                        \
+      ::parallax::rt::cuda::throwCudaError(#call, (int)pxSt_,                  \
+                                           cublasGetStatusString(pxSt_));      \
+  } while (0)
+#define PX_CUDNN_CHECK(call)                                                   \
+  do {                                                                         \
+    cudnnStatus_t pxSt_ = (call);                                              \
+    if (pxSt_ != CUDNN_STATUS_SUCCESS)                                         \
+      ::parallax::rt::cuda::throwCudaError(#call, (int)pxSt_,                  \
+                                           cudnnGetErrorString(pxSt_));        \
+  } while (0)
+/// After every launch: a bad configuration is reported here, not later.
+#define PX_CUDA_LAUNCHED() PX_CUDA_CHECK(cudaGetLastError())
+
+constexpr int kThreads = 256;
+
+/// Blocks for a grid-stride loop over n elements: enough to fill the GPU,
+/// never more than the grid allows.
+inline unsigned blocksFor(int64_t n, int threads = kThreads) {
+  int64_t b = (n + threads - 1) / threads;
+  if (b < 1)
+    b = 1;
+  return (unsigned)(b > 65535 * 8 ? 65535 * 8 : b);
+}
+
+template <typename F> __global__ void forEachKernel(int64_t n, F f) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    f(i);
+}
+
+/// Runs f(i) for i in [0, n) on `stream` (f: a __device__ lambda, which
+/// --extended-lambda allows); nothing for n == 0.
+template <typename F> void forEach(cudaStream_t stream, int64_t n, F f) {
+  if (n <= 0)
+    return;
+  forEachKernel<<<blocksFor(n), kThreads, 0, stream>>>(n, f);
+  PX_CUDA_LAUNCHED();
+}
+
+/// Records the first fault of a step (later ones are dropped).
+__device__ inline void reportFault(DeviceFault *fault, int64_t kernel,
+                                   int64_t code, int64_t value, int64_t bound) {
+  unsigned long long *k = reinterpret_cast<unsigned long long *>(&fault->kernel);
+  if (atomicCAS(k, 0ull, (unsigned long long)(kernel + 1)) == 0ull) {
+    fault->code = code;
+    fault->value = value;
+    fault->bound = bound;
+  }
+}
+
+/// Device scratch owned by a closure (allocated at bind time).
+using Scratch = std::shared_ptr<Buffer>;
+inline Scratch scratch(CudaDevice &dev, int64_t bytes) {
+  return std::make_shared<Buffer>(bytes, &dev);
+}
+
+/// Device copy of a small host array (shapes, strides) made at bind time.
+template <typename T>
+Scratch deviceArray(CudaDevice &dev, const std::vector<T> &values) {
+  Scratch s = scratch(dev, (int64_t)(values.size() * sizeof(T)) + 8);
+  if (!values.empty())
+    dev.upload(s->data(), values.data(), (int64_t)(values.size() * sizeof(T)));
+  return s;
+}
+
+/// Fixed-rank strides for kernels that index by coordinates (up to 8 dims,
+/// as the CPU kernels' broadcasting allows), passed by value.
+constexpr int kMaxDims = 8;
+struct Dims {
+  int rank = 0;
+  int64_t size[kMaxDims] = {};
+  int64_t stride[kMaxDims] = {};
+};
+
+} // namespace parallax::rt::cuda
+
+#endif // PARALLAX_RUNTIME_CUDA_KERNELS_CUDAKERNELUTIL_CUH

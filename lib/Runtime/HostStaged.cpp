@@ -1,0 +1,107 @@
+//===- HostStaged.cpp - a CPU kernel run over host copies of device tensors ===//
+
+#include "HostStaged.h"
+
+#include "parallax/Runtime/Device.h"
+
+#include <algorithm>
+#include <memory>
+
+namespace parallax::rt {
+
+namespace {
+
+/// One contiguous device range and its host copy.
+struct Span {
+  char *device = nullptr;
+  int64_t bytes = 0;
+  std::shared_ptr<Buffer> host;
+  bool output = false;
+};
+
+/// The spans covering `views` (overlapping ranges merged) and each view's
+/// place in them.
+std::vector<Span> spansOf(std::vector<TensorView *> &views, std::vector<bool> isOutput) {
+  struct Range {
+    char *begin;
+    int64_t bytes;
+    size_t view;
+  };
+  std::vector<Range> ranges;
+  for (size_t i = 0; i < views.size(); ++i)
+    if (views[i]->data)
+      ranges.push_back({static_cast<char *>(views[i]->data),
+                        std::max<int64_t>(views[i]->bytes(), 1), i});
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range &a, const Range &b) { return a.begin < b.begin; });
+  std::vector<Span> spans;
+  std::vector<std::pair<size_t, int64_t>> placeOf(views.size(), {0, -1});
+  for (const Range &r : ranges) {
+    if (spans.empty() || r.begin >= spans.back().device + spans.back().bytes)
+      spans.push_back({r.begin, r.bytes, nullptr, false});
+    else
+      spans.back().bytes =
+          std::max<int64_t>(spans.back().bytes, r.begin + r.bytes - spans.back().device);
+    spans.back().output = spans.back().output || isOutput[r.view];
+    placeOf[r.view] = {spans.size() - 1, r.begin - spans.back().device};
+  }
+  for (Span &s : spans)
+    s.host = std::make_shared<Buffer>(s.bytes);
+  for (size_t i = 0; i < views.size(); ++i)
+    if (placeOf[i].second >= 0) {
+      views[i]->data = static_cast<char *>(spans[placeOf[i].first].host->data()) +
+                       placeOf[i].second;
+      views[i]->space = MemorySpace::Host;
+    }
+  return spans;
+}
+
+} // namespace
+
+KernelFactory hostStaged(KernelFactory cpuFactory) {
+  return [cpuFactory](KernelArgs &args) -> KernelFn {
+    Device *device = args.env.device;
+    if (!device || device->space() == MemorySpace::Host)
+      return cpuFactory(args);
+    std::vector<TensorView> ins = args.ins, outs = args.outs;
+    std::vector<TensorView *> views;
+    std::vector<bool> isOutput;
+    for (TensorView &t : ins) {
+      views.push_back(&t);
+      isOutput.push_back(false);
+    }
+    for (TensorView &t : outs) {
+      views.push_back(&t);
+      isOutput.push_back(true);
+    }
+    auto spans = std::make_shared<std::vector<Span>>(spansOf(views, isOutput));
+    KernelArgs hostArgs(args.kernel, ins, outs, args.env);
+    hostArgs.index = args.index;
+    KernelFn run = cpuFactory(hostArgs);
+    int64_t token = args.i64Or("token", -1);
+    auto upload = [device, spans](bool outputsOnly) {
+      for (const Span &s : *spans)
+        if (s.output || !outputsOnly)
+          device->upload(s.device, s.host->data(), s.bytes);
+    };
+    if (token >= 0) {
+      if ((int64_t)args.env.afterWait.size() <= token)
+        args.env.afterWait.resize(token + 1);
+      // Later kernels may reuse the inputs' memory before the wait: only the
+      // outputs go back.
+      args.env.afterWait[token] = [upload] { upload(true); };
+    }
+    return [device, spans, run, token, upload] {
+      device->synchronize();
+      for (const Span &s : *spans)
+        device->download(s.host->data(), s.device, s.bytes);
+      run();
+      // CPU kernels may update their inputs in place (optimizers): all of
+      // it goes back.
+      if (token < 0)
+        upload(false);
+    };
+  };
+}
+
+} // namespace parallax::rt

@@ -1,0 +1,129 @@
+//===- ShapeMath.h - shape checks and index maps of Shape/Indexing -*- C++ -*-===//
+//
+// What the CPU and CUDA kernels of the Shape and Indexing families compute
+// alike: the bind-time layout of a slice, the per-dimension source maps of a
+// pad (with the same checks and messages on both backends), and the index
+// wrapping of gather and scatter (PX_HD: the GPU runs it per element).
+// Internal to lib/Runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_LIB_RUNTIME_KERNELS_SHAPEMATH_H
+#define PARALLAX_LIB_RUNTIME_KERNELS_SHAPEMATH_H
+
+#include "HostDevice.h"
+#include "KernelUtil.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace parallax::rt::detail {
+
+/// Index `v` of an axis of `size` counted from the end when negative (ONNX
+/// Gather), or -1 when it is outside [-size, size).
+PX_HD inline int64_t wrappedIndex(int64_t v, int64_t size) {
+  int64_t w = v < 0 ? v + size : v;
+  return w < 0 || w >= size ? -1 : w;
+}
+
+/// Checks that the slice of `full` with the "starts"/"steps" attributes and
+/// result shape `part` stays inside `full`; returns the offset of the first
+/// element and the strides (in `full`) of each result dimension (all 0 for
+/// an empty slice).
+inline std::pair<int64_t, std::vector<int64_t>>
+sliceLayout(const KernelArgs &args, const std::string &what,
+            const std::vector<int64_t> &full, const std::vector<int64_t> &part) {
+  std::vector<int64_t> starts = args.i64s("starts"), steps = args.i64s("steps");
+  const size_t rank = full.size();
+  if (part.size() != rank)
+    args.fail(what + ": the sliced shape " + shapeStr(part) +
+              " and the full shape " + shapeStr(full) + " differ in rank");
+  if (starts.size() != rank || steps.size() != rank)
+    args.fail(what + ": starts and steps need one entry per dimension (" +
+              std::to_string(rank) + "), got " + std::to_string(starts.size()) +
+              " and " + std::to_string(steps.size()));
+  std::vector<int64_t> fullStrides = stridesOf(full), strides(rank);
+  int64_t base = 0;
+  bool empty = false;
+  for (size_t d = 0; d < rank; ++d) {
+    if (steps[d] == 0)
+      args.fail(what + ": step of dimension " + std::to_string(d) + " is 0");
+    if (part[d] < 0)
+      args.fail(what + ": negative dimension in " + shapeStr(part));
+    if (part[d] == 0) {
+      empty = true;
+      continue;
+    }
+    int64_t span, last;
+    bool overflow = __builtin_mul_overflow(part[d] - 1, steps[d], &span) ||
+                    __builtin_add_overflow(starts[d], span, &last);
+    if (starts[d] < 0 || starts[d] >= full[d] || overflow || last < 0 ||
+        last >= full[d])
+      args.fail(what + ": dimension " + std::to_string(d) + " takes " +
+                std::to_string(part[d]) + " elements from " +
+                std::to_string(starts[d]) + " in steps of " +
+                std::to_string(steps[d]) + ", outside [0, " +
+                std::to_string(full[d]) + ")");
+    base += starts[d] * fullStrides[d];
+    strides[d] = steps[d] * fullStrides[d];
+  }
+  if (empty) {
+    base = 0;
+    std::fill(strides.begin(), strides.end(), 0);
+  }
+  return {base, strides};
+}
+
+/// Per dimension, the source index of each output position (-1: the
+/// constant fill), for px.pad's "pads" and "mode" attributes.
+inline std::vector<std::vector<int64_t>>
+padSources(const KernelArgs &args, const std::string &what,
+           const std::vector<int64_t> &in, const std::vector<int64_t> &out) {
+  std::vector<int64_t> pads = args.i64s("pads");
+  std::string mode = args.strOr("mode", "constant");
+  const size_t rank = in.size();
+  if (out.size() != rank || pads.size() != 2 * rank)
+    args.fail(what + ": needs " + std::to_string(2 * rank) + " pads and a result of rank " +
+              std::to_string(rank) + ", got " + std::to_string(pads.size()) + " and " +
+              shapeStr(out));
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    args.fail(what + ": mode must be constant, reflect or edge, got '" + mode + "'");
+  std::vector<std::vector<int64_t>> src(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t n = in[d], begin = pads[d];
+    // 32-bit pads, as the px verifier requires: the sum cannot overflow.
+    if (begin < INT32_MIN || begin > INT32_MAX || pads[rank + d] < INT32_MIN ||
+        pads[rank + d] > INT32_MAX)
+      args.fail(what + ": pads must fit in 32 bits, got " + std::to_string(begin) +
+                " and " + std::to_string(pads[rank + d]) + " for dimension " +
+                std::to_string(d));
+    if (out[d] != n + begin + pads[rank + d])
+      args.fail(what + ": dimension " + std::to_string(d) + " of " + shapeStr(out) +
+                " should be " + std::to_string(n + begin + pads[rank + d]));
+    src[d].resize(out[d]);
+    for (int64_t o = 0; o < out[d]; ++o) {
+      int64_t i = o - begin;
+      if (i < 0 || i >= n) {
+        if (mode == "constant") {
+          i = -1;
+        } else if (mode == "edge") {
+          i = i < 0 ? 0 : n - 1;
+        } else {
+          if (n < 2 || i <= -n || i >= 2 * n - 1)
+            args.fail(what + ": reflect pads of dimension " + std::to_string(d) +
+                      " must be smaller than its size " + std::to_string(n));
+          i = i < 0 ? -i : 2 * (n - 1) - i;
+        }
+      }
+      src[d][o] = i;
+    }
+  }
+  return src;
+}
+
+} // namespace parallax::rt::detail
+
+#endif // PARALLAX_LIB_RUNTIME_KERNELS_SHAPEMATH_H

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Prepares what scripts/gpu-check.sh carries to a GPU machine, which has CUDA
+# but neither MLIR (so no parallax-opt) nor libonnx: into .gpu-check/ (git
+# ignored; `device run ... carry=[".gpu-check"]`):
+#   deps/   libonnx's headers, libraries and CMake config from this machine
+#           (the runtime reads ONNX initializers and writes --save with it);
+#   plans/  every example model compiled here for --target=cuda (1 rank, and
+#           the LM for 2 and 4 ranks) and --target=cpu;
+#   ref/    20 steps of each CPU plan here: the losses the GPU must match.
+# Initial values are drawn from the seed (--weights random) so that no model
+# file has to travel (lm.onnx alone is 200 MB, over the 64 MiB a call takes).
+# Usage: scripts/gpu-check-prepare.sh [BUILD_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+dir=.gpu-check
+rm -rf "$dir" && mkdir -p "$dir"/deps "$dir"/plans "$dir"/ref
+arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+mkdir -p "$dir/deps/usr/include" "$dir/deps/usr/lib/$arch/cmake"
+cp -r /usr/include/onnx "$dir/deps/usr/include/"
+cp -a /usr/lib/$arch/libonnx.so* /usr/lib/$arch/libonnx_proto.so* "$dir/deps/usr/lib/$arch/"
+cp -r /usr/lib/$arch/cmake/ONNX "$dir/deps/usr/lib/$arch/cmake/"
+
+opt=$build/bin/parallax-opt run=$build/bin/parallax-run
+models="mlp cnn bag densenet lm lstm_lm gru_classifier nmt dlrm tv_squeezenet tv_mobilenet_v2 tv_resnet18"
+shape_args() { # the inputs some models leave dynamic
+  case $1 in
+    bag) echo "--input-shape item_ids=96 --input-shape tag_ids=48" ;;
+  esac
+}
+for m in $models; do
+  for t in cpu cuda; do
+    # shellcheck disable=SC2046
+    "$opt" examples/models/$m.onnx --target=$t $(shape_args $m) --emit=plan \
+      -o "$dir/plans/$m.$t.pxplan"
+  done
+  "$run" "$dir/plans/$m.cpu.pxplan" --device=cpu --synthetic --seed 1 --weights random \
+    --steps 20 --quiet --metrics "$dir/ref/$m.jsonl"
+done
+for np in 2 4; do
+  "$opt" examples/models/lm.onnx --target=cuda --np $np --emit=plan -o "$dir/plans/lm.np$np.cuda.pxplan"
+done
+du -sh "$dir"

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The GPU check of issue 14: ONE command for a machine with an NVIDIA GPU
+# (the lent H100/H200: Ubuntu 24.04, CUDA 13, cuDNN 9, NCCL, Open MPI, no
+# MLIR, no downloads). Run scripts/gpu-check-prepare.sh here first and carry
+# .gpu-check/; then, there:  bash scripts/gpu-check.sh
+# It builds parallax-run and the CUDA kernel tests without MLIR, then checks:
+#   kernels    every CUDA kernel against its CPU twin (parallax-cuda-tests);
+#   models     20 steps of every example model on the GPU against the CPU
+#              losses computed here (within 1e-5 relative, TF32 off);
+#   graph      the same with --cuda-graph=off (replays must not change a bit);
+#   memcheck   compute-sanitizer over 3 steps of the LM: zero errors;
+#   ranks      the LM on 2 and 4 ranks sharing the GPU (the MPI fallback)
+#              against 1 rank (within 1e-5 relative);
+#   bench      ms/step of each model on the GPU against the CPU run here.
+# One "gpu-check: NAME: PASS|FAIL|SKIP ..." line per check; logs in $OUT
+# (or /tmp/gpu-check). Exit status: the number of failed checks (max 100).
+set -u
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/gpu-check}
+mkdir -p "$out"
+summary=$out/summary.txt
+: >"$summary"
+failed=0
+say() { printf 'gpu-check: %s: %s\n' "$1" "$2" | tee -a "$summary"; }
+fail() { failed=$((failed + 1)); say "$1" "FAIL $2"; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+dir=.gpu-check
+[ -d "$dir/plans" ] || { say setup "FAIL no $dir/plans: run scripts/gpu-check-prepare.sh here and carry $dir"; exit 1; }
+arch=$(gcc -print-multiarch)
+say machine "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1), $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
+
+# Build: the runtime only, for this GPU's architecture.
+t0=$(date +%s)
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+if ! { cmake -S . -B build-gpu -G Ninja -DPARALLAX_RUNTIME_ONLY=ON -DPARALLAX_USE_DNNL=OFF \
+        -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${cc}-real" \
+        -DONNX_DIR="$PWD/$dir/deps/usr/lib/$arch/cmake/ONNX" >"$out/build.log" 2>&1 &&
+       timeout 420 ninja -C build-gpu -j"$(nproc)" parallax-run parallax-cuda-tests >>"$out/build.log" 2>&1; }; then
+  fail build "see build.log: $(grep -m3 -E 'error|Error' "$out/build.log" | tr '\n' ' ' | cut -c1-400)"
+  exit 1
+fi
+say build "PASS in $(( $(date +%s) - t0 )) s (sm_${cc})"
+export LD_LIBRARY_PATH=$PWD/$dir/deps/usr/lib/$arch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+run=build-gpu/bin/parallax-run
+
+# Kernels.
+tests=$(find build-gpu -name parallax-cuda-tests -type f | head -1)
+timeout 300 "$tests" --gtest_brief=1 >"$out/kernels.log" 2>&1
+rc=$?
+passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$out/kernels.log" | grep -oE '[0-9]+$')
+if [ $rc -eq 0 ]; then say kernels "PASS ${passed:-?} tests"
+else fail kernels "rc $rc; $(grep -E '^\[  FAILED  \]' "$out/kernels.log" | sort -u | head -20 | tr '\n' ' ')"; fi
+
+# Models: losses against the CPU's.
+compare() { # compare NAME A.jsonl B.jsonl -> rel diff or FAIL
+  /usr/bin/python3 - "$2" "$3" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+if len(a) != len(b) or not a:
+    print("steps %d vs %d" % (len(a), len(b))); sys.exit(1)
+worst = max(abs(x["loss"] - y["loss"]) / max(abs(y["loss"]), 1e-12) for x, y in zip(a, b))
+ms = lambda r: 1e3 * sorted(s["step_time_s"] for s in r[2:] or r)[len(r[2:] or r) // 2]
+print("max rel diff %.2e over %d steps, %.3f ms/step (reference %.3f)" % (worst, len(a), ms(a), ms(b)))
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
+}
+for plan in "$dir"/plans/*.cuda.pxplan; do
+  m=$(basename "$plan" .cuda.pxplan)
+  case $m in *.np*) continue ;; esac
+  log=$out/model-$m.log
+  if timeout 120 "$run" "$plan" --synthetic --seed 1 --weights random --steps 20 \
+       --metrics "$out/$m.gpu.jsonl" >"$log" 2>&1; then
+    note=$(grep -m1 'kernel(s) have no' "$log" | sed 's/^rank 0: //' | cut -c1-200)
+    if r=$(compare "$m" "$out/$m.gpu.jsonl" "$dir/ref/$m.jsonl"); then say "model $m" "PASS $r${note:+; $note}"
+    else fail "model $m" "$r${note:+; $note}"; fi
+  else
+    fail "model $m" "exit $?: $(grep -v '^rank 0: cuda' "$log" | tail -2 | tr '\n' ' ' | cut -c1-300)"
+  fi
+done
+grep -h 'CUDA graph' "$out"/model-*.log | sort | uniq -c | sed 's/^/  /' >>"$summary"
+
+# Graph replay against eager steps.
+if timeout 60 "$run" "$dir/plans/mlp.cuda.pxplan" --synthetic --seed 1 --weights random --steps 20 \
+     --cuda-graph=off --metrics "$out/mlp.eager.jsonl" >"$out/graph.log" 2>&1 &&
+   r=$(compare graph "$out/mlp.eager.jsonl" "$out/mlp.gpu.jsonl"); then say graph "PASS $r"
+else fail graph "$(tail -2 "$out/graph.log" | tr '\n' ' ')"; fi
+
+# compute-sanitizer.
+if command -v compute-sanitizer >/dev/null; then
+  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 99 "$run" "$dir/plans/lm.cuda.pxplan" \
+    --synthetic --seed 1 --weights random --steps 3 --quiet >"$out/memcheck.log" 2>&1
+  rc=$?
+  summary_line=$(grep -m1 'ERROR SUMMARY' "$out/memcheck.log")
+  if [ $rc -eq 0 ]; then say memcheck "PASS $summary_line"; else fail memcheck "rc $rc: $summary_line"; fi
+else
+  say memcheck "SKIP no compute-sanitizer"
+fi
+
+# Ranks sharing the GPU: MPI through host staging.
+for np in 2 4; do
+  if timeout 120 "$run" "$dir/plans/lm.np$np.cuda.pxplan" --np $np --synthetic --seed 1 --weights random \
+       --steps 20 --metrics "$out/lm.np$np.jsonl" >"$out/ranks$np.log" 2>&1 &&
+     r=$(compare ranks "$out/lm.np$np.rank0.jsonl" "$out/lm.gpu.jsonl"); then say "ranks $np" "PASS $r"
+  else fail "ranks $np" "$(tail -3 "$out/ranks$np.log" | tr '\n' ' ' | cut -c1-300)"; fi
+done
+
+say total "$failed failed"
+exit $(( failed > 100 ? 100 : failed ))

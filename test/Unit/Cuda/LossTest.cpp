@@ -1,0 +1,219 @@
+//===- LossTest.cpp - the Loss CUDA kernels against the CPU's --------------===//
+
+#include "CudaKernelTestUtil.h"
+
+#include <cmath>
+#include <optional>
+
+namespace parallax::rt::test {
+namespace {
+
+const DType kFloats[] = {DType::F32, DType::F64};
+
+std::vector<int64_t> labelShapeOf(const std::vector<int64_t> &scores) {
+  std::vector<int64_t> s{scores[0]};
+  s.insert(s.end(), scores.begin() + 2, scores.end());
+  return s;
+}
+
+/// Labels in [0, C), with `ignore` at every third position if set.
+std::vector<double> makeLabels(int64_t n, int64_t c, uint64_t seed,
+                               std::optional<int64_t> ignore) {
+  std::mt19937_64 gen(seed);
+  std::uniform_int_distribution<int64_t> dist(0, c - 1);
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = (double)((ignore && i % 3 == 1) ? *ignore : dist(gen));
+  return v;
+}
+
+nlohmann::json lossAttrs(const std::string &reduction, std::optional<int64_t> ignore) {
+  nlohmann::json a = nlohmann::json::object();
+  if (!reduction.empty())
+    a["reduction"] = reduction;
+  if (ignore)
+    a["ignore_index"] = *ignore;
+  return a;
+}
+
+struct LossCase {
+  std::vector<int64_t> shape;
+  bool weights;
+  std::optional<int64_t> ignore;
+};
+
+const std::vector<LossCase> kCases = {
+    {{5, 7}, false, std::nullopt},
+    {{5, 7}, true, 2},
+    {{6, 4}, false, -100}, // ignore_index outside [0, C)
+    {{4, 3, 6}, true, std::nullopt},
+    {{2, 5, 3, 4}, false, 1},
+    {{2, 5, 3, 4}, true, -1},
+    // Several blocks, long lines (256- and 1024-thread blocks), many lines.
+    {{300, 1000}, true, 3},
+    {{7, 5003}, false, std::nullopt},
+    {{2000, 10}, true, std::nullopt},
+    {{4, 10, 32, 33}, true, 0},
+};
+
+/// Empty reduction: the attribute left out (mean).
+const char *kReductions[] = {"none", "sum", "mean", ""};
+
+TEST_F(CudaKernelTest, LossForwardMatchesCpu) {
+  for (DType dt : kFloats)
+    for (DType lt : {DType::I64, DType::I32})
+      for (const LossCase &c : kCases)
+        for (const char *reduction : kReductions) {
+          SCOPED_TRACE(::testing::Message()
+                       << nameOf(dt) << " labels " << nameOf(lt) << " scores "
+                       << ::testing::PrintToString(c.shape) << " weights " << c.weights
+                       << " ignore " << (c.ignore ? *c.ignore : 999) << " reduction '"
+                       << reduction << "'");
+          std::vector<int64_t> ls = labelShapeOf(c.shape);
+          int64_t cls = c.shape[1];
+          TestTensor x(dt, c.shape, randomValues(numel(c.shape), 101, -4, 4));
+          TestTensor labels(lt, ls, makeLabels(numel(ls), cls, 102, c.ignore));
+          std::vector<int64_t> lossShape =
+              std::string(reduction) == "none" ? ls : std::vector<int64_t>{};
+          nlohmann::json attrs = lossAttrs(reduction, c.ignore);
+          std::vector<TestTensor> ins{x, labels};
+          if (c.weights)
+            ins.push_back(TestTensor(dt, {cls}, randomValues(cls, 103, 0.1, 2)));
+          expectCudaMatchesCpu("softmax_cross_entropy_loss", ins,
+                               {TestTensor(dt, lossShape), TestTensor(dt, c.shape)}, attrs,
+                               1e-5, 1e-5);
+          // nll_loss over log-probabilities.
+          std::vector<TestTensor> nllIns = ins;
+          nllIns[0] = TestTensor(dt, c.shape, randomValues(numel(c.shape), 104, -6, 0));
+          expectCudaMatchesCpu("nll_loss", nllIns, {TestTensor(dt, lossShape)}, attrs,
+                               1e-5, 1e-5);
+        }
+}
+
+TEST_F(CudaKernelTest, LossGradientsMatchCpu) {
+  for (DType dt : kFloats)
+    for (DType lt : {DType::I64, DType::I32})
+      for (const LossCase &c : kCases)
+        for (const char *reduction : kReductions) {
+          SCOPED_TRACE(::testing::Message()
+                       << nameOf(dt) << " labels " << nameOf(lt) << " scores "
+                       << ::testing::PrintToString(c.shape) << " weights " << c.weights
+                       << " ignore " << (c.ignore ? *c.ignore : 999) << " reduction '"
+                       << reduction << "'");
+          std::vector<int64_t> ls = labelShapeOf(c.shape);
+          int64_t cls = c.shape[1];
+          bool none = std::string(reduction) == "none";
+          TestTensor dloss = none ? TestTensor(dt, ls, randomValues(numel(ls), 111))
+                                  : TestTensor(dt, {}, {0.75});
+          TestTensor logProb(dt, c.shape, randomValues(numel(c.shape), 112, -6, 0));
+          TestTensor labels(lt, ls, makeLabels(numel(ls), cls, 113, c.ignore));
+          nlohmann::json attrs = lossAttrs(reduction, c.ignore);
+          std::vector<TestTensor> sce{dloss, logProb, labels}, nll{dloss, labels};
+          if (c.weights) {
+            TestTensor w(dt, {cls}, randomValues(cls, 114, 0.1, 2));
+            sce.push_back(w);
+            nll.push_back(w);
+          }
+          expectCudaMatchesCpu("softmax_cross_entropy_loss_grad", sce,
+                               {TestTensor(dt, c.shape)}, attrs, 1e-5, 1e-6);
+          expectCudaMatchesCpu("nll_loss_grad", nll, {TestTensor(dt, c.shape)}, attrs,
+                               1e-5, 1e-6);
+        }
+}
+
+TEST_F(CudaKernelTest, LossAllIgnored) {
+  // The mean of nothing is NaN (checked on its own: the comparison cannot
+  // take NaN); its gradient is zero, and the sum is 0.
+  TestTensor x(DType::F32, {3, 4}, randomValues(12, 5)), labels(DType::I64, {3}, {7, 7, 7});
+  nlohmann::json attrs = {{"ignore_index", 7}};
+  TestTensor dloss(DType::F32, {}, {1.0}), lp(DType::F32, {3, 4}, randomValues(12, 6, -3, 0));
+  expectCudaMatchesCpu("softmax_cross_entropy_loss_grad", {dloss, lp, labels},
+                       {TestTensor(DType::F32, {3, 4})}, attrs);
+  expectCudaMatchesCpu("nll_loss_grad", {dloss, labels}, {TestTensor(DType::F32, {3, 4})},
+                       attrs);
+  attrs["reduction"] = "sum";
+  expectCudaMatchesCpu("nll_loss", {x, labels}, {TestTensor(DType::F32, {})}, attrs);
+  expectCudaMatchesCpu("softmax_cross_entropy_loss", {x, labels},
+                       {TestTensor(DType::F32, {}), TestTensor(DType::F32, {3, 4})}, attrs);
+
+  CudaDevice &dev = testCudaDevice();
+  TestTensor loss(DType::F32, {});
+  Buffer dx(64 + 48, &dev), dl(64 + 12, &dev), dout(64 + 4, &dev);
+  dev.upload(dx.data(), x.data(), 48);
+  dev.upload(dl.data(), labels.data(), 24);
+  PlanKernel kernel;
+  kernel.op = "nll_loss";
+  kernel.attrs = {{"ignore_index", 7}};
+  ExecEnv env;
+  env.step = 1;
+  env.device = &dev;
+  KernelArgs args(kernel,
+                  {TensorView{dx.data(), DType::F32, {3, 4}, MemorySpace::Cuda},
+                   TensorView{dl.data(), DType::I64, {3}, MemorySpace::Cuda}},
+                  {TensorView{dout.data(), DType::F32, {}, MemorySpace::Cuda}}, env);
+  args.index = 0;
+  KernelFn fn = (*dev.kernels().find("nll_loss"))(args);
+  fn();
+  dev.synchronize();
+  dev.download(loss.data(), dout.data(), 4);
+  EXPECT_TRUE(std::isnan(loss.get(0)));
+}
+
+TEST_F(CudaKernelTest, LossLabelOutOfRange) {
+  // The CPU throws when it meets the label; the GPU reports a fault that
+  // fails the step at synchronize().
+  for (DType lt : {DType::I64, DType::I32})
+    for (double bad : {5.0, -1.0, 1000.0}) {
+      SCOPED_TRACE(::testing::Message() << nameOf(lt) << " label " << bad);
+      TestTensor x(DType::F32, {4, 5}, randomValues(20, 7));
+      TestTensor labels(lt, {4}, {0, 1, bad, 3});
+      TestTensor x3(DType::F32, {2, 5, 3}, randomValues(30, 8));
+      TestTensor labels3(lt, {2, 3}, {0, 1, 2, 3, bad, 4});
+      for (const char *reduction : {"none", "mean", "sum"}) {
+        nlohmann::json attrs = {{"reduction", reduction}, {"ignore_index", -100}};
+        bool none = std::string(reduction) == "none";
+        TestTensor loss(DType::F32, none ? std::vector<int64_t>{4} : std::vector<int64_t>{});
+        TestTensor loss3(DType::F32,
+                         none ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{});
+        expectCudaMatchesCpu("softmax_cross_entropy_loss", {x, labels},
+                             {loss, TestTensor(DType::F32, {4, 5})}, attrs);
+        expectCudaMatchesCpu("softmax_cross_entropy_loss", {x3, labels3},
+                             {loss3, TestTensor(DType::F32, {2, 5, 3})}, attrs);
+        expectCudaMatchesCpu("nll_loss", {x, labels}, {loss}, attrs);
+        TestTensor dloss = none ? TestTensor(DType::F32, {4}, {1, 1, 1, 1})
+                                : TestTensor(DType::F32, {}, {1.0});
+        expectCudaMatchesCpu("softmax_cross_entropy_loss_grad", {dloss, x, labels},
+                             {TestTensor(DType::F32, {4, 5})}, attrs);
+        expectCudaMatchesCpu("nll_loss_grad", {dloss, labels},
+                             {TestTensor(DType::F32, {4, 5})}, attrs);
+      }
+    }
+  // After a fault the device goes on: a good kernel runs clean.
+  TestTensor x(DType::F32, {4, 5}, randomValues(20, 7));
+  TestTensor labels(DType::I64, {4}, {0, 1, 2, 3});
+  expectCudaMatchesCpu("nll_loss", {x, labels}, {TestTensor(DType::F32, {})});
+}
+
+TEST_F(CudaKernelTest, LossBindErrors) {
+  TestTensor x(DType::F32, {4, 5}), labels(DType::I64, {4}), loss(DType::F32, {}),
+      lp(DType::F32, {4, 5});
+  expectCudaMatchesCpu("nll_loss", {x, labels}, {loss}, {{"reduction", "avg"}});
+  TestTensor w4(DType::F32, {4});
+  expectCudaMatchesCpu("nll_loss", {x, labels, w4}, {loss});
+  TestTensor badLabels(DType::I64, {5});
+  expectCudaMatchesCpu("nll_loss", {x, badLabels}, {loss});
+  TestTensor fl(DType::F32, {4});
+  expectCudaMatchesCpu("nll_loss", {x, fl}, {loss});
+  expectCudaMatchesCpu("nll_loss", {x, labels}, {loss}, {{"reduction", "none"}});
+  TestTensor lpBad(DType::F32, {4, 6});
+  expectCudaMatchesCpu("softmax_cross_entropy_loss", {x, labels}, {loss, lpBad});
+  TestTensor v(DType::F32, {4}), vl(DType::I64, {4});
+  expectCudaMatchesCpu("nll_loss", {v, vl}, {loss});
+  TestTensor dl3(DType::F32, {3});
+  expectCudaMatchesCpu("nll_loss_grad", {dl3, labels}, {x});
+  TestTensor h(DType::I32, {4, 5});
+  expectCudaMatchesCpu("nll_loss", {h, labels}, {loss});
+}
+
+} // namespace
+} // namespace parallax::rt::test
