@@ -12,16 +12,22 @@
 #   ranks      the LM on 2 and 4 ranks sharing the GPU (the MPI fallback)
 #              against 1 rank (within 1e-5 relative);
 #   bench      ms/step of each model on the GPU against the CPU run here.
-# One "gpu-check: NAME: PASS|FAIL|SKIP ..." line per check; logs in $OUT
-# (or /tmp/gpu-check). Exit status: the number of failed checks (max 100).
+# One "gpu-check: NAME: PASS|FAIL|SKIP ..." line per check into
+# $OUT/summary.txt, the logs as $OUT/logs.tgz (the device tool brings back
+# few files); without $OUT, both under /tmp/gpu-check. Exit status: the
+# number of failed checks (max 100).
 set -u
 cd "$(dirname "$0")/.."
-out=${OUT:-/tmp/gpu-check}
-mkdir -p "$out"
-summary=$out/summary.txt
+results=${OUT:-/tmp/gpu-check}
+out=/tmp/gpu-check/logs
+mkdir -p "$out" "$results"
+summary=$results/summary.txt
 : >"$summary"
 failed=0
-say() { printf 'gpu-check: %s: %s\n' "$1" "$2" | tee -a "$summary"; }
+say() {
+  printf 'gpu-check: %s: %s\n' "$1" "$2" | tee -a "$summary"
+  tar czf "$results/logs.tgz" -C "$out" . 2>/dev/null
+}
 fail() { failed=$((failed + 1)); say "$1" "FAIL $2"; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 dir=.gpu-check
@@ -35,21 +41,13 @@ cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d 
 if ! { cmake -S . -B build-gpu -G Ninja -DPARALLAX_RUNTIME_ONLY=ON -DPARALLAX_USE_DNNL=OFF \
         -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${cc}-real" \
         -DONNX_DIR="$PWD/$dir/deps/usr/lib/$arch/cmake/ONNX" >"$out/build.log" 2>&1 &&
-       timeout 420 ninja -C build-gpu -j"$(nproc)" parallax-run parallax-cuda-tests >>"$out/build.log" 2>&1; }; then
+       timeout 300 ninja -C build-gpu -j"$(nproc)" parallax-run parallax-cuda-tests >>"$out/build.log" 2>&1; }; then
   fail build "see build.log: $(grep -m3 -E 'error|Error' "$out/build.log" | tr '\n' ' ' | cut -c1-400)"
   exit 1
 fi
 say build "PASS in $(( $(date +%s) - t0 )) s (sm_${cc})"
 export LD_LIBRARY_PATH=$PWD/$dir/deps/usr/lib/$arch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 run=build-gpu/bin/parallax-run
-
-# Kernels.
-tests=$(find build-gpu -name parallax-cuda-tests -type f | head -1)
-timeout 300 "$tests" --gtest_brief=1 >"$out/kernels.log" 2>&1
-rc=$?
-passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$out/kernels.log" | grep -oE '[0-9]+$')
-if [ $rc -eq 0 ]; then say kernels "PASS ${passed:-?} tests"
-else fail kernels "rc $rc; $(grep -E '^\[  FAILED  \]' "$out/kernels.log" | sort -u | head -20 | tr '\n' ' ')"; fi
 
 # Models: losses against the CPU's.
 compare() { # compare NAME A.jsonl B.jsonl -> rel diff or FAIL
@@ -69,7 +67,7 @@ for plan in "$dir"/plans/*.cuda.pxplan; do
   m=$(basename "$plan" .cuda.pxplan)
   case $m in *.np*) continue ;; esac
   log=$out/model-$m.log
-  if timeout 120 "$run" "$plan" --synthetic --seed 1 --weights random --steps 20 \
+  if timeout 60 "$run" "$plan" --synthetic --seed 1 --weights random --steps 20 \
        --metrics "$out/$m.gpu.jsonl" >"$log" 2>&1; then
     note=$(grep -m1 'kernel(s) have no' "$log" | sed 's/^rank 0: //' | cut -c1-200)
     if r=$(compare "$m" "$out/$m.gpu.jsonl" "$dir/ref/$m.jsonl"); then say "model $m" "PASS $r${note:+; $note}"
@@ -86,9 +84,17 @@ if timeout 60 "$run" "$dir/plans/mlp.cuda.pxplan" --synthetic --seed 1 --weights
    r=$(compare graph "$out/mlp.eager.jsonl" "$out/mlp.gpu.jsonl"); then say graph "PASS $r"
 else fail graph "$(tail -2 "$out/graph.log" | tr '\n' ' ')"; fi
 
+# Kernels.
+tests=$(find build-gpu -name parallax-cuda-tests -type f | head -1)
+timeout 150 "$tests" --gtest_brief=1 >"$out/kernels.log" 2>&1
+rc=$?
+passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$out/kernels.log" | grep -oE '[0-9]+$')
+if [ $rc -eq 0 ]; then say kernels "PASS ${passed:-?} tests"
+else fail kernels "rc $rc; $(grep -E '^\[  FAILED  \]' "$out/kernels.log" | sort -u | head -20 | tr '\n' ' ')"; fi
+
 # compute-sanitizer.
 if command -v compute-sanitizer >/dev/null; then
-  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 99 "$run" "$dir/plans/lm.cuda.pxplan" \
+  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 99 "$run" "$dir/plans/lm.cuda.pxplan" \
     --synthetic --seed 1 --weights random --steps 3 --quiet >"$out/memcheck.log" 2>&1
   rc=$?
   summary_line=$(grep -m1 'ERROR SUMMARY' "$out/memcheck.log")
@@ -99,7 +105,7 @@ fi
 
 # Ranks sharing the GPU: MPI through host staging.
 for np in 2 4; do
-  if timeout 120 "$run" "$dir/plans/lm.np$np.cuda.pxplan" --np $np --synthetic --seed 1 --weights random \
+  if timeout 60 "$run" "$dir/plans/lm.np$np.cuda.pxplan" --np $np --synthetic --seed 1 --weights random \
        --steps 20 --metrics "$out/lm.np$np.jsonl" >"$out/ranks$np.log" 2>&1 &&
      r=$(compare ranks "$out/lm.np$np.rank0.jsonl" "$out/lm.gpu.jsonl"); then say "ranks $np" "PASS $r"
   else fail "ranks $np" "$(tail -3 "$out/ranks$np.log" | tr '\n' ' ' | cut -c1-300)"; fi
