@@ -19,6 +19,7 @@ arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 mkdir -p "$dir/deps/usr/include" "$dir/deps/usr/lib/$arch/cmake"
 cp -r /usr/include/onnx "$dir/deps/usr/include/"
 cp -a /usr/lib/$arch/libonnx* "$dir/deps/usr/lib/$arch/"
+cp -a /usr/lib/libonnxifi.so "$dir/deps/usr/lib/"
 cp -r /usr/lib/$arch/cmake/ONNX "$dir/deps/usr/lib/$arch/cmake/"
 
 opt=$build/bin/parallax-opt run=$build/bin/parallax-run
