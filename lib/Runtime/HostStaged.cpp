@@ -37,7 +37,10 @@ std::vector<Span> spansOf(std::vector<TensorView *> &views, std::vector<bool> is
   std::vector<Span> spans;
   std::vector<std::pair<size_t, int64_t>> placeOf(views.size(), {0, -1});
   for (const Range &r : ranges) {
-    if (spans.empty() || r.begin >= spans.back().device + spans.back().bytes)
+    // Tensors less than an alignment apart share a span too: a bucket's
+    // tensors, which an in-place all_reduce wants back to back in one
+    // buffer, are laid out at aligned offsets (the gap is padding).
+    if (spans.empty() || r.begin >= spans.back().device + spans.back().bytes + kPlanAlignment)
       spans.push_back({r.begin, r.bytes, nullptr, false});
     else
       spans.back().bytes =
