@@ -29,6 +29,8 @@
 #include "parallax/Runtime/Kernel.h"
 
 #include "Blas.h"
+#include "ConvGeometry.h"
+#include "KernelUtil.h"
 
 #include <algorithm>
 #include <climits>
@@ -43,146 +45,8 @@ namespace parallax::rt {
 
 namespace {
 
-constexpr int kMaxSpatial = 8;
-
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-void checkFloat(const KernelArgs &args, const TensorView &t, const char *what) {
-  if (t.dtype == DType::F16 || t.dtype == DType::BF16)
-    args.fail(std::string(what) + ": " + nameOf(t.dtype) +
-              " is not supported by the CPU runtime");
-  if (t.dtype != DType::F32 && t.dtype != DType::F64)
-    args.fail(std::string(what) + " must be f32 or f64, got " +
-              nameOf(t.dtype));
-}
-
-void checkSameDType(const KernelArgs &args, const TensorView &a,
-                    const TensorView &b, const char *what) {
-  if (a.dtype != b.dtype)
-    args.fail(std::string(what) + " must be " + nameOf(a.dtype) + ", got " +
-              nameOf(b.dtype));
-}
-
-/// ONNX / PyTorch output size of one spatial dimension (as the px shape
-/// rule): a ceil_mode window that would start in the end padding is dropped.
-int64_t windowOut(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
-                  int64_t d, bool ceilMode) {
-  int64_t eff = d * (k - 1) + 1;
-  int64_t span = in + pb + pe - eff;
-  if (span < 0)
-    return 0;
-  int64_t out = (ceilMode ? (span + s - 1) / s : span / s) + 1;
-  if (ceilMode && (out - 1) * s >= in + pb)
-    --out;
-  return out;
-}
-
-/// The window geometry of one kernel, in elements.
-struct Geo {
-  int nd = 0;
-  int64_t in[kMaxSpatial], out[kMaxSpatial], k[kMaxSpatial], s[kMaxSpatial],
-      d[kMaxSpatial], pb[kMaxSpatial], pe[kMaxSpatial];
-  int64_t inStride[kMaxSpatial], kStride[kMaxSpatial], outStride[kMaxSpatial];
-  int64_t inSize = 1, outSize = 1, kSize = 1;
-  /// Product of all output dims but the last (output "rows").
-  int64_t outOuter = 1;
-  /// 1x1 kernel, stride 1, no padding: im2col is the identity.
-  bool pointwise = false;
-};
-
-/// Reads and checks strides/pads/dilations (dilations all 1 when
-/// `hasDilations` is false) for a window of `kernel` over the spatial dims of
-/// `xShape`, and checks that `yShape` is [N, channels, out...].
-Geo makeGeo(const KernelArgs &args, const std::vector<int64_t> &xShape,
-            const std::vector<int64_t> &kernel, bool hasDilations,
-            bool ceilMode, const std::vector<int64_t> &yShape,
-            int64_t channels, const char *yWhat) {
-  Geo g;
-  int64_t nd = (int64_t)xShape.size() - 2;
-  if (nd < 1)
-    args.fail("expected a tensor [N, C, spatial...], got " + shapeStr(xShape));
-  if (nd > kMaxSpatial)
-    args.fail("at most " + std::to_string(kMaxSpatial) +
-              " spatial dimensions are supported, got " + std::to_string(nd));
-  g.nd = (int)nd;
-  std::vector<int64_t> strides = args.i64s("strides");
-  std::vector<int64_t> pads = args.i64s("pads");
-  std::vector<int64_t> dil = hasDilations ? args.i64s("dilations")
-                                          : std::vector<int64_t>(nd, 1);
-  if ((int64_t)kernel.size() != nd)
-    args.fail("expected " + std::to_string(nd) + " kernel dimensions, got " +
-              std::to_string(kernel.size()));
-  if ((int64_t)strides.size() != nd)
-    args.fail("expected " + std::to_string(nd) + " strides, got " +
-              std::to_string(strides.size()));
-  if ((int64_t)dil.size() != nd)
-    args.fail("expected " + std::to_string(nd) + " dilations, got " +
-              std::to_string(dil.size()));
-  if ((int64_t)pads.size() != 2 * nd)
-    args.fail("expected " + std::to_string(2 * nd) +
-              " pads (begins then ends), got " + std::to_string(pads.size()));
-  for (int64_t i = 0; i < nd; ++i) {
-    if (kernel[i] < 1 || strides[i] < 1 || dil[i] < 1)
-      args.fail("kernel sizes, strides and dilations must be >= 1, got "
-                "kernel " + shapeStr(kernel) + ", strides " +
-                shapeStr(strides) + ", dilations " + shapeStr(dil));
-    if (pads[i] < 0 || pads[nd + i] < 0)
-      args.fail("pads must be >= 0, got " + shapeStr(pads));
-  }
-  // Below 2^31, as the px verifier requires, so that windowOut's arithmetic
-  // cannot overflow.
-  for (const std::vector<int64_t> *list :
-       std::initializer_list<const std::vector<int64_t> *>{&kernel, &strides, &pads, &dil})
-    for (int64_t v : *list)
-      if (v > INT32_MAX)
-        args.fail("kernel sizes, strides, pads and dilations must be below 2^31, got "
-                  "kernel " + shapeStr(kernel) + ", strides " + shapeStr(strides) +
-                  ", pads " + shapeStr(pads) + ", dilations " + shapeStr(dil));
-  for (int64_t d : xShape)
-    if (d < 0)
-      args.fail("negative dimension in " + shapeStr(xShape));
-  std::vector<int64_t> expected{xShape[0], channels};
-  for (int64_t i = 0; i < nd; ++i) {
-    g.in[i] = xShape[2 + i];
-    g.k[i] = kernel[i];
-    g.s[i] = strides[i];
-    g.d[i] = dil[i];
-    g.pb[i] = pads[i];
-    g.pe[i] = pads[nd + i];
-    g.out[i] = windowOut(g.in[i], g.k[i], g.s[i], g.pb[i], g.pe[i], g.d[i],
-                         ceilMode);
-    if (g.out[i] < 1)
-      args.fail("window of size " + std::to_string(kernel[i]) +
-                " (dilation " + std::to_string(dil[i]) +
-                ") does not fit spatial dimension " + std::to_string(i) +
-                " of size " + std::to_string(g.in[i]) + " with pads " +
-                shapeStr(pads));
-    expected.push_back(g.out[i]);
-  }
-  if (yShape != expected)
-    args.fail(std::string(yWhat) + " must have shape " + shapeStr(expected) +
-              ", got " + shapeStr(yShape));
-  for (int i = nd - 1; i >= 0; --i) {
-    g.inStride[i] = g.inSize;
-    g.kStride[i] = g.kSize;
-    g.outStride[i] = g.outSize;
-    g.inSize *= g.in[i];
-    g.kSize *= g.k[i];
-    g.outSize *= g.out[i];
-    if (i < nd - 1)
-      g.outOuter *= g.out[i];
-  }
-  g.pointwise = true;
-  for (int i = 0; i < nd; ++i)
-    if (g.k[i] != 1 || g.s[i] != 1 || g.pb[i] != 0 || g.pe[i] != 0)
-      g.pointwise = false;
-  return g;
-}
+using namespace conv;
+using namespace detail;
 
 //===----------------------------------------------------------------------===//
 // GEMM
@@ -515,9 +379,7 @@ inline int64_t shiftParities(const Geo &g) {
 inline int64_t shiftRowHalo(const Geo &g) { return (g.k[0] - 1) * g.d[0] / g.s[0]; }
 
 /// Shapes shared by conv and its gradients, and how the GEMMs are cut.
-struct ConvDims {
-  Geo g;
-  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0, kc = 0;
+struct ConvDims : ConvShapes {
   /// A GEMM covers `chunk` whole images (small feature maps), or, when
   /// chunk is 1, `rowsPerTile` output rows of one image, so that its columns
   /// buffer stays about L2-sized.
@@ -549,25 +411,8 @@ ConvDims makeConvDims(const KernelArgs &args, const std::vector<int64_t> &x,
                       const std::vector<int64_t> &y, const char *yWhat,
                       int64_t elemBytes, int threads) {
   ConvDims cd;
-  if (x.size() < 3 || w.size() != x.size() || y.size() != x.size())
-    args.fail("conv needs x [N, C, spatial...], w and y of the same rank, "
-              "got x " + shapeStr(x) + ", w " + shapeStr(w) + ", y " +
-              shapeStr(y));
-  cd.group = args.i64Or("group", 1);
-  cd.n = x[0];
-  cd.c = x[1];
-  cd.m = w[0];
-  if (cd.group < 1 || cd.c % cd.group != 0 || cd.m % cd.group != 0 ||
-      w[1] * cd.group != cd.c)
-    args.fail("channels do not match: x has " + std::to_string(cd.c) +
-              ", w is " + shapeStr(w) + ", group " + std::to_string(cd.group));
-  cd.cg = cd.c / cd.group;
-  cd.mg = cd.m / cd.group;
-  std::vector<int64_t> kernel(w.begin() + 2, w.end());
-  cd.g = makeGeo(args, x, kernel, /*hasDilations=*/true, /*ceil=*/false, y,
-                 cd.m, yWhat);
+  static_cast<ConvShapes &>(cd) = makeConvShapes(args, x, w, y, yWhat);
   const Geo &g = cd.g;
-  cd.kc = cd.cg * g.kSize;
   cd.pointwise = g.pointwise;
   cd.depthwise = !cd.pointwise && cd.cg == 1 && cd.group > 1;
   int64_t outL = g.out[g.nd - 1];
@@ -1273,26 +1118,6 @@ KernelFn convGradFilterFactory(KernelArgs &args) {
 // Each plane is processed tap by tap over the precomputed row segments: the
 // inner loops run along contiguous output rows and the plane stays in cache.
 //===----------------------------------------------------------------------===//
-
-struct PoolDims {
-  Geo g;
-  int64_t planes = 0;
-  bool countIncludePad = false;
-};
-
-PoolDims makePoolDims(const KernelArgs &args, const std::vector<int64_t> &x,
-                      const std::vector<int64_t> &y, bool isMax,
-                      const char *yWhat) {
-  PoolDims pd;
-  if (x.size() < 3)
-    args.fail("pooling needs x [N, C, spatial...], got " + shapeStr(x));
-  std::vector<int64_t> kernel = args.i64s("kernel_shape");
-  pd.g = makeGeo(args, x, kernel, /*hasDilations=*/isMax, args.flag("ceil_mode"),
-                 y, x[1], yWhat);
-  pd.planes = x[0] * x[1];
-  pd.countIncludePad = !isMax && args.flag("count_include_pad");
-  return pd;
-}
 
 /// The average's divisor of every output (see the file comment); 0 for a
 /// window entirely in the padding without count_include_pad.

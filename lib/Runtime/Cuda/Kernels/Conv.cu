@@ -26,6 +26,9 @@
 
 #include "CudaKernelUtil.cuh"
 
+#include "../../Kernels/ConvGeometry.h"
+#include "../../Kernels/KernelUtil.h"
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -42,169 +45,8 @@ using cuda::blocksFor;
 using cuda::kThreads;
 using cuda::Scratch;
 
-constexpr int kMaxSpatial = 8;
-
-//===----------------------------------------------------------------------===//
-// Bind-time checks (as the CPU's)
-//===----------------------------------------------------------------------===//
-
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-void checkFloat(const KernelArgs &args, const TensorView &t, const char *what) {
-  if (t.dtype == DType::F16 || t.dtype == DType::BF16)
-    args.fail(std::string(what) + ": " + nameOf(t.dtype) +
-              " is not supported by the CPU runtime");
-  if (t.dtype != DType::F32 && t.dtype != DType::F64)
-    args.fail(std::string(what) + " must be f32 or f64, got " +
-              nameOf(t.dtype));
-}
-
-void checkSameDType(const KernelArgs &args, const TensorView &a,
-                    const TensorView &b, const char *what) {
-  if (a.dtype != b.dtype)
-    args.fail(std::string(what) + " must be " + nameOf(a.dtype) + ", got " +
-              nameOf(b.dtype));
-}
-
-/// ONNX / PyTorch output size of one spatial dimension: a ceil_mode window
-/// that would start in the end padding is dropped.
-int64_t windowOut(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
-                  int64_t d, bool ceilMode) {
-  int64_t eff = d * (k - 1) + 1;
-  int64_t span = in + pb + pe - eff;
-  if (span < 0)
-    return 0;
-  int64_t out = (ceilMode ? (span + s - 1) / s : span / s) + 1;
-  if (ceilMode && (out - 1) * s >= in + pb)
-    --out;
-  return out;
-}
-
-/// The window geometry of one kernel, in elements; passed to the device by
-/// value.
-struct Geo {
-  int nd = 0;
-  int64_t in[kMaxSpatial] = {}, out[kMaxSpatial] = {}, k[kMaxSpatial] = {},
-          s[kMaxSpatial] = {}, d[kMaxSpatial] = {}, pb[kMaxSpatial] = {},
-          pe[kMaxSpatial] = {};
-  int64_t inStride[kMaxSpatial] = {}, outStride[kMaxSpatial] = {};
-  int64_t inSize = 1, outSize = 1, kSize = 1;
-};
-
-Geo makeGeo(const KernelArgs &args, const std::vector<int64_t> &xShape,
-            const std::vector<int64_t> &kernel, bool hasDilations,
-            bool ceilMode, const std::vector<int64_t> &yShape,
-            int64_t channels, const char *yWhat) {
-  Geo g;
-  int64_t nd = (int64_t)xShape.size() - 2;
-  if (nd < 1)
-    args.fail("expected a tensor [N, C, spatial...], got " + shapeStr(xShape));
-  if (nd > kMaxSpatial)
-    args.fail("at most " + std::to_string(kMaxSpatial) +
-              " spatial dimensions are supported, got " + std::to_string(nd));
-  g.nd = (int)nd;
-  std::vector<int64_t> strides = args.i64s("strides");
-  std::vector<int64_t> pads = args.i64s("pads");
-  std::vector<int64_t> dil = hasDilations ? args.i64s("dilations")
-                                          : std::vector<int64_t>(nd, 1);
-  if ((int64_t)kernel.size() != nd)
-    args.fail("expected " + std::to_string(nd) + " kernel dimensions, got " +
-              std::to_string(kernel.size()));
-  if ((int64_t)strides.size() != nd)
-    args.fail("expected " + std::to_string(nd) + " strides, got " +
-              std::to_string(strides.size()));
-  if ((int64_t)dil.size() != nd)
-    args.fail("expected " + std::to_string(nd) + " dilations, got " +
-              std::to_string(dil.size()));
-  if ((int64_t)pads.size() != 2 * nd)
-    args.fail("expected " + std::to_string(2 * nd) +
-              " pads (begins then ends), got " + std::to_string(pads.size()));
-  for (int64_t i = 0; i < nd; ++i) {
-    if (kernel[i] < 1 || strides[i] < 1 || dil[i] < 1)
-      args.fail("kernel sizes, strides and dilations must be >= 1, got "
-                "kernel " + shapeStr(kernel) + ", strides " +
-                shapeStr(strides) + ", dilations " + shapeStr(dil));
-    if (pads[i] < 0 || pads[nd + i] < 0)
-      args.fail("pads must be >= 0, got " + shapeStr(pads));
-  }
-  for (const std::vector<int64_t> *list :
-       std::initializer_list<const std::vector<int64_t> *>{&kernel, &strides, &pads, &dil})
-    for (int64_t v : *list)
-      if (v > INT32_MAX)
-        args.fail("kernel sizes, strides, pads and dilations must be below 2^31, got "
-                  "kernel " + shapeStr(kernel) + ", strides " + shapeStr(strides) +
-                  ", pads " + shapeStr(pads) + ", dilations " + shapeStr(dil));
-  for (int64_t d : xShape)
-    if (d < 0)
-      args.fail("negative dimension in " + shapeStr(xShape));
-  std::vector<int64_t> expected{xShape[0], channels};
-  for (int64_t i = 0; i < nd; ++i) {
-    g.in[i] = xShape[2 + i];
-    g.k[i] = kernel[i];
-    g.s[i] = strides[i];
-    g.d[i] = dil[i];
-    g.pb[i] = pads[i];
-    g.pe[i] = pads[nd + i];
-    g.out[i] = windowOut(g.in[i], g.k[i], g.s[i], g.pb[i], g.pe[i], g.d[i],
-                         ceilMode);
-    if (g.out[i] < 1)
-      args.fail("window of size " + std::to_string(kernel[i]) +
-                " (dilation " + std::to_string(dil[i]) +
-                ") does not fit spatial dimension " + std::to_string(i) +
-                " of size " + std::to_string(g.in[i]) + " with pads " +
-                shapeStr(pads));
-    expected.push_back(g.out[i]);
-  }
-  if (yShape != expected)
-    args.fail(std::string(yWhat) + " must have shape " + shapeStr(expected) +
-              ", got " + shapeStr(yShape));
-  for (int i = (int)nd - 1; i >= 0; --i) {
-    g.inStride[i] = g.inSize;
-    g.outStride[i] = g.outSize;
-    g.inSize *= g.in[i];
-    g.kSize *= g.k[i];
-    g.outSize *= g.out[i];
-  }
-  return g;
-}
-
-/// Shapes of conv and its gradients: x [N, C, in...], w [M, C/group, k...],
-/// y [N, M, out...].
-struct ConvDims {
-  Geo g;
-  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0, kc = 0;
-};
-
-// The CPU's BLAS size limit is not repeated: nothing here is bound by it.
-ConvDims makeConvDims(const KernelArgs &args, const std::vector<int64_t> &x,
-                      const std::vector<int64_t> &w,
-                      const std::vector<int64_t> &y, const char *yWhat) {
-  ConvDims cd;
-  if (x.size() < 3 || w.size() != x.size() || y.size() != x.size())
-    args.fail("conv needs x [N, C, spatial...], w and y of the same rank, "
-              "got x " + shapeStr(x) + ", w " + shapeStr(w) + ", y " +
-              shapeStr(y));
-  cd.group = args.i64Or("group", 1);
-  cd.n = x[0];
-  cd.c = x[1];
-  cd.m = w[0];
-  if (cd.group < 1 || cd.c % cd.group != 0 || cd.m % cd.group != 0 ||
-      w[1] * cd.group != cd.c)
-    args.fail("channels do not match: x has " + std::to_string(cd.c) +
-              ", w is " + shapeStr(w) + ", group " + std::to_string(cd.group));
-  cd.cg = cd.c / cd.group;
-  cd.mg = cd.m / cd.group;
-  std::vector<int64_t> kernel(w.begin() + 2, w.end());
-  cd.g = makeGeo(args, x, kernel, /*hasDilations=*/true, /*ceil=*/false, y,
-                 cd.m, yWhat);
-  cd.kc = cd.cg * cd.g.kSize;
-  return cd;
-}
+using namespace conv;
+using namespace detail;
 
 //===----------------------------------------------------------------------===//
 // Device helpers
@@ -274,17 +116,9 @@ __device__ inline double avgDivisor(const Geo &g, const int64_t *oc,
 // Direct convolutions (what cuDNN cannot run), accumulating in double
 //===----------------------------------------------------------------------===//
 
-struct ConvShape {
-  Geo g;
-  int64_t n, c, m, cg, mg, kc;
-};
-
-ConvShape convShape(const ConvDims &cd) {
-  return {cd.g, cd.n, cd.c, cd.m, cd.cg, cd.mg, cd.kc};
-}
 
 template <typename T>
-__global__ void convDirect(ConvShape cs, const T *x, const T *w, const T *b,
+__global__ void convDirect(ConvShapes cs, const T *x, const T *w, const T *b,
                            T *y) {
   const Geo &g = cs.g;
   const int64_t total = cs.n * cs.m * g.outSize;
@@ -309,7 +143,7 @@ __global__ void convDirect(ConvShape cs, const T *x, const T *w, const T *b,
 }
 
 template <typename T>
-__global__ void convGradInputDirect(ConvShape cs, const T *dy, const T *w,
+__global__ void convGradInputDirect(ConvShapes cs, const T *dy, const T *w,
                                     T *dx) {
   const Geo &g = cs.g;
   const int64_t total = cs.n * cs.c * g.inSize;
@@ -337,7 +171,7 @@ __global__ void convGradInputDirect(ConvShape cs, const T *dy, const T *w,
 /// One block per filter element: its threads split the (image, output)
 /// pairs and reduce in shared memory.
 template <typename T>
-__global__ void convGradFilterDirect(ConvShape cs, const T *x, const T *dy,
+__global__ void convGradFilterDirect(ConvShapes cs, const T *x, const T *dy,
                                      T *dw) {
   __shared__ double red[kThreads];
   const Geo &g = cs.g;
@@ -564,7 +398,7 @@ bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, cudnnMathType_t &math) {
 
 /// cuDNN's form of the convolution of cd, pads in the descriptor or (padded)
 /// in x; null when cuDNN cannot run it.
-std::shared_ptr<CudnnConv> tryCudnn(CudaDevice &dev, const ConvDims &cd,
+std::shared_ptr<CudnnConv> tryCudnn(CudaDevice &dev, const ConvShapes &cd,
                                     DType dtype, ConvOp op, bool padded) {
   const Geo &g = cd.g;
   if (g.nd > 3 || cd.n < 1 || cd.c < 1 || cd.m < 1)
@@ -659,7 +493,7 @@ std::shared_ptr<CudnnConv> tryCudnn(CudaDevice &dev, const ConvDims &cd,
   return cc;
 }
 
-std::shared_ptr<CudnnConv> makeCudnn(CudaDevice &dev, const ConvDims &cd,
+std::shared_ptr<CudnnConv> makeCudnn(CudaDevice &dev, const ConvShapes &cd,
                                      DType dtype, ConvOp op) {
   if (auto cc = tryCudnn(dev, cd, dtype, op, /*padded=*/false))
     return cc;
@@ -685,7 +519,7 @@ void launchPadCopy(cudaStream_t stream, const CudnnConv &cc, int64_t planes,
 //===----------------------------------------------------------------------===//
 
 template <typename T>
-KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
+KernelFn convKernel(KernelArgs &args, const ConvShapes &cd) {
   CudaDevice &dev = cudaDeviceOf(args);
   const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>();
   const T *b = args.hasIn(2) ? args.in(2).as<T>() : nullptr;
@@ -694,11 +528,10 @@ KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
   const int64_t total = cd.n * cd.m * cd.g.outSize, outSize = cd.g.outSize, m = cd.m;
   std::shared_ptr<CudnnConv> cc = makeCudnn(dev, cd, args.in(0).dtype, ConvOp::Forward);
   if (!cc) {
-    ConvShape cs = convShape(cd);
     return [=]() {
       if (total <= 0)
         return;
-      convDirect<T><<<blocksFor(total), kThreads, 0, stream>>>(cs, x, w, b, y);
+      convDirect<T><<<blocksFor(total), kThreads, 0, stream>>>(cd, x, w, b, y);
       PX_CUDA_LAUNCHED();
     };
   }
@@ -721,7 +554,7 @@ KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
 }
 
 template <typename T>
-KernelFn convGradInputKernel(KernelArgs &args, const ConvDims &cd) {
+KernelFn convGradInputKernel(KernelArgs &args, const ConvShapes &cd) {
   CudaDevice &dev = cudaDeviceOf(args);
   const T *dy = args.in(0).as<T>(), *w = args.in(1).as<T>();
   T *dx = args.out(0).as<T>();
@@ -730,11 +563,10 @@ KernelFn convGradInputKernel(KernelArgs &args, const ConvDims &cd) {
   std::shared_ptr<CudnnConv> cc =
       makeCudnn(dev, cd, args.in(0).dtype, ConvOp::BackwardData);
   if (!cc) {
-    ConvShape cs = convShape(cd);
     return [=]() {
       if (total <= 0)
         return;
-      convGradInputDirect<T><<<blocksFor(total), kThreads, 0, stream>>>(cs, dy, w, dx);
+      convGradInputDirect<T><<<blocksFor(total), kThreads, 0, stream>>>(cd, dy, w, dx);
       PX_CUDA_LAUNCHED();
     };
   }
@@ -751,7 +583,7 @@ KernelFn convGradInputKernel(KernelArgs &args, const ConvDims &cd) {
 }
 
 template <typename T>
-KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
+KernelFn convGradFilterKernel(KernelArgs &args, const ConvShapes &cd) {
   CudaDevice &dev = cudaDeviceOf(args);
   const T *x = args.in(0).as<T>(), *dy = args.in(1).as<T>();
   T *dw = args.out(0).as<T>();
@@ -760,12 +592,11 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
   std::shared_ptr<CudnnConv> cc =
       makeCudnn(dev, cd, args.in(0).dtype, ConvOp::BackwardFilter);
   if (!cc) {
-    ConvShape cs = convShape(cd);
     return [=]() {
       if (total <= 0)
         return;
       unsigned blocks = (unsigned)std::min<int64_t>(total, 65535 * 16);
-      convGradFilterDirect<T><<<blocks, kThreads, 0, stream>>>(cs, x, dy, dw);
+      convGradFilterDirect<T><<<blocks, kThreads, 0, stream>>>(cd, x, dy, dw);
       PX_CUDA_LAUNCHED();
     };
   }
@@ -796,7 +627,7 @@ KernelFn convFactory(KernelArgs &args) {
                 std::to_string(w.rank() > 0 ? w.dim(0) : 0) + "], got " +
                 shapeStr(b.shape));
   }
-  ConvDims cd = makeConvDims(args, x.shape, w.shape, y.shape, "y");
+  ConvShapes cd = makeConvShapes(args, x.shape, w.shape, y.shape, "y");
   return x.dtype == DType::F32 ? convKernel<float>(args, cd)
                                : convKernel<double>(args, cd);
 }
@@ -806,7 +637,7 @@ KernelFn convGradInputFactory(KernelArgs &args) {
   checkFloat(args, dy, "dy");
   checkSameDType(args, dy, w, "w");
   checkSameDType(args, dy, dx, "dx");
-  ConvDims cd = makeConvDims(args, dx.shape, w.shape, dy.shape, "dy");
+  ConvShapes cd = makeConvShapes(args, dx.shape, w.shape, dy.shape, "dy");
   return dy.dtype == DType::F32 ? convGradInputKernel<float>(args, cd)
                                 : convGradInputKernel<double>(args, cd);
 }
@@ -816,7 +647,7 @@ KernelFn convGradFilterFactory(KernelArgs &args) {
   checkFloat(args, x, "x");
   checkSameDType(args, x, dy, "dy");
   checkSameDType(args, x, dw, "dw");
-  ConvDims cd = makeConvDims(args, x.shape, dw.shape, dy.shape, "dy");
+  ConvShapes cd = makeConvShapes(args, x.shape, dw.shape, dy.shape, "dy");
   return x.dtype == DType::F32 ? convGradFilterKernel<float>(args, cd)
                                : convGradFilterKernel<double>(args, cd);
 }
@@ -824,26 +655,6 @@ KernelFn convGradFilterFactory(KernelArgs &args) {
 //===----------------------------------------------------------------------===//
 // Pooling (the CPU's semantics; see the file comment of Kernels/Conv.cpp)
 //===----------------------------------------------------------------------===//
-
-struct PoolDims {
-  Geo g;
-  int64_t planes = 0;
-  bool countIncludePad = false;
-};
-
-PoolDims makePoolDims(const KernelArgs &args, const std::vector<int64_t> &x,
-                      const std::vector<int64_t> &y, bool isMax,
-                      const char *yWhat) {
-  PoolDims pd;
-  if (x.size() < 3)
-    args.fail("pooling needs x [N, C, spatial...], got " + shapeStr(x));
-  std::vector<int64_t> kernel = args.i64s("kernel_shape");
-  pd.g = makeGeo(args, x, kernel, /*hasDilations=*/isMax, args.flag("ceil_mode"),
-                 y, x[1], yWhat);
-  pd.planes = x[0] * x[1];
-  pd.countIncludePad = !isMax && args.flag("count_include_pad");
-  return pd;
-}
 
 /// The max of each window in row-major window order: a value replaces it
 /// when greater, or NaN (NaN propagates); a window entirely in the padding
