@@ -26,8 +26,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Kernel.h"
+
+#include "OptimizerRules.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -48,70 +49,7 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 15;
 
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-enum class Kind { Sgd, Momentum, Adam, Adagrad };
-
-const char *kindName(Kind k) {
-  switch (k) {
-  case Kind::Sgd: return "sgd";
-  case Kind::Momentum: return "momentum";
-  case Kind::Adam: return "adam";
-  case Kind::Adagrad: return "adagrad";
-  }
-  return "?";
-}
-
-int stateCount(Kind k) {
-  switch (k) {
-  case Kind::Sgd: return 0;
-  case Kind::Momentum: return 1;
-  case Kind::Adam: return 2;
-  case Kind::Adagrad: return 1;
-  }
-  return 0;
-}
-
-/// Hyperparameters as read from the attributes (doubles).
-struct Hyper {
-  double lr = 0, wd = 0, momentum = 0, beta1 = 0, beta2 = 0, eps = 0;
-  bool nesterov = false;
-};
-
-/// Per-step scalars in the element type, computed as torch does (in double,
-/// then rounded once to T).
-template <typename T> struct Scalars {
-  T negLr, wd, mu, b1, omb1, b2, omb2, eps, bc2sqrt, negStep;
-  bool hasWd, nesterov;
-};
-
-template <typename T>
-Scalars<T> scalarsFor(Kind kind, const Hyper &h, int64_t step, bool sparse) {
-  Scalars<T> s{};
-  s.negLr = T(-h.lr);
-  s.wd = T(h.wd);
-  s.hasWd = h.wd != 0.0;
-  s.mu = T(h.momentum);
-  s.nesterov = h.nesterov;
-  s.eps = T(h.eps);
-  if (kind == Kind::Adam) {
-    s.b1 = T(h.beta1);
-    s.omb1 = T(1.0 - h.beta1);
-    s.b2 = T(h.beta2);
-    s.omb2 = T(1.0 - h.beta2);
-    double bc1 = 1.0 - std::pow(h.beta1, (double)step);
-    double bc2 = 1.0 - std::pow(h.beta2, (double)step);
-    s.bc2sqrt = T(std::sqrt(bc2));
-    double stepSize = sparse ? h.lr * std::sqrt(bc2) / bc1 : h.lr / bc1;
-    s.negStep = T(-stepSize);
-  }
-  return s;
-}
+using namespace opt;
 
 /// a * b + c rounded once, as the fused multiply-adds of PyTorch's AVX2
 /// kernels (add with alpha, addcmul). For f32 the double product is exact, so
@@ -365,20 +303,6 @@ KernelFn makeSparse(const Hyper &h, T *w, T *s0, T *s1, const int64_t *idx,
   };
 }
 
-double finiteAttr(const KernelArgs &args, const char *name, double v) {
-  if (!std::isfinite(v))
-    args.fail(std::string(name) + " must be finite, got " + std::to_string(v));
-  return v;
-}
-
-double rateAttr(const KernelArgs &args, const char *name) {
-  double v = finiteAttr(args, name, args.f64(name));
-  if (!(v >= 0.0 && v < 1.0))
-    args.fail(std::string(name) + " must be in [0, 1), got " +
-              std::to_string(v));
-  return v;
-}
-
 template <Kind K, typename T>
 KernelFn bindTyped(KernelArgs &args, const Hyper &h, bool sparse) {
   const TensorView &var = args.in(0);
@@ -387,32 +311,12 @@ KernelFn bindTyped(KernelArgs &args, const Hyper &h, bool sparse) {
   T *s0 = ns > 0 ? args.in(1).as<T>() : nullptr;
   T *s1 = ns > 1 ? args.in(2).as<T>() : nullptr;
   size_t gi = 1 + ns;
-  if (!sparse && args.has("shard_offset")) {
-    // Weight-update sharding: the gradient's all-reduce was only a
-    // reduce-scatter, and this rank updates the elements that fall in its
-    // block [r*S, (r+1)*S) of the bucket (the variable lies at byte
-    // shard_offset of it); all_gather_variables distributes the rest.
-    int64_t offset = args.i64("shard_offset"), shard = args.i64("shard_bytes");
-    int64_t bytes = var.bytes(), r = collectiveGroup(args).rank();
-    if (offset < 0 || shard <= 0 || offset % (int64_t)sizeof(T) != 0 ||
-        shard % (int64_t)sizeof(T) != 0)
-      args.fail("shard_offset and shard_bytes must be whole elements, got " +
-                std::to_string(offset) + " and " + std::to_string(shard));
-    int64_t lo = std::clamp(r * shard - offset, int64_t(0), bytes) / (int64_t)sizeof(T);
-    int64_t hi = std::clamp((r + 1) * shard - offset, int64_t(0), bytes) / (int64_t)sizeof(T);
-    if (hi <= lo)
+  if (std::optional<UpdateShard> u = updateShard(args, sparse)) {
+    if (u->hi <= u->lo)
       return [] {};
-    // Full-size state is indexed like the variable; a sharded one (one block)
-    // by the element's place in block r.
-    // The element's place in block r, which the reduce-scatter left at the
-    // start of the bucket (Comm::reduceScatterBlock), is also where its
-    // gradient is: the variable's gradient lies at byte `offset` of the
-    // bucket, so this points r*S bytes before it, still inside the bucket.
-    int64_t inBlock = offset / (int64_t)sizeof(T) + lo - r * shard / (int64_t)sizeof(T);
-    int64_t at = args.flag("shard_state") ? inBlock : lo;
-    const T *bucket = args.in(gi).as<T>() - offset / (int64_t)sizeof(T);
-    return makeDense<K, T>(h, w + lo, s0 ? s0 + at : nullptr, s1 ? s1 + at : nullptr,
-                           bucket + inBlock, hi - lo, &args.env);
+    return makeDense<K, T>(h, w + u->lo, s0 ? s0 + u->state : nullptr,
+                           s1 ? s1 + u->state : nullptr, args.in(gi).as<T>() + u->grad,
+                           u->hi - u->lo, &args.env);
   }
   if (!sparse)
     return makeDense<K, T>(h, w, s0, s1, args.in(gi).as<T>(),
@@ -426,102 +330,14 @@ KernelFn bindTyped(KernelArgs &args, const Hyper &h, bool sparse) {
 }
 
 template <Kind K> KernelFn optimizerFactory(KernelArgs &args) {
-  const char *op = kindName(K);
-  int ns = stateCount(K);
-  size_t dense = 2 + ns, sparseCount = 3 + ns;
-  size_t nin = args.ins.size();
-  if (nin != dense && nin != sparseCount)
-    args.fail(std::string(op) + " expects " + std::to_string(dense) +
-              " inputs (dense gradient) or " + std::to_string(sparseCount) +
-              " (sparse gradient: indices, rows), got " + std::to_string(nin));
-  bool sparse = nin == sparseCount;
-  for (size_t i = 0; i < nin; ++i)
-    args.in(i); // every input must be present
-  if (!args.outs.empty())
-    args.fail(std::string(op) + " has no outputs, got " +
-              std::to_string(args.outs.size()));
-  const TensorView &var = args.in(0);
-  if (var.dtype == DType::F16 || var.dtype == DType::BF16)
-    args.fail(std::string("variable: ") + nameOf(var.dtype) +
-              " is not supported by the CPU runtime");
-  if (var.dtype != DType::F32 && var.dtype != DType::F64)
-    args.fail(std::string("variable must be f32 or f64, got ") +
-              nameOf(var.dtype));
-  static const char *stateNames[][2] = {
-      {"", ""}, {"velocity", ""}, {"m", "v"}, {"sum", ""}};
-  int kindIdx = (int)K;
-  // A sharded update's state (shard_state) is one block of the bucket:
-  // shard_bytes of elements, shared by the bucket's updates.
-  std::vector<int64_t> stateShape = var.shape;
-  if (args.flag("shard_state") && (sparse || !args.has("shard_offset")))
-    args.fail("shard_state needs a dense gradient and shard_offset");
-  if (args.flag("shard_state"))
-    stateShape = {args.i64("shard_bytes") / (int64_t)sizeOf(var.dtype)};
-  for (int s = 0; s < ns; ++s) {
-    const TensorView &st = args.in(1 + s);
-    const char *name = stateNames[kindIdx][s];
-    args.expectDType(st, var.dtype, name);
-    if (st.shape != stateShape)
-      args.fail(std::string(name) +
-                (args.flag("shard_state") ? " must have one block's shape "
-                                          : " must have the variable's shape ") +
-                shapeStr(stateShape) + ", got " + shapeStr(st.shape));
-  }
-  size_t gi = 1 + ns;
-  if (!sparse) {
-    const TensorView &g = args.in(gi);
-    args.expectDType(g, var.dtype, "grad");
-    if (g.shape != var.shape)
-      args.fail("grad must have the variable's shape " + shapeStr(var.shape) +
-                ", got " + shapeStr(g.shape));
-  } else {
-    const TensorView &idx = args.in(gi), &rows = args.in(gi + 1);
-    args.expectDType(idx, DType::I64, "sparse gradient indices");
-    if (idx.rank() != 1)
-      args.fail("sparse gradient indices must have rank 1, got " +
-                shapeStr(idx.shape));
-    if (var.rank() < 1)
-      args.fail("a sparse gradient needs a variable of rank >= 1");
-    args.expectDType(rows, var.dtype, "sparse gradient rows");
-    std::vector<int64_t> expected{idx.dim(0)};
-    expected.insert(expected.end(), var.shape.begin() + 1, var.shape.end());
-    if (rows.shape != expected)
-      args.fail("sparse gradient rows must have shape " + shapeStr(expected) +
-                ", got " + shapeStr(rows.shape));
-  }
-  Hyper h;
-  h.lr = finiteAttr(args, "lr", args.f64("lr"));
-  if (h.lr < 0)
-    args.fail("lr must be >= 0, got " + std::to_string(h.lr));
-  h.wd = finiteAttr(args, "weight_decay", args.f64Or("weight_decay", 0.0));
-  if (K == Kind::Momentum) {
-    h.momentum = rateAttr(args, "momentum");
-    h.nesterov = args.flag("nesterov");
-  }
-  if (K == Kind::Adam) {
-    h.beta1 = rateAttr(args, "beta1");
-    h.beta2 = rateAttr(args, "beta2");
-  }
-  if (K == Kind::Adam || K == Kind::Adagrad) {
-    h.eps = finiteAttr(args, "epsilon", args.f64("epsilon"));
-    if (!(h.eps > 0))
-      args.fail("epsilon must be > 0, got " + std::to_string(h.eps));
-  }
-  return var.dtype == DType::F32 ? bindTyped<K, float>(args, h, sparse)
-                                 : bindTyped<K, double>(args, h, sparse);
+  OptimizerCheck c = checkOptimizer(args, K);
+  return args.in(0).dtype == DType::F32 ? bindTyped<K, float>(args, c.h, c.sparse)
+                                        : bindTyped<K, double>(args, c.h, c.sparse);
 }
 
 KernelFn assignFactory(KernelArgs &args) {
-  if (args.ins.size() != 2)
-    args.fail("assign expects 2 inputs (variable, value), got " +
-              std::to_string(args.ins.size()));
+  checkAssign(args);
   const TensorView &var = args.in(0), &value = args.in(1);
-  if (!args.outs.empty())
-    args.fail("assign has no outputs, got " + std::to_string(args.outs.size()));
-  args.expectDType(value, var.dtype, "value");
-  if (value.shape != var.shape)
-    args.fail("value must have the variable's shape " + shapeStr(var.shape) +
-              ", got " + shapeStr(value.shape));
   char *dst = static_cast<char *>(var.data);
   const char *src = static_cast<const char *>(value.data);
   int64_t bytes = var.bytes();
