@@ -19,6 +19,7 @@
 
 #include "Blas.h"
 #include "KernelUtil.h"
+#include "RnnLayer.h"
 #include "Vec4.h"
 
 #include <algorithm>
@@ -32,70 +33,7 @@ namespace {
 
 using namespace detail;
 
-/// Sizes and direction of one recurrent layer, checked at bind time.
-struct Layer {
-  int64_t t = 0, b = 0, i = 0, h = 0, d = 1;
-  int64_t gates = 4; ///< G: 4 (LSTM) or 3 (GRU)
-  bool reverseOnly = false;
-  DType dtype = DType::F32;
-
-  /// Whether direction `dir` runs from the last step to the first.
-  bool reversed(int64_t dir) const { return reverseOnly || dir == 1; }
-  /// The time index of processing step `s` of direction `dir`.
-  int64_t timeAt(int64_t dir, int64_t s) const {
-    return reversed(dir) ? t - 1 - s : s;
-  }
-  int64_t stateSize() const { return b * h; }
-  /// Offsets: y [T, D, B, H]; saved gates [D, T, B, 4H]; cells [D, T, B, H].
-  int64_t yAt(int64_t time, int64_t dir) const { return (time * d + dir) * b * h; }
-  int64_t gatesAt(int64_t dir, int64_t time) const {
-    return (dir * t + time) * b * 4 * h;
-  }
-  int64_t cellsAt(int64_t dir, int64_t time) const {
-    return (dir * t + time) * b * h;
-  }
-};
-
-void expectTensor(const KernelArgs &args, const TensorView &v, DType dtype,
-                  const std::vector<int64_t> &shape, const std::string &op,
-                  const char *what) {
-  if (v.dtype != dtype || v.shape != shape)
-    args.fail(op + ": " + what + " must be " + nameOf(dtype) + " " +
-              shapeStr(shape) + ", got " + nameOf(v.dtype) + " " +
-              shapeStr(v.shape));
-}
-
-/// Reads the sizes from x [T, B, I] and r [D, G*H, H] and checks w and the
-/// direction attribute; `op` names the kernel in messages.
-Layer readLayer(const KernelArgs &args, int64_t gates, const std::string &op) {
-  const TensorView &x = args.in(0), &w = args.in(1), &r = args.in(2);
-  Layer l;
-  l.gates = gates;
-  l.dtype = x.dtype;
-  if (l.dtype != DType::F32 && l.dtype != DType::F64)
-    args.fail(op + ": element type " + nameOf(l.dtype) +
-              " is not supported by the CPU runtime");
-  std::string direction = args.strOr("direction", "forward");
-  if (direction == "bidirectional")
-    l.d = 2;
-  else if (direction == "reverse")
-    l.reverseOnly = true;
-  else if (direction != "forward")
-    args.fail(op + ": unknown direction '" + direction + "'");
-  if (x.rank() != 3)
-    args.fail(op + ": x must be [seq_length, batch, input_size], got " +
-              shapeStr(x.shape));
-  if (r.rank() != 3)
-    args.fail(op + ": r must be [num_directions, " + std::to_string(gates) +
-              "*hidden_size, hidden_size], got " + shapeStr(r.shape));
-  l.t = x.dim(0);
-  l.b = x.dim(1);
-  l.i = x.dim(2);
-  l.h = r.dim(2);
-  expectTensor(args, r, l.dtype, {l.d, gates * l.h, l.h}, op, "r");
-  expectTensor(args, w, l.dtype, {l.d, gates * l.h, l.i}, op, "w");
-  return l;
-}
+using namespace rnn;
 
 // The activations over a row: 4-wide for f32 (libm's scalar expf and
 // tanhf would be the bulk of a step's elementwise work), plain loops for
@@ -171,13 +109,6 @@ void inputGradient(int threads, const Layer &l, const T *dgates, int64_t ldg,
     blas::gemm(threads, false, false, rows, l.i, gh, T(1),
                dgates + dir * rows * ldg, ldg, w + dir * gh * l.i, l.i,
                dir == 0 ? T(0) : T(1), dx, l.i);
-}
-
-/// The hidden state that step `s` of direction `dir` read: the previous
-/// step's output in y, or the initial state.
-template <typename T>
-const T *stateBefore(const Layer &l, int64_t dir, int64_t s, const T *y, const T *h0) {
-  return s > 0 ? y + l.yAt(l.timeAt(dir, s - 1), dir) : h0 + dir * l.stateSize();
 }
 
 /// The gradients of Wb and Rb [2, G] from the pre-activation gradients
@@ -307,7 +238,7 @@ template <typename T> KernelFn lstmGradTyped(KernelArgs &args) {
       std::memcpy(dc, dyc + dir * S, S * sizeof(T));
       for (int64_t s = l.t - 1; s >= 0; --s) {
         int64_t time = l.timeAt(dir, s);
-        const T *hPrev = stateBefore(l, dir, s, y, h0);
+        const T *hPrev = l.stateBefore(dir, s, y, h0);
         const T *cPrev =
             s > 0 ? cells + l.cellsAt(dir, l.timeAt(dir, s - 1)) : c0 + dir * S;
         std::memcpy(hp + time * S, hPrev, S * sizeof(T));
@@ -486,7 +417,7 @@ template <typename T> KernelFn gruGradTyped(KernelArgs &args) {
       std::memcpy(dh, dyh + dir * S, S * sizeof(T));
       for (int64_t s = l.t - 1; s >= 0; --s) {
         int64_t time = l.timeAt(dir, s);
-        const T *hPrev = stateBefore(l, dir, s, y, h0);
+        const T *hPrev = l.stateBefore(dir, s, y, h0);
         std::memcpy(hp + time * S, hPrev, S * sizeof(T));
         const T *g = gates + l.gatesAt(dir, time);
         const T *dyt = dy + l.yAt(time, dir);
@@ -573,14 +504,6 @@ template <typename T> KernelFn gruGradTyped(KernelArgs &args) {
 //===----------------------------------------------------------------------===//
 // RNN
 //===----------------------------------------------------------------------===//
-
-/// px.rnn's activation, read and checked at bind time.
-bool readRelu(const KernelArgs &args, const std::string &op) {
-  std::string activation = args.strOr("activation", "tanh");
-  if (activation != "tanh" && activation != "relu")
-    args.fail(op + ": unknown activation '" + activation + "'");
-  return activation == "relu";
-}
 
 // Operands of px.rnn: x, w, r, b, initial_h; results y, y_h.
 template <typename T> KernelFn rnnTyped(KernelArgs &args) {
@@ -671,7 +594,7 @@ template <typename T> KernelFn rnnGradTyped(KernelArgs &args) {
       std::memcpy(dh, dyh + dir * S, S * sizeof(T));
       for (int64_t s = l.t - 1; s >= 0; --s) {
         int64_t time = l.timeAt(dir, s);
-        const T *hPrev = stateBefore(l, dir, s, y, h0);
+        const T *hPrev = l.stateBefore(dir, s, y, h0);
         std::memcpy(hp + time * S, hPrev, S * sizeof(T));
         const T *h = y + l.yAt(time, dir), *dyt = dy + l.yAt(time, dir);
         T *dgt = dg + time * S;

@@ -19,6 +19,8 @@
 
 #include "CudaKernelUtil.cuh"
 
+#include "../../Kernels/RnnLayer.h"
+
 #include "../../Kernels/KernelUtil.h"
 
 #include <climits>
@@ -32,80 +34,11 @@ namespace {
 using namespace cuda;
 using detail::shapeStr;
 
-/// Sizes and direction of one recurrent layer (as the CPU's Layer), usable
-/// in device code.
-struct Layer {
-  int64_t t = 0, b = 0, i = 0, h = 0, d = 1;
-  int64_t gates = 4; ///< G: 4 (LSTM), 3 (GRU) or 1 (RNN)
-  bool reverseOnly = false;
-  DType dtype = DType::F32;
+using namespace rnn;
 
-  __host__ __device__ bool reversed(int64_t dir) const {
-    return reverseOnly || dir == 1;
-  }
-  /// The time index of processing step `s` of direction `dir`.
-  __host__ __device__ int64_t timeAt(int64_t dir, int64_t s) const {
-    return reversed(dir) ? t - 1 - s : s;
-  }
-  __host__ __device__ int64_t stateSize() const { return b * h; }
-  __host__ __device__ int64_t rows() const { return t * b; }
-  /// Offsets: y [T, D, B, H]; saved gates [D, T, B, 4H]; cells [D, T, B, H].
-  __host__ __device__ int64_t yAt(int64_t time, int64_t dir) const {
-    return (time * d + dir) * b * h;
-  }
-  __host__ __device__ int64_t gatesAt(int64_t dir, int64_t time) const {
-    return (dir * t + time) * b * 4 * h;
-  }
-  __host__ __device__ int64_t cellsAt(int64_t dir, int64_t time) const {
-    return (dir * t + time) * b * h;
-  }
-  /// The hidden state that step `s` of `dir` read (s == t: the last one
-  /// written): the previous step's output in y, or the initial state.
-  template <typename T>
-  __host__ __device__ const T *stateBefore(int64_t dir, int64_t s, const T *y,
-                                           const T *h0) const {
-    return s > 0 ? y + yAt(timeAt(dir, s - 1), dir) : h0 + dir * stateSize();
-  }
-};
-
-void expectTensor(const KernelArgs &args, const TensorView &v, DType dtype,
-                  const std::vector<int64_t> &shape, const std::string &op,
-                  const char *what) {
-  if (v.dtype != dtype || v.shape != shape)
-    args.fail(op + ": " + what + " must be " + nameOf(dtype) + " " +
-              shapeStr(shape) + ", got " + nameOf(v.dtype) + " " +
-              shapeStr(v.shape));
-}
-
-/// The CPU's readLayer (same checks, same messages), plus the limit of
-/// cuBLAS's int sizes.
-Layer readLayer(const KernelArgs &args, int64_t gates, const std::string &op) {
-  const TensorView &x = args.in(0), &w = args.in(1), &r = args.in(2);
-  Layer l;
-  l.gates = gates;
-  l.dtype = x.dtype;
-  if (l.dtype != DType::F32 && l.dtype != DType::F64)
-    args.fail(op + ": element type " + nameOf(l.dtype) +
-              " is not supported by the CPU runtime");
-  std::string direction = args.strOr("direction", "forward");
-  if (direction == "bidirectional")
-    l.d = 2;
-  else if (direction == "reverse")
-    l.reverseOnly = true;
-  else if (direction != "forward")
-    args.fail(op + ": unknown direction '" + direction + "'");
-  if (x.rank() != 3)
-    args.fail(op + ": x must be [seq_length, batch, input_size], got " +
-              shapeStr(x.shape));
-  if (r.rank() != 3)
-    args.fail(op + ": r must be [num_directions, " + std::to_string(gates) +
-              "*hidden_size, hidden_size], got " + shapeStr(r.shape));
-  l.t = x.dim(0);
-  l.b = x.dim(1);
-  l.i = x.dim(2);
-  l.h = r.dim(2);
-  expectTensor(args, r, l.dtype, {l.d, gates * l.h, l.h}, op, "r");
-  expectTensor(args, w, l.dtype, {l.d, gates * l.h, l.i}, op, "w");
+/// readLayer, plus the limit of cuBLAS's int sizes.
+Layer readCublasLayer(const KernelArgs &args, int64_t gates, const std::string &op) {
+  Layer l = readLayer(args, gates, op);
   if (l.rows() > INT_MAX || 4 * l.h > INT_MAX || l.i > INT_MAX)
     args.fail(op + ": seq_length * batch " + std::to_string(l.rows()) +
               ", input_size " + std::to_string(l.i) + " or 4 * hidden_size " +
@@ -272,7 +205,7 @@ void lstmStep(CudaDevice &dev, Layer l, int64_t s, const T *bs, const T *c0,
 template <typename T> KernelFn lstmTyped(KernelArgs &args) {
   const std::string op = "lstm";
   CudaDevice &dev = cudaDeviceOf(args);
-  Layer l = readLayer(args, 4, op);
+  Layer l = readCublasLayer(args, 4, op);
   const int64_t H = l.h, G = 4 * H;
   expectTensor(args, args.in(3), l.dtype, {l.d, 2 * G}, op, "b");
   expectTensor(args, args.in(4), l.dtype, {l.d, l.b, H}, op, "initial_h");
@@ -348,7 +281,7 @@ void lstmGradStep(CudaDevice &dev, Layer l, int64_t s, const T *c0,
 template <typename T> KernelFn lstmGradTyped(KernelArgs &args) {
   const std::string op = "lstm_grad";
   CudaDevice &dev = cudaDeviceOf(args);
-  Layer l = readLayer(args, 4, op);
+  Layer l = readCublasLayer(args, 4, op);
   const int64_t H = l.h, G = 4 * H, S = l.stateSize();
   std::vector<int64_t> yShape{l.t, l.d, l.b, H}, state{l.d, l.b, H};
   expectTensor(args, args.in(3), l.dtype, state, op, "initial_h");
@@ -481,7 +414,7 @@ void gruCandidateStep(CudaDevice &dev, Layer l, int64_t s, const T *bias,
 template <typename T> KernelFn gruTyped(KernelArgs &args) {
   const std::string op = "gru";
   CudaDevice &dev = cudaDeviceOf(args);
-  Layer l = readLayer(args, 3, op);
+  Layer l = readCublasLayer(args, 3, op);
   const int64_t H = l.h, G3 = 3 * H, G4 = 4 * H;
   bool lbr = args.flag("linear_before_reset");
   expectTensor(args, args.in(3), l.dtype, {l.d, 2 * G3}, op, "b");
@@ -603,7 +536,7 @@ void gruGradStepB(CudaDevice &dev, Layer l, int64_t s, GruGrad<T> p) {
 template <typename T> KernelFn gruGradTyped(KernelArgs &args) {
   const std::string op = "gru_grad";
   CudaDevice &dev = cudaDeviceOf(args);
-  Layer l = readLayer(args, 3, op);
+  Layer l = readCublasLayer(args, 3, op);
   const int64_t H = l.h, G3 = 3 * H, G4 = 4 * H, S = l.stateSize();
   bool lbr = args.flag("linear_before_reset");
   std::vector<int64_t> yShape{l.t, l.d, l.b, H}, state{l.d, l.b, H};
@@ -684,14 +617,6 @@ template <typename T> KernelFn gruGradTyped(KernelArgs &args) {
 // RNN
 //===----------------------------------------------------------------------===//
 
-/// px.rnn's activation, read and checked at bind time.
-bool readRelu(const KernelArgs &args, const std::string &op) {
-  std::string activation = args.strOr("activation", "tanh");
-  if (activation != "tanh" && activation != "relu")
-    args.fail(op + ": unknown activation '" + activation + "'");
-  return activation == "relu";
-}
-
 /// One step of both directions: y holds h R^T; adds the input projection
 /// and the biases and applies the activation.
 template <typename T>
@@ -712,7 +637,7 @@ void rnnStep(CudaDevice &dev, Layer l, int64_t s, bool relu, const T *bias,
 template <typename T> KernelFn rnnTyped(KernelArgs &args) {
   const std::string op = "rnn";
   CudaDevice &dev = cudaDeviceOf(args);
-  Layer l = readLayer(args, 1, op);
+  Layer l = readCublasLayer(args, 1, op);
   const int64_t H = l.h;
   bool relu = readRelu(args, op);
   expectTensor(args, args.in(3), l.dtype, {l.d, 2 * H}, op, "b");
@@ -763,7 +688,7 @@ void rnnGradStep(CudaDevice &dev, Layer l, int64_t s, bool relu, const T *y,
 template <typename T> KernelFn rnnGradTyped(KernelArgs &args) {
   const std::string op = "rnn_grad";
   CudaDevice &dev = cudaDeviceOf(args);
-  Layer l = readLayer(args, 1, op);
+  Layer l = readCublasLayer(args, 1, op);
   const int64_t H = l.h, S = l.stateSize();
   bool relu = readRelu(args, op);
   std::vector<int64_t> yShape{l.t, l.d, l.b, H}, state{l.d, l.b, H};
