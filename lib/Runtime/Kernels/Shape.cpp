@@ -33,75 +33,8 @@ namespace {
 
 using namespace detail;
 
-constexpr int kMaxDims = 16;
 /// Bytes per thread below which a copy stays serial.
 constexpr int64_t kCopyGrainBytes = 1 << 17;
-
-void checkElementType(const KernelArgs &args, const std::string &what, DType t) {
-  if (t == DType::F16 || t == DType::BF16)
-    args.fail(what + ": " + nameOf(t) + " is not supported by the CPU runtime");
-}
-
-/// A copy dst[dstBase + sum i_d * dst_d] = src[srcBase + sum i_d * src_d]
-/// over the index space `dims` (strides in elements, possibly 0 or negative).
-struct CopyGeometry {
-  int nd = 1;
-  int64_t numel = 0;
-  int64_t dims[kMaxDims] = {1};
-  int64_t src[kMaxDims] = {}, dst[kMaxDims] = {};
-  int64_t srcBase = 0, dstBase = 0;
-  /// Tiled transpose: the dimension whose source stride is 1 while the
-  /// innermost (destination-contiguous) dimension has a source stride > 1.
-  int tileDim = -1;
-};
-
-CopyGeometry makeCopyGeometry(const KernelArgs &args, const std::string &what,
-                              const std::vector<int64_t> &dims,
-                              const std::vector<int64_t> &src,
-                              const std::vector<int64_t> &dst, int64_t srcBase,
-                              int64_t dstBase) {
-  CopyGeometry g;
-  g.srcBase = srcBase;
-  g.dstBase = dstBase;
-  g.numel = 1;
-  for (int64_t d : dims)
-    g.numel *= d;
-  std::vector<int64_t> d, s, t;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 1)
-      continue;
-    if (!d.empty() && s.back() == src[i] * dims[i] && t.back() == dst[i] * dims[i]) {
-      d.back() *= dims[i];
-      s.back() = src[i];
-      t.back() = dst[i];
-    } else {
-      d.push_back(dims[i]);
-      s.push_back(src[i]);
-      t.push_back(dst[i]);
-    }
-  }
-  if (d.size() > (size_t)kMaxDims)
-    args.fail(what + ": too many dimensions after merging (" +
-              std::to_string(d.size()) + ", at most " + std::to_string(kMaxDims) +
-              ")");
-  if (d.empty()) {
-    d = {1};
-    s = {0};
-    t = {0};
-  }
-  g.nd = (int)d.size();
-  for (int i = 0; i < g.nd; ++i) {
-    g.dims[i] = d[i];
-    g.src[i] = s[i];
-    g.dst[i] = t[i];
-  }
-  const int l = g.nd - 1;
-  if (g.dst[l] == 1 && g.src[l] != 1 && g.src[l] != 0 && g.dims[l] >= 8)
-    for (int i = 0; i < l; ++i)
-      if (g.src[i] == 1 && g.dims[i] >= 8)
-        g.tileDim = i;
-  return g;
-}
 
 template <typename T>
 inline void copyRun(const T *s, int64_t ss, T *d, int64_t ds, int64_t n) {
@@ -122,7 +55,7 @@ void copyRange(const CopyGeometry &g, const T *src, T *dst, int64_t begin,
                int64_t end) {
   const int nd = g.nd;
   const int64_t inner = g.dims[nd - 1];
-  int64_t idx[kMaxDims] = {};
+  int64_t idx[kMaxCopyDims] = {};
   int64_t rs = g.srcBase, rd = g.dstBase;
   int64_t r = begin / inner, j = begin % inner;
   for (int d = nd - 2; d >= 0; --d) {
@@ -192,7 +125,7 @@ void copyTiled(const CopyGeometry &g, const T *src, T *dst, int threads) {
     const T *src;
     T *dst;
     int64_t B, Q, L, dq, sl, qBlocks;
-    int od[kMaxDims];
+    int od[kMaxCopyDims];
     int no;
   };
   Tiles t{g, src, dst, sizeof(T) <= 4 ? 64 : 32, 0, 0, 0, 0, 0, {}, 0};

@@ -32,74 +32,7 @@ namespace {
 using namespace detail;
 using cuda::Scratch;
 
-constexpr int kMaxCopyDims = 16;
 constexpr int kTile = 32, kTileRows = 8;
-
-void checkElementType(const KernelArgs &args, const std::string &what, DType t) {
-  if (t == DType::F16 || t == DType::BF16)
-    args.fail(what + ": " + nameOf(t) + " is not supported by the CPU runtime");
-}
-
-/// dst[dstBase + sum i_d * dst_d] = src[srcBase + sum i_d * src_d] over the
-/// index space `dims` (strides in elements, possibly 0 or negative).
-struct CopyGeometry {
-  int nd = 1;
-  int64_t numel = 0;
-  int64_t dims[kMaxCopyDims] = {1};
-  int64_t src[kMaxCopyDims] = {}, dst[kMaxCopyDims] = {};
-  int64_t srcBase = 0, dstBase = 0;
-  /// The tiled path: the dimension whose source stride is 1 while the
-  /// innermost (destination-contiguous) dimension has a source stride > 1.
-  int tileDim = -1;
-};
-
-CopyGeometry makeCopyGeometry(const KernelArgs &args, const std::string &what,
-                              const std::vector<int64_t> &dims,
-                              const std::vector<int64_t> &src,
-                              const std::vector<int64_t> &dst, int64_t srcBase,
-                              int64_t dstBase) {
-  CopyGeometry g;
-  g.srcBase = srcBase;
-  g.dstBase = dstBase;
-  g.numel = 1;
-  for (int64_t d : dims)
-    g.numel *= d;
-  std::vector<int64_t> d, s, t;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 1)
-      continue;
-    if (!d.empty() && s.back() == src[i] * dims[i] && t.back() == dst[i] * dims[i]) {
-      d.back() *= dims[i];
-      s.back() = src[i];
-      t.back() = dst[i];
-    } else {
-      d.push_back(dims[i]);
-      s.push_back(src[i]);
-      t.push_back(dst[i]);
-    }
-  }
-  if (d.size() > (size_t)kMaxCopyDims)
-    args.fail(what + ": too many dimensions after merging (" +
-              std::to_string(d.size()) + ", at most " +
-              std::to_string(kMaxCopyDims) + ")");
-  if (d.empty()) {
-    d = {1};
-    s = {0};
-    t = {0};
-  }
-  g.nd = (int)d.size();
-  for (int i = 0; i < g.nd; ++i) {
-    g.dims[i] = d[i];
-    g.src[i] = s[i];
-    g.dst[i] = t[i];
-  }
-  const int l = g.nd - 1;
-  if (g.dst[l] == 1 && g.src[l] != 1 && g.src[l] != 0 && g.dims[l] >= 8)
-    for (int i = 0; i < l; ++i)
-      if (g.src[i] == 1 && g.dims[i] >= 8)
-        g.tileDim = i;
-  return g;
-}
 
 /// Copies in units of `unit` bytes instead of `es`-byte elements when the
 /// innermost dimension is contiguous on both sides and every offset and
