@@ -25,6 +25,7 @@
 #include "parallax/Runtime/Kernel.h"
 
 #include "KernelUtil.h"
+#include "ReductionLayout.h"
 
 #include <algorithm>
 #include <cmath>
@@ -40,7 +41,7 @@ namespace {
 
 using namespace detail;
 
-constexpr int kMaxDims = 16;
+
 /// Elements of work per task below which loops stay serial.
 constexpr int64_t kGrainElements = 1 << 15;
 /// Accumulators per column block in the [O, R, K] path (on the stack).
@@ -200,8 +201,8 @@ template <typename T, Kind K> struct GeneralReduction {
   const T *x;
   T *y;
   int nk = 0, nr = 0;
-  int64_t kdims[kMaxDims], kstrides[kMaxDims]; // kept dims (output order)
-  int64_t rdims[kMaxDims], rstrides[kMaxDims]; // reduced dims
+  int64_t kdims[kMaxReducedDims], kstrides[kMaxReducedDims]; // kept dims (output order)
+  int64_t rdims[kMaxReducedDims], rstrides[kMaxReducedDims]; // reduced dims
   int64_t outN, count;
   int threads;
 
@@ -216,7 +217,7 @@ template <typename T, Kind K> struct GeneralReduction {
         }
         A acc = Red::init();
         const int64_t inner = rdims[nr - 1], is = rstrides[nr - 1];
-        int64_t idx[kMaxDims] = {};
+        int64_t idx[kMaxReducedDims] = {};
         int64_t off = base;
         const int64_t outerCount = inner ? count / inner : 0;
         for (int64_t c = 0; c < outerCount; ++c) {
@@ -309,64 +310,11 @@ KernelFn makeReduction(const KernelArgs &args, const TensorView &x,
 KernelFactory reduceFactory(std::string name, Kind kind) {
   return [name, kind](KernelArgs &args) -> KernelFn {
     const TensorView &x = args.in(0), &y = args.out(0);
-    args.expectDType(y, x.dtype, (name + " result").c_str());
-    const int64_t rank = x.rank();
-    std::vector<int64_t> axes = args.i64s("axes");
-    bool keepdims = true;
-    if (args.has("keepdims")) {
-      const nlohmann::json &j = args.kernel.attrs.at("keepdims");
-      if (j.is_boolean())
-        keepdims = j.get<bool>();
-      else if (j.is_number_integer())
-        keepdims = j.get<int64_t>() != 0;
-      else
-        args.fail(name + ": attribute 'keepdims' has the wrong type");
-    }
-    std::vector<bool> isReduced(rank, false);
-    for (int64_t a : axes) {
-      if (a < -rank || a >= rank)
-        args.fail(name + ": axis " + std::to_string(a) +
-                  " is out of range for an input of rank " + std::to_string(rank));
-      int64_t n = a < 0 ? a + rank : a;
-      if (isReduced[n])
-        args.fail(name + ": axis " + std::to_string(a) + " is listed twice in " +
-                  shapeStr(axes));
-      isReduced[n] = true;
-    }
-    std::vector<int64_t> expected;
-    int64_t count = 1;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (isReduced[d]) {
-        count *= x.shape[d];
-        if (keepdims)
-          expected.push_back(1);
-      } else {
-        expected.push_back(x.shape[d]);
-      }
-    }
-    if (y.shape != expected)
-      args.fail(name + ": the result shape " + shapeStr(y.shape) + " should be " +
-                shapeStr(expected) + " (input " + shapeStr(x.shape) + ", axes " +
-                shapeStr(axes) + ", keepdims " + (keepdims ? "true" : "false") + ")");
-
-    // Drop size-1 dimensions, merge runs of reduced or kept dimensions.
-    std::vector<int64_t> inStrides = stridesOf(x.shape), dims, strides;
-    std::vector<bool> reduced;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (x.shape[d] == 1)
-        continue;
-      if (!dims.empty() && reduced.back() == isReduced[d]) {
-        dims.back() *= x.shape[d];
-        strides.back() = inStrides[d];
-      } else {
-        dims.push_back(x.shape[d]);
-        strides.push_back(inStrides[d]);
-        reduced.push_back(isReduced[d]);
-      }
-    }
-    if (dims.size() > (size_t)kMaxDims)
-      args.fail(name + ": too many dimensions after merging");
-    const bool identity = std::find(reduced.begin(), reduced.end(), true) == reduced.end();
+    const ReductionLayout layout = reductionLayout(args, name);
+    const std::vector<int64_t> &dims = layout.dims, &strides = layout.strides;
+    const std::vector<bool> &reduced = layout.reduced;
+    const int64_t count = layout.count;
+    const bool identity = layout.identity;
     const int threads = args.env.threads;
     if (identity && x.dtype != DType::F16 && x.dtype != DType::BF16 &&
         x.dtype != DType::Bool) {
