@@ -231,7 +231,7 @@ void Session::loadInitialValues() {
       break;
     case InitialValue::Kind::Onnx:
       if (options_.weightsPath == kRandomWeights)
-        fillRandom(dest, onnxNames.size() + onnxDests.size() + randomFilled++, options_.seed);
+        fillRandom(dest, randomFilled++, options_.seed);
       else {
         onnxNames.push_back(init.onnxName);
         onnxDests.push_back(dest);
