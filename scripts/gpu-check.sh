@@ -9,8 +9,9 @@
 #              losses computed here (within 1e-5 relative, TF32 off);
 #   graph      the same with --cuda-graph=off (replays must not change a bit);
 #   memcheck   compute-sanitizer over 3 steps of the LM: zero errors;
-#   ranks      the LM on 2 and 4 ranks sharing the GPU (the MPI fallback)
-#              against 1 rank (within 1e-5 relative);
+#   ranks      the LM on 2 and 4 ranks sharing the GPU (the MPI fallback,
+#              which the run must state) against 1 rank (within 1e-5
+#              relative); --collectives=nccl refused there with the reason;
 #   bench      ms/step of each model on the GPU against the CPU run here.
 # One "gpu-check: NAME: PASS|FAIL|SKIP ..." line per check into
 # $OUT/summary.txt, the logs as $OUT/logs.tgz (the device tool brings back
@@ -110,13 +111,24 @@ else
   say memcheck "SKIP no compute-sanitizer"
 fi
 
-# Ranks sharing the GPU: MPI through host staging.
+# Ranks sharing the GPU: NCCL refuses them, so --collectives=auto falls
+# back to MPI through host staging and the run's first line says so.
+fallback="collectives through MPI with host staging (ranks 0 and 1 share one GPU"
 for np in 2 4; do
   if timeout 60 "$run" "$dir/plans/lm.np$np.cuda.pxplan" --np $np --synthetic --seed 1 --weights random \
        --steps 20 --metrics "$out/lm.np$np.jsonl" >"$out/ranks$np.log" 2>&1 &&
-     r=$(compare ranks "$out/lm.np$np.rank0.jsonl" "$out/lm.gpu.jsonl"); then say "ranks $np" "PASS $r"
+     r=$(compare ranks "$out/lm.np$np.rank0.jsonl" "$out/lm.gpu.jsonl"); then
+    if grep -q "$fallback" "$out/ranks$np.log"; then say "ranks $np" "PASS $r; MPI fallback stated"
+    else fail "ranks $np" "$r; no '$fallback' line"; fi
   else fail "ranks $np" "$(tail -3 "$out/ranks$np.log" | tr '\n' ' ' | cut -c1-300)"; fi
 done
+# --collectives=nccl on ranks sharing the GPU: an error that says why.
+timeout 60 "$run" "$dir/plans/lm.np2.cuda.pxplan" --np 2 --synthetic --seed 1 --weights random \
+  --steps 2 --collectives=nccl >"$out/nccl-refused.log" 2>&1
+rc=$?
+why=$(grep -m1 -o -- '--collectives=nccl: ranks [0-9]* and [0-9]* share one GPU[^(]*' "$out/nccl-refused.log")
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ -n "$why" ]; then say "nccl refused" "PASS rc $rc: $why"
+else fail "nccl refused" "rc $rc: $(tail -2 "$out/nccl-refused.log" | tr '\n' ' ' | cut -c1-300)"; fi
 
 say total "$failed failed"
 exit $(( failed > 100 ? 100 : failed ))

@@ -20,11 +20,57 @@
 #include <filesystem>
 #include <numeric>
 #include <thread>
+#include <utility>
 
 namespace parallax::rt {
 
 Group::~Group() = default;
 Comm::~Comm() = default;
+Work::~Work() = default;
+
+namespace {
+
+class DoneWork final : public Work {
+public:
+  void wait() override {}
+};
+
+class ThenWork final : public Work {
+public:
+  ThenWork(std::shared_ptr<Work> first, std::function<void()> after)
+      : first(std::move(first)), after(std::move(after)) {}
+  void wait() override {
+    first->wait();
+    if (after)
+      std::exchange(after, nullptr)();
+  }
+
+private:
+  std::shared_ptr<Work> first;
+  std::function<void()> after;
+};
+
+} // namespace
+
+std::shared_ptr<Work> completedWork() { return std::make_shared<DoneWork>(); }
+
+std::shared_ptr<Work> thenRun(std::shared_ptr<Work> work, std::function<void()> after) {
+  return std::make_shared<ThenWork>(std::move(work), std::move(after));
+}
+
+/// A job of the communication thread, by its ticket.
+class Comm::JobWork final : public Work {
+public:
+  JobWork(Comm &comm, uint64_t ticket) : comm(comm), ticket(ticket) {}
+  void wait() override {
+    if (ticket)
+      comm.wait(std::exchange(ticket, 0));
+  }
+
+private:
+  Comm &comm;
+  uint64_t ticket;
+};
 
 //===----------------------------------------------------------------------===//
 // Communication thread
@@ -68,13 +114,13 @@ void Comm::stopThread() {
     thread_.join();
 }
 
-uint64_t Comm::submit(std::function<void()> job, const JobInfo *info) {
+std::shared_ptr<Work> Comm::submit(std::function<void()> job, const JobInfo *info) {
   if (!thread_.joinable()) { // no thread (local world): run inline
     Job j{++submitted_, std::move(job), info, step_};
     if (std::exception_ptr e = execute(j))
       errors_[j.ticket] = e;
     completed_ = j.ticket;
-    return j.ticket;
+    return std::make_shared<JobWork>(*this, j.ticket);
   }
   uint64_t ticket;
   {
@@ -83,7 +129,7 @@ uint64_t Comm::submit(std::function<void()> job, const JobInfo *info) {
     queue_.push_back(Job{ticket, std::move(job), info, step_});
   }
   wake_.notify_one();
-  return ticket;
+  return std::make_shared<JobWork>(*this, ticket);
 }
 
 void Comm::wait(uint64_t ticket) {
@@ -242,6 +288,7 @@ public:
 
 class LocalComm : public Comm {
 public:
+  const char *transport() const override { return "local"; }
   Group &group(const std::vector<int64_t> &shape,
                const std::vector<int64_t> &axes) override {
     checkGrid(1, shape, axes);
@@ -386,6 +433,8 @@ public:
     if (useCommThread(thread, coresPerRank(ranksPerMachine_)))
       startThread();
   }
+
+  const char *transport() const override { return "mpi"; }
 
   ~MpiComm() override {
     stopThread();

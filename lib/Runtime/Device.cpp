@@ -1,6 +1,7 @@
 //===- Device.cpp - device names, the factory, device buffers -------------===//
 
 #include "parallax/Runtime/Device.h"
+#include "parallax/Runtime/Collectives.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,24 @@
 namespace parallax::rt {
 
 Device::~Device() = default;
+
+Collectives *Device::collectives(Comm &comm, Group &group) {
+  std::unique_ptr<Collectives> &c = hostCollectives_[&group];
+  if (!c)
+    c = makeHostCollectives(comm, group);
+  return c.get();
+}
+
+DeviceOptions::Transport parseTransport(const std::string &name) {
+  if (name == "auto")
+    return DeviceOptions::Transport::Auto;
+  if (name == "nccl")
+    return DeviceOptions::Transport::Nccl;
+  if (name == "mpi")
+    return DeviceOptions::Transport::Mpi;
+  throw std::invalid_argument("unknown collectives transport '" + name +
+                              "' (expected auto, nccl or mpi)");
+}
 
 void *allocateAlignedHost(int64_t bytes) {
   if (bytes <= 0)

@@ -2,6 +2,7 @@
 
 #include "HostStaged.h"
 
+#include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Device.h"
 
 #include <algorithm>
@@ -87,22 +88,23 @@ KernelFactory hostStaged(KernelFactory cpuFactory) {
         if (s.output || !outputsOnly)
           device->upload(s.device, s.host->data(), s.bytes);
     };
-    if (token >= 0) {
-      if ((int64_t)args.env.afterWait.size() <= token)
-        args.env.afterWait.resize(token + 1);
-      // Later kernels may reuse the inputs' memory before the wait: only the
-      // outputs go back.
-      args.env.afterWait[token] = [upload] { upload(true); };
-    }
-    return [device, spans, run, token, upload] {
+    ExecEnv *env = &args.env;
+    return [device, spans, run, token, upload, env] {
       device->synchronize();
       for (const Span &s : *spans)
         device->download(s.host->data(), s.device, s.bytes);
       run();
+      if (token >= 0) {
+        // Later kernels may reuse the inputs' memory before the wait: only
+        // the outputs go back, when the token's wait kernel has waited.
+        std::shared_ptr<Work> &work = env->pending.at(token);
+        if (work)
+          work = thenRun(std::move(work), [upload] { upload(true); });
+        return;
+      }
       // CPU kernels may update their inputs in place (optimizers): all of
       // it goes back.
-      if (token < 0)
-        upload(false);
+      upload(false);
     };
   };
 }

@@ -7,7 +7,7 @@
 // them and uploads the results. Tensors that overlap (an in-place output, a
 // view into a bucket) share one host copy, so aliasing behaves as on the CPU.
 // A kernel with a "token" only starts its collective: its outputs are
-// uploaded by the token's wait kernel (ExecEnv::afterWait).
+// uploaded when the token's wait kernel waits (ExecEnv::pending).
 //
 //===----------------------------------------------------------------------===//
 

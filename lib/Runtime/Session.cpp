@@ -135,7 +135,7 @@ Session::Session(Plan plan, SessionOptions options)
   for (const PlanKernel &k : plan_.kernels)
     if (k.attrs.contains("token"))
       tokens = std::max<int64_t>(tokens, k.attrs["token"].get<int64_t>() + 1);
-  env_.tickets.assign(tokens, 0);
+  env_.pending.assign(tokens, nullptr);
   env_.device = device_;
   allocate();
   loadInitialValues();

@@ -45,6 +45,7 @@ public:
     size_ = size;
     ranksPerMachine_ = size;
   }
+  const char *transport() const override { return "bind-only"; }
   rt::Group &group(const std::vector<int64_t> &shape,
                    const std::vector<int64_t> &axes) override {
     rt::GroupPlace place = rt::placeInGroup(size_, rank_, shape, axes);

@@ -259,6 +259,9 @@ int main(int argc, char **argv) {
        "results then differ from the CPU's by about 1e-3)")
       ("cuda-graph", "Replay the steady-state step as a CUDA graph: auto (when no kernel "
        "runs on the host) or off", cxxopts::value<std::string>()->default_value("auto"))
+      ("collectives", "How GPU ranks exchange tensors: auto (NCCL when every rank has a "
+       "GPU of its own, else MPI with host staging), nccl or mpi",
+       cxxopts::value<std::string>()->default_value("auto"))
       ("q,quiet", "No progress output")
       ("h,help", "Show this help");
   cli.parse_positional({"plan"});
@@ -392,6 +395,11 @@ int main(int argc, char **argv) {
       return failRank("--cuda-graph must be auto or off (not '" + graphArg + "')");
     deviceOptions.cudaGraph = graphArg == "auto";
     deviceOptions.tf32 = args.count("tf32") > 0;
+    try {
+      deviceOptions.collectives = parseTransport(args["collectives"].as<std::string>());
+    } catch (const std::invalid_argument &e) {
+      return failRank(std::string("--collectives: ") + e.what());
+    }
     const char *localRankEnv = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     deviceOptions.localRank = localRankEnv ? std::atoi(localRankEnv) : rank % localRanks;
     std::unique_ptr<Device> device;
@@ -547,6 +555,8 @@ int main(int argc, char **argv) {
     if (options.profile && rank == 0) {
       printProfile(session, std::cerr);
       std::cerr << "f32 matrix products: " << sgemmLibrary() << "\n";
+      if (device->kind() != DeviceKind::Cpu)
+        std::cerr << device->description() << ": " << device->executionNote() << "\n";
       if (world > 1)
         std::cerr << "collectives: "
                   << (comm->threaded() ? "on a communication thread"

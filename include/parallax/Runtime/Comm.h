@@ -67,6 +67,26 @@ struct JobInfo {
 
 enum class ReduceOp { Sum, Average, Max, Min };
 
+/// A collective that was started and can be waited for (c10d's Work, IREE's
+/// semaphore): a job on a host transport's communication thread, or NCCL's
+/// work on a GPU's communication stream. Waiting rethrows the collective's
+/// error.
+class Work {
+public:
+  virtual ~Work();
+  /// Host transports block until the collective completed; a device
+  /// transport orders the device's later kernels after it instead (the
+  /// host does not wait).
+  virtual void wait() = 0;
+};
+
+/// Work that is already complete (a collective that ran inline).
+std::shared_ptr<Work> completedWork();
+
+/// `work`, then `after` (on the waiting thread, once work completed): how
+/// a GPU uploads the results of a collective staged through host memory.
+std::shared_ptr<Work> thenRun(std::shared_ptr<Work> work, std::function<void()> after);
+
 /// Where a rank runs its collectives. A thread of their own lets them
 /// overlap the kernels, but only if it gets a core: Open MPI's shared-memory
 /// transport waits by polling (with sched_yield when ranks outnumber cores),
@@ -135,6 +155,8 @@ public:
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// "local" or "mpi", for reports.
+  virtual const char *transport() const = 0;
   /// Ranks per machine (ranks are numbered machine by machine).
   int ranksPerMachine() const { return ranksPerMachine_; }
   void setRanksPerMachine(int r) { ranksPerMachine_ = r; }
@@ -172,14 +194,13 @@ public:
   virtual void abort(int code) = 0;
 
   /// Runs `job` on the communication thread after every job submitted
-  /// before it; returns a ticket for wait(). `info` (which must outlive the
-  /// job) says what it is, for timeouts and traces.
-  uint64_t submit(std::function<void()> job, const JobInfo *info = nullptr);
-  /// Blocks until ticket's job has run; rethrows its exception.
-  void wait(uint64_t ticket);
+  /// before it; the Work's wait() blocks until it has run and rethrows its
+  /// exception. `info` (which must outlive the job) says what it is, for
+  /// timeouts and traces.
+  std::shared_ptr<Work> submit(std::function<void()> job, const JobInfo *info = nullptr);
   /// submit + wait.
   void run(std::function<void()> job, const JobInfo *info = nullptr) {
-    wait(submit(std::move(job), info));
+    submit(std::move(job), info)->wait();
   }
   /// Whether jobs run on a communication thread (else inline, in submit).
   bool threaded() const { return thread_.joinable(); }
@@ -220,6 +241,9 @@ private:
     const JobInfo *info = nullptr;
     int64_t step = 0;
   };
+  class JobWork;
+  /// Blocks until ticket's job has run; rethrows its exception.
+  void wait(uint64_t ticket);
   void loop();
   /// Runs one job on this thread (traced when tracing).
   std::exception_ptr execute(Job &job);

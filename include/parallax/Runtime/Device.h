@@ -17,9 +17,11 @@
 #ifndef PARALLAX_RUNTIME_DEVICE_H
 #define PARALLAX_RUNTIME_DEVICE_H
 
+#include "parallax/Runtime/Collectives.h"
 #include "parallax/Runtime/Kernel.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -46,7 +48,14 @@ struct DeviceOptions {
   bool tf32 = false;
   /// Capture the steady-state step in a CUDA graph when the plan allows it.
   bool cudaGraph = true;
+  /// How a GPU's collectives travel (--collectives): NCCL where every rank
+  /// has a GPU of its own (auto), NCCL or an error saying why not (nccl),
+  /// or MPI with host staging (mpi).
+  enum class Transport : uint8_t { Auto, Nccl, Mpi } collectives = Transport::Auto;
 };
+
+/// "auto", "nccl" or "mpi"; std::invalid_argument naming the text otherwise.
+DeviceOptions::Transport parseTransport(const std::string &name);
 
 /// "cpu", "cuda" or "cuda:N" into options.kind/ordinal; throws
 /// RuntimeError-like std::invalid_argument naming the text otherwise.
@@ -115,12 +124,21 @@ public:
   /// through MPI with host staging)"); empty when there is nothing to say.
   virtual std::string executionNote() const { return ""; }
 
+  /// The collectives of `group` (of `comm`) on this device's memory, made
+  /// on first use and kept: the host's transports on the CPU; NCCL on a
+  /// GPU, or null where it cannot serve (ranks sharing a GPU, or
+  /// --collectives=mpi) and kernels stage through host memory instead.
+  /// Making them may be collective over the group: every rank asks for the
+  /// same groups in the same order (kernels are bound in plan order).
+  virtual Collectives *collectives(Comm &comm, Group &group);
+
 protected:
   Device(DeviceKind kind, MemorySpace space) : kind_(kind), space_(space) {}
 
 private:
   DeviceKind kind_;
   MemorySpace space_;
+  std::map<const Group *, std::unique_ptr<Collectives>> hostCollectives_;
 };
 
 /// The host: kernels run when called, memory is the process's.

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -57,18 +58,16 @@ std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
 class Comm;
 class Group;
 class Device;
+class Work;
 
 struct ExecEnv {
   int threads = 1;
   /// The other ranks (a world of one without MPI); owned by the caller.
   Comm *comm = nullptr;
-  /// Tickets of collectives started by one kernel and awaited by a later
-  /// "wait" kernel, indexed by the kernels' "token" attribute.
-  std::vector<uint64_t> tickets;
-  /// What a device does once the collective of a token has completed (a
-  /// GPU copies host-staged results back), run by that token's "wait"
-  /// kernel; indexed like tickets, empty where there is nothing.
-  std::vector<std::function<void()>> afterWait;
+  /// Collectives started by one kernel and awaited by a later "wait"
+  /// kernel, indexed by the kernels' "token" attribute (a host job, NCCL's
+  /// work on a GPU, followed by whatever the device does with the results).
+  std::vector<std::shared_ptr<Work>> pending;
   /// The step being run, 1 for the first (Adam's t; dropout's stream).
   int64_t step = 0;
   /// --seed: dropout masks and anything else random derive from it.

@@ -1,14 +1,17 @@
 //===- CudaDevice.cpp - streams, memory, library handles, graph replay ----===//
 
 #include "CudaDevice.h"
+#include "NcclCollectives.h"
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace parallax::rt {
 
@@ -59,7 +62,7 @@ bool cudaDeviceAvailable() {
 
 CudaDevice::CudaDevice(const DeviceOptions &options)
     : Device(DeviceKind::Cuda, MemorySpace::Cuda), tf32_(options.tf32),
-      graphAllowed_(options.cudaGraph) {
+      graphAllowed_(options.cudaGraph), transport_(options.collectives) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -110,6 +113,7 @@ CudaDevice::CudaDevice(const DeviceOptions &options)
 CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(stream_);
   cudaStreamSynchronize(commStream_);
+  nccl_.clear();
   if (graphExec_)
     cudaGraphExecDestroy(graphExec_);
   if (graph_)
@@ -207,8 +211,41 @@ void CudaDevice::checkFault() {
   throw DeviceError(f.kernel - 1, faultMessage(f));
 }
 
+cudaError_t CudaDevice::waitForStream() {
+  if (nccl_.empty() || collectiveTimeout_ <= 0)
+    return cudaStreamSynchronize(stream_);
+  // A peer that died or stopped leaves NCCL's kernels spinning forever: poll
+  // instead of blocking, and end the communicators when it takes too long.
+  auto start = std::chrono::steady_clock::now();
+  for (int spins = 0;; ++spins) {
+    cudaError_t e = cudaStreamQuery(stream_);
+    if (e != cudaErrorNotReady)
+      return e;
+    for (auto &[group, c] : nccl_)
+      if (std::string error = ncclAsyncError(*c); !error.empty()) {
+        for (auto &entry : nccl_)
+          abortNccl(*entry.second);
+        throw DeviceError(-1, "NCCL failed on a group of " +
+                                  std::to_string(group->size()) + ": " + error);
+      }
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > collectiveTimeout_) {
+      for (auto &entry : nccl_)
+        abortNccl(*entry.second);
+      throw DeviceError(-1, "a step's NCCL collectives did not complete within " +
+                                std::to_string((int)collectiveTimeout_) +
+                                " s: a rank stopped or died (NCCL does not say which; "
+                                "--collectives=mpi names it)");
+    }
+    if (spins > 1000)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else
+      std::this_thread::yield();
+  }
+}
+
 void CudaDevice::synchronize() {
-  cudaError_t e = cudaStreamSynchronize(stream_);
+  cudaError_t e = waitForStream();
   if (e != cudaSuccess)
     throw DeviceError(-1, std::string("a CUDA kernel failed: ") + cudaGetErrorString(e));
   checkFault();
@@ -228,10 +265,36 @@ cudnnHandle_t CudaDevice::cudnn() {
 std::string CudaDevice::executionNote() const {
   std::string s = std::string("TF32 ") + (tf32_ ? "on" : "off") + ", CUDA graph ";
   if (!graphAllowed_)
-    return s + "off (--cuda-graph=off)";
-  if (!hostSyncReason_.empty())
-    return s + "off (" + hostSyncReason_ + ")";
-  return s + "from step 3";
+    s += "off (--cuda-graph=off)";
+  else if (!hostSyncReason_.empty())
+    s += "off (" + hostSyncReason_ + ")";
+  else
+    s += "from step 3";
+  if (ncclRefused_)
+    s += ncclRefused_->empty() ? ", collectives through NCCL"
+                               : ", collectives through MPI with host staging (" +
+                                     *ncclRefused_ + ")";
+  return s;
+}
+
+Collectives *CudaDevice::collectives(Comm &comm, Group &group) {
+  if (!ncclRefused_) {
+    // Every rank decides at its first collective, over the world.
+    if (transport_ == DeviceOptions::Transport::Mpi)
+      ncclRefused_ = "--collectives=mpi";
+    else
+      ncclRefused_ = ncclRefusal(*this, comm);
+    collectiveTimeout_ = comm.timeout();
+    if (transport_ == DeviceOptions::Transport::Nccl && !ncclRefused_->empty())
+      throw CommError("--collectives=nccl: " + *ncclRefused_ +
+                      " (one GPU per rank, or --collectives=mpi)");
+  }
+  if (!ncclRefused_->empty())
+    return nullptr;
+  std::unique_ptr<Collectives> &c = nccl_[&group];
+  if (!c)
+    c = makeNcclCollectives(*this, comm, group);
+  return c.get();
 }
 
 void CudaDevice::markHostSynchronizing(const std::string &why) {
@@ -241,6 +304,12 @@ void CudaDevice::markHostSynchronizing(const std::string &why) {
 
 void CudaDevice::runStep(const std::function<void()> &step) {
   ++stepsSeen_;
+  launchStep(step);
+  for (const auto &hook : stepHooks_)
+    hook();
+}
+
+void CudaDevice::launchStep(const std::function<void()> &step) {
   // The first steps run eagerly: libraries initialise lazily on first use
   // (allocations a capture cannot hold), and a plan that fails should fail
   // with its kernel's message, not inside a graph.

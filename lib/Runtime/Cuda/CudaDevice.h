@@ -1,8 +1,9 @@
 //===- CudaDevice.h - one NVIDIA GPU as a Device ---------------*- C++ -*-===//
 //
 // One GPU per rank. Kernels are enqueued on the compute stream in plan
-// order; collectives run on a communication stream ordered against it with
-// events (lib/Runtime/Cuda/Kernels/Collective.cu). Kernel closures never
+// order; collectives run through NCCL on a communication stream ordered
+// against it with events (NcclCollectives.h), or through MPI with host
+// staging where NCCL cannot serve (kernels/Collective.cpp). Kernel closures never
 // synchronize with the host nor allocate: what a kernel needs besides its
 // tensors (cuDNN workspaces, scratch) is allocated when it is bound. So a
 // steady-state step can be captured once in a CUDA graph and replayed; what
@@ -25,8 +26,11 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace parallax::rt {
 
@@ -78,6 +82,10 @@ public:
   }
   void markHostFallback() override { markHostSynchronizing("kernels on the host"); }
   std::string executionNote() const override;
+  /// NCCL's communicator for `group`, or null where NCCL cannot serve (the
+  /// reason is in executionNote) and kernels stage through MPI. With
+  /// --collectives=nccl, a CommError saying why not instead of null.
+  Collectives *collectives(Comm &comm, Group &group) override;
 
   int ordinal() const { return ordinal_; }
   cudaStream_t stream() const { return stream_; }
@@ -98,11 +106,19 @@ public:
   /// CUDA graph cannot capture them, so the step is not captured.
   void markHostSynchronizing(const std::string &why);
   const std::string &hostSyncReason() const { return hostSyncReason_; }
+  /// Host work for every step, replayed or not (a graph replay runs no
+  /// kernel closure): the traffic NCCL collectives count.
+  void everyStep(std::function<void()> hook) { stepHooks_.push_back(std::move(hook)); }
   /// Whether the last step ran as a replay of a captured graph.
   bool replaying() const { return graphExec_ != nullptr; }
 
 private:
   void checkFault();
+  /// cudaStreamSynchronize, or with NCCL communicators and a collective
+  /// timeout a poll that ends them when a peer never comes.
+  cudaError_t waitForStream();
+  /// The step's kernels: eagerly, captured, or replayed.
+  void launchStep(const std::function<void()> &step);
 
   int ordinal_ = 0;
   std::string name_;
@@ -118,6 +134,13 @@ private:
   int stepsSeen_ = 0;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t graphExec_ = nullptr;
+  DeviceOptions::Transport transport_ = DeviceOptions::Transport::Auto;
+  /// Why collectives do not use NCCL ("" when they do); decided at the
+  /// first collective.
+  std::optional<std::string> ncclRefused_;
+  double collectiveTimeout_ = 0;
+  std::map<const Group *, std::unique_ptr<Collectives>> nccl_;
+  std::vector<std::function<void()>> stepHooks_;
 };
 
 std::unique_ptr<Device> makeCudaDevice(const DeviceOptions &options);

@@ -19,6 +19,7 @@
 #include "parallax/Runtime/RowPartition.h"
 #include "parallax/Runtime/Plan.h"
 
+#include "CollectiveLayout.h"
 #include "KernelUtil.h"
 
 #include <algorithm>
@@ -54,29 +55,13 @@ Group &groupOf(KernelArgs &args) {
   }
 }
 
-std::vector<std::string> variablesOf(KernelArgs &args, size_t n) {
-  std::vector<std::string> names;
-  if (args.has("variables"))
-    names = args.kernel.attrs["variables"].get<std::vector<std::string>>();
-  names.resize(n, names.empty() ? "(other)" : names.back());
-  return names;
-}
-
-/// Bytes a member of a group of g sends (and receives) for `bytes` of
-/// all-reduce in a ring, 2 (g-1)/g of them, split into the reduce-scatter's
-/// half and the all-gather's rest (a sharded update counts them apart).
-std::pair<int64_t, int64_t> ringHalves(int64_t bytes, int g) {
-  int64_t scatter = bytes * (g - 1) / g;
-  return {scatter, 2 * bytes * (g - 1) / g - scatter};
-}
-
 /// Runs `job` on the communication thread: started (token) or awaited now.
 KernelFn launch(KernelArgs &args, std::function<void()> prepare,
                 std::function<void()> job) {
   Comm *comm = args.env.comm;
   ExecEnv *env = &args.env;
   int64_t token = args.i64Or("token", -1);
-  if (token >= (int64_t)env->tickets.size())
+  if (token >= (int64_t)env->pending.size())
     args.fail("token " + std::to_string(token) + " out of range");
   auto info = std::make_shared<JobInfo>(jobInfoOf(args));
   return [=] {
@@ -84,22 +69,13 @@ KernelFn launch(KernelArgs &args, std::function<void()> prepare,
       prepare();
     try {
       if (token >= 0)
-        env->tickets[token] = comm->submit(job, info.get());
+        env->pending[token] = comm->submit(job, info.get());
       else
         comm->run(job, info.get());
     } catch (const CommError &e) {
       throw KernelError(e.what());
     }
   };
-}
-
-ReduceOp reduceOpOf(KernelArgs &args) {
-  std::string kind = args.strOr("reduction", "sum");
-  if (kind == "sum") return ReduceOp::Sum;
-  if (kind == "average") return ReduceOp::Average;
-  if (kind == "max") return ReduceOp::Max;
-  if (kind == "min") return ReduceOp::Min;
-  args.fail("unsupported reduction '" + kind + "'");
 }
 
 //===----------------------------------------------------------------------===//
@@ -122,36 +98,17 @@ void divideInto(const TensorView &out, const char *in, int by) {
     run(static_cast<double *>(out.data));
 }
 
-/// all_reduce over one or more tensors of one element type (a fused bucket:
-/// one collective over a contiguous buffer). With "in_place" the plan has
-/// laid the bucket's tensors out back to back, each at an aligned offset,
-/// and made every output the same memory as its input (px's
-/// gradient-as-bucket-view): the collective runs on that memory. Otherwise
-/// the inputs are copied into a staging buffer and the results out of it.
+/// all_reduce over a fused bucket (CollectiveLayout.h): in place, the
+/// collective runs on the bucket's memory; otherwise the inputs are copied
+/// into a staging buffer and the results out of it.
 KernelFn allReduce(KernelArgs &args) {
-  if (args.ins.empty() || args.ins.size() != args.outs.size())
-    args.fail("all_reduce needs as many outputs as inputs");
-  DType dtype = args.in(0).dtype;
-  bool inPlace = args.flag("in_place");
-  int64_t total = 0;
-  std::vector<int64_t> offsets;
-  for (size_t i = 0; i < args.ins.size(); ++i) {
-    if (args.in(i).dtype != dtype || args.out(i).dtype != dtype ||
-        args.in(i).shape != args.out(i).shape)
-      args.fail("a fused all_reduce needs tensors of one element type, each "
-                "output shaped as its input");
-    offsets.push_back(total);
-    int64_t bytes = args.in(i).bytes();
-    // In place: the plan emitter's layout, each tensor at an aligned offset.
-    total += inPlace ? alignToPlan(std::max<int64_t>(bytes, 1)) : bytes;
-  }
-  char *bucket = inPlace ? static_cast<char *>(args.in(0).data) : nullptr;
-  for (size_t i = 0; inPlace && i < args.ins.size(); ++i)
-    if (args.in(i).data != bucket + offsets[i] || args.out(i).data != args.in(i).data)
-      args.fail("an in_place all_reduce needs its tensors back to back in one "
-                "buffer, each output the memory of its input (tensor " +
-                std::to_string(i) + " is not)");
   Group &group = groupOf(args);
+  BucketLayout layout = bucketLayoutOf(args, group.size());
+  DType dtype = layout.dtype;
+  bool inPlace = layout.inPlace;
+  int64_t total = layout.totalBytes;
+  std::vector<int64_t> offsets = layout.offsets;
+  char *bucket = layout.bucket;
   ReduceOp op = reduceOpOf(args);
   auto staging = inPlace ? nullptr : std::make_shared<Bytes>(std::max<int64_t>(total, 1));
   char *buffer = inPlace ? bucket : staging->data();
@@ -168,21 +125,16 @@ KernelFn allReduce(KernelArgs &args) {
   // A float average is a sum whose division by the group size happens
   // while the result is copied out (or, in place, in one pass after).
   bool divideOut = op == ReduceOp::Average && (dtype == DType::F32 || dtype == DType::F64);
-  if (args.flag("shard_update")) {
+  if (layout.shardBytes > 0) {
     // Weight-update sharding (the plan emitter's shardWeightUpdates): only
     // the reduce-scatter half of the all-reduce. Group rank r's block
     // [r*S, (r+1)*S) of the bucket ends up reduced in the bucket's first S
     // bytes (where MPI_IN_PLACE leaves it); the
     // optimizer kernels update the parameters in that block and
     // all_gather_variables hands every rank all of them.
-    int64_t shard = args.i64("shard_bytes");
+    int64_t shard = layout.shardBytes;
     int g = group.size();
     int64_t eb = (int64_t)sizeOf(dtype);
-    if (!inPlace || shard <= 0 || shard % eb != 0 || shard * g < total)
-      args.fail("shard_update needs an in_place bucket split into " +
-                std::to_string(g) + " blocks of whole elements covering its " +
-                std::to_string(total) + " bytes, got shard_bytes " +
-                std::to_string(shard));
     auto rs = [=, &group] {
       comm->reduceScatterBlock(group, buffer, shard / eb, dtype, op);
       // Half of the ring all-reduce's volume; all_gather_variables counts
@@ -217,33 +169,13 @@ KernelFn allReduce(KernelArgs &args) {
 /// into G blocks of shard_bytes; group rank r has just updated block r, and
 /// an in-place all-gather gives every rank every block.
 KernelFn allGatherVariables(KernelArgs &args) {
-  if (args.ins.empty() || !args.outs.empty())
-    args.fail("all_gather_variables takes the variables of one block and has "
-              "no outputs");
-  auto offsets = args.i64s("offsets");
-  int64_t shard = args.i64("shard_bytes");
   Group &group = groupOf(args);
   int g = group.size();
-  if (offsets.size() != args.ins.size() || offsets[0] != 0 || args.in(0).bytes() == 0)
-    args.fail("all_gather_variables needs one offset per variable, the first 0 "
-              "and its variable not empty (its address is the block's)");
-  char *block = static_cast<char *>(args.in(0).data);
-  int64_t end = 0;
-  for (size_t i = 0; i < args.ins.size(); ++i) {
-    if (args.in(i).bytes() > 0 && args.in(i).data != block + offsets[i])
-      args.fail("all_gather_variables: variable " + std::to_string(i) +
-                " is not at offset " + std::to_string(offsets[i]) +
-                " of the first one's block");
-    end = std::max(end, offsets[i] + args.in(i).bytes());
-  }
-  if (shard <= 0 || shard * g < end)
-    args.fail("all_gather_variables: " + std::to_string(g) + " blocks of " +
-              std::to_string(shard) + " bytes do not cover " +
-              std::to_string(end) + " bytes of variables");
+  VariableBlockLayout layout = variableBlockOf(args, g);
+  char *block = layout.block;
+  int64_t shard = layout.shardBytes;
+  std::vector<int64_t> bytes = layout.bytes;
   auto names = variablesOf(args, args.ins.size());
-  std::vector<int64_t> bytes;
-  for (const TensorView &v : args.ins)
-    bytes.push_back(v.bytes());
   Comm *comm = args.env.comm;
   auto job = [=, &group] {
     comm->allgatherBlock(group, block, shard);
@@ -260,13 +192,8 @@ KernelFn allGather(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
   Group &group = groupOf(args);
   int g = group.size();
-  int64_t axis = args.i64("gather_axis");
-  if (axis < 0 || axis >= x.rank())
-    args.fail("gather_axis out of range");
-  int64_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= x.dim(d);
-  int64_t inner = x.bytes() / std::max<int64_t>(outer, 1); // bytes per outer slice
+  AxisSlices slices = allGatherSlicesOf(args);
+  int64_t outer = slices.outer, inner = slices.inner;
   auto send = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
   auto recv = std::make_shared<Bytes>(std::max<int64_t>(x.bytes() * g, 1));
   auto names = variablesOf(args, 1);
@@ -292,14 +219,9 @@ KernelFn reduceScatter(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
   Group &group = groupOf(args);
   int g = group.size();
-  int64_t axis = args.i64("scatter_axis");
-  if (axis < 0 || axis >= x.rank() || x.dim(axis) % g != 0)
-    args.fail("scatter_axis out of range or not divisible by the group");
+  AxisSlices slices = reduceScatterSlicesOf(args, g);
+  int64_t outer = slices.outer, slice = slices.inner;
   ReduceOp op = reduceOpOf(args);
-  int64_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= x.dim(d);
-  int64_t slice = y.bytes() / std::max<int64_t>(outer, 1);
   auto staging = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
   auto names = variablesOf(args, 1);
   Comm *comm = args.env.comm;
@@ -383,12 +305,16 @@ KernelFn allToAll(KernelArgs &args) {
 
 KernelFn wait(KernelArgs &args) {
   int64_t token = args.i64("token");
-  if (token < 0 || token >= (int64_t)args.env.tickets.size())
+  if (token < 0 || token >= (int64_t)args.env.pending.size())
     args.fail("token out of range");
   ExecEnv *env = &args.env;
   return [env, token] {
+    std::shared_ptr<Work> work = std::move(env->pending[token]);
+    if (!work)
+      throw KernelError("wait: no collective was started for token " +
+                        std::to_string(token));
     try {
-      env->comm->wait(env->tickets[token]);
+      work->wait();
     } catch (const CommError &e) {
       throw KernelError(e.what());
     }
@@ -405,8 +331,7 @@ KernelFn allGatherV(KernelArgs &args) {
   const TensorView &outIdx = args.out(0), &outVals = args.out(1);
   Group &group = groupOf(args);
   int g = group.size();
-  if (outIdx.numElements() != idx.numElements() * g)
-    args.fail("all_gatherv output must hold the rows of every rank");
+  checkAllGatherV(args, g);
   auto send = std::make_shared<Bytes>(std::max<int64_t>(idx.bytes() + vals.bytes(), 1));
   auto recv = std::make_shared<Bytes>(std::max<int64_t>((idx.bytes() + vals.bytes()) * g, 1));
   auto names = variablesOf(args, 1);

@@ -339,8 +339,8 @@ TEST_F(CudaKernelTest, BatchNormErrors) {
   expectCudaMatchesCpu("batch_norm_grad", {y, x, c4}, {y, c3, c3});
   TestTensor i(DType::I32, {2, 3, 4});
   expectCudaMatchesCpu("batch_norm_grad", {i, i, c3}, {y, c3, c3});
-  // Synchronized batch norm runs the CPU kernel, which needs a
-  // communicator (a unit test has none): both fail alike.
+  // A synchronized batch norm needs a communicator (these tests have none):
+  // both fail alike. With one: CollectiveTest.cpp.
   expectCudaMatchesCpu("batch_norm", {x, c3, c3, c3, c3}, {y, c3, c3},
                        {{"training", true}, {"grid", true}, {"grid_shape", {1}}});
   expectCudaMatchesCpu("batch_norm_grad", {y, x, c3}, {y, c3, c3},

@@ -19,7 +19,7 @@ namespace {
 ExecEnv envWith(Comm &comm, int tokens = 0) {
   ExecEnv env;
   env.comm = &comm;
-  env.tickets.assign(tokens, 0);
+  env.pending.assign(tokens, nullptr);
   return env;
 }
 
@@ -202,8 +202,8 @@ TEST(CommThread, LocalWorldRunsJobsInline) {
   auto comm = makeLocalComm();
   EXPECT_FALSE(comm->threaded());
   int ran = 0;
-  uint64_t ticket = comm->submit([&] { ++ran; });
+  std::shared_ptr<Work> work = comm->submit([&] { ++ran; });
   EXPECT_EQ(ran, 1); // already run, before wait
-  comm->wait(ticket);
+  work->wait();
   EXPECT_EQ(ran, 1);
 }

@@ -1,18 +1,33 @@
 //===- Collective.cpp - synchronization kernels on a GPU ------------------===//
 //
-// Collectives between ranks whose tensors live on GPUs. Where every rank of
-// the group has a GPU of its own, NCCL runs them on the device's
-// communication stream (NcclCollectives.cpp); otherwise (ranks sharing one
-// GPU, which NCCL refuses) they fall back to the CPU kernels over MPI
-// through host staging (HostStaged.h), and the step cannot be captured in a
-// CUDA graph.
+// Collectives between ranks whose tensors live on GPUs. Where every rank
+// has a GPU of its own, the dense collectives (bucketed all-reduce and the
+// sharded update's reduce-scatter, the variables' all-gather, all-gather
+// and reduce-scatter along an axis, the sparse all-gatherv) run through
+// NCCL on the device's communication stream (NcclCollectives.h): inputs
+// that later kernels may overwrite are first copied on the compute stream,
+// results are copied out once the compute stream has waited for the
+// collective, and nothing synchronizes with the host, so the step can be
+// captured in a CUDA graph. Otherwise (ranks sharing one GPU, which NCCL
+// refuses, or --collectives=mpi) and for the ops whose exchange is sized on
+// the host (the parameter server's pull and push, all_to_all's strided
+// pieces), the CPU kernels run over MPI through host staging
+// (HostStaged.h) and the step is not captured. Kernel attributes are read
+// as the CPU kernels read them (CollectiveLayout.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "../CudaDevice.h"
+#include "../NcclCollectives.h"
 
 #include "../../HostStaged.h"
+#include "../../Kernels/CollectiveLayout.h"
+#include "parallax/Runtime/Collectives.h"
 #include "parallax/Runtime/Comm.h"
+
+#include <cuda_runtime.h>
+
+#include <memory>
 
 namespace parallax::rt {
 
@@ -28,27 +43,196 @@ KernelFactory staged(const std::string &op) {
   };
 }
 
-/// Joins a collective started with a token: the CPU's wait, then what the
-/// device does once it completed (host-staged outputs go back).
-KernelFn waitKernel(KernelArgs &args) {
-  KernelFn cpuWait = (*KernelRegistry::global().find("wait"))(args);
-  ExecEnv *env = &args.env;
-  int64_t token = args.i64("token");
-  return [cpuWait, env, token] {
-    cpuWait();
-    if (token < (int64_t)env->afterWait.size() && env->afterWait[token])
-      env->afterWait[token]();
+void checkCuda(cudaError_t e, const char *what) {
+  if (e != cudaSuccess)
+    throw KernelError(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+
+/// What an NCCL kernel needs besides its layout: the device, the group's
+/// collectives, the token it hands its Work to (-1: wait at once).
+struct Nccl {
+  CudaDevice *dev;
+  Collectives *coll;
+  ExecEnv *env;
+  int64_t token;
+  int g;
+
+  /// Hands `work` to the token's wait kernel, `after` (copies out on the
+  /// compute stream) following it; without a token, both now.
+  void finish(std::shared_ptr<Work> work, std::function<void()> after) const {
+    try {
+      if (token >= 0) {
+        env->pending[token] = after ? thenRun(std::move(work), std::move(after)) : work;
+        return;
+      }
+      work->wait();
+    } catch (const CommError &e) {
+      throw KernelError(e.what());
+    }
+    if (after)
+      after();
+  }
+
+  /// Counts `sent`/`received` bytes per variable every step.
+  void countEveryStep(std::vector<std::string> names,
+                      std::vector<std::pair<int64_t, int64_t>> bytes) const {
+    countTrafficEveryStep(*dev, *env->comm, std::move(names), std::move(bytes));
+  }
+
+  /// Device scratch for the kernel's lifetime (never per step).
+  std::shared_ptr<Buffer> scratch(int64_t bytes) const {
+    return std::make_shared<Buffer>(std::max<int64_t>(bytes, 1), dev);
+  }
+
+  /// Copies `height` rows of `width` bytes between pitched layouts on the
+  /// compute stream.
+  void copy2d(void *dst, int64_t dpitch, const void *src, int64_t spitch, int64_t width,
+              int64_t height) const {
+    if (width > 0 && height > 0)
+      checkCuda(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height,
+                                  cudaMemcpyDeviceToDevice, dev->stream()),
+                "cudaMemcpy2DAsync");
+  }
+};
+
+/// A factory that runs `make` over NCCL where the device offers it for the
+/// kernel's group, and the CPU kernel through host staging otherwise.
+KernelFactory overNccl(const std::string &op,
+                       std::function<KernelFn(KernelArgs &, const Nccl &)> make) {
+  KernelFactory fallback = staged(op);
+  return [fallback, make](KernelArgs &args) -> KernelFn {
+    CudaDevice &dev = cudaDeviceOf(args);
+    Group &group = collectiveGroup(args);
+    Collectives *coll = nullptr;
+    try {
+      coll = dev.collectives(*args.env.comm, group);
+    } catch (const CommError &e) {
+      args.fail(e.what());
+    }
+    if (!coll)
+      return fallback(args);
+    int64_t token = args.i64Or("token", -1);
+    if (token >= (int64_t)args.env.pending.size())
+      args.fail("token " + std::to_string(token) + " out of range");
+    return make(args, Nccl{&dev, coll, &args.env, token, group.size()});
+  };
+}
+
+KernelFn allReduce(KernelArgs &args, const Nccl &n) {
+  BucketLayout b = bucketLayoutOf(args, n.g);
+  ReduceOp op = reduceOpOf(args);
+  auto names = variablesOf(args, args.ins.size());
+  std::vector<std::pair<int64_t, int64_t>> bytes;
+  for (const TensorView &t : args.outs) {
+    auto [scatter, gather] = ringHalves(t.bytes(), n.g);
+    int64_t v = b.shardBytes > 0 ? scatter : scatter + gather;
+    bytes.push_back({v, v});
+  }
+  n.countEveryStep(names, bytes);
+  if (b.shardBytes > 0) {
+    // Weight-update sharding: the reduce-scatter half; block r reduced into
+    // the bucket's first shard (as on the CPU).
+    int64_t count = b.shardBytes / (int64_t)sizeOf(b.dtype);
+    return [n, b, count, op] {
+      n.finish(n.coll->reduceScatterBlock(b.bucket, count, b.dtype, op), nullptr);
+    };
+  }
+  if (b.inPlace)
+    return [n, b, op] { n.finish(n.coll->allReduce(b.bucket, b.count(), b.dtype, op), nullptr); };
+  auto staging = n.scratch(b.totalBytes);
+  std::vector<TensorView> ins = args.ins, outs = args.outs;
+  return [n, b, op, staging, ins, outs] {
+    char *buffer = static_cast<char *>(staging->data());
+    for (size_t i = 0; i < ins.size(); ++i)
+      n.dev->copy(buffer + b.offsets[i], ins[i].data, ins[i].bytes());
+    n.finish(n.coll->allReduce(buffer, b.count(), b.dtype, op), [n, b, buffer, outs] {
+      for (size_t i = 0; i < outs.size(); ++i)
+        n.dev->copy(outs[i].data, buffer + b.offsets[i], outs[i].bytes());
+    });
+  };
+}
+
+KernelFn allGatherVariables(KernelArgs &args, const Nccl &n) {
+  VariableBlockLayout v = variableBlockOf(args, n.g);
+  std::vector<std::pair<int64_t, int64_t>> bytes;
+  for (int64_t b : v.bytes) {
+    int64_t other = ringHalves(b, n.g).second;
+    bytes.push_back({other, other});
+  }
+  n.countEveryStep(variablesOf(args, args.ins.size()), bytes);
+  return [n, v] { n.finish(n.coll->allGatherBlock(v.block, v.shardBytes), nullptr); };
+}
+
+/// Concatenation of the group's tensors along gather_axis: gathered as
+/// [G][outer][inner], then laid out as [outer][G][inner].
+KernelFn allGather(KernelArgs &args, const Nccl &n) {
+  AxisSlices s = allGatherSlicesOf(args);
+  TensorView x = args.in(0), y = args.out(0);
+  int64_t xb = x.bytes();
+  n.countEveryStep(variablesOf(args, 1), {{xb * (n.g - 1), xb * (n.g - 1)}});
+  auto send = n.scratch(xb), recv = n.scratch(xb * n.g);
+  return [n, s, x, y, xb, send, recv] {
+    n.dev->copy(send->data(), x.data, xb);
+    char *got = static_cast<char *>(recv->data());
+    n.finish(n.coll->allGather(send->data(), got, xb), [n, s, y, xb, got] {
+      for (int r = 0; r < n.g; ++r)
+        n.copy2d(static_cast<char *>(y.data) + r * s.inner, n.g * s.inner,
+                 got + r * xb, s.inner, s.inner, s.outer);
+    });
+  };
+}
+
+/// Reduce over the group, then keep this rank's slice along scatter_axis.
+KernelFn reduceScatter(KernelArgs &args, const Nccl &n) {
+  AxisSlices s = reduceScatterSlicesOf(args, n.g);
+  ReduceOp op = reduceOpOf(args);
+  TensorView x = args.in(0), y = args.out(0);
+  int64_t v = x.bytes() * (n.g - 1) / n.g; // as a ring reduce-scatter
+  n.countEveryStep(variablesOf(args, 1), {{v, v}});
+  auto staging = n.scratch(x.bytes());
+  int r = n.coll->group().rank();
+  return [n, s, op, x, y, staging, r] {
+    char *buffer = static_cast<char *>(staging->data());
+    n.dev->copy(buffer, x.data, x.bytes());
+    n.finish(n.coll->allReduce(buffer, x.numElements(), x.dtype, op), [n, s, y, buffer, r] {
+      n.copy2d(y.data, s.inner, buffer + r * s.inner, n.g * s.inner, s.inner, s.outer);
+    });
+  };
+}
+
+/// Horovod's sparse all-reduce: every rank gets every rank's rows, sent as
+/// one block of [indices | rows] per rank.
+KernelFn allGatherV(KernelArgs &args, const Nccl &n) {
+  checkAllGatherV(args, n.g);
+  TensorView i0 = args.in(0), v0 = args.in(1), i1 = args.out(0), v1 = args.out(1);
+  int64_t ib = i0.bytes(), vb = v0.bytes(), block = ib + vb;
+  n.countEveryStep(variablesOf(args, 1), {{block * (n.g - 1), block * (n.g - 1)}});
+  auto send = n.scratch(block), recv = n.scratch(block * n.g);
+  return [n, i0, v0, i1, v1, ib, vb, block, send, recv] {
+    char *out = static_cast<char *>(send->data());
+    n.dev->copy(out, i0.data, ib);
+    n.dev->copy(out + ib, v0.data, vb);
+    char *got = static_cast<char *>(recv->data());
+    n.finish(n.coll->allGather(out, got, block), [n, i1, v1, ib, vb, block, got] {
+      n.copy2d(i1.data, ib, got, block, ib, n.g);
+      n.copy2d(v1.data, vb, got + ib, block, vb, n.g);
+    });
   };
 }
 
 } // namespace
 
 void registerCudaCollectiveKernels(KernelRegistry &r) {
-  for (const char *op : {"all_reduce", "all_gather", "all_gather_variables",
-                         "reduce_scatter", "all_to_all", "all_gatherv", "ps_pull",
-                         "ps_push"})
+  r.add("all_reduce", overNccl("all_reduce", allReduce));
+  r.add("all_gather_variables", overNccl("all_gather_variables", allGatherVariables));
+  r.add("all_gather", overNccl("all_gather", allGather));
+  r.add("reduce_scatter", overNccl("reduce_scatter", reduceScatter));
+  r.add("all_gatherv", overNccl("all_gatherv", allGatherV));
+  for (const char *op : {"all_to_all", "ps_pull", "ps_push"})
     r.add(op, staged(op));
-  r.add("wait", waitKernel);
+  // Waiting is the transport's: a host job blocks, NCCL's work orders the
+  // compute stream; staged results are uploaded after either.
+  r.add("wait", *KernelRegistry::global().find("wait"));
 }
 
 } // namespace parallax::rt

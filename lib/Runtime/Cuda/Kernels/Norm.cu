@@ -11,7 +11,10 @@
 // every thread reads and writes only its own elements of a row, so an output
 // that aliases its input is safe. Batch-norm statistics run one block per
 // channel. A synchronized batch norm (a "grid" attribute) all-reduces its
-// statistics through MPI: it runs the CPU kernel through host staging.
+// per-channel sums (in double, as the CPU does) through NCCL between the
+// passes, ordered on the streams without the host; where the device has no
+// NCCL for the group (ranks sharing a GPU) it runs the CPU kernel, whose
+// sums go through MPI, over host staging.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +22,8 @@
 
 #include "../../HostStaged.h"
 #include "../../Kernels/KernelUtil.h"
+#include "../NcclCollectives.h"
+#include "parallax/Runtime/Collectives.h"
 
 #include <math_constants.h>
 
@@ -689,7 +694,120 @@ KernelFn syncBatchNorm(KernelArgs &args, const char *op) {
   return hostStaged(*KernelRegistry::global().find(op))(args);
 }
 
-template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
+/// A synchronized batch norm's statistics across its group (every axis of
+/// its grid, as the CPU's groupSum): per-channel double sums all-reduced
+/// through NCCL. Null `coll`: a local batch norm.
+struct SyncStats {
+  Collectives *coll = nullptr;
+  /// Values per channel in the whole group's batch over those of this rank.
+  int groupSize = 1;
+
+  /// Sums `count` doubles at `sums` over the group; the compute stream's
+  /// later kernels see the result.
+  void allReduce(double *sums, int64_t count) const {
+    try {
+      coll->allReduce(sums, count, DType::F64, ReduceOp::Sum)->wait();
+    } catch (const CommError &e) {
+      throw KernelError(e.what());
+    }
+  }
+};
+
+/// The NCCL collectives of a batch norm's "grid" (null when it has none or
+/// when the device stages it through MPI: then syncBatchNorm runs). Counts
+/// a step's all-reduces of `doubles` each as the CPU kernel counts them.
+SyncStats syncStatsOf(KernelArgs &args, const std::vector<int64_t> &doubles) {
+  SyncStats st;
+  if (!args.has("grid"))
+    return st;
+  Comm *comm = args.env.comm;
+  if (!comm)
+    args.fail("a synchronized batch norm needs a communicator");
+  std::vector<int64_t> shape = args.has("grid_shape")
+                                   ? args.i64s("grid_shape")
+                                   : std::vector<int64_t>{args.env.worldSize};
+  std::vector<int64_t> axes(shape.size());
+  for (size_t a = 0; a < axes.size(); ++a)
+    axes[a] = (int64_t)a;
+  CudaDevice &dev = cudaDeviceOf(args);
+  try {
+    Group &group = comm->group(shape, axes);
+    st.coll = dev.collectives(*comm, group);
+    st.groupSize = group.size();
+  } catch (const CommError &e) {
+    args.fail(e.what());
+  }
+  if (st.coll) {
+    int64_t g = st.groupSize, ring = 0;
+    for (int64_t n : doubles) {
+      int64_t bytes = n * (int64_t)sizeof(double);
+      ring += g > 1 ? 2 * bytes * (g - 1) / g : 0;
+    }
+    countTrafficEveryStep(dev, *comm, {"(batchnorm)"}, {{ring, ring}});
+  }
+  return st;
+}
+
+/// Per channel, one block each: out[ch] = the sum of x, or with Shift of
+/// (x - mean)^2 where mean = sums[ch] / total (the group's values per
+/// channel).
+template <typename T, bool Shift>
+__global__ void __launch_bounds__(kMaxGroupThreads)
+    channelSumKernel(const T *x, const double *sums, double total, double *out,
+                     int64_t c, int64_t spatial, int64_t count) {
+  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
+    double mean = Shift ? sums[ch] / total : 0.0, acc = 0;
+    for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+      double v = (double)x[channelElem(t, ch, c, spatial)];
+      if (Shift) {
+        v -= mean;
+        v *= v;
+      }
+      acc += v;
+    }
+    acc = groupReduce<false>(acc);
+    if (threadIdx.x == 0)
+      out[ch] = acc;
+  }
+}
+
+/// The group's statistics into st[0, 2c) (sum, then squared deviations),
+/// all-reduced after each pass.
+template <typename T>
+void launchSyncStats(const SyncStats &sync, const T *x, double *st, int64_t c,
+                     int64_t spatial, int64_t count, unsigned blocks, unsigned threads,
+                     cudaStream_t stream) {
+  double total = (double)count * sync.groupSize;
+  channelSumKernel<T, false><<<blocks, dim3(threads, 1), 0, stream>>>(
+      x, nullptr, total, st, c, spatial, count);
+  PX_CUDA_LAUNCHED();
+  sync.allReduce(st, c);
+  channelSumKernel<T, true><<<blocks, dim3(threads, 1), 0, stream>>>(
+      x, st, total, st + c, c, spatial, count);
+  PX_CUDA_LAUNCHED();
+  sync.allReduce(st + c, c);
+}
+
+/// Training with the group's statistics st (sum, squared deviations over
+/// `total` values per channel): y's coefficients and the running
+/// statistics, one thread per channel.
+template <typename T>
+__global__ void syncBatchNormCoefKernel(const double *st, double total, const T *scale,
+                                        const T *bias, const T *inMean, const T *inVar,
+                                        T *runMean, T *runVar, T *coef, int64_t c,
+                                        double eps, double momentum, double unbias) {
+  for (int64_t ch = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; ch < c;
+       ch += (int64_t)gridDim.x * blockDim.x) {
+    double mean = st[ch] / total, var = st[c + ch] / total;
+    double inv = 1.0 / sqrt(var + eps);
+    coef[ch] = (T)((double)scale[ch] * inv);
+    coef[c + ch] = (T)((double)bias[ch] - mean * (double)scale[ch] * inv);
+    runMean[ch] = (T)(momentum * inMean[ch] + (1.0 - momentum) * mean);
+    runVar[ch] = (T)(momentum * inVar[ch] + (1.0 - momentum) * var * unbias);
+  }
+}
+
+template <typename T> KernelFn batchNormTyped(KernelArgs &args, const SyncStats &sync) {
   const std::string op = "batch_norm";
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0);
@@ -708,14 +826,17 @@ template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
     args.fail(op + ": training needs at least one value per channel, x is " +
               shapeStr(x.shape));
   const int64_t count = s.n * s.spatial;
+  // The running variance's factor: n / (n - 1) over the values per channel
+  // of the whole (synchronized) batch.
+  const double total = (double)count * sync.groupSize;
   double unbias = 1.0;
   if (training && args.flag("unbiased_running_var")) {
-    if (count < 2)
+    if (total < 2)
       args.fail(op +
                 ": the unbiased running variance needs more than 1 value per "
                 "channel in the batch, x is " +
                 shapeStr(x.shape));
-    unbias = (double)count / (double)(count - 1);
+    unbias = total / (total - 1);
   }
   const T *xp = x.as<T>(), *scale = args.in(1).as<T>(),
           *bias = args.in(2).as<T>(), *inMean = args.in(3).as<T>(),
@@ -725,16 +846,25 @@ template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
   Scratch coefBuf =
       scratch(dev, std::max<int64_t>(1, 2 * s.c) * (int64_t)sizeof(T));
   T *coef = static_cast<T *>(coefBuf->data());
-  int64_t c = s.c, spatial = s.spatial, total = s.n * s.c * s.spatial;
+  bool synced = training && sync.coll;
+  Scratch statsBuf = scratch(dev, synced ? 2 * s.c * (int64_t)sizeof(double) : 1);
+  double *stats = static_cast<double *>(statsBuf->data());
+  int64_t c = s.c, spatial = s.spatial, elements = s.n * s.c * s.spatial;
   unsigned chBlocks =
       (unsigned)std::min<int64_t>(std::max<int64_t>(c, 1), 65535 * 8);
   unsigned chThreads = channelThreads(count);
   cudaStream_t stream = dev.stream();
   return [=] {
     (void)coefBuf;
+    (void)statsBuf;
     if (c == 0)
       return;
-    if (training) {
+    if (synced) {
+      launchSyncStats(sync, xp, stats, c, spatial, count, chBlocks, chThreads, stream);
+      syncBatchNormCoefKernel<T><<<blocksFor(c), kThreads, 0, stream>>>(
+          stats, total, scale, bias, inMean, inVar, runMean, runVar, coef, c, eps,
+          momentum, unbias);
+    } else if (training) {
       batchNormStatsKernel<T><<<chBlocks, dim3(chThreads, 1), 0, stream>>>(
           xp, scale, bias, inMean, inVar, runMean, runVar, coef, c, spatial,
           count, eps, momentum, unbias);
@@ -743,21 +873,25 @@ template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
           scale, bias, inMean, inVar, runMean, runVar, coef, c, eps);
     }
     PX_CUDA_LAUNCHED();
-    if (total > 0) {
-      batchNormApplyKernel<T><<<blocksFor(total), kThreads, 0, stream>>>(
-          xp, coef, y, c, spatial, total);
+    if (elements > 0) {
+      batchNormApplyKernel<T><<<blocksFor(elements), kThreads, 0, stream>>>(
+          xp, coef, y, c, spatial, elements);
       PX_CUDA_LAUNCHED();
     }
   };
 }
 
 KernelFn batchNormFactory(KernelArgs &args) {
-  if (args.has("grid"))
-    return syncBatchNorm(args, "batch_norm");
   checkFloat(args, args.in(0).dtype, "batch_norm");
+  int64_t c = args.in(0).rank() >= 2 ? args.in(0).dim(1) : 0;
+  // Only training synchronizes: the sums, then the squared deviations.
+  SyncStats sync = syncStatsOf(args, args.flag("training") ? std::vector<int64_t>{c, c}
+                                                           : std::vector<int64_t>{});
+  if (args.has("grid") && !sync.coll && args.flag("training"))
+    return syncBatchNorm(args, "batch_norm");
   if (args.in(0).dtype == DType::F32)
-    return batchNormTyped<float>(args);
-  return batchNormTyped<double>(args);
+    return batchNormTyped<float>(args, sync);
+  return batchNormTyped<double>(args, sync);
 }
 
 /// Per channel: statistics, dbias = sum(dy), dscale = sum(dy * xhat), and
@@ -797,6 +931,53 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
   }
 }
 
+/// Synchronized: with the group's statistics st[0, 2c) over `total` values
+/// per channel, this rank's sums of dy and dy * (x - mean) into st[2c, 4c),
+/// and dbias, dscale from them (this rank's: the gradient all-reduce
+/// averages them, as on the CPU).
+template <typename T>
+__global__ void __launch_bounds__(kMaxGroupThreads)
+    syncBatchNormGradSumsKernel(const T *dy, const T *x, double *st, double total,
+                                T *dscale, T *dbias, int64_t c, int64_t spatial,
+                                int64_t count, double eps) {
+  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
+    double mean = st[ch] / total, var = st[c + ch] / total;
+    double sdy = 0, sdyx = 0;
+    for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+      int64_t i = channelElem(t, ch, c, spatial);
+      double g = (double)dy[i];
+      sdy += g;
+      sdyx += g * ((double)x[i] - mean);
+    }
+    sdy = groupReduce<false>(sdy);
+    sdyx = groupReduce<false>(sdyx);
+    if (threadIdx.x == 0) {
+      double inv = 1.0 / sqrt(var + eps);
+      dbias[ch] = (T)sdy;
+      dscale[ch] = (T)(sdyx * inv);
+      st[2 * c + ch] = sdy;
+      st[3 * c + ch] = sdyx;
+    }
+  }
+}
+
+/// Synchronized: dx's coefficients (as batchNormGradStatsKernel's) from the
+/// group's sums st[0, 4c).
+template <typename T>
+__global__ void syncBatchNormGradCoefKernel(const double *st, double total, const T *scale,
+                                            T *coef, int64_t c, double eps) {
+  for (int64_t ch = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; ch < c;
+       ch += (int64_t)gridDim.x * blockDim.x) {
+    double mean = st[ch] / total, var = st[c + ch] / total;
+    double inv = 1.0 / sqrt(var + eps);
+    coef[ch] = (T)((double)scale[ch] * inv);
+    coef[c + ch] = (T)(st[2 * c + ch] / total);
+    coef[2 * c + ch] = (T)mean;
+    coef[3 * c + ch] = (T)inv;
+    coef[4 * c + ch] = (T)(st[3 * c + ch] * inv / total);
+  }
+}
+
 /// dx = k * (dy - mean(dy) - xhat * mean(dy * xhat)), xhat = (x - m) * iv.
 template <typename T>
 __global__ void batchNormDxKernel(const T *dy, const T *x, const T *coef, T *dx,
@@ -811,7 +992,8 @@ __global__ void batchNormDxKernel(const T *dy, const T *x, const T *coef, T *dx,
   }
 }
 
-template <typename T> KernelFn batchNormGradTyped(KernelArgs &args) {
+template <typename T>
+KernelFn batchNormGradTyped(KernelArgs &args, const SyncStats &sync) {
   const std::string op = "batch_norm_grad";
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &dy = args.in(0), &x = args.in(1);
@@ -832,32 +1014,51 @@ template <typename T> KernelFn batchNormGradTyped(KernelArgs &args) {
   Scratch coefBuf =
       scratch(dev, std::max<int64_t>(1, 5 * s.c) * (int64_t)sizeof(T));
   T *coef = static_cast<T *>(coefBuf->data());
+  Scratch statsBuf = scratch(dev, sync.coll ? 4 * s.c * (int64_t)sizeof(double) : 1);
+  double *stats = static_cast<double *>(statsBuf->data());
   int64_t c = s.c, spatial = s.spatial, count = s.n * s.spatial,
-          total = s.n * s.c * s.spatial;
+          elements = s.n * s.c * s.spatial;
+  double total = (double)count * sync.groupSize;
   unsigned chBlocks =
       (unsigned)std::min<int64_t>(std::max<int64_t>(c, 1), 65535 * 8);
   unsigned chThreads = channelThreads(count);
   cudaStream_t stream = dev.stream();
   return [=] {
     (void)coefBuf;
+    (void)statsBuf;
     if (c == 0)
       return;
-    batchNormGradStatsKernel<T><<<chBlocks, dim3(chThreads, 1), 0, stream>>>(
-        dyp, xp, scale, dscale, dbias, coef, c, spatial, count, eps);
+    if (sync.coll) {
+      // SyncBatchNorm: the group's statistics, then dx from the group's
+      // sums of dy and dy * xhat.
+      launchSyncStats(sync, xp, stats, c, spatial, count, chBlocks, chThreads, stream);
+      syncBatchNormGradSumsKernel<T><<<chBlocks, dim3(chThreads, 1), 0, stream>>>(
+          dyp, xp, stats, total, dscale, dbias, c, spatial, count, eps);
+      PX_CUDA_LAUNCHED();
+      sync.allReduce(stats + 2 * c, 2 * c);
+      syncBatchNormGradCoefKernel<T><<<blocksFor(c), kThreads, 0, stream>>>(
+          stats, total, scale, coef, c, eps);
+    } else {
+      batchNormGradStatsKernel<T><<<chBlocks, dim3(chThreads, 1), 0, stream>>>(
+          dyp, xp, scale, dscale, dbias, coef, c, spatial, count, eps);
+    }
     PX_CUDA_LAUNCHED();
-    batchNormDxKernel<T><<<blocksFor(total), kThreads, 0, stream>>>(
-        dyp, xp, coef, dx, c, spatial, total);
+    batchNormDxKernel<T><<<blocksFor(elements), kThreads, 0, stream>>>(
+        dyp, xp, coef, dx, c, spatial, elements);
     PX_CUDA_LAUNCHED();
   };
 }
 
 KernelFn batchNormGradFactory(KernelArgs &args) {
-  if (args.has("grid"))
-    return syncBatchNorm(args, "batch_norm_grad");
   checkFloat(args, args.in(1).dtype, "batch_norm_grad");
+  int64_t c = args.in(1).rank() >= 2 ? args.in(1).dim(1) : 0;
+  // The statistics' two all-reduces, then the sums of dy and dy * xhat.
+  SyncStats sync = syncStatsOf(args, {c, c, 2 * c});
+  if (args.has("grid") && !sync.coll)
+    return syncBatchNorm(args, "batch_norm_grad");
   if (args.in(1).dtype == DType::F32)
-    return batchNormGradTyped<float>(args);
-  return batchNormGradTyped<double>(args);
+    return batchNormGradTyped<float>(args, sync);
+  return batchNormGradTyped<double>(args, sync);
 }
 
 } // namespace

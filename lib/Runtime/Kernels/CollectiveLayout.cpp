@@ -1,0 +1,133 @@
+//===- CollectiveLayout.cpp - collective kernels' bind-time checks --------===//
+
+#include "CollectiveLayout.h"
+
+#include "parallax/Runtime/Plan.h"
+
+#include <algorithm>
+
+namespace parallax::rt {
+
+ReduceOp reduceOpOf(KernelArgs &args) {
+  std::string kind = args.strOr("reduction", "sum");
+  if (kind == "sum") return ReduceOp::Sum;
+  if (kind == "average") return ReduceOp::Average;
+  if (kind == "max") return ReduceOp::Max;
+  if (kind == "min") return ReduceOp::Min;
+  args.fail("unsupported reduction '" + kind + "'");
+}
+
+std::vector<std::string> variablesOf(KernelArgs &args, size_t n) {
+  std::vector<std::string> names;
+  if (args.has("variables"))
+    names = args.kernel.attrs["variables"].get<std::vector<std::string>>();
+  names.resize(n, names.empty() ? "(other)" : names.back());
+  return names;
+}
+
+std::pair<int64_t, int64_t> ringHalves(int64_t bytes, int g) {
+  int64_t scatter = bytes * (g - 1) / g;
+  return {scatter, 2 * bytes * (g - 1) / g - scatter};
+}
+
+BucketLayout bucketLayoutOf(KernelArgs &args, int groupSize) {
+  if (args.ins.empty() || args.ins.size() != args.outs.size())
+    args.fail("all_reduce needs as many outputs as inputs");
+  BucketLayout b;
+  b.dtype = args.in(0).dtype;
+  b.inPlace = args.flag("in_place");
+  for (size_t i = 0; i < args.ins.size(); ++i) {
+    if (args.in(i).dtype != b.dtype || args.out(i).dtype != b.dtype ||
+        args.in(i).shape != args.out(i).shape)
+      args.fail("a fused all_reduce needs tensors of one element type, each "
+                "output shaped as its input");
+    b.offsets.push_back(b.totalBytes);
+    int64_t bytes = args.in(i).bytes();
+    // In place: the plan emitter's layout, each tensor at an aligned offset.
+    b.totalBytes += b.inPlace ? alignToPlan(std::max<int64_t>(bytes, 1)) : bytes;
+  }
+  b.bucket = b.inPlace ? static_cast<char *>(args.in(0).data) : nullptr;
+  for (size_t i = 0; b.inPlace && i < args.ins.size(); ++i)
+    if (args.in(i).data != b.bucket + b.offsets[i] || args.out(i).data != args.in(i).data)
+      args.fail("an in_place all_reduce needs its tensors back to back in one "
+                "buffer, each output the memory of its input (tensor " +
+                std::to_string(i) + " is not)");
+  if (args.flag("shard_update")) {
+    int64_t shard = args.i64("shard_bytes");
+    int64_t eb = (int64_t)sizeOf(b.dtype);
+    if (!b.inPlace || shard <= 0 || shard % eb != 0 || shard * groupSize < b.totalBytes)
+      args.fail("shard_update needs an in_place bucket split into " +
+                std::to_string(groupSize) + " blocks of whole elements covering its " +
+                std::to_string(b.totalBytes) + " bytes, got shard_bytes " +
+                std::to_string(shard));
+    b.shardBytes = shard;
+  }
+  return b;
+}
+
+VariableBlockLayout variableBlockOf(KernelArgs &args, int groupSize) {
+  if (args.ins.empty() || !args.outs.empty())
+    args.fail("all_gather_variables takes the variables of one block and has "
+              "no outputs");
+  auto offsets = args.i64s("offsets");
+  VariableBlockLayout v;
+  v.shardBytes = args.i64("shard_bytes");
+  if (offsets.size() != args.ins.size() || offsets[0] != 0 || args.in(0).bytes() == 0)
+    args.fail("all_gather_variables needs one offset per variable, the first 0 "
+              "and its variable not empty (its address is the block's)");
+  v.block = static_cast<char *>(args.in(0).data);
+  int64_t end = 0;
+  for (size_t i = 0; i < args.ins.size(); ++i) {
+    if (args.in(i).bytes() > 0 && args.in(i).data != v.block + offsets[i])
+      args.fail("all_gather_variables: variable " + std::to_string(i) +
+                " is not at offset " + std::to_string(offsets[i]) +
+                " of the first one's block");
+    end = std::max(end, offsets[i] + args.in(i).bytes());
+    v.bytes.push_back(args.in(i).bytes());
+  }
+  if (v.shardBytes <= 0 || v.shardBytes * groupSize < end)
+    args.fail("all_gather_variables: " + std::to_string(groupSize) + " blocks of " +
+              std::to_string(v.shardBytes) + " bytes do not cover " +
+              std::to_string(end) + " bytes of variables");
+  return v;
+}
+
+namespace {
+
+int64_t outerOf(const TensorView &t, int64_t axis) {
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= t.dim(d);
+  return outer;
+}
+
+} // namespace
+
+AxisSlices allGatherSlicesOf(KernelArgs &args) {
+  const TensorView &x = args.in(0);
+  int64_t axis = args.i64("gather_axis");
+  if (axis < 0 || axis >= x.rank())
+    args.fail("gather_axis out of range");
+  AxisSlices s;
+  s.outer = outerOf(x, axis);
+  s.inner = x.bytes() / std::max<int64_t>(s.outer, 1);
+  return s;
+}
+
+AxisSlices reduceScatterSlicesOf(KernelArgs &args, int groupSize) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  int64_t axis = args.i64("scatter_axis");
+  if (axis < 0 || axis >= x.rank() || x.dim(axis) % groupSize != 0)
+    args.fail("scatter_axis out of range or not divisible by the group");
+  AxisSlices s;
+  s.outer = outerOf(x, axis);
+  s.inner = y.bytes() / std::max<int64_t>(s.outer, 1);
+  return s;
+}
+
+void checkAllGatherV(KernelArgs &args, int groupSize) {
+  if (args.out(0).numElements() != args.in(0).numElements() * groupSize)
+    args.fail("all_gatherv output must hold the rows of every rank");
+}
+
+} // namespace parallax::rt
