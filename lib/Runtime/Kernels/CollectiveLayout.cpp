@@ -94,35 +94,47 @@ VariableBlockLayout variableBlockOf(KernelArgs &args, int groupSize) {
 
 namespace {
 
-int64_t outerOf(const TensorView &t, int64_t axis) {
-  int64_t outer = 1;
+/// x's slices before the axis that `attr` names (which must split into
+/// `parts`), of `perMember`'s bytes each.
+AxisSlices slicesAlong(KernelArgs &args, const char *attr, int parts,
+                       const TensorView &perMember) {
+  const TensorView &x = args.in(0);
+  int64_t axis = args.i64(attr);
+  if (axis < 0 || axis >= x.rank() || x.dim(axis) % parts != 0)
+    args.fail(std::string(attr) + (parts > 1 ? " out of range or not divisible by the group"
+                                             : " out of range"));
+  AxisSlices s;
   for (int64_t d = 0; d < axis; ++d)
-    outer *= t.dim(d);
-  return outer;
+    s.outer *= x.dim(d);
+  s.inner = perMember.bytes() / std::max<int64_t>(s.outer, 1);
+  return s;
 }
 
 } // namespace
 
 AxisSlices allGatherSlicesOf(KernelArgs &args) {
-  const TensorView &x = args.in(0);
-  int64_t axis = args.i64("gather_axis");
-  if (axis < 0 || axis >= x.rank())
-    args.fail("gather_axis out of range");
-  AxisSlices s;
-  s.outer = outerOf(x, axis);
-  s.inner = x.bytes() / std::max<int64_t>(s.outer, 1);
-  return s;
+  return slicesAlong(args, "gather_axis", 1, args.in(0));
 }
 
 AxisSlices reduceScatterSlicesOf(KernelArgs &args, int groupSize) {
-  const TensorView &x = args.in(0), &y = args.out(0);
-  int64_t axis = args.i64("scatter_axis");
-  if (axis < 0 || axis >= x.rank() || x.dim(axis) % groupSize != 0)
-    args.fail("scatter_axis out of range or not divisible by the group");
-  AxisSlices s;
-  s.outer = outerOf(x, axis);
-  s.inner = y.bytes() / std::max<int64_t>(s.outer, 1);
-  return s;
+  return slicesAlong(args, "scatter_axis", groupSize, args.out(0));
+}
+
+Group &batchNormGroup(KernelArgs &args) {
+  Comm *comm = args.env.comm;
+  if (!comm)
+    args.fail("a synchronized batch norm needs a communicator");
+  std::vector<int64_t> shape = args.has("grid_shape")
+                                   ? args.i64s("grid_shape")
+                                   : std::vector<int64_t>{args.env.worldSize};
+  std::vector<int64_t> axes(shape.size());
+  for (size_t a = 0; a < axes.size(); ++a)
+    axes[a] = (int64_t)a;
+  try {
+    return comm->group(shape, axes);
+  } catch (const CommError &e) {
+    args.fail(e.what());
+  }
 }
 
 void checkAllGatherV(KernelArgs &args, int groupSize) {

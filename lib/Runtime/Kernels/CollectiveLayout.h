@@ -74,6 +74,10 @@ AxisSlices reduceScatterSlicesOf(KernelArgs &args, int groupSize);
 /// all_gatherv's outputs hold the G members' indices and rows.
 void checkAllGatherV(KernelArgs &args, int groupSize);
 
+/// The group a synchronized batch norm (a "grid" attribute) sums its
+/// statistics over: every axis of its grid.
+Group &batchNormGroup(KernelArgs &args);
+
 } // namespace parallax::rt
 
 #endif // PARALLAX_LIB_RUNTIME_KERNELS_COLLECTIVELAYOUT_H

@@ -13,6 +13,7 @@
 #include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Kernel.h"
 
+#include "CollectiveLayout.h"
 #include "KernelUtil.h"
 #include "Vec4.h"
 
@@ -563,20 +564,7 @@ std::function<void(std::vector<double> &)> groupSum(KernelArgs &args) {
   if (!args.has("grid"))
     return nullptr;
   Comm *comm = args.env.comm;
-  if (!comm)
-    args.fail("a synchronized batch norm needs a communicator");
-  std::vector<int64_t> shape = args.has("grid_shape")
-                                   ? args.i64s("grid_shape")
-                                   : std::vector<int64_t>{args.env.worldSize};
-  std::vector<int64_t> axes(shape.size());
-  for (size_t a = 0; a < axes.size(); ++a)
-    axes[a] = (int64_t)a;
-  Group *group;
-  try {
-    group = &comm->group(shape, axes);
-  } catch (const CommError &e) {
-    args.fail(e.what());
-  }
+  Group *group = &batchNormGroup(args);
   auto info = std::make_shared<JobInfo>(jobInfoOf(args));
   info->name = "all_reduce";
   info->description = "the batch statistics' all_reduce of " + info->description;

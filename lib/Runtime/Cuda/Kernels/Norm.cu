@@ -21,6 +21,7 @@
 #include "CudaKernelUtil.cuh"
 
 #include "../../HostStaged.h"
+#include "../../Kernels/CollectiveLayout.h"
 #include "../../Kernels/KernelUtil.h"
 #include "../NcclCollectives.h"
 #include "parallax/Runtime/Collectives.h"
@@ -721,17 +722,9 @@ SyncStats syncStatsOf(KernelArgs &args, const std::vector<int64_t> &doubles) {
   if (!args.has("grid"))
     return st;
   Comm *comm = args.env.comm;
-  if (!comm)
-    args.fail("a synchronized batch norm needs a communicator");
-  std::vector<int64_t> shape = args.has("grid_shape")
-                                   ? args.i64s("grid_shape")
-                                   : std::vector<int64_t>{args.env.worldSize};
-  std::vector<int64_t> axes(shape.size());
-  for (size_t a = 0; a < axes.size(); ++a)
-    axes[a] = (int64_t)a;
+  Group &group = batchNormGroup(args);
   CudaDevice &dev = cudaDeviceOf(args);
   try {
-    Group &group = comm->group(shape, axes);
     st.coll = dev.collectives(*comm, group);
     st.groupSize = group.size();
   } catch (const CommError &e) {
