@@ -208,9 +208,9 @@ void Session::allocate() {
   for (const auto &in : plan_.inputs) {
     int64_t bytes = bytesOf(in.dtype, in.shape);
     inputs_.emplace_back(bytes, d);
-    if (!onHost())
-      hostInputs_.emplace_back(d->allocateHost(bytes),
-                               [d](void *p) { d->deallocateHost(p); });
+    for (auto &set : hostInputs_)
+      if (!onHost())
+        set.emplace_back(d->allocateHost(bytes), [d](void *p) { d->deallocateHost(p); });
   }
   outputMirrors_.resize(plan_.outputs.size());
   variableMirrors_.resize(plan_.variables.size());
@@ -381,6 +381,7 @@ void Session::bindKernels() {
 TensorView Session::hostView(const TensorView &t, Buffer &mirror) const {
   if (onHost())
     return t;
+  finishStep();
   if (mirror.size() != t.bytes())
     mirror = Buffer(t.bytes());
   device_->download(mirror.data(), t.data, t.bytes());
@@ -389,8 +390,8 @@ TensorView Session::hostView(const TensorView &t, Buffer &mirror) const {
 
 TensorView Session::input(size_t i) const {
   const PlanInput &in = plan_.inputs.at(i);
-  return TensorView{onHost() ? inputs_[i].data() : hostInputs_.at(i).get(), in.dtype,
-                    in.shape};
+  return TensorView{onHost() ? inputs_[i].data() : hostInputs_[filling_].at(i).get(),
+                    in.dtype, in.shape};
 }
 
 TensorView Session::output(size_t i) const {
@@ -413,6 +414,7 @@ TensorView Session::variable(size_t i) const {
 void Session::commitVariable(size_t i) {
   if (onHost())
     return;
+  finishStep();
   const Buffer &mirror = variableMirrors_.at(i);
   if (mirror.data())
     device_->upload(variableData_[i], mirror.data(), mirror.size());
@@ -520,7 +522,14 @@ void Session::runKernel(size_t i) {
   }
 }
 
-void Session::synchronize() {
+void Session::finishStep() const {
+  if (!stepPending_)
+    return;
+  stepPending_ = false;
+  synchronize();
+}
+
+void Session::synchronize() const {
   try {
     device_->synchronize();
   } catch (const DeviceError &e) {
@@ -532,25 +541,37 @@ void Session::synchronize() {
 }
 
 void Session::runStep() {
+  finishStep();
   ++env_.step;
   env_.comm->setStep(env_.step);
   device_->setStep(env_.step, env_.seed);
-  if (options_.profile || options_.trace)
+  if (options_.profile || options_.trace) {
     runTimedStep();
-  else
-    device_->runStep([this] {
-      uploadInputs();
-      for (size_t i = 0; i < bound_.size(); ++i)
-        runKernel(i);
-    });
-  synchronize();
+    synchronize();
+    return;
+  }
+  // Uploaded outside the step a GPU captures: the staging set alternates.
+  uploadInputs();
+  device_->runStep([this] {
+    for (size_t i = 0; i < bound_.size(); ++i)
+      runKernel(i);
+  });
+  stepPending_ = true;
+  if (onHost())
+    finishStep();
 }
 
 void Session::uploadInputs() {
   if (onHost())
     return;
   for (size_t i = 0; i < inputs_.size(); ++i)
-    device_->uploadAsync(inputs_[i].data(), hostInputs_[i].get(), inputs_[i].size());
+    device_->uploadAsync(inputs_[i].data(), hostInputs_[filling_][i].get(),
+                         inputs_[i].size());
+  uploaded_[filling_] = device_->mark();
+  // The host fills the other set next; the step before this one uploaded
+  // it, and that copy is done before this step's.
+  filling_ ^= 1;
+  device_->waitFor(uploaded_[filling_]);
 }
 
 void Session::runTimedStep() {

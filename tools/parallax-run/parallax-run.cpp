@@ -495,15 +495,20 @@ int main(int argc, char **argv) {
     Progress progress(steps, args["log-every"].as<int64_t>(),
                       args.count("quiet") > 0 || rank != 0, firstStep);
     auto start = std::chrono::steady_clock::now();
+    if (firstStep < steps)
+      data->fill(session, firstStep);
     for (int64_t s = firstStep; s < steps; ++s) {
       auto t0 = std::chrono::steady_clock::now();
       comm->traffic = Traffic{};
-      data->fill(session, s);
       session.runStep();
+      // The next batch while a GPU runs this step (into the other staging
+      // buffer); on the CPU the same work in the same order.
+      if (s + 1 < steps)
+        data->fill(session, s + 1);
+      double loss = session.loss();
       auto t1 = std::chrono::steady_clock::now();
       double stepTime = std::chrono::duration<double>(t1 - t0).count();
       double elapsed = std::chrono::duration<double>(t1 - start).count();
-      double loss = session.loss();
       double samplesPerSec = data->globalBatch() / std::max(stepTime, 1e-9);
       // A checkpoint after a finite loss only, and reported after this
       // step's metrics line is out.

@@ -100,6 +100,13 @@ public:
   }
   virtual void copy(void *dst, const void *src, int64_t bytes) = 0;
 
+  /// A point in the device's queue (everything queued so far), and a wait
+  /// of the host until the device has passed it: how the host knows that an
+  /// uploadAsync's host memory may be written again without waiting for
+  /// the whole queue. The CPU has always passed it.
+  virtual uint64_t mark() { return 0; }
+  virtual void waitFor(uint64_t mark) { (void)mark; }
+
   /// Waits until every queued kernel and copy has finished. Throws
   /// std::runtime_error with the device's message when a kernel failed or
   /// reported bad data (an index out of range), naming the kernel.

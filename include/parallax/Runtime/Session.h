@@ -86,11 +86,13 @@ public:
   // The views below are host memory whatever the device: on a GPU the
   // session keeps host copies and moves them as each function says.
 
-  /// The buffer of graph input `i` (fill it before runStep; a GPU session
-  /// uploads it at the start of the step).
+  /// The buffer of graph input `i`: fill every input before each runStep.
+  /// A GPU session has two pinned buffers per input and hands out the one
+  /// the step after the running one will upload, so that the host prepares
+  /// the next batch while the device runs this step.
   TensorView input(size_t i) const;
   /// Graph output `i`, valid after runStep until the next one (downloaded
-  /// from a GPU on each call).
+  /// from a GPU on each call, after the step finished).
   TensorView output(size_t i) const;
   /// The loss of the last step (Train mode).
   double loss() const;
@@ -120,6 +122,9 @@ public:
   std::vector<std::pair<int64_t, int64_t>> currentRows(size_t i) const;
 
   /// Runs one step: every kernel in schedule order. Advances env().step.
+  /// On a GPU it returns once the step is queued; whatever reads its
+  /// results (output, loss, variable, the next runStep) waits for it, and
+  /// a kernel's failure is thrown there.
   void runStep();
   int64_t stepsRun() const { return env_.step; }
 
@@ -141,7 +146,9 @@ private:
   void uploadInputs();
   /// Waits for the device; a kernel's failure becomes a RuntimeError
   /// naming it.
-  void synchronize();
+  void synchronize() const;
+  /// Waits for a step runStep left running on the device.
+  void finishStep() const;
   void bindKernels();
   /// Runs kernel i, naming it in the error of a kernel that fails.
   void runKernel(size_t i);
@@ -168,7 +175,13 @@ private:
   std::vector<char *> variableData_;
   /// A GPU session's host side: pinned input staging, and copies of what
   /// the host reads (outputs, variables, tensors) made on request.
-  std::vector<std::unique_ptr<void, std::function<void(void *)>>> hostInputs_;
+  /// Two sets of input buffers: the host fills set filling_ while the
+  /// step that uploaded the other may still run.
+  std::vector<std::unique_ptr<void, std::function<void(void *)>>> hostInputs_[2];
+  int filling_ = 0;
+  /// Where the device stood after uploading each set (Device::mark).
+  uint64_t uploaded_[2] = {0, 0};
+  mutable bool stepPending_ = false;
   mutable std::vector<Buffer> outputMirrors_, variableMirrors_;
   mutable std::map<int32_t, Buffer> tensorMirrors_;
   std::vector<size_t> hostFallbacks_;

@@ -114,6 +114,9 @@ CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(stream_);
   cudaStreamSynchronize(commStream_);
   nccl_.clear();
+  for (cudaEvent_t e : markEvents_)
+    if (e)
+      cudaEventDestroy(e);
   if (graphExec_)
     cudaGraphExecDestroy(graphExec_);
   if (graph_)
@@ -201,6 +204,21 @@ void CudaDevice::copy(void *dst, const void *src, int64_t bytes) {
   if (bytes > 0)
     check(cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDeviceToDevice, stream_),
           "copy");
+}
+
+uint64_t CudaDevice::mark() {
+  uint64_t m = ++marks_;
+  cudaEvent_t &e = markEvents_[m % 4];
+  if (!e)
+    check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  check(cudaEventRecord(e, stream_), "cudaEventRecord");
+  return m;
+}
+
+void CudaDevice::waitFor(uint64_t mark) {
+  // A failed kernel is reported by the next synchronize(), naming it.
+  if (mark > 0)
+    cudaEventSynchronize(markEvents_[mark % 4]);
 }
 
 void CudaDevice::checkFault() {
@@ -302,14 +320,17 @@ void CudaDevice::markHostSynchronizing(const std::string &why) {
     hostSyncReason_ = why;
 }
 
-void CudaDevice::runStep(const std::function<void()> &step) {
-  ++stepsSeen_;
-  launchStep(step);
+void CudaDevice::setStep(int64_t step, uint64_t seed) {
+  // The previous step's kernels read these: the session calls this once
+  // that step is done.
+  stepHost_->step = step;
+  stepHost_->seed = seed;
   for (const auto &hook : stepHooks_)
     hook();
 }
 
-void CudaDevice::launchStep(const std::function<void()> &step) {
+void CudaDevice::runStep(const std::function<void()> &step) {
+  ++stepsSeen_;
   // The first steps run eagerly: libraries initialise lazily on first use
   // (allocations a capture cannot hold), and a plan that fails should fail
   // with its kernel's message, not inside a graph.

@@ -73,13 +73,12 @@ public:
   void uploadAsync(void *device, const void *host, int64_t bytes) override;
   void download(void *host, const void *device, int64_t bytes) override;
   void copy(void *dst, const void *src, int64_t bytes) override;
+  uint64_t mark() override;
+  void waitFor(uint64_t mark) override;
   void synchronize() override;
   const KernelRegistry &kernels() const override;
   void runStep(const std::function<void()> &step) override;
-  void setStep(int64_t step, uint64_t seed) override {
-    stepHost_->step = step;
-    stepHost_->seed = seed;
-  }
+  void setStep(int64_t step, uint64_t seed) override;
   void markHostFallback() override { markHostSynchronizing("kernels on the host"); }
   std::string executionNote() const override;
   /// NCCL's communicator for `group`, or null where NCCL cannot serve (the
@@ -106,8 +105,9 @@ public:
   /// CUDA graph cannot capture them, so the step is not captured.
   void markHostSynchronizing(const std::string &why);
   const std::string &hostSyncReason() const { return hostSyncReason_; }
-  /// Host work for every step, replayed or not (a graph replay runs no
-  /// kernel closure): the traffic NCCL collectives count.
+  /// Host work for every step, run as it begins (setStep), whether its
+  /// kernels run, are captured or replayed (a replay runs no closure): the
+  /// traffic NCCL collectives count.
   void everyStep(std::function<void()> hook) { stepHooks_.push_back(std::move(hook)); }
   /// Whether the last step ran as a replay of a captured graph.
   bool replaying() const { return graphExec_ != nullptr; }
@@ -117,8 +117,6 @@ private:
   /// cudaStreamSynchronize, or with NCCL communicators and a collective
   /// timeout a poll that ends them when a peer never comes.
   cudaError_t waitForStream();
-  /// The step's kernels: eagerly, captured, or replayed.
-  void launchStep(const std::function<void()> &step);
 
   int ordinal_ = 0;
   std::string name_;
@@ -141,6 +139,10 @@ private:
   double collectiveTimeout_ = 0;
   std::map<const Group *, std::unique_ptr<Collectives>> nccl_;
   std::vector<std::function<void()>> stepHooks_;
+  /// mark()'s events, reused in turn: waiting for an older mark whose
+  /// event was recorded again waits for a later point, which is safe.
+  cudaEvent_t markEvents_[4] = {};
+  uint64_t marks_ = 0;
 };
 
 std::unique_ptr<Device> makeCudaDevice(const DeviceOptions &options);

@@ -246,9 +246,9 @@ void countTrafficEveryStep(CudaDevice &device, Comm &comm, std::vector<std::stri
   Comm *c = &comm;
   device.everyStep([c, names, bytes] {
     c->submit([c, names, bytes] {
-      for (size_t i = 0; i < names.size() && i < bytes.size(); ++i)
-        c->traffic.add(names[i], bytes[i].first, bytes[i].second);
-    });
+       for (size_t i = 0; i < names.size() && i < bytes.size(); ++i)
+         c->traffic.add(names[i], bytes[i].first, bytes[i].second);
+     })->wait();
   });
 }
 
