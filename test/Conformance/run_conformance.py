@@ -31,7 +31,18 @@ generate.py when missing):
   is a failure too, so the list cannot rot.
 
 Exit status 0 when every in-scope test passed or failed as listed.
-See docs/conformance.md.
+
+For a machine without parallax-opt (a lent GPU machine has no MLIR), the
+plans are compiled here and carried there:
+
+    run_conformance.py --opt ... --target cuda --export DIR     # here
+    run_conformance.py --replay DIR --run parallax-run [--device cuda]  # there
+
+--export compiles every in-scope test not in exceptions.txt and writes, per
+data set, DIR/<test>/<data_set>/{t.pxplan, data/*.npy, expected/*.npy,
+outputs.txt} and DIR/MANIFEST.txt instead of running it. --replay needs only
+numpy: it runs each manifest entry with parallax-run and compares its outputs
+as above. See docs/conformance.md.
 """
 
 import argparse
@@ -42,6 +53,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,6 +62,7 @@ SRC_ROOT = os.path.dirname(os.path.dirname(HERE))
 OPSET_MIN, OPSET_MAX = 13, 17
 RTOL, ATOL = 1e-3, 1e-7   # onnx/backend/test/case/node: every node test's
 STEP_TIMEOUT = 120        # seconds per parallax-opt / parallax-run call
+MANIFEST = "MANIFEST.txt"  # an --export directory's list of test/data_set
 
 # The importer's messages that name an operand it needs at compile time.
 NEEDS_CONST_INPUT = re.compile(
@@ -177,6 +190,32 @@ def compare(expected, actual, name):
         raise Failure(f"output '{name}': " + " ".join(str(e).split())[:600])
 
 
+def run_plan(args, plan, data, out):
+    """parallax-run --infer of `plan` on the inputs in `data`, into `out`."""
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    # Some tests feed NaN and infinity on purpose (IsNaN, IsInf, Max, ...).
+    cmd = [args.run, plan, "--infer", "--data", data, "--out", out,
+           "--threads", "1", "--allow-non-finite", "-q"]
+    if args.device:
+        cmd.append("--device=" + args.device)
+    rc, text = call(cmd, "parallax-run")
+    if rc != 0:
+        raise Failure(first_lines("parallax-run", text))
+
+
+def check_outputs(expected, out):
+    """Compares each (name, array) of `expected` with `out`/name.npy."""
+    import numpy as np
+    for name, want in expected:
+        if want is None:
+            raise Failure(f"output '{name}' is not a tensor")
+        path = os.path.join(out, name + ".npy")
+        if not os.path.exists(path):
+            raise Failure(f"parallax-run wrote no output '{name}'")
+        compare(want, np.load(path), name)
+
+
 def upstream_inputs(graph, node):
     """The names `node`'s operands are computed from, transitively, in
     graph order: graph inputs among them are what folding can make
@@ -196,7 +235,8 @@ def upstream_inputs(graph, node):
 
 def run_data_set(args, model, restamp, test_dir, data_set, work):
     """Compiles (folding the shape operands the importer asks for), runs and
-    compares one test_data_set; raises Failure."""
+    compares one test_data_set, or with --export writes it for --replay;
+    raises Failure."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
@@ -242,7 +282,8 @@ def run_data_set(args, model, restamp, test_dir, data_set, work):
                     numpy_helper.from_array(inputs[name], name))
         model_path = os.path.join(work, "model.onnx")
         onnx.save(m, model_path)
-        cmd = [args.opt, model_path, "--inference", "--emit=plan", "-o", plan]
+        cmd = [args.opt, model_path, "--inference", "--emit=plan",
+               "--target=" + args.target, "-o", plan]
         if folded:
             cmd.append("--freeze=" + ",".join(folded))
         for name in dynamic:
@@ -274,30 +315,40 @@ def run_data_set(args, model, restamp, test_dir, data_set, work):
     else:
         raise Failure(first_lines("parallax-opt", out))
 
+    if args.export:
+        work = os.path.join(args.export, os.path.basename(test_dir), data_set)
+        os.makedirs(work)
+        shutil.copy(plan, os.path.join(work, "t.pxplan"))
     data = os.path.join(work, "data")
-    result = os.path.join(work, "out")
-    for d in (data, result):
-        shutil.rmtree(d, ignore_errors=True)
-        os.makedirs(d)
+    shutil.rmtree(data, ignore_errors=True)
+    os.makedirs(data)
     for name in runtime_inputs:
         if name in folded:
             continue
         if name not in inputs:
             raise Failure(f"the test has no data for input '{name}'")
         np.save(os.path.join(data, name + ".npy"), inputs[name])
-    # Some tests feed NaN and infinity on purpose (IsNaN, IsInf, Max, ...).
-    rc, out = call([args.run, plan, "--infer", "--data", data, "--out", result,
-                    "--threads", "1", "--allow-non-finite", "-q"], "parallax-run")
-    if rc != 0:
-        raise Failure(first_lines("parallax-run", out))
+    if args.export:
+        write_expected(work, expected)
+    else:
+        result = os.path.join(work, "out")
+        run_plan(args, plan, data, result)
+        check_outputs(expected, result)
+    return folded
+
+
+def write_expected(entry, expected):
+    """An --export entry's expected/<output>.npy and outputs.txt (the
+    outputs in graph order)."""
+    import numpy as np
+    os.makedirs(os.path.join(entry, "expected"))
     for name, want in expected:
         if want is None:
             raise Failure(f"output '{name}' is not a tensor")
-        path = os.path.join(result, name + ".npy")
-        if not os.path.exists(path):
-            raise Failure(f"parallax-run wrote no output '{name}'")
-        compare(want, np.load(path), name)
-    return folded
+        np.save(os.path.join(entry, "expected", name + ".npy"), want,
+                allow_pickle=False)
+    with open(os.path.join(entry, "outputs.txt"), "w") as f:
+        f.writelines(name + "\n" for name, _ in expected)
 
 
 def run_test(args, name, restamp, test_dir):
@@ -321,22 +372,150 @@ def run_test(args, name, restamp, test_dir):
         error = str(e)
     except Exception as e:  # a bug in this script: report it as a failure
         error = f"runner error: {type(e).__name__}: {e}"
+    if error is not None and args.export:
+        # No half-exported test: the manifest lists whole tests only.
+        shutil.rmtree(os.path.join(args.export, name), ignore_errors=True)
     if error is None and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return name, error, folded, time.monotonic() - start
 
 
+def prepare_export(directory, target):
+    """Empties `directory` for --export: it must be absent, empty or an
+    earlier export (never anything else, which would be deleted)."""
+    if os.path.exists(directory):
+        if (os.listdir(directory) and
+                not os.path.exists(os.path.join(directory, MANIFEST))):
+            sys.exit(f"run_conformance.py: --export {directory}: not empty and "
+                     f"not an earlier export (no {MANIFEST}); not replacing it")
+        shutil.rmtree(directory)
+    os.makedirs(directory)
+    write_manifest(directory, target, [])
+
+
+def write_manifest(directory, target, entries):
+    """MANIFEST.txt: a header naming the target, then one test/data_set a
+    line."""
+    with open(os.path.join(directory, MANIFEST), "w") as f:
+        f.write(f"# run_conformance.py --export --target={target}: "
+                f"{len(entries)} entries; replay with --replay\n")
+        f.writelines(e + "\n" for e in entries)
+
+
+def tree_size(directory):
+    return sum(os.path.getsize(os.path.join(root, f))
+               for root, _, files in os.walk(directory) for f in files)
+
+
+def replay_entry(args, work, entry):
+    """Runs one exported test/data_set and compares its outputs; returns
+    (entry, error or None, seconds)."""
+    import numpy as np
+    start = time.monotonic()
+    src = os.path.join(args.replay, entry)
+    scratch = os.path.join(work, entry)
+    try:
+        listing = os.path.join(src, "outputs.txt")
+        if not os.path.exists(listing):
+            raise Failure(f"{listing}: missing (an incomplete export)")
+        with open(listing) as f:
+            names = [l.rstrip("\n") for l in f if l.strip()]
+        expected = []
+        for name in names:
+            path = os.path.join(src, "expected", name + ".npy")
+            if not os.path.exists(path):
+                raise Failure(f"{path}: missing (an incomplete export)")
+            expected.append((name, np.load(path, allow_pickle=False)))
+        data = os.path.join(src, "data")
+        if not os.path.isdir(data):  # no runtime input: an empty folder
+            data = os.path.join(scratch, "data")   # may not have travelled
+            os.makedirs(data, exist_ok=True)
+        out = os.path.join(scratch, "out")
+        run_plan(args, os.path.join(src, "t.pxplan"), data, out)
+        check_outputs(expected, out)
+        error = None
+    except Failure as e:
+        error = str(e)
+    except Exception as e:  # a bug in this script: report it as a failure
+        error = f"runner error: {type(e).__name__}: {e}"
+    if error is None and not args.keep:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return entry, error, time.monotonic() - start
+
+
+def replay(args):
+    """--replay DIR: runs an --export's plans with parallax-run and compares
+    the outputs. Needs numpy only (no parallax-opt, no onnx)."""
+    manifest = os.path.join(args.replay, MANIFEST)
+    if not os.path.isfile(manifest):
+        sys.exit(f"run_conformance.py: {manifest}: no such file "
+                 "(make the directory with --export)")
+    target, entries = None, []
+    with open(manifest) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("#"):
+                hit = re.search(r"--target=(\w+)", line)
+                target = hit[1] if hit else target
+            elif line:
+                entries.append(line)
+    if args.filter:
+        entries = [e for e in entries if re.search(args.filter, e)]
+    device = args.device or target or "the plans' target"
+    temporary = args.work is None
+    work = (tempfile.mkdtemp(prefix="px-conf-replay-") if temporary
+            else os.path.abspath(args.work))
+
+    started = time.monotonic()
+    failures = {}
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        futures = [pool.submit(replay_entry, args, work, e) for e in entries]
+        for f in concurrent.futures.as_completed(futures):
+            entry, error, seconds = f.result()
+            if error is not None:
+                failures[entry] = error
+            if args.verbose:
+                print(f"{'PASS' if error is None else 'FAIL':4} {entry} "
+                      f"{seconds:.2f}s", flush=True)
+    if failures:
+        print(f"\n{len(failures)} failure(s):")
+        for entry in sorted(failures):
+            print(f"  FAIL {entry}: " + failures[entry].replace("\n", "\n    "))
+    if failures or args.keep:
+        print(f"(outputs of the {'failing ' if not args.keep else ''}entries "
+              f"are in {work})")
+    elif temporary:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"[{time.monotonic() - started:.1f} s]")
+    print(f"conformance replay: {len(entries) - len(failures)} passed, "
+          f"{len(failures)} failed of {len(entries)} (device {device})")
+    return 1 if failures or not entries else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--opt", required=True, help="parallax-opt")
-    parser.add_argument("--run", required=True, help="parallax-run")
+    parser.add_argument("--opt", help="parallax-opt (not with --replay)")
+    parser.add_argument("--run", help="parallax-run (not with --export)")
     parser.add_argument("--data", default=os.path.join(os.getcwd(), "onnx-backend-data"),
                         help="the generated suite (generate.py OUT); made when missing")
-    parser.add_argument("--work", default=os.path.join(os.getcwd(), "work"),
-                        help="scratch directory (one folder per test)")
+    parser.add_argument("--work", default=None,
+                        help="scratch directory (one folder per test; default "
+                             "./work, with --replay a temporary one)")
     parser.add_argument("--exceptions", default=os.path.join(HERE, "exceptions.txt"))
     parser.add_argument("--src-root", default=SRC_ROOT,
                         help="the Parallax source tree (for the importer's op list)")
+    parser.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
+                        help="parallax-opt --target: the device kind the plans are for")
+    parser.add_argument("--device", default=None,
+                        help="parallax-run --device (default: the plan's target)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--export", metavar="DIR",
+                      help="compile every in-scope test not in exceptions.txt and "
+                           "write its plan, inputs and expected outputs into DIR "
+                           "for --replay, instead of running it")
+    mode.add_argument("--replay", metavar="DIR",
+                      help="run and check an --export DIR with --run only "
+                           "(no parallax-opt, no onnx)")
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("-k", "--filter", default=None,
                         help="only tests whose name matches this regex")
@@ -348,12 +527,24 @@ def main():
                         help="write every failing in-scope test with its error "
                              "(a draft for exceptions.txt)")
     args = parser.parse_args()
-    args.opt = os.path.abspath(args.opt)
-    args.run = os.path.abspath(args.run)
-    args.work = os.path.abspath(args.work)
-    for tool in (args.opt, args.run):
+    needed = {"opt": not args.replay, "run": not args.export}
+    for option, tool in (("opt", args.opt), ("run", args.run)):
+        if not needed[option]:
+            continue
+        if tool is None:
+            parser.error(f"--{option} is required" +
+                         (" (the replay runs parallax-run)" if args.replay else ""))
+        tool = os.path.abspath(tool)
         if not os.access(tool, os.X_OK):
             sys.exit(f"run_conformance.py: {tool} is not an executable (build it first)")
+        setattr(args, option, tool)
+    if args.replay:
+        args.replay = os.path.abspath(args.replay)
+        return replay(args)
+    args.work = os.path.abspath(args.work or os.path.join(os.getcwd(), "work"))
+    if args.export:
+        args.export = os.path.abspath(args.export)
+        prepare_export(args.export, args.target)
 
     started = time.monotonic()
     gen = subprocess.run([sys.executable, os.path.join(HERE, "generate.py"), args.data])
@@ -378,17 +569,19 @@ def main():
                 restamped.add(name)
         else:
             out_of_scope[name] = why
+    # An export carries what passes on the CPU: the listed exceptions stay.
+    to_run = [n for n in in_scope if not (args.export and n in exceptions)]
 
     results = {}
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
         futures = [pool.submit(run_test, args, n, n in restamped,
                                os.path.join(node_dir, n))
-                   for n in in_scope]
+                   for n in to_run]
         for f in concurrent.futures.as_completed(futures):
             name, error, folded, seconds = f.result()
             results[name] = (error, folded)
             if args.verbose:
-                state = "PASS" if error is None else (
+                state = ("EXPORT" if args.export else "PASS") if error is None else (
                     "XFAIL" if name in exceptions else "FAIL")
                 note = f" (folded {','.join(folded)})" if folded else ""
                 print(f"{state:5} {name} {seconds:.2f}s{note}", flush=True)
@@ -396,7 +589,7 @@ def main():
     problems = []
     passed = expected_failures = 0
     by_reason = collections.Counter()
-    for name in in_scope:
+    for name in to_run:
         error, _ = results[name]
         if error is None:
             if name in exceptions:
@@ -412,14 +605,14 @@ def main():
         else:
             problems.append(f"FAIL {name}: {error}")
     for name in sorted(exceptions):
-        if name not in results:
+        if name not in in_scope:
             why = out_of_scope.get(name, "no such node test")
             problems.append(f"STALE EXCEPTION {name}: not an in-scope test ({why}); "
                             "remove it from exceptions.txt")
 
     if args.write_failures:
         with open(args.write_failures, "w") as f:
-            for name in in_scope:
+            for name in to_run:
                 error = results[name][0]
                 if error is not None:
                     f.write(f"{name}  {' '.join(error.split())}\n")
@@ -442,9 +635,22 @@ def main():
           f"their opset); out of scope: {reasons['operator']} with an operator the "
           f"importer does not accept, {reasons['opset']} with another opset "
           "(-v lists them)")
-    print(f"{len(names)} node tests: {len(in_scope)} in scope ({passed} passed, "
-          f"{expected_failures} expected exceptions), {len(out_of_scope)} out of "
-          f"scope [{time.monotonic() - started:.1f} s]")
+    seconds = time.monotonic() - started
+    if args.export:
+        entries = [f"{name}/{data_set}" for name in to_run
+                   if results[name][0] is None
+                   for data_set in sorted(os.listdir(os.path.join(args.export, name)))]
+        write_manifest(args.export, args.target, entries)
+        print(f"{len(names)} node tests: {len(in_scope)} in scope ({passed} exported "
+              f"for --target={args.target}, {len(to_run) - passed} failed, "
+              f"{len(in_scope) - len(to_run)} exceptions left out), "
+              f"{len(out_of_scope)} out of scope [{seconds:.1f} s]")
+        print(f"conformance export: {len(entries)} entries in {args.export}, "
+              f"{tree_size(args.export) / 2**20:.1f} MiB")
+    else:
+        print(f"{len(names)} node tests: {len(in_scope)} in scope ({passed} passed, "
+              f"{expected_failures} expected exceptions), {len(out_of_scope)} out of "
+              f"scope [{seconds:.1f} s]")
     return 1 if problems else 0
 
 
