@@ -1,8 +1,9 @@
-"""Helpers shared by bench/single_process.py and bench/distributed.py.
+"""Helpers shared by the benchmarks in bench/.
 
-Finds the build, compiles plans, runs parallax-run, reads its metrics, and
-makes PyTorch inputs with the same distributions parallax-run --synthetic
-draws (read from the plan: normal floats, Zipf(s = 1) ids, uniform labels).
+Finds the build, compiles plans, runs parallax-run, reads its metrics, makes
+PyTorch inputs with the same distributions parallax-run --synthetic draws
+(read from the plan: normal floats, Zipf(s = 1) ids, uniform labels), and
+times PyTorch training steps.
 """
 
 import json
@@ -11,6 +12,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +45,15 @@ def loadavg():
         return tuple(float(x) for x in f.read().split()[:3])
 
 
+class CommandFailed(SystemExit):
+    """run()'s failure: exits like sys.exit(message) unless caught (bench/gpu.py
+    reports it in the model's row and goes on); output is the command's."""
+
+    def __init__(self, message, output):
+        super().__init__(message)
+        self.output = output or ""
+
+
 def run(cmd, what, env=None, timeout=None, capture=True):
     """Runs cmd; on failure prints its output and exits naming it."""
     p = subprocess.run([str(c) for c in cmd], env=env, timeout=timeout, text=True,
@@ -51,8 +62,8 @@ def run(cmd, what, env=None, timeout=None, capture=True):
     if p.returncode != 0:
         if capture:
             sys.stdout.write(p.stdout[-4000:])
-        sys.exit("%s failed (exit status %d): %s" % (
-            what, p.returncode, " ".join(shlex.quote(str(c)) for c in cmd)))
+        raise CommandFailed("%s failed (exit status %d): %s" % (
+            what, p.returncode, " ".join(shlex.quote(str(c)) for c in cmd)), p.stdout)
     return p.stdout
 
 
@@ -73,8 +84,12 @@ def compile_plan(build, model, out, flags):
 
 
 def plan_json(build, plan):
-    return json.loads(run([build / "bin" / "parallax-run", plan, "--print-plan"],
-                          "parallax-run --print-plan"))
+    return print_plan(build / "bin" / "parallax-run", plan)
+
+
+def print_plan(parallax_run, plan):
+    """The plan's program: parallax-run PLAN --print-plan."""
+    return json.loads(run([parallax_run, plan, "--print-plan"], "parallax-run --print-plan"))
 
 
 def read_metrics(path):
@@ -161,3 +176,56 @@ def check_input_order(spec, plan_inputs):
     got = [i["name"] for i in plan_inputs]
     if names != got:
         sys.exit("the plan's inputs %s are not the module's forward arguments %s" % (got, names))
+
+
+# ---------------------------------------------------------------------------
+# PyTorch training steps
+# ---------------------------------------------------------------------------
+
+# Where PyTorch, running a module as written, does more work than Parallax.
+DENSE_GRAD_NOTES = {"nmt": "embeddings: dense grads in PyTorch",
+                    "lm": "embed, w_out, b_out: dense grads in PyTorch",
+                    "dlrm": "4 tables: dense grads in PyTorch"}
+
+
+def torch_optimizer(module, name, lr):
+    """PyTorch's twin of the plan's optimizer (--optimizer=sgd or adam)."""
+    import torch
+    if name == "sgd":
+        return torch.optim.SGD(module.parameters(), lr=lr)
+    if name == "adam":
+        return torch.optim.Adam(module.parameters(), lr=lr)
+    sys.exit("no PyTorch optimizer for the plan's %r" % name)
+
+
+def torch_batches(plan_inputs, steps, device=None):
+    """`steps` fresh batches of the plan's inputs as tensors (Synthetic, seed
+    1: drawn up front, so that drawing is not timed), moved to device when
+    one is given."""
+    import torch
+    batches = [[torch.from_numpy(a) for a in step]
+               for step in Synthetic(plan_inputs, seed=1).batches(steps)]
+    if device is not None:
+        batches = [[t.to(device) for t in step] for step in batches]
+    return batches
+
+
+def time_torch_steps(module, opt, batches, sync=None):
+    """One training step per batch: opt.zero_grad(), loss = module(*batch),
+    loss.backward(), opt.step(), each timed with perf_counter. sync (e.g.
+    torch.cuda.synchronize) is called before each clock read: CUDA launches
+    return before the work is done. Returns the step times and the last
+    loss."""
+    times, loss = [], None
+    for batch in batches:
+        if sync:
+            sync()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = module(*batch)
+        loss.backward()
+        opt.step()
+        if sync:
+            sync()
+        times.append(time.perf_counter() - t0)
+    return times, loss

@@ -39,7 +39,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -59,21 +58,9 @@ def torch_worker(args):
     with open(args.inputs) as f:
         inputs = json.load(f)
     pxbench.check_input_order(spec, inputs)
-    total = args.warmup + args.steps
-    batches = [[torch.from_numpy(a) for a in step]
-               for step in pxbench.Synthetic(inputs, seed=1).batches(total)]
-    if args.optimizer == "sgd":
-        opt = torch.optim.SGD(module.parameters(), lr=LR["sgd"])
-    else:
-        opt = torch.optim.Adam(module.parameters(), lr=LR["adam"])
-    times = []
-    for step in range(total):
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        loss = module(*batches[step])
-        loss.backward()
-        opt.step()
-        times.append(time.perf_counter() - t0)
+    batches = pxbench.torch_batches(inputs, args.warmup + args.steps)
+    opt = pxbench.torch_optimizer(module, args.optimizer, LR[args.optimizer])
+    times, loss = pxbench.time_torch_steps(module, opt, batches)
     print(json.dumps({"times": times[args.warmup:], "loss": float(loss),
                       "torch": torch.__version__,
                       "threads": torch.get_num_threads()}))
@@ -190,9 +177,7 @@ def main():
                          r["ratio"], 1e3 * r["parallax_data_s"], r["ratio_data"],
                          r["load"][0]), flush=True)
 
-    notes = {"nmt": "embeddings: dense grads in PyTorch",
-             "lm": "embed, w_out, b_out: dense grads in PyTorch",
-             "dlrm": "4 tables: dense grads in PyTorch"}
+    notes = pxbench.DENSE_GRAD_NOTES
     print()
     print("| model | batch | threads | optimizer | PyTorch ms/step | Parallax ms/step "
           "(--synthetic) | PyTorch / Parallax | min / min | Parallax ms/step (--data) "
