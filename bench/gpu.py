@@ -31,6 +31,7 @@ row saying why.
 """
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -70,7 +71,12 @@ def run_torch(torch, model, pj, device, steps, warmup):
                                   options.get("lr", 0.01))
     batches = pxbench.torch_batches(pj["inputs"], warmup + steps, device)
     sync = torch.cuda.synchronize if device.type == "cuda" else None
-    times, loss = pxbench.time_torch_steps(module, opt, batches, sync)
+    # Tensors a forward makes without a device (lm's sampled-softmax
+    # labels) must land on the model's, as the module was written for one.
+    # (torch < 2.0, here, has no such context: there the device is the CPU.)
+    scope = device if hasattr(device, "__enter__") else contextlib.nullcontext()
+    with scope:
+        times, loss = pxbench.time_torch_steps(module, opt, batches, sync)
     return times[warmup:], float(loss)
 
 

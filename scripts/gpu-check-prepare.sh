@@ -6,7 +6,9 @@
 #           (the runtime reads ONNX initializers and writes --save with it);
 #   plans/  every example model compiled here for --target=cuda (1 rank, and
 #           the LM for 2 and 4 ranks) and --target=cpu;
-#   ref/    20 steps of each CPU plan here: the losses the GPU must match.
+#   ref/    20 steps of each CPU plan here: the losses the GPU must match;
+#   conformance/  the ONNX node tests compiled for --target=cuda with their
+#           inputs and expected outputs (run_conformance.py --export).
 # Initial values are drawn from the seed (--weights random) so that no model
 # file has to travel (lm.onnx alone is 200 MB, over the 64 MiB a call takes).
 # Usage: scripts/gpu-check-prepare.sh [BUILD_DIR]
@@ -41,4 +43,7 @@ done
 for np in 2 4; do
   "$opt" examples/models/lm.onnx --target=cuda --np $np --emit=plan -o "$dir/plans/lm.np$np.cuda.pxplan"
 done
-du -sh "$dir"
+/usr/bin/python3 test/Conformance/run_conformance.py --opt "$opt" --target cuda \
+  --export "$dir/conformance" --data "$build/test/Conformance/onnx-backend-data" \
+  --work /tmp/gpu-check-conformance -j 2 | tail -2
+du -sh --apparent-size "$dir"

@@ -12,7 +12,10 @@
 #   ranks      the LM on 2 and 4 ranks sharing the GPU (the MPI fallback,
 #              which the run must state) against 1 rank (within 1e-5
 #              relative); --collectives=nccl refused there with the reason;
-#   bench      ms/step of each model on the GPU against the CPU run here.
+#   conformance  the ONNX node tests (compiled here) with --device=cuda;
+#   bench      ms/step of training on the GPU against PyTorch eager on the
+#              same GPU (bench/gpu.py), and the models' ms/step above against
+#              the CPU run here.
 # One "gpu-check: NAME: PASS|FAIL|SKIP ..." line per check into
 # $OUT/summary.txt, the logs as $OUT/logs.tgz (the device tool brings back
 # few files); without $OUT, both under /tmp/gpu-check. Exit status: the
@@ -129,6 +132,26 @@ rc=$?
 why=$(grep -m1 -o -- '--collectives=nccl: ranks [0-9]* and [0-9]* share one GPU[^(]*' "$out/nccl-refused.log")
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ -n "$why" ]; then say "nccl refused" "PASS rc $rc: $why"
 else fail "nccl refused" "rc $rc: $(tail -2 "$out/nccl-refused.log" | tr '\n' ' ' | cut -c1-300)"; fi
+
+# The conformance suite on the GPU (plans compiled here).
+if [ -f "$dir/conformance/MANIFEST.txt" ]; then
+  timeout 240 python3 test/Conformance/run_conformance.py --replay "$dir/conformance" \
+    --run "$run" --device cuda -j "$(nproc)" >"$out/conformance.log" 2>&1
+  rc=$?
+  line=$(grep -m1 '^conformance replay:' "$out/conformance.log")
+  if [ $rc -eq 0 ]; then say conformance "PASS $line"
+  else fail conformance "rc $rc: ${line:-$(tail -2 "$out/conformance.log" | tr '\n' ' ' | cut -c1-300)}; $(grep -m5 '^FAIL' "$out/conformance.log" | tr '\n' ' ' | cut -c1-400)"; fi
+else
+  say conformance "SKIP no $dir/conformance (scripts/gpu-check-prepare.sh makes it)"
+fi
+
+# Against the peer: PyTorch eager on this GPU.
+timeout 150 python3 bench/gpu.py --run "$run" --plans "$dir/plans" \
+  --json "$results/bench-gpu.json" >"$out/bench-gpu.log" 2>&1
+rc=$?
+grep '^|' "$out/bench-gpu.log" >>"$summary"
+if [ $rc -eq 0 ]; then say bench "PASS $(tail -1 "$out/bench-gpu.log")"
+else fail bench "rc $rc: $(tail -2 "$out/bench-gpu.log" | tr '\n' ' ' | cut -c1-300)"; fi
 
 say total "$failed failed"
 exit $(( failed > 100 ? 100 : failed ))
