@@ -43,6 +43,21 @@ done
 for np in 2 4; do
   "$opt" examples/models/lm.onnx --target=cuda --np $np --emit=plan -o "$dir/plans/lm.np$np.cuda.pxplan"
 done
+# What --sync offers, on 2 ranks: parameter servers, sharded weight updates,
+# synchronized batch norm; the CPU's 2-rank losses are the reference.
+sync_variants() {
+  echo "lm.ps examples/models/lm.onnx --sync=ps"
+  echo "lm.shard examples/models/lm.onnx --sync=allreduce --shard-weight-update=on"
+  echo "tv_resnet18.syncbn examples/models/tv_resnet18.onnx"
+}
+sync_variants | while read -r name model flags; do
+  for t in cpu cuda; do
+    # shellcheck disable=SC2086
+    "$opt" "$model" --target=$t --np 2 $flags --emit=plan -o "$dir/plans/sync.$name.$t.pxplan"
+  done
+  "$run" "$dir/plans/sync.$name.cpu.pxplan" --np 2 --device=cpu --synthetic --seed 1 \
+    --weights random --steps 20 --quiet --metrics "$dir/ref/sync.$name.jsonl"
+done
 /usr/bin/python3 test/Conformance/run_conformance.py --opt "$opt" --target cuda \
   --export "$dir/conformance" --data "$build/test/Conformance/onnx-backend-data" \
   --work /tmp/gpu-check-conformance -j 2 | tail -2

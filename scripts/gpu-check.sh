@@ -12,6 +12,8 @@
 #   ranks      the LM on 2 and 4 ranks sharing the GPU (the MPI fallback,
 #              which the run must state) against 1 rank (within 1e-5
 #              relative); --collectives=nccl refused there with the reason;
+#   sync.*     --sync=ps, sharded weight updates and synchronized batch norm
+#              on 2 ranks against the same plans on 2 CPU ranks here;
 #   conformance  the ONNX node tests (compiled here) with --device=cuda;
 #   bench      ms/step of training on the GPU against PyTorch eager on the
 #              same GPU (bench/gpu.py), and the models' ms/step above against
@@ -76,7 +78,7 @@ PY
 }
 for plan in "$dir"/plans/*.cuda.pxplan; do
   m=$(basename "$plan" .cuda.pxplan)
-  case $m in *.np*) continue ;; esac
+  case $m in *.np* | sync.*) continue ;; esac
   log=$out/model-$m.log
   if timeout 60 "$run" "$plan" --synthetic --seed 1 --weights random --steps 20 \
        --metrics "$out/$m.gpu.jsonl" >"$log" 2>&1; then
@@ -124,6 +126,16 @@ for np in 2 4; do
     if grep -q "$fallback" "$out/ranks$np.log"; then say "ranks $np" "PASS $r; MPI fallback stated"
     else fail "ranks $np" "$r; no '$fallback' line"; fi
   else fail "ranks $np" "$(tail -3 "$out/ranks$np.log" | tr '\n' ' ' | cut -c1-300)"; fi
+done
+# What --sync offers on 2 ranks (parameter servers, sharded weight update,
+# synchronized batch norm) against the same plans' 2 CPU ranks here.
+for plan in "$dir"/plans/sync.*.cuda.pxplan; do
+  m=$(basename "$plan" .cuda.pxplan)
+  if timeout 90 "$run" "$plan" --np 2 --synthetic --seed 1 --weights random --steps 20 \
+       --metrics "$out/$m.jsonl" >"$out/$m.log" 2>&1 &&
+     r=$(compare "$m" "$out/$m.rank0.jsonl" "$dir/ref/$m.rank0.jsonl"); then say "$m" "PASS $r"
+  else fail "$m" "${r:-$(tail -3 "$out/$m.log" | tr '\n' ' ' | cut -c1-300)}"; fi
+  r=
 done
 # --collectives=nccl on ranks sharing the GPU: an error that says why.
 timeout 60 "$run" "$dir/plans/lm.np2.cuda.pxplan" --np 2 --synthetic --seed 1 --weights random \

@@ -94,6 +94,16 @@ TEST_F(CudaCollective, AxisKernelsMatchTheCpu) {
                        {{"gather_axis", 3}}, 0, 0, ncclEnv());
 }
 
+TEST_F(CudaCollective, AllToAllKernelMatchesTheCpu) {
+  TestTensor x(DType::F32, {2, 3, 4}, randomValues(24, 12));
+  for (int split : {0, 1, 2})
+    for (int concat : {0, 2})
+      expectCudaMatchesCpu("all_to_all", {x}, {TestTensor(DType::F32, {2, 3, 4})},
+                           {{"split_axis", split}, {"concat_axis", concat}}, 0, 0, ncclEnv());
+  expectCudaMatchesCpu("all_to_all", {x}, {TestTensor(DType::F32, {2, 3, 4})},
+                       {{"split_axis", 3}, {"concat_axis", 0}}, 0, 0, ncclEnv());
+}
+
 TEST_F(CudaCollective, AllGatherVKernelMatchesTheCpu) {
   TestTensor idx(DType::I64, {5}, {3, 0, 9, 9, -1});
   TestTensor rows(DType::F32, {5, 6}, randomValues(30, 5));

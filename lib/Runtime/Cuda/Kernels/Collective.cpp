@@ -8,10 +8,11 @@
 // that later kernels may overwrite are first copied on the compute stream,
 // results are copied out once the compute stream has waited for the
 // collective, and nothing synchronizes with the host, so the step can be
-// captured in a CUDA graph. Otherwise (ranks sharing one GPU, which NCCL
-// refuses, or --collectives=mpi) and for the ops whose exchange is sized on
-// the host (the parameter server's pull and push, all_to_all's strided
-// pieces), the CPU kernels run over MPI through host staging
+// captured in a CUDA graph; all_to_all is NCCL's grouped send/receive.
+// Otherwise (ranks sharing one GPU, which NCCL refuses, or
+// --collectives=mpi) and for the parameter server's pull and push, whose
+// exchange is sized on the host, the CPU kernels run over MPI through host
+// staging
 // (HostStaged.h) and the step is not captured. Kernel attributes are read
 // as the CPU kernels read them (CollectiveLayout.h).
 //
@@ -220,6 +221,47 @@ KernelFn allGatherV(KernelArgs &args, const Nccl &n) {
   };
 }
 
+/// Split along split_axis, piece i to group rank i, the received pieces
+/// concatenated along concat_axis: each piece is packed and unpacked with
+/// one pitched copy, and the exchange is NCCL's grouped send/receive.
+KernelFn allToAll(KernelArgs &args, const Nccl &n) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  int64_t split = args.i64("split_axis"), concat = args.i64("concat_axis");
+  if (split < 0 || split >= x.rank() || concat < 0 || concat >= x.rank() ||
+      x.dim(split) % n.g != 0)
+    args.fail("split/concat axis out of range or not divisible by the group");
+  std::vector<int64_t> piece = x.shape;
+  piece[split] /= n.g;
+  int64_t eb = (int64_t)sizeOf(x.dtype);
+  // [outer][dim][inner] views: a piece's rows along the split axis of x,
+  // and along the concat axis of y.
+  auto rowsAround = [&](int64_t axis) {
+    int64_t outer = 1, inner = eb;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= piece[d];
+    for (size_t d = axis + 1; d < piece.size(); ++d)
+      inner *= piece[d];
+    return std::pair<int64_t, int64_t>{outer, inner};
+  };
+  std::pair<int64_t, int64_t> sRows = rowsAround(split), cRows = rowsAround(concat);
+  int64_t sOuter = sRows.first, sInner = sRows.second;
+  int64_t cOuter = cRows.first, cInner = cRows.second;
+  int64_t pieceBytes = x.bytes() / n.g;
+  int64_t sRow = piece[split] * sInner, cRow = piece[concat] * cInner;
+  n.countEveryStep(variablesOf(args, 1), {{pieceBytes * (n.g - 1), pieceBytes * (n.g - 1)}});
+  auto send = n.scratch(x.bytes()), recv = n.scratch(x.bytes());
+  char *xp = static_cast<char *>(x.data), *yp = static_cast<char *>(y.data);
+  return [=] {
+    char *out = static_cast<char *>(send->data()), *got = static_cast<char *>(recv->data());
+    for (int i = 0; i < n.g; ++i)
+      n.copy2d(out + i * pieceBytes, sRow, xp + i * sRow, n.g * sRow, sRow, sOuter);
+    n.finish(n.coll->allToAll(out, got, pieceBytes), [=] {
+      for (int j = 0; j < n.g; ++j)
+        n.copy2d(yp + j * cRow, n.g * cRow, got + j * pieceBytes, cRow, cRow, cOuter);
+    });
+  };
+}
+
 } // namespace
 
 void registerCudaCollectiveKernels(KernelRegistry &r) {
@@ -228,7 +270,8 @@ void registerCudaCollectiveKernels(KernelRegistry &r) {
   r.add("all_gather", overNccl("all_gather", allGather));
   r.add("reduce_scatter", overNccl("reduce_scatter", reduceScatter));
   r.add("all_gatherv", overNccl("all_gatherv", allGatherV));
-  for (const char *op : {"all_to_all", "ps_pull", "ps_push"})
+  r.add("all_to_all", overNccl("all_to_all", allToAll));
+  for (const char *op : {"ps_pull", "ps_push"})
     r.add(op, staged(op));
   // Waiting is the transport's: a host job blocks, NCCL's work orders the
   // compute stream; staged results are uploaded after either.
