@@ -13,6 +13,7 @@
 
 #include "parallax/Runtime/Kernel.h"
 
+#include "AxisLayout.h"
 #include "KernelUtil.h"
 
 #include <algorithm>
@@ -33,22 +34,6 @@ using namespace detail;
 /// Lines below which a loop stays serial (each line is n elements).
 constexpr int64_t kGrainElements = 1 << 14;
 
-/// [outer, n, inner] of `shape` around `axis`.
-struct Lines {
-  int64_t outer = 1, n = 1, inner = 1;
-  int64_t count() const { return outer * inner; }
-  /// Offset of line `l`'s first element.
-  int64_t base(int64_t l) const { return (l / inner) * n * inner + l % inner; }
-};
-
-Lines linesOf(const std::vector<int64_t> &shape, int64_t axis) {
-  Lines g;
-  g.n = shape[axis];
-  g.outer = product(shape, 0, axis);
-  g.inner = product(shape, axis + 1, shape.size());
-  return g;
-}
-
 /// Runs body(line) for every line, threads splitting the lines.
 template <typename Body>
 void forLines(int threads, const Lines &g, Body &&body) {
@@ -65,35 +50,18 @@ void forLines(int threads, const Lines &g, Body &&body) {
 
 KernelFn cumsumFactory(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
-  args.expectDType(y, x.dtype, "cumsum result");
-  if (x.shape != y.shape)
-    args.fail("cumsum: the result shape " + shapeStr(y.shape) +
-              " differs from the input shape " + shapeStr(x.shape));
-  const int64_t axis = normalizeAxis(args, args.i64("axis"), x.rank(), "cumsum");
-  const bool exclusive = args.flag("exclusive"), reverse = args.flag("reverse");
-  const Lines g = linesOf(x.shape, axis);
+  const CumsumLayout l = cumsumLayout(args);
+  const bool exclusive = l.exclusive, reverse = l.reverse;
+  const Lines g = l.lines;
   const int threads = args.env.threads;
   return dispatchNumeric(args, x.dtype, "cumsum", [&](auto tag) -> KernelFn {
     using T = decltype(tag);
-    // Floats accumulate in double; integers wrap as two's complement.
-    using A = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
     const T *in = x.as<const T>();
     T *out = y.as<T>();
     return [=] {
       forLines(threads, g, [&](int64_t l) {
-        const int64_t b = g.base(l);
-        A acc = 0;
-        for (int64_t k = 0; k < g.n; ++k) {
-          const int64_t i = b + (reverse ? g.n - 1 - k : k) * g.inner;
-          const A v = std::is_floating_point_v<T> ? (A)in[i] : (A)(int64_t)in[i];
-          if (exclusive) {
-            out[i] = (T)acc;
-            acc += v;
-          } else {
-            acc += v;
-            out[i] = (T)acc;
-          }
-        }
+        cumsumRange(in, out, g, g.base(l), 0, g.n, CumsumAcc<T>(0), exclusive,
+                    reverse);
       });
     };
   });
@@ -103,46 +71,20 @@ KernelFn cumsumFactory(KernelArgs &args) {
 // arg_max, arg_min.
 //===----------------------------------------------------------------------===//
 
-/// Whether `v` replaces `best` as the extreme: NaN wins (and the first NaN
-/// stays, as numpy.argmax); ties replace only with `last`.
-template <bool Max, typename T> inline bool better(T v, T best, bool last) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (best != best)
-      return false;
-    if (v != v)
-      return true;
-  }
-  if (last)
-    return Max ? v >= best : v <= best;
-  return Max ? v > best : v < best;
-}
-
 template <bool Max> KernelFactory argFactory(std::string name) {
   return [name](KernelArgs &args) -> KernelFn {
     const TensorView &x = args.in(0), &y = args.out(0);
-    args.expectDType(y, DType::I64, (name + " result").c_str());
-    const int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), x.rank(), name);
-    const Lines g = linesOf(x.shape, axis);
-    if (g.n == 0)
-      args.fail(name + ": the reduced axis is empty");
-    if (y.numElements() != g.count())
-      args.fail(name + ": the result shape " + shapeStr(y.shape) + " should have " +
-                std::to_string(g.count()) + " elements");
-    const bool last = args.flag("select_last_index");
+    const ArgLayout layout = argLayout(args, name);
+    const Lines g = layout.lines;
+    const bool last = layout.last;
     const int threads = args.env.threads;
     int64_t *out = y.as<int64_t>();
     return dispatchNumeric(args, x.dtype, name, [&](auto tag) -> KernelFn {
       using T = decltype(tag);
       const T *in = x.as<const T>();
       return [=] {
-        forLines(threads, g, [&](int64_t l) {
-          const int64_t b = g.base(l);
-          int64_t best = 0;
-          for (int64_t k = 1; k < g.n; ++k)
-            if (better<Max>(in[b + k * g.inner], in[b + best * g.inner], last))
-              best = k;
-          out[l] = best;
-        });
+        forLines(threads, g,
+                 [&](int64_t l) { out[l] = argLine<Max>(in, g, g.base(l), last); });
       };
     });
   };
@@ -154,19 +96,10 @@ template <bool Max> KernelFactory argFactory(std::string name) {
 
 KernelFn topKFactory(KernelArgs &args) {
   const TensorView &x = args.in(0), &values = args.out(0), &indices = args.out(1);
-  args.expectDType(values, x.dtype, "top_k values");
-  args.expectDType(indices, DType::I64, "top_k indices");
-  const int64_t axis = normalizeAxis(args, args.i64Or("axis", -1), x.rank(), "top_k");
-  const int64_t k = args.i64("k");
-  const Lines g = linesOf(x.shape, axis);
-  if (k < 0 || k > g.n)
-    args.fail("top_k: k = " + std::to_string(k) + " is outside [0, " +
-              std::to_string(g.n) + "]");
-  std::vector<int64_t> expected = x.shape;
-  expected[axis] = k;
-  if (values.shape != expected || indices.shape != expected)
-    args.fail("top_k: results must have shape " + shapeStr(expected));
-  const bool largest = !args.has("largest") || args.flag("largest");
+  const TopKLayout layout = topKLayout(args);
+  const Lines g = layout.lines;
+  const int64_t k = layout.k;
+  const bool largest = layout.largest;
   const int threads = args.env.threads;
   int64_t *outIdx = indices.as<int64_t>();
   return dispatchNumeric(args, x.dtype, "top_k", [&](auto tag) -> KernelFn {
@@ -200,52 +133,12 @@ KernelFn topKFactory(KernelArgs &args) {
 // segment_reduce, segment_reduce_grad.
 //===----------------------------------------------------------------------===//
 
-enum class Segment { Sum, Mean, Max };
-
-Segment segmentMode(const KernelArgs &args, const std::string &what) {
-  std::string mode = args.str("mode");
-  if (mode == "sum")
-    return Segment::Sum;
-  if (mode == "mean")
-    return Segment::Mean;
-  if (mode == "max")
-    return Segment::Max;
-  args.fail(what + ": mode must be sum, mean or max, got '" + mode + "'");
-}
-
-/// A bound clamped as ONNX Slice clamps it (step 1): negative counts from
-/// the end, then into [0, rows].
-inline int64_t clampBound(int64_t v, int64_t rows) {
-  if (v < 0)
-    v += rows;
-  return std::clamp<int64_t>(v, 0, rows);
-}
-
-/// Checks data [rows, ...], starts/ends [M] i64 and `other` [M, ...].
-void checkSegments(const KernelArgs &args, const std::string &what,
-                   const TensorView &data, const TensorView &starts,
-                   const TensorView &ends, const TensorView &other) {
-  args.expectDType(starts, DType::I64, (what + " starts").c_str());
-  args.expectDType(ends, DType::I64, (what + " ends").c_str());
-  if (starts.rank() != 1 || ends.shape != starts.shape || data.rank() < 1)
-    args.fail(what + ": needs starts and ends of one shape [M] and data of rank "
-              ">= 1, got " + shapeStr(starts.shape) + ", " + shapeStr(ends.shape) +
-              ", " + shapeStr(data.shape));
-  std::vector<int64_t> expected{starts.shape[0]};
-  expected.insert(expected.end(), data.shape.begin() + 1, data.shape.end());
-  if (other.shape != expected)
-    args.fail(what + ": expected shape " + shapeStr(expected) + ", got " +
-              shapeStr(other.shape));
-}
-
 KernelFn segmentReduceFactory(KernelArgs &args) {
   const TensorView &data = args.in(0), &starts = args.in(1), &ends = args.in(2),
                    &out = args.out(0);
-  args.expectDType(out, data.dtype, "segment_reduce result");
-  checkSegments(args, "segment_reduce", data, starts, ends, out);
-  const Segment mode = segmentMode(args, "segment_reduce");
-  const int64_t rows = data.shape[0], m = starts.shape[0];
-  const int64_t width = rows ? data.numElements() / rows : product(data.shape, 1, data.shape.size());
+  const SegmentLayout l = segmentReduceLayout(args);
+  const Segment mode = l.mode;
+  const int64_t rows = l.rows, m = l.m, width = l.width;
   const int threads = args.env.threads;
   const int64_t *s = starts.as<const int64_t>(), *e = ends.as<const int64_t>();
   return dispatchFloat(args, data.dtype, "segment_reduce", [&](auto tag) -> KernelFn {
@@ -291,15 +184,9 @@ KernelFn segmentReduceFactory(KernelArgs &args) {
 KernelFn segmentReduceGradFactory(KernelArgs &args) {
   const TensorView &dy = args.in(0), &data = args.in(1), &starts = args.in(2),
                    &ends = args.in(3), &dx = args.out(0);
-  args.expectDType(dy, data.dtype, "segment_reduce_grad dy");
-  args.expectDType(dx, data.dtype, "segment_reduce_grad result");
-  checkSegments(args, "segment_reduce_grad", data, starts, ends, dy);
-  if (dx.shape != data.shape)
-    args.fail("segment_reduce_grad: the result shape " + shapeStr(dx.shape) +
-              " differs from the data's " + shapeStr(data.shape));
-  const Segment mode = segmentMode(args, "segment_reduce_grad");
-  const int64_t rows = data.shape[0], m = starts.shape[0];
-  const int64_t width = rows ? data.numElements() / rows : 0;
+  const SegmentLayout l = segmentReduceGradLayout(args);
+  const Segment mode = l.mode;
+  const int64_t rows = l.rows, m = l.m, width = l.width;
   const int threads = args.env.threads;
   const int64_t *s = starts.as<const int64_t>(), *e = ends.as<const int64_t>();
   return dispatchFloat(args, data.dtype, "segment_reduce_grad", [&](auto tag) -> KernelFn {
@@ -320,15 +207,8 @@ KernelFn segmentReduceGradFactory(KernelArgs &args) {
             continue;
           const T *gi = g + i * width;
           if (mode == Segment::Max) {
-            for (int64_t c = c0; c < c1; ++c) {
-              int64_t best = r0; // the first maximum takes the gradient
-              for (int64_t r = r0 + 1; r < r1; ++r) {
-                T v = x[r * width + c], b = x[best * width + c];
-                if (b == b && (v > b || v != v))
-                  best = r;
-              }
-              out[best * width + c] += gi[c];
-            }
+            for (int64_t c = c0; c < c1; ++c) // the first maximum takes it
+              out[segmentArgMax(x, width, c, r0, r1) * width + c] += gi[c];
             continue;
           }
           const T scale = mode == Segment::Mean ? T(1) / (T)(r1 - r0) : T(1);

@@ -405,13 +405,12 @@ struct ConvDims : ConvShapes {
   int64_t workers() const { return perThread() ? threads : 1; }
 };
 
-/// x [N, C, in...], w [M, C/group, k...], y [N, M, out...].
-ConvDims makeConvDims(const KernelArgs &args, const std::vector<int64_t> &x,
-                      const std::vector<int64_t> &w,
-                      const std::vector<int64_t> &y, const char *yWhat,
-                      int64_t elemBytes, int threads) {
+/// x [N, C, in...], w [M, C/group, k...], y [N, M, out...], read and
+/// checked for the convolution kernel `kind`.
+ConvDims makeConvDims(const KernelArgs &args, ConvKind kind, int threads) {
   ConvDims cd;
-  static_cast<ConvShapes &>(cd) = makeConvShapes(args, x, w, y, yWhat);
+  static_cast<ConvShapes &>(cd) = readConvShapes(args, kind);
+  const int64_t elemBytes = (int64_t)sizeOf(args.in(0).dtype);
   const Geo &g = cd.g;
   cd.pointwise = g.pointwise;
   cd.depthwise = !cd.pointwise && cd.cg == 1 && cd.group > 1;
@@ -1072,44 +1071,21 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
 }
 
 KernelFn convFactory(KernelArgs &args) {
-  const TensorView &x = args.in(0), &w = args.in(1), &y = args.out(0);
-  checkFloat(args, x, "x");
-  checkSameDType(args, x, w, "w");
-  checkSameDType(args, x, y, "y");
-  if (args.hasIn(2)) {
-    const TensorView &b = args.in(2);
-    checkSameDType(args, x, b, "b");
-    if (b.shape != std::vector<int64_t>{w.rank() > 0 ? w.dim(0) : 0})
-      args.fail("bias must have shape [" +
-                std::to_string(w.rank() > 0 ? w.dim(0) : 0) + "], got " +
-                shapeStr(b.shape));
-  }
-  ConvDims cd = makeConvDims(args, x.shape, w.shape, y.shape, "y",
-                             (int64_t)sizeOf(x.dtype), args.env.threads);
-  return x.dtype == DType::F32 ? convKernel<float>(args, cd)
-                               : convKernel<double>(args, cd);
+  ConvDims cd = makeConvDims(args, ConvKind::Forward, args.env.threads);
+  return args.in(0).dtype == DType::F32 ? convKernel<float>(args, cd)
+                                        : convKernel<double>(args, cd);
 }
 
 KernelFn convGradInputFactory(KernelArgs &args) {
-  const TensorView &dy = args.in(0), &w = args.in(1), &dx = args.out(0);
-  checkFloat(args, dy, "dy");
-  checkSameDType(args, dy, w, "w");
-  checkSameDType(args, dy, dx, "dx");
-  ConvDims cd = makeConvDims(args, dx.shape, w.shape, dy.shape, "dy",
-                             (int64_t)sizeOf(dy.dtype), args.env.threads);
-  return dy.dtype == DType::F32 ? convGradInputKernel<float>(args, cd)
-                                : convGradInputKernel<double>(args, cd);
+  ConvDims cd = makeConvDims(args, ConvKind::GradInput, args.env.threads);
+  return args.in(0).dtype == DType::F32 ? convGradInputKernel<float>(args, cd)
+                                        : convGradInputKernel<double>(args, cd);
 }
 
 KernelFn convGradFilterFactory(KernelArgs &args) {
-  const TensorView &x = args.in(0), &dy = args.in(1), &dw = args.out(0);
-  checkFloat(args, x, "x");
-  checkSameDType(args, x, dy, "dy");
-  checkSameDType(args, x, dw, "dw");
-  ConvDims cd = makeConvDims(args, x.shape, dw.shape, dy.shape, "dy",
-                             (int64_t)sizeOf(x.dtype), args.env.threads);
-  return x.dtype == DType::F32 ? convGradFilterKernel<float>(args, cd)
-                               : convGradFilterKernel<double>(args, cd);
+  ConvDims cd = makeConvDims(args, ConvKind::GradFilter, args.env.threads);
+  return args.in(0).dtype == DType::F32 ? convGradFilterKernel<float>(args, cd)
+                                        : convGradFilterKernel<double>(args, cd);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1334,55 +1310,33 @@ KernelFn avgPoolGradKernel(KernelArgs &args, const PoolDims &pd) {
 }
 
 KernelFn maxPoolFactory(KernelArgs &args) {
-  const TensorView &x = args.in(0), &y = args.out(0);
-  checkFloat(args, x, "x");
-  checkSameDType(args, x, y, "y");
-  PoolDims pd = makePoolDims(args, x.shape, y.shape, true, "y");
-  return x.dtype == DType::F32 ? maxPoolKernel<float>(args, pd)
-                               : maxPoolKernel<double>(args, pd);
+  PoolDims pd = readPoolDims(args, PoolKind::Max);
+  return args.in(0).dtype == DType::F32 ? maxPoolKernel<float>(args, pd)
+                                        : maxPoolKernel<double>(args, pd);
 }
 
 KernelFn maxPoolGradFactory(KernelArgs &args) {
-  const TensorView &x = args.in(0), &dy = args.in(1), &dx = args.out(0);
-  checkFloat(args, x, "x");
-  checkSameDType(args, x, dy, "dy");
-  checkSameDType(args, x, dx, "dx");
-  if (dx.shape != x.shape)
-    args.fail("dx must have x's shape " + shapeStr(x.shape) + ", got " +
-              shapeStr(dx.shape));
-  PoolDims pd = makePoolDims(args, x.shape, dy.shape, true, "dy");
-  return x.dtype == DType::F32 ? maxPoolGradKernel<float>(args, pd)
-                               : maxPoolGradKernel<double>(args, pd);
+  PoolDims pd = readPoolDims(args, PoolKind::MaxGrad);
+  return args.in(0).dtype == DType::F32 ? maxPoolGradKernel<float>(args, pd)
+                                        : maxPoolGradKernel<double>(args, pd);
 }
 
 KernelFn avgPoolFactory(KernelArgs &args) {
-  const TensorView &x = args.in(0), &y = args.out(0);
-  checkFloat(args, x, "x");
-  checkSameDType(args, x, y, "y");
-  PoolDims pd = makePoolDims(args, x.shape, y.shape, false, "y");
-  return x.dtype == DType::F32 ? avgPoolKernel<float>(args, pd)
-                               : avgPoolKernel<double>(args, pd);
+  PoolDims pd = readPoolDims(args, PoolKind::Avg);
+  return args.in(0).dtype == DType::F32 ? avgPoolKernel<float>(args, pd)
+                                        : avgPoolKernel<double>(args, pd);
 }
 
 KernelFn avgPoolGradFactory(KernelArgs &args) {
-  const TensorView &dy = args.in(0), &dx = args.out(0);
-  checkFloat(args, dy, "dy");
-  checkSameDType(args, dy, dx, "dx");
-  PoolDims pd = makePoolDims(args, dx.shape, dy.shape, false, "dy");
-  return dy.dtype == DType::F32 ? avgPoolGradKernel<float>(args, pd)
-                                : avgPoolGradKernel<double>(args, pd);
+  PoolDims pd = readPoolDims(args, PoolKind::AvgGrad);
+  return args.in(0).dtype == DType::F32 ? avgPoolGradKernel<float>(args, pd)
+                                        : avgPoolGradKernel<double>(args, pd);
 }
 
 } // namespace
 
 void registerConvKernels(KernelRegistry &r) {
-  r.add("conv", convFactory);
-  r.add("conv_grad_input", convGradInputFactory);
-  r.add("conv_grad_filter", convGradFilterFactory);
-  r.add("max_pool", maxPoolFactory);
-  r.add("max_pool_grad", maxPoolGradFactory);
-  r.add("avg_pool", avgPoolFactory);
-  r.add("avg_pool_grad", avgPoolGradFactory);
+  PX_ADD_CONV_KERNELS(r);
 }
 
 } // namespace parallax::rt

@@ -149,6 +149,41 @@ ConvShapes makeConvShapes(const KernelArgs &args, const std::vector<int64_t> &x,
   return cd;
 }
 
+ConvShapes readConvShapes(const KernelArgs &args, ConvKind kind) {
+  switch (kind) {
+  case ConvKind::Forward: {
+    const TensorView &x = args.in(0), &w = args.in(1), &y = args.out(0);
+    checkFloat(args, x, "x");
+    checkSameDType(args, x, w, "w");
+    checkSameDType(args, x, y, "y");
+    if (args.hasIn(2)) {
+      const TensorView &b = args.in(2);
+      checkSameDType(args, x, b, "b");
+      if (b.shape != std::vector<int64_t>{w.rank() > 0 ? w.dim(0) : 0})
+        args.fail("bias must have shape [" +
+                  std::to_string(w.rank() > 0 ? w.dim(0) : 0) + "], got " +
+                  shapeStr(b.shape));
+    }
+    return makeConvShapes(args, x.shape, w.shape, y.shape, "y");
+  }
+  case ConvKind::GradInput: {
+    const TensorView &dy = args.in(0), &w = args.in(1), &dx = args.out(0);
+    checkFloat(args, dy, "dy");
+    checkSameDType(args, dy, w, "w");
+    checkSameDType(args, dy, dx, "dx");
+    return makeConvShapes(args, dx.shape, w.shape, dy.shape, "dy");
+  }
+  case ConvKind::GradFilter: {
+    const TensorView &x = args.in(0), &dy = args.in(1), &dw = args.out(0);
+    checkFloat(args, x, "x");
+    checkSameDType(args, x, dy, "dy");
+    checkSameDType(args, x, dw, "dw");
+    return makeConvShapes(args, x.shape, dw.shape, dy.shape, "dy");
+  }
+  }
+  args.fail("unknown convolution kernel");
+}
+
 PoolDims makePoolDims(const KernelArgs &args, const std::vector<int64_t> &x,
                       const std::vector<int64_t> &y, bool isMax,
                       const char *yWhat) {
@@ -161,6 +196,35 @@ PoolDims makePoolDims(const KernelArgs &args, const std::vector<int64_t> &x,
   pd.planes = x[0] * x[1];
   pd.countIncludePad = !isMax && args.flag("count_include_pad");
   return pd;
+}
+
+PoolDims readPoolDims(const KernelArgs &args, PoolKind kind) {
+  switch (kind) {
+  case PoolKind::Max:
+  case PoolKind::Avg: {
+    const TensorView &x = args.in(0), &y = args.out(0);
+    checkFloat(args, x, "x");
+    checkSameDType(args, x, y, "y");
+    return makePoolDims(args, x.shape, y.shape, kind == PoolKind::Max, "y");
+  }
+  case PoolKind::MaxGrad: {
+    const TensorView &x = args.in(0), &dy = args.in(1), &dx = args.out(0);
+    checkFloat(args, x, "x");
+    checkSameDType(args, x, dy, "dy");
+    checkSameDType(args, x, dx, "dx");
+    if (dx.shape != x.shape)
+      args.fail("dx must have x's shape " + shapeStr(x.shape) + ", got " +
+                shapeStr(dx.shape));
+    return makePoolDims(args, x.shape, dy.shape, true, "dy");
+  }
+  case PoolKind::AvgGrad: {
+    const TensorView &dy = args.in(0), &dx = args.out(0);
+    checkFloat(args, dy, "dy");
+    checkSameDType(args, dy, dx, "dx");
+    return makePoolDims(args, dx.shape, dy.shape, false, "dy");
+  }
+  }
+  args.fail("unknown pooling kernel");
 }
 
 } // namespace parallax::rt::conv

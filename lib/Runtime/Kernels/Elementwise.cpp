@@ -22,6 +22,7 @@
 #include "parallax/Runtime/Kernel.h"
 
 #include "BroadcastGeometry.h"
+#include "ElementwiseLayout.h"
 #include "ElementwiseMath.h"
 #include "KernelUtil.h"
 #include "parallax/Runtime/Random.h"
@@ -39,23 +40,16 @@ namespace parallax::rt {
 namespace {
 
 using namespace detail;
-using ew::BoolT;
+using ew::Bin;
+using ew::Cmp;
+using ew::dispatchAny;
 using ew::Geometry;
 using ew::kMaxDims;
 using ew::kMaxOperands;
-using ew::saturatingCast;
 using ew::Storage;
 /// Elements per thread below which a loop stays serial.
 constexpr int64_t kCheapGrain = 1 << 15;  // add, mul, compare, copy-like
 constexpr int64_t kCostlyGrain = 1 << 12; // exp, tanh, erf, pow, dropout
-
-template <typename F>
-KernelFn dispatchAny(const KernelArgs &args, DType t, const std::string &what,
-                     F &&f) {
-  if (t == DType::Bool)
-    return f(BoolT{});
-  return dispatchNumeric(args, t, what, std::forward<F>(f));
-}
 
 //===----------------------------------------------------------------------===//
 // Broadcast geometry.
@@ -108,11 +102,6 @@ inline void forSegments(const Geometry &g, int64_t begin, int64_t end,
 
 // The element values are ew's (ElementwiseMath.h, shared with the GPU);
 // the CPU adds the run-time errors.
-using AddOp = ew::Add;
-using SubOp = ew::Sub;
-using MulOp = ew::Mul;
-using MaxOp = ew::Max;
-using MinOp = ew::Min;
 using SquareOp = ew::Square;
 struct DivOp {
   template <typename T> T operator()(T a, T b) const {
@@ -135,10 +124,7 @@ struct PowOp {
     return ew::Pow{}(a, b);
   }
 };
-using EqualOp = ew::Equal;
 using EqualBoolOp = ew::EqualBool;
-using LessOp = ew::Less;
-using GreaterOp = ew::Greater;
 
 template <typename TA, typename TB, typename TO, typename Op>
 inline void binaryRun(const TA *a, int64_t sa, const TB *b, int64_t sb, TO *o,
@@ -190,38 +176,25 @@ KernelFn makeBinary(const Geometry &g, const TensorView &a, const TensorView &b,
   };
 }
 
-enum class Bin { Add, Sub, Mul, Div, Max, Min };
-
 KernelFactory arithFactory(std::string name, Bin kind) {
   return [name, kind](KernelArgs &args) -> KernelFn {
     const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
-    if (a.dtype != b.dtype)
-      args.fail(name + ": operand element types differ (" +
-                nameOf(a.dtype) + " and " + nameOf(b.dtype) + ")");
-    args.expectDType(o, a.dtype, (name + " result").c_str());
-    Geometry g = ew::broadcastGeometry(args, name, o.shape, {&a.shape, &b.shape}, true);
+    Geometry g = ew::binaryGeometry(args, name, a.dtype);
     int threads = args.env.threads;
     return dispatchNumeric(args, a.dtype, name, [&](auto tag) -> KernelFn {
       using T = decltype(tag);
       int64_t grain = std::is_integral_v<T> && kind == Bin::Div ? kCostlyGrain
                                                                  : kCheapGrain;
-      switch (kind) {
-      case Bin::Add: return makeBinary<T, T, T>(g, a, b, o, threads, grain, AddOp{});
-      case Bin::Sub: return makeBinary<T, T, T>(g, a, b, o, threads, grain, SubOp{});
-      case Bin::Mul: return makeBinary<T, T, T>(g, a, b, o, threads, grain, MulOp{});
-      case Bin::Div: return makeBinary<T, T, T>(g, a, b, o, threads, grain, DivOp{});
-      case Bin::Max: return makeBinary<T, T, T>(g, a, b, o, threads, grain, MaxOp{});
-      case Bin::Min: return makeBinary<T, T, T>(g, a, b, o, threads, grain, MinOp{});
-      }
-      args.fail(name + ": unknown operation");
+      return ew::withArithOp(args, name, kind, DivOp{}, [&](auto op) -> KernelFn {
+        return makeBinary<T, T, T>(g, a, b, o, threads, grain, op);
+      });
     });
   };
 }
 
 KernelFn powFactory(KernelArgs &args) {
   const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
-  args.expectDType(o, a.dtype, "pow result");
-  Geometry g = ew::broadcastGeometry(args, "pow", o.shape, {&a.shape, &b.shape}, true);
+  Geometry g = ew::binaryGeometry(args, "pow", a.dtype, /*sameTypes=*/false);
   int threads = args.env.threads;
   const bool scalarExponent = b.numElements() == 1;
   const DType edt = b.dtype;
@@ -248,11 +221,7 @@ KernelFn powFactory(KernelArgs &args) {
 
 KernelFn modFactory(KernelArgs &args) {
   const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
-  if (a.dtype != b.dtype)
-    args.fail(std::string("mod: operand element types differ (") + nameOf(a.dtype) + " and " +
-              nameOf(b.dtype) + ")");
-  args.expectDType(o, a.dtype, "mod result");
-  Geometry g = ew::broadcastGeometry(args, "mod", o.shape, {&a.shape, &b.shape}, true);
+  Geometry g = ew::binaryGeometry(args, "mod", a.dtype);
   const bool fmod = args.flag("fmod");
   int threads = args.env.threads;
   return dispatchNumeric(args, a.dtype, "mod", [&](auto tag) -> KernelFn {
@@ -263,34 +232,21 @@ KernelFn modFactory(KernelArgs &args) {
   });
 }
 
-enum class Cmp { Equal, Less, Greater };
-
 KernelFactory compareFactory(std::string name, Cmp kind) {
   return [name, kind](KernelArgs &args) -> KernelFn {
     const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
-    if (a.dtype != b.dtype)
-      args.fail(name + ": operand element types differ (" +
-                nameOf(a.dtype) + " and " + nameOf(b.dtype) + ")");
-    args.expectDType(o, DType::Bool, (name + " result").c_str());
-    Geometry g = ew::broadcastGeometry(args, name, o.shape, {&a.shape, &b.shape}, true);
+    Geometry g = ew::binaryGeometry(args, name, DType::Bool);
     int threads = args.env.threads;
     if (a.dtype == DType::Bool) {
-      if (kind != Cmp::Equal)
-        args.fail(name + ": i1 operands are not ordered (expects a numeric type)");
+      ew::checkBoolCompare(args, name, kind);
       return makeBinary<uint8_t, uint8_t, uint8_t>(g, a, b, o, threads, kCheapGrain,
                                                    EqualBoolOp{});
     }
     return dispatchNumeric(args, a.dtype, name, [&](auto tag) -> KernelFn {
       using T = decltype(tag);
-      switch (kind) {
-      case Cmp::Equal:
-        return makeBinary<T, T, uint8_t>(g, a, b, o, threads, kCheapGrain, EqualOp{});
-      case Cmp::Less:
-        return makeBinary<T, T, uint8_t>(g, a, b, o, threads, kCheapGrain, LessOp{});
-      case Cmp::Greater:
-        return makeBinary<T, T, uint8_t>(g, a, b, o, threads, kCheapGrain, GreaterOp{});
-      }
-      args.fail(name + ": unknown comparison");
+      return ew::withCompareOp(args, name, kind, [&](auto op) -> KernelFn {
+        return makeBinary<T, T, uint8_t>(g, a, b, o, threads, kCheapGrain, op);
+      });
     });
   };
 }
@@ -363,23 +319,11 @@ KernelFn makeWhere(const Geometry &g, const TensorView &c, const TensorView &x,
 
 KernelFn whereFactory(KernelArgs &args) {
   const TensorView &c = args.in(0), &x = args.in(1), &y = args.in(2), &o = args.out(0);
-  args.expectDType(c, DType::Bool, "where condition");
-  if (x.dtype != y.dtype)
-    args.fail(std::string("where: x and y element types differ (") +
-              nameOf(x.dtype) + " and " + nameOf(y.dtype) + ")");
-  args.expectDType(o, x.dtype, "where result");
-  if (x.dtype == DType::F16 || x.dtype == DType::BF16)
-    failType(args, "where", x.dtype, "");
-  Geometry g =
-      ew::broadcastGeometry(args, "where", o.shape, {&c.shape, &x.shape, &y.shape}, true);
+  Geometry g = ew::whereGeometry(args);
   int threads = args.env.threads;
-  switch (sizeOf(x.dtype)) {
-  case 1: return makeWhere<uint8_t>(g, c, x, y, o, threads);
-  case 2: return makeWhere<uint16_t>(g, c, x, y, o, threads);
-  case 4: return makeWhere<uint32_t>(g, c, x, y, o, threads);
-  case 8: return makeWhere<uint64_t>(g, c, x, y, o, threads);
-  default: args.fail("where: unsupported element size");
-  }
+  return ew::withWhereUnit(args, [&](auto unit) -> KernelFn {
+    return makeWhere<decltype(unit)>(g, c, x, y, o, threads);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -410,33 +354,6 @@ KernelFn makeUnary(const TensorView &in, const TensorView &out, int threads,
   };
 }
 
-void checkSameShape(const KernelArgs &args, const std::string &what,
-                    const TensorView &in, const TensorView &out) {
-  if (in.shape != out.shape)
-    args.fail(what + ": the result shape " + shapeStr(out.shape) +
-              " differs from the input shape " + shapeStr(in.shape));
-}
-
-using NegF = ew::Neg;
-using AbsF = ew::Abs;
-using ReluF = ew::Relu;
-using SqrtF = ew::Sqrt;
-using ReciprocalF = ew::Reciprocal;
-using SinF = ew::Sin;
-using CosF = ew::Cos;
-using TanF = ew::Tan;
-using AsinF = ew::Asin;
-using AcosF = ew::Acos;
-using AtanF = ew::Atan;
-using SinhF = ew::Sinh;
-using CoshF = ew::Cosh;
-using AsinhF = ew::Asinh;
-using AcoshF = ew::Acosh;
-using AtanhF = ew::Atanh;
-using FloorF = ew::Floor;
-using CeilF = ew::Ceil;
-using RoundF = ew::Round;
-using SignF = ew::Sign;
 //===----------------------------------------------------------------------===//
 // f32 transcendental functions without libm calls, so that the loops over
 // them vectorize (glibc's expf/tanhf/erff are scalar calls, 5-30 ns each).
@@ -576,7 +493,6 @@ struct ExpF {
   float operator()(float x) const { return fastExp(x); }
   double operator()(double x) const { return ew::Exp{}(x); }
 };
-using LogF = ew::Log;
 struct TanhF {
   static F32Loop f32Loop() { return pickF32Loop<fastTanh>(); }
   float operator()(float x) const { return fastTanh(x); }
@@ -592,6 +508,14 @@ struct ErfF {
   float operator()(float x) const { return fastErf(x); }
   double operator()(double x) const { return ew::Erf{}(x); }
 };
+
+/// The CPU's functor for ElementwiseMath.h's `Op`: the ones above where a
+/// fast f32 loop exists, else Op itself.
+template <typename Op> struct CpuUnary { using type = Op; };
+template <> struct CpuUnary<ew::Exp> { using type = ExpF; };
+template <> struct CpuUnary<ew::Tanh> { using type = TanhF; };
+template <> struct CpuUnary<ew::Sigmoid> { using type = SigmoidF; };
+template <> struct CpuUnary<ew::Erf> { using type = ErfF; };
 
 template <typename Op, typename = void> struct HasF32Loop : std::false_type {};
 template <typename Op>
@@ -618,15 +542,13 @@ KernelFn makeF32Loop(const TensorView &in, const TensorView &out, int threads,
 }
 
 template <typename T> using LeakyReluF = ew::LeakyRelu<T>;
-template <typename T> using ClipF = ew::Clip<T>;
 using NotF = ew::Not;
 
 template <typename Op, bool FloatOnly>
 KernelFactory unaryFactory(std::string name, int64_t grain) {
   return [name, grain](KernelArgs &args) -> KernelFn {
     const TensorView &x = args.in(0), &y = args.out(0);
-    args.expectDType(y, x.dtype, (name + " result").c_str());
-    checkSameShape(args, name, x, y);
+    ew::checkUnary(args, name);
     int threads = args.env.threads;
     auto make = [&](auto tag) -> KernelFn {
       using T = decltype(tag);
@@ -651,10 +573,7 @@ KernelFactory unaryFactory(std::string name, int64_t grain) {
 
 KernelFn leakyReluFactory(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
-  args.expectDType(y, x.dtype, "leaky_relu result");
-  checkSameShape(args, "leaky_relu", x, y);
-  // The ODS default is the f32 value 0.01.
-  double alpha = args.f64Or("alpha", (double)0.01f);
+  const double alpha = ew::leakyReluAlpha(args);
   int threads = args.env.threads;
   return dispatchFloat(args, x.dtype, "leaky_relu", [&](auto tag) -> KernelFn {
     using T = decltype(tag);
@@ -664,31 +583,11 @@ KernelFn leakyReluFactory(KernelArgs &args) {
 
 KernelFn clipFactory(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
-  args.expectDType(y, x.dtype, "clip result");
-  checkSameShape(args, "clip", x, y);
-  const bool hasMin = args.has("min"), hasMax = args.has("max");
-  const double mn = hasMin ? args.f64("min") : 0.0, mx = hasMax ? args.f64("max") : 0.0;
-  if ((hasMin && std::isnan(mn)) || (hasMax && std::isnan(mx)))
-    args.fail("clip: a NaN bound");
+  const ew::ClipBounds bounds = ew::clipBounds(args);
   int threads = args.env.threads;
   return dispatchNumeric(args, x.dtype, "clip", [&](auto tag) -> KernelFn {
     using T = decltype(tag);
-    T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
-    if constexpr (std::is_floating_point_v<T>) {
-      lo = -std::numeric_limits<T>::infinity();
-      hi = std::numeric_limits<T>::infinity();
-      if (hasMin)
-        lo = (T)mn;
-      if (hasMax)
-        hi = (T)mx;
-    } else {
-      // An integer x satisfies x >= min iff x >= ceil(min).
-      if (hasMin)
-        lo = saturatingCast<T>(std::ceil(mn));
-      if (hasMax)
-        hi = saturatingCast<T>(std::floor(mx));
-    }
-    return makeUnary<T, T>(x, y, threads, kCheapGrain, ClipF<T>{lo, hi});
+    return makeUnary<T, T>(x, y, threads, kCheapGrain, bounds.clipOf<T>());
   });
 }
 
@@ -700,9 +599,8 @@ template <typename To, typename From> using CastF = ew::Cast<To, From>;
 
 KernelFn castFactory(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
-  checkSameShape(args, "cast", x, y);
   int threads = args.env.threads;
-  if (x.dtype == y.dtype && x.dtype != DType::F16 && x.dtype != DType::BF16) {
+  if (ew::castCopies(args)) {
     void *dst = y.data;
     const void *src = x.data;
     int64_t bytes = x.bytes();
@@ -725,14 +623,6 @@ KernelFn castFactory(KernelArgs &args) {
 //===----------------------------------------------------------------------===//
 // dropout and dropout_grad.
 //===----------------------------------------------------------------------===//
-
-double checkedRatio(const KernelArgs &args, const char *what) {
-  double ratio = args.f64("ratio");
-  if (!(ratio >= 0.0 && ratio <= 1.0))
-    args.fail(std::string(what) + ": ratio must be in [0, 1], got " +
-              std::to_string(ratio));
-  return ratio;
-}
 
 // The dropout mask, bit for bit (a Python reference reproduces it):
 //
@@ -808,26 +698,10 @@ void maskedScale(const T *x, const uint8_t *m, T *y, int64_t n, T denom) {
 
 KernelFn dropoutFactory(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0), &m = args.out(1);
-  const double ratio = checkedRatio(args, "dropout");
-  const uint64_t seedAttr = (uint64_t)args.i64Or("seed", 0);
-  const uint64_t stream = (uint64_t)args.i64Or("stream", 0);
-  args.expectDType(y, x.dtype, "dropout output");
-  args.expectDType(m, DType::Bool, "dropout mask");
-  checkSameShape(args, "dropout", x, y);
-  checkSameShape(args, "dropout mask", x, m);
-  const int64_t n = x.numElements();
-  const int64_t dim0 = x.rank() ? x.shape[0] : 1;
-  const int64_t perSample =
-      args.has("sample_stride") ? args.i64Or("sample_stride", 0) : dim0 > 0 ? n / dim0 : 0;
-  if (perSample < 0)
-    args.fail("dropout: sample_stride must be >= 0");
-  const int64_t localBatch = args.env.globalBatch / std::max(args.env.worldSize, 1);
-  // Elements of one run of this rank's samples (the whole tensor when the
-  // samples are the outermost dimension).
-  const int64_t run = args.has("sample_stride") && perSample > 0 && localBatch > 0 &&
-                              n % (perSample * localBatch) == 0
-                          ? perSample * localBatch
-                          : n;
+  const ew::DropoutLayout l = ew::dropoutLayout(args);
+  const double ratio = l.ratio;
+  const uint64_t seedAttr = l.seedAttr, stream = l.stream;
+  const int64_t n = l.n, perSample = l.perSample, run = l.run;
   const ExecEnv *env = &args.env;
   int threads = args.env.threads;
   MaskLoop maskLoop = pickMaskLoop();
@@ -877,11 +751,7 @@ KernelFn dropoutFactory(KernelArgs &args) {
 
 KernelFn dropoutGradFactory(KernelArgs &args) {
   const TensorView &dy = args.in(0), &m = args.in(1), &dx = args.out(0);
-  const double ratio = checkedRatio(args, "dropout_grad");
-  args.expectDType(m, DType::Bool, "dropout_grad mask");
-  args.expectDType(dx, dy.dtype, "dropout_grad result");
-  checkSameShape(args, "dropout_grad mask", dy, m);
-  checkSameShape(args, "dropout_grad", dy, dx);
+  const double ratio = ew::dropoutGradRatio(args);
   int threads = args.env.threads;
   return dispatchFloat(args, dy.dtype, "dropout_grad", [&](auto tag) -> KernelFn {
     using T = decltype(tag);
@@ -908,51 +778,24 @@ KernelFn dropoutGradFactory(KernelArgs &args) {
 } // namespace
 
 void registerElementwiseKernels(KernelRegistry &r) {
-  r.add("add", arithFactory("add", Bin::Add));
-  r.add("sub", arithFactory("sub", Bin::Sub));
-  r.add("mul", arithFactory("mul", Bin::Mul));
-  r.add("div", arithFactory("div", Bin::Div));
-  r.add("max", arithFactory("max", Bin::Max));
-  r.add("min", arithFactory("min", Bin::Min));
+  for (const auto &[name, kind] : ew::kArithOps)
+    r.add(name, arithFactory(name, kind));
   r.add("pow", powFactory);
-  r.add("equal", compareFactory("equal", Cmp::Equal));
-  r.add("less", compareFactory("less", Cmp::Less));
-  r.add("greater", compareFactory("greater", Cmp::Greater));
+  for (const auto &[name, kind] : ew::kCompareOps)
+    r.add(name, compareFactory(name, kind));
   r.add("where", whereFactory);
 
-  r.add("neg", unaryFactory<NegF, false>("neg", kCheapGrain));
-  r.add("abs", unaryFactory<AbsF, false>("abs", kCheapGrain));
-  r.add("relu", unaryFactory<ReluF, false>("relu", kCheapGrain));
-  r.add("sqrt", unaryFactory<SqrtF, true>("sqrt", kCheapGrain));
-  r.add("reciprocal", unaryFactory<ReciprocalF, true>("reciprocal", kCheapGrain));
-  r.add("exp", unaryFactory<ExpF, true>("exp", kCostlyGrain));
-  r.add("log", unaryFactory<LogF, true>("log", kCostlyGrain));
-  r.add("tanh", unaryFactory<TanhF, true>("tanh", kCostlyGrain));
-  r.add("sigmoid", unaryFactory<SigmoidF, true>("sigmoid", kCostlyGrain));
-  r.add("erf", unaryFactory<ErfF, true>("erf", kCostlyGrain));
-  r.add("sin", unaryFactory<SinF, true>("sin", kCostlyGrain));
-  r.add("cos", unaryFactory<CosF, true>("cos", kCostlyGrain));
-  r.add("tan", unaryFactory<TanF, true>("tan", kCostlyGrain));
-  r.add("asin", unaryFactory<AsinF, true>("asin", kCostlyGrain));
-  r.add("acos", unaryFactory<AcosF, true>("acos", kCostlyGrain));
-  r.add("atan", unaryFactory<AtanF, true>("atan", kCostlyGrain));
-  r.add("sinh", unaryFactory<SinhF, true>("sinh", kCostlyGrain));
-  r.add("cosh", unaryFactory<CoshF, true>("cosh", kCostlyGrain));
-  r.add("asinh", unaryFactory<AsinhF, true>("asinh", kCostlyGrain));
-  r.add("acosh", unaryFactory<AcoshF, true>("acosh", kCostlyGrain));
-  r.add("atanh", unaryFactory<AtanhF, true>("atanh", kCostlyGrain));
-  r.add("floor", unaryFactory<FloorF, true>("floor", kCheapGrain));
-  r.add("ceil", unaryFactory<CeilF, true>("ceil", kCheapGrain));
-  r.add("round", unaryFactory<RoundF, true>("round", kCheapGrain));
-  r.add("sign", unaryFactory<SignF, false>("sign", kCheapGrain));
+  ew::forEachUnaryOp([&r](auto op, const char *name, bool costly) {
+    using Op = typename CpuUnary<typename decltype(op)::type>::type;
+    r.add(name, unaryFactory<Op, decltype(op)::floatOnly>(
+                    name, costly ? kCostlyGrain : kCheapGrain));
+  });
   r.add("mod", modFactory);
   r.add("leaky_relu", leakyReluFactory);
   r.add("clip", clipFactory);
   r.add("not", [](KernelArgs &args) -> KernelFn {
     const TensorView &x = args.in(0), &y = args.out(0);
-    args.expectDType(x, DType::Bool, "not input");
-    args.expectDType(y, DType::Bool, "not result");
-    checkSameShape(args, "not", x, y);
+    ew::checkNot(args);
     return makeUnary<uint8_t, uint8_t>(x, y, args.env.threads, kCheapGrain, NotF{});
   });
   r.add("cast", castFactory);

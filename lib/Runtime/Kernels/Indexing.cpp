@@ -11,6 +11,7 @@
 
 #include "parallax/Runtime/Kernel.h"
 
+#include "IndexingLayout.h"
 #include "KernelUtil.h"
 #include "ShapeMath.h"
 
@@ -122,30 +123,10 @@ KernelFn gatherTyped(KernelArgs &args, int64_t axis) {
                           threads, nn);
 }
 
-void checkIndexType(const KernelArgs &args, const TensorView &indices,
-                    const char *op) {
-  if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
-    args.fail(std::string(op) + ": indices must be i32 or i64, got " +
-              nameOf(indices.dtype));
-}
-
 KernelFn gatherFactory(KernelArgs &args) {
-  const TensorView &data = args.in(0), &indices = args.in(1), &out = args.out(0);
-  checkIndexType(args, indices, "gather");
-  if (data.rank() < 1)
-    args.fail("gather: data must have rank >= 1");
-  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), data.rank(), "gather");
-  if (out.dtype != data.dtype)
-    args.fail(std::string("gather: result must have the data's element type ") +
-              nameOf(data.dtype) + ", got " + nameOf(out.dtype));
-  std::vector<int64_t> expected(data.shape.begin(), data.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), data.shape.begin() + axis + 1, data.shape.end());
-  if (out.shape != expected)
-    args.fail("gather: result shape " + shapeStr(out.shape) + " must be " +
-              shapeStr(expected));
-  return indices.dtype == DType::I64 ? gatherTyped<int64_t>(args, axis)
-                                     : gatherTyped<int32_t>(args, axis);
+  const int64_t axis = gatherAxis(args);
+  return args.in(1).dtype == DType::I64 ? gatherTyped<int64_t>(args, axis)
+                                        : gatherTyped<int32_t>(args, axis);
 }
 
 //===----------------------------------------------------------------------===//
@@ -194,21 +175,6 @@ struct Lines {
   }
 };
 
-/// Checks the shapes common to gather_elements and scatter_elements_add.
-void checkElementShapes(const KernelArgs &args, const TensorView &indices,
-                        const TensorView &data, int64_t axis, const char *op,
-                        const char *dataName) {
-  if (indices.rank() != data.rank())
-    args.fail(std::string(op) + ": " + dataName + " " + shapeStr(data.shape) +
-              " and indices " + shapeStr(indices.shape) +
-              " must have the same rank");
-  for (int64_t d = 0; d < data.rank(); ++d)
-    if (d != axis && indices.dim(d) > data.dim(d))
-      args.fail(std::string(op) + ": indices dimension " + std::to_string(d) +
-                " of size " + std::to_string(indices.dim(d)) + " exceeds the " +
-                dataName + "'s size " + std::to_string(data.dim(d)));
-}
-
 template <typename I, typename E>
 KernelFn gatherElementsImpl(KernelArgs &args, int64_t axis) {
   const TensorView &data = args.in(0), &indices = args.in(1), &out = args.out(0);
@@ -247,19 +213,9 @@ KernelFn gatherElementsTyped(KernelArgs &args, int64_t axis) {
 }
 
 KernelFn gatherElementsFactory(KernelArgs &args) {
-  const TensorView &data = args.in(0), &indices = args.in(1), &out = args.out(0);
-  checkIndexType(args, indices, "gather_elements");
-  if (data.rank() < 1)
-    args.fail("gather_elements: data must have rank >= 1");
-  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), data.rank(),
-                               "gather_elements");
-  checkElementShapes(args, indices, data, axis, "gather_elements", "data");
-  if (out.dtype != data.dtype || out.shape != indices.shape)
-    args.fail(std::string("gather_elements: result must be ") +
-              nameOf(data.dtype) + " " + shapeStr(indices.shape) + ", got " +
-              nameOf(out.dtype) + " " + shapeStr(out.shape));
-  return indices.dtype == DType::I64 ? gatherElementsTyped<int64_t>(args, axis)
-                                     : gatherElementsTyped<int32_t>(args, axis);
+  const int64_t axis = gatherElementsAxis(args);
+  return args.in(1).dtype == DType::I64 ? gatherElementsTyped<int64_t>(args, axis)
+                                        : gatherElementsTyped<int32_t>(args, axis);
 }
 
 //===----------------------------------------------------------------------===//
@@ -350,68 +306,18 @@ KernelFn scatterElementsAddTyped(KernelArgs &args, int64_t axis) {
   };
 }
 
-template <template <typename, typename> class Impl>
-KernelFn dispatchScatter(KernelArgs &args, int64_t axis, const char *op) {
-  const TensorView &indices = args.in(0), &updates = args.in(1);
-  bool i64 = indices.dtype == DType::I64;
-  switch (updates.dtype) {
-  case DType::F32:
-    return i64 ? Impl<float, int64_t>::make(args, axis)
-               : Impl<float, int32_t>::make(args, axis);
-  case DType::F64:
-    return i64 ? Impl<double, int64_t>::make(args, axis)
-               : Impl<double, int32_t>::make(args, axis);
-  default:
-    args.fail(std::string(op) + ": element type " + nameOf(updates.dtype) +
-              " is not supported by the CPU runtime");
-  }
-}
-
-template <typename T, typename I> struct ScatterAdd {
-  static KernelFn make(KernelArgs &a, int64_t axis) {
-    return scatterAddTyped<T, I>(a, axis);
-  }
-};
-template <typename T, typename I> struct ScatterElementsAdd {
-  static KernelFn make(KernelArgs &a, int64_t axis) {
-    return scatterElementsAddTyped<T, I>(a, axis);
-  }
-};
-
-void checkScatterTypes(const KernelArgs &args, const char *op) {
-  const TensorView &indices = args.in(0), &updates = args.in(1), &out = args.out(0);
-  checkIndexType(args, indices, op);
-  if (out.dtype != updates.dtype)
-    args.fail(std::string(op) + ": result must have the updates' element type " +
-              nameOf(updates.dtype) + ", got " + nameOf(out.dtype));
-  if (out.rank() < 1)
-    args.fail(std::string(op) + ": the result must have rank >= 1");
-}
-
 KernelFn scatterAddFactory(KernelArgs &args) {
-  checkScatterTypes(args, "scatter_add");
-  const TensorView &indices = args.in(0), &updates = args.in(1), &out = args.out(0);
-  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), out.rank(), "scatter_add");
-  std::vector<int64_t> expected(out.shape.begin(), out.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), out.shape.begin() + axis + 1, out.shape.end());
-  if (updates.shape != expected)
-    args.fail("scatter_add: updates must have shape " + shapeStr(expected) +
-              ", got " + shapeStr(updates.shape));
-  return dispatchScatter<ScatterAdd>(args, axis, "scatter_add");
+  const int64_t axis = scatterAddAxis(args);
+  return dispatchScatter(args, "scatter_add", [&](auto t, auto i) {
+    return scatterAddTyped<decltype(t), decltype(i)>(args, axis);
+  });
 }
 
 KernelFn scatterElementsAddFactory(KernelArgs &args) {
-  checkScatterTypes(args, "scatter_elements_add");
-  const TensorView &indices = args.in(0), &updates = args.in(1), &out = args.out(0);
-  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), out.rank(),
-                               "scatter_elements_add");
-  if (updates.shape != indices.shape)
-    args.fail("scatter_elements_add: updates " + shapeStr(updates.shape) +
-              " and indices " + shapeStr(indices.shape) +
-              " must have the same shape");
-  checkElementShapes(args, indices, out, axis, "scatter_elements_add", "output");
-  return dispatchScatter<ScatterElementsAdd>(args, axis, "scatter_elements_add");
+  const int64_t axis = scatterElementsAddAxis(args);
+  return dispatchScatter(args, "scatter_elements_add", [&](auto t, auto i) {
+    return scatterElementsAddTyped<decltype(t), decltype(i)>(args, axis);
+  });
 }
 
 } // namespace

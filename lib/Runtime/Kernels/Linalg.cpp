@@ -9,6 +9,7 @@
 #include "parallax/Runtime/Kernel.h"
 
 #include "KernelUtil.h"
+#include "LinalgLayout.h"
 
 #include "Blas.h"
 
@@ -58,74 +59,15 @@ void matmulLoop(const T *a, const T *b, T *y, int64_t rowBegin, int64_t rowEnd,
 }
 
 template <typename T> KernelFn matmulTyped(KernelArgs &args) {
-  const TensorView &lhs = args.in(0), &rhs = args.in(1), &out = args.out(0);
-  std::vector<int64_t> as = lhs.shape, bs = rhs.shape;
-  bool aVec = as.size() == 1, bVec = bs.size() == 1;
-  if (aVec)
-    as.insert(as.begin(), 1);
-  if (bVec)
-    bs.push_back(1);
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  if (bs[bs.size() - 2] != k)
-    args.fail("contraction dimensions differ: " + shapeStr(lhs.shape) + " x " +
-              shapeStr(rhs.shape));
-  // Broadcast the batch dimensions.
-  size_t ra = as.size() - 2, rb = bs.size() - 2, rank = std::max(ra, rb);
-  std::vector<int64_t> batch(rank), aBatch(rank, 1), bBatch(rank, 1);
-  for (size_t d = 0; d < ra; ++d)
-    aBatch[rank - ra + d] = as[d];
-  for (size_t d = 0; d < rb; ++d)
-    bBatch[rank - rb + d] = bs[d];
-  for (size_t d = 0; d < rank; ++d) {
-    if (aBatch[d] != bBatch[d] && aBatch[d] != 1 && bBatch[d] != 1)
-      args.fail("batch dimensions of " + shapeStr(lhs.shape) + " and " +
-                shapeStr(rhs.shape) + " do not broadcast");
-    batch[d] = aBatch[d] == 1 ? bBatch[d] : aBatch[d];
-  }
-  std::vector<int64_t> expected = batch;
-  if (!aVec)
-    expected.push_back(m);
-  if (!bVec)
-    expected.push_back(n);
-  if (out.shape != expected)
-    args.fail("output shape " + shapeStr(out.shape) + " does not match " +
-              shapeStr(expected) + " of " + shapeStr(lhs.shape) + " x " +
-              shapeStr(rhs.shape));
-
-  int64_t batches = product(batch, 0, rank);
-  int64_t aCount = product(aBatch, 0, rank), bCount = product(bBatch, 0, rank);
-  const T *a = lhs.as<T>(), *b = rhs.as<T>();
-  T *y = out.as<T>();
+  // Each batch element's matrix offsets in A and B (unless folded), read
+  // by the closures.
+  auto g = std::make_shared<const MatmulGeometry>(
+      matmulGeometry(args, /*foldedOffsets=*/false));
+  const int64_t m = g->m, n = g->n, k = g->k, batches = g->batches;
+  const bool fold = g->fold;
+  const T *a = args.in(0).as<T>(), *b = args.in(1).as<T>();
+  T *y = args.out(0).as<T>();
   int threads = args.env.threads;
-
-  // Matrix offsets of each batch element in A and B (broadcast strides).
-  auto offsets = std::make_shared<std::vector<std::pair<int64_t, int64_t>>>();
-  bool fold = batches <= 1 || (bCount == 1 && aCount == batches);
-  if (!fold) {
-    std::vector<int64_t> aStr(rank), bStr(rank);
-    int64_t sa = m * k, sb = k * n;
-    for (size_t d = rank; d-- > 0;) {
-      aStr[d] = aBatch[d] == 1 ? 0 : sa;
-      bStr[d] = bBatch[d] == 1 ? 0 : sb;
-      sa *= aBatch[d];
-      sb *= bBatch[d];
-    }
-    offsets->resize(batches);
-    std::vector<int64_t> idx(rank, 0);
-    for (int64_t i = 0; i < batches; ++i) {
-      int64_t oa = 0, ob = 0;
-      for (size_t d = 0; d < rank; ++d) {
-        oa += idx[d] * aStr[d];
-        ob += idx[d] * bStr[d];
-      }
-      (*offsets)[i] = {oa, ob};
-      for (size_t d = rank; d-- > 0;) {
-        if (++idx[d] < batch[d])
-          break;
-        idx[d] = 0;
-      }
-    }
-  }
 
   if constexpr (std::is_floating_point_v<T>) {
     if (fold) // one GEMM; a batch of A over a shared B folds into M
@@ -140,8 +82,8 @@ template <typename T> KernelFn matmulTyped(KernelArgs &args) {
     return [=] {
       auto body = [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i)
-          matmulBlas(small ? 1 : threads, a + (*offsets)[i].first,
-                     b + (*offsets)[i].second, y + i * m * n, m, n, k);
+          matmulBlas(small ? 1 : threads, a + g->offA[i], b + g->offB[i],
+                     y + i * m * n, m, n, k);
       };
       if (small)
         parallelFor(threads, batches, 2, body);
@@ -162,8 +104,8 @@ template <typename T> KernelFn matmulTyped(KernelArgs &args) {
         for (int64_t r = r0; r < r1;) {
           int64_t i = r / m, row = r % m;
           int64_t rowEnd = std::min(m, row + (r1 - r));
-          matmulLoop(a + (*offsets)[i].first, b + (*offsets)[i].second,
-                     y + i * m * n, row, rowEnd, n, k);
+          matmulLoop(a + g->offA[i], b + g->offB[i], y + i * m * n, row,
+                     rowEnd, n, k);
           r += rowEnd - row;
         }
       });
@@ -172,65 +114,29 @@ template <typename T> KernelFn matmulTyped(KernelArgs &args) {
 }
 
 KernelFn matmulFactory(KernelArgs &args) {
-  const TensorView &lhs = args.in(0), &rhs = args.in(1), &out = args.out(0);
-  if (lhs.dtype != rhs.dtype || out.dtype != lhs.dtype)
-    args.fail(std::string("matmul operands and result must share one element "
-                          "type, got ") +
-              nameOf(lhs.dtype) + ", " + nameOf(rhs.dtype) + " -> " +
-              nameOf(out.dtype));
-  if (lhs.rank() < 1 || rhs.rank() < 1)
-    args.fail("matmul operands must have rank >= 1");
-  switch (lhs.dtype) {
+  checkMatmulOperands(args);
+  switch (args.in(0).dtype) {
   case DType::F32: return matmulTyped<float>(args);
   case DType::F64: return matmulTyped<double>(args);
   case DType::I64: return matmulTyped<int64_t>(args);
   case DType::I32: return matmulTyped<int32_t>(args);
   case DType::I16: return matmulTyped<int16_t>(args);
-  case DType::I8: return matmulTyped<int8_t>(args);
-  default:
-    args.fail(std::string("matmul: element type ") + nameOf(lhs.dtype) +
-              " is not supported by the CPU runtime");
+  default: return matmulTyped<int8_t>(args);
   }
 }
 
 template <typename T> KernelFn gemmTyped(KernelArgs &args) {
+  const GemmLayout l = gemmLayout(args);
+  const bool ta = l.transA, tb = l.transB;
+  const T alpha = (T)l.alpha, beta = (T)l.beta;
+  const int64_t m = l.m, n = l.n, k = l.k;
+  const int64_t cRowStride = l.cRowStride, cColStride = l.cColStride;
+  const T *c = l.hasC ? args.in(2).as<T>() : nullptr;
   const TensorView &A = args.in(0), &B = args.in(1), &out = args.out(0);
-  bool ta = args.flag("trans_a"), tb = args.flag("trans_b");
-  T alpha = (T)args.f64Or("alpha", 1.0), beta = (T)args.f64Or("beta", 1.0);
-  if (A.rank() != 2 || B.rank() != 2)
-    args.fail("gemm operands A and B must be matrices, got " +
-              shapeStr(A.shape) + " and " + shapeStr(B.shape));
-  int64_t m = A.dim(ta ? 1 : 0), k = A.dim(ta ? 0 : 1);
-  int64_t kb = B.dim(tb ? 1 : 0), n = B.dim(tb ? 0 : 1);
-  if (k != kb)
-    args.fail("gemm contraction dimensions differ: " + std::to_string(k) +
-              " vs " + std::to_string(kb));
-  if (out.shape != std::vector<int64_t>{m, n})
-    args.fail("gemm output shape " + shapeStr(out.shape) + " must be " +
-              shapeStr({m, n}));
-  bool hasC = args.hasIn(2);
-  int64_t cRowStride = 0, cColStride = 0;
-  const T *c = nullptr;
-  if (hasC) {
-    const TensorView &C = args.in(2);
-    if (C.dtype != A.dtype)
-      args.fail("gemm C must have A's element type");
-    if (C.rank() > 2)
-      args.fail("gemm C of shape " + shapeStr(C.shape) +
-                " does not broadcast to " + shapeStr({m, n}));
-    int64_t cr = C.rank() == 2 ? C.dim(0) : 1;
-    int64_t cc = C.rank() >= 1 ? C.shape.back() : 1;
-    if ((cr != 1 && cr != m) || (cc != 1 && cc != n))
-      args.fail("gemm C of shape " + shapeStr(C.shape) +
-                " does not broadcast to " + shapeStr({m, n}));
-    cRowStride = cr == 1 ? 0 : cc;
-    cColStride = cc == 1 ? 0 : 1;
-    c = C.as<T>();
-  }
   const T *a = A.as<T>(), *b = B.as<T>();
   T *y = out.as<T>();
-  bool useC = hasC && beta != T(0);
-  int64_t lda = std::max<int64_t>(1, A.dim(1)), ldb = std::max<int64_t>(1, B.dim(1));
+  bool useC = l.hasC && beta != T(0);
+  int64_t lda = l.lda, ldb = l.ldb;
   int threads = args.env.threads;
   return [=] {
     if (m == 0 || n == 0)
@@ -256,16 +162,10 @@ template <typename T> KernelFn gemmTyped(KernelArgs &args) {
 }
 
 KernelFn gemmFactory(KernelArgs &args) {
-  const TensorView &A = args.in(0), &B = args.in(1), &out = args.out(0);
-  if (B.dtype != A.dtype || out.dtype != A.dtype)
-    args.fail("gemm operands and result must share one element type");
-  switch (A.dtype) {
-  case DType::F32: return gemmTyped<float>(args);
-  case DType::F64: return gemmTyped<double>(args);
-  default:
-    args.fail(std::string("gemm: element type ") + nameOf(A.dtype) +
-              " is not supported by the CPU runtime");
-  }
+  checkGemmOperands(args);
+  if (args.in(0).dtype == DType::F32)
+    return gemmTyped<float>(args);
+  return gemmTyped<double>(args);
 }
 
 } // namespace

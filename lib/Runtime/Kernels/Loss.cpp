@@ -16,6 +16,7 @@
 #include "parallax/Runtime/Kernel.h"
 
 #include "KernelUtil.h"
+#include "LossLayout.h"
 #include "Vec4.h"
 
 #include <algorithm>
@@ -29,79 +30,7 @@ namespace parallax::rt {
 namespace {
 
 using namespace detail;
-
-enum class Reduction { None, Sum, Mean };
-
-/// What the factories of all four kernels check and precompute.
-struct LossSetup {
-  int64_t n = 0, c = 0, d = 1;
-  Reduction reduction = Reduction::Mean;
-  bool hasIgnore = false;
-  int64_t ignoreIndex = 0;
-  std::vector<int64_t> labelShape; ///< [N, D...]: also the "none" loss shape
-  DType labelType = DType::I64;
-  DType floatType = DType::F32;
-};
-
-/// `scores` is the [N, C, D...] tensor (scores, log_prob, input or dinput);
-/// `labels` the [N, D...] one; `weights` optional, [C].
-LossSetup lossSetup(const KernelArgs &args, const TensorView &scores,
-                    const TensorView &labels, const TensorView *weights,
-                    const std::string &op) {
-  LossSetup s;
-  std::string red = args.strOr("reduction", "mean");
-  if (red == "none")
-    s.reduction = Reduction::None;
-  else if (red == "sum")
-    s.reduction = Reduction::Sum;
-  else if (red == "mean")
-    s.reduction = Reduction::Mean;
-  else
-    args.fail(op + ": reduction must be none, sum or mean, got '" + red + "'");
-  if (args.has("ignore_index")) {
-    s.hasIgnore = true;
-    s.ignoreIndex = args.i64("ignore_index");
-  }
-  if (scores.dtype != DType::F32 && scores.dtype != DType::F64)
-    args.fail(op + ": element type " + nameOf(scores.dtype) +
-              " is not supported by the CPU runtime");
-  s.floatType = scores.dtype;
-  if (scores.rank() < 2)
-    args.fail(op + ": scores must have rank >= 2 ([N, C, ...]), got " +
-              shapeStr(scores.shape));
-  s.n = scores.dim(0);
-  s.c = scores.dim(1);
-  s.labelShape = {s.n};
-  for (int64_t i = 2; i < scores.rank(); ++i) {
-    s.labelShape.push_back(scores.dim(i));
-    s.d *= scores.dim(i);
-  }
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
-    args.fail(op + ": labels must be i32 or i64, got " + nameOf(labels.dtype));
-  s.labelType = labels.dtype;
-  if (labels.shape != s.labelShape)
-    args.fail(op + ": labels must have shape " + shapeStr(s.labelShape) +
-              " for scores " + shapeStr(scores.shape) + ", got " +
-              shapeStr(labels.shape));
-  if (weights && (weights->dtype != scores.dtype ||
-                  weights->shape != std::vector<int64_t>{s.c}))
-    args.fail(op + ": weights must be " + nameOf(scores.dtype) + " [" +
-              std::to_string(s.c) + "], got " + nameOf(weights->dtype) + " " +
-              shapeStr(weights->shape));
-  return s;
-}
-
-/// The loss's (or dloss's) shape for the reduction.
-void checkLossShape(const KernelArgs &args, const LossSetup &s,
-                    const TensorView &loss, const std::string &op,
-                    const char *what) {
-  std::vector<int64_t> expected =
-      s.reduction == Reduction::None ? s.labelShape : std::vector<int64_t>{};
-  if (loss.dtype != s.floatType || loss.shape != expected)
-    args.fail(op + ": " + what + " must be " + nameOf(s.floatType) + " " +
-              shapeStr(expected) + ", got " + nameOf(loss.dtype) + " " +
-              shapeStr(loss.shape));
-}
+using namespace loss;
 
 /// The class of line `line`, or -1 when it is ignored; throws for a label
 /// outside [0, C).
@@ -203,21 +132,10 @@ KernelFn lossTyped(KernelArgs &args, const LossSetup &s, const char *op) {
 
 template <bool LogSoftmax> KernelFn lossFactory(KernelArgs &args) {
   const char *op = LogSoftmax ? "softmax_cross_entropy_loss" : "nll_loss";
-  const TensorView &scores = args.in(0), &labels = args.in(1);
-  const TensorView *weights = args.hasIn(2) ? &args.in(2) : nullptr;
-  LossSetup s = lossSetup(args, scores, labels, weights, op);
-  checkLossShape(args, s, args.out(0), op, "loss");
-  if (LogSoftmax && (args.out(1).dtype != scores.dtype ||
-                     args.out(1).shape != scores.shape))
-    args.fail(std::string(op) + ": log_prob must be " + nameOf(scores.dtype) +
-              " " + shapeStr(scores.shape) + ", got " +
-              nameOf(args.out(1).dtype) + " " + shapeStr(args.out(1).shape));
-  bool i64 = s.labelType == DType::I64;
-  if (s.floatType == DType::F32)
-    return i64 ? lossTyped<float, int64_t, LogSoftmax>(args, s, op)
-               : lossTyped<float, int32_t, LogSoftmax>(args, s, op);
-  return i64 ? lossTyped<double, int64_t, LogSoftmax>(args, s, op)
-             : lossTyped<double, int32_t, LogSoftmax>(args, s, op);
+  LossSetup s = lossForwardSetup(args, LogSoftmax, op);
+  return dispatchLoss(s, [&](auto t, auto i) {
+    return lossTyped<decltype(t), decltype(i), LogSoftmax>(args, s, op);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -296,32 +214,16 @@ KernelFn lossGradTyped(KernelArgs &args, const LossSetup &s, const char *op) {
 
 template <bool Softmax> KernelFn lossGradFactory(KernelArgs &args) {
   const char *op = Softmax ? "softmax_cross_entropy_loss_grad" : "nll_loss_grad";
-  const int li = Softmax ? 2 : 1;
-  const TensorView &dloss = args.in(0), &labels = args.in(li);
-  const TensorView &scores = Softmax ? args.in(1) : args.out(0);
-  const TensorView *weights = args.hasIn(li + 1) ? &args.in(li + 1) : nullptr;
-  LossSetup s = lossSetup(args, scores, labels, weights, op);
-  checkLossShape(args, s, dloss, op, "dloss");
-  const TensorView &out = args.out(0);
-  if (out.dtype != scores.dtype || out.shape != scores.shape)
-    args.fail(std::string(op) + ": the result must be " + nameOf(scores.dtype) +
-              " " + shapeStr(scores.shape) + ", got " + nameOf(out.dtype) + " " +
-              shapeStr(out.shape));
-  bool i64 = s.labelType == DType::I64;
-  if (s.floatType == DType::F32)
-    return i64 ? lossGradTyped<float, int64_t, Softmax>(args, s, op)
-               : lossGradTyped<float, int32_t, Softmax>(args, s, op);
-  return i64 ? lossGradTyped<double, int64_t, Softmax>(args, s, op)
-             : lossGradTyped<double, int32_t, Softmax>(args, s, op);
+  LossSetup s = lossGradSetup(args, Softmax, op);
+  return dispatchLoss(s, [&](auto t, auto i) {
+    return lossGradTyped<decltype(t), decltype(i), Softmax>(args, s, op);
+  });
 }
 
 } // namespace
 
 void registerLossKernels(KernelRegistry &r) {
-  r.add("softmax_cross_entropy_loss", lossFactory<true>);
-  r.add("nll_loss", lossFactory<false>);
-  r.add("softmax_cross_entropy_loss_grad", lossGradFactory<true>);
-  r.add("nll_loss_grad", lossGradFactory<false>);
+  PX_ADD_LOSS_KERNELS(r);
 }
 
 } // namespace parallax::rt

@@ -15,6 +15,7 @@
 
 #include "CollectiveLayout.h"
 #include "KernelUtil.h"
+#include "NormLayout.h"
 #include "Vec4.h"
 
 #include <algorithm>
@@ -28,21 +29,7 @@ namespace parallax::rt {
 namespace {
 
 using namespace detail;
-
-void checkFloat(const KernelArgs &args, DType dt, const std::string &op) {
-  if (dt != DType::F32 && dt != DType::F64)
-    args.fail(op + ": element type " + nameOf(dt) +
-              " is not supported by the CPU runtime");
-}
-
-void expectLike(const KernelArgs &args, const TensorView &t,
-                const TensorView &like, const std::string &op,
-                const char *what, const char *likeName) {
-  if (t.dtype != like.dtype || t.shape != like.shape)
-    args.fail(op + ": " + what + " must be " + nameOf(like.dtype) + " " +
-              shapeStr(like.shape) + " like " + likeName + ", got " +
-              nameOf(t.dtype) + " " + shapeStr(t.shape));
-}
+using namespace norm;
 
 /// Splits [0, n) into `chunks` contiguous ranges; chunk c is [first, last).
 inline void chunkRange(int64_t n, int64_t chunks, int64_t c, int64_t &first,
@@ -145,8 +132,6 @@ double dotShift(const T *a, const T *b, int64_t n, double shift,
 //===----------------------------------------------------------------------===//
 // softmax, log_softmax and their gradients
 //===----------------------------------------------------------------------===//
-
-enum class AxisKind { Softmax, LogSoftmax, SoftmaxGrad, LogSoftmaxGrad };
 
 /// One line of `len` elements `stride` apart. Stride is a template argument
 /// when it is 1 so that the contiguous case vectorises.
@@ -253,63 +238,14 @@ KernelFn axisTyped(KernelArgs &args, int64_t axis) {
 }
 
 template <AxisKind K> KernelFn axisFactory(KernelArgs &args) {
-  static const char *names[] = {"softmax", "log_softmax", "softmax_grad",
-                                "log_softmax_grad"};
-  std::string op = names[(int)K];
-  const TensorView &in0 = args.in(0), &out = args.out(0);
-  checkFloat(args, in0.dtype, op);
-  if (K == AxisKind::SoftmaxGrad || K == AxisKind::LogSoftmaxGrad)
-    expectLike(args, args.in(1), in0, op, "dy", "y");
-  expectLike(args, out, in0, op, "the result", "the input");
-  int64_t axis = normalizeAxis(args, args.i64Or("axis", -1), in0.rank(), op);
-  if (in0.dtype == DType::F32)
-    return axisTyped<float, K>(args, axis);
-  return axisTyped<double, K>(args, axis);
+  int64_t axis = axisOf(args, K);
+  return args.in(0).dtype == DType::F32 ? axisTyped<float, K>(args, axis)
+                                        : axisTyped<double, K>(args, axis);
 }
 
 //===----------------------------------------------------------------------===//
 // layer_norm and layer_norm_grad
 //===----------------------------------------------------------------------===//
-
-/// For a parameter (scale, bias) broadcast to the normalised shape: empty
-/// when it already has one element per normalised element, else the
-/// parameter's flat index for each normalised flat index.
-std::vector<int64_t> broadcastMap(const KernelArgs &args, const TensorView &p,
-                                  const std::vector<int64_t> &normalized,
-                                  const std::string &op, const char *name) {
-  int64_t pr = p.rank(), nr = (int64_t)normalized.size();
-  bool ok = pr <= nr;
-  for (int64_t d = 0; ok && d < pr; ++d) {
-    int64_t pd = p.dim(pr - 1 - d), nd = normalized[nr - 1 - d];
-    ok = pd == nd || pd == 1;
-  }
-  if (!ok)
-    args.fail(op + ": " + name + " of shape " + shapeStr(p.shape) +
-              " does not broadcast to the normalised shape " +
-              shapeStr(normalized));
-  int64_t len = product(normalized, 0, normalized.size());
-  if (p.numElements() == len)
-    return {};
-  // Strides of p aligned to the normalised dims (0 where broadcast).
-  std::vector<int64_t> ps = stridesOf(p.shape), str(nr, 0);
-  for (int64_t d = 0; d < pr; ++d)
-    if (p.dim(d) != 1)
-      str[nr - pr + d] = ps[d];
-  std::vector<int64_t> map(len);
-  std::vector<int64_t> idx(nr, 0);
-  for (int64_t j = 0; j < len; ++j) {
-    int64_t off = 0;
-    for (int64_t d = 0; d < nr; ++d)
-      off += idx[d] * str[d];
-    map[j] = off;
-    for (int64_t d = nr; d-- > 0;) {
-      if (++idx[d] < normalized[d])
-        break;
-      idx[d] = 0;
-    }
-  }
-  return map;
-}
 
 /// A parameter as one value per normalised element: the tensor itself, or
 /// a scratch copy expanded through the broadcast map.
@@ -337,52 +273,16 @@ template <typename T> struct Param {
   }
 };
 
-struct LayerNormShape {
-  int64_t axis, rows, len;
-  std::vector<int64_t> normalized, stats;
-};
-
-LayerNormShape layerNormShape(KernelArgs &args, const TensorView &x,
-                              const std::string &op) {
-  LayerNormShape s;
-  s.axis = normalizeAxis(args, args.i64Or("axis", -1), x.rank(), op);
-  s.rows = product(x.shape, 0, s.axis);
-  s.len = product(x.shape, s.axis, x.shape.size());
-  s.normalized.assign(x.shape.begin() + s.axis, x.shape.end());
-  s.stats = x.shape;
-  for (size_t d = s.axis; d < s.stats.size(); ++d)
-    s.stats[d] = 1;
-  return s;
-}
-
-void expectShape(const KernelArgs &args, const TensorView &t, DType dt,
-                 const std::vector<int64_t> &shape, const std::string &op,
-                 const char *what) {
-  if (t.dtype != dt || t.shape != shape)
-    args.fail(op + ": " + what + " must be " + nameOf(dt) + " " +
-              shapeStr(shape) + ", got " + nameOf(t.dtype) + " " +
-              shapeStr(t.shape));
-}
-
 template <typename T> KernelFn layerNormTyped(KernelArgs &args) {
-  const std::string op = "layer_norm";
-  const TensorView &x = args.in(0);
-  LayerNormShape s = layerNormShape(args, x, op);
-  expectShape(args, args.in(1), x.dtype, args.in(1).shape, op, "scale");
-  Param<T> scale(args.in(1).as<T>(),
-                 broadcastMap(args, args.in(1), s.normalized, op, "scale"));
-  bool hasBias = args.hasIn(2);
+  LayerNormLayout l = layerNormLayout(args);
+  const LayerNormShape &s = l.shape;
+  Param<T> scale(args.in(1).as<T>(), std::move(l.scaleMap));
+  bool hasBias = l.hasBias;
   Param<T> bias;
-  if (hasBias) {
-    expectShape(args, args.in(2), x.dtype, args.in(2).shape, op, "bias");
-    bias = Param<T>(args.in(2).as<T>(),
-                    broadcastMap(args, args.in(2), s.normalized, op, "bias"));
-  }
-  expectShape(args, args.out(0), x.dtype, x.shape, op, "y");
-  expectShape(args, args.out(1), x.dtype, s.stats, op, "mean");
-  expectShape(args, args.out(2), x.dtype, s.stats, op, "inv_std_dev");
-  double eps = args.f64Or("epsilon", 1e-5);
-  const T *xp = x.as<T>();
+  if (hasBias)
+    bias = Param<T>(args.in(2).as<T>(), std::move(l.biasMap));
+  double eps = l.eps;
+  const T *xp = args.in(0).as<T>();
   T *y = args.out(0).as<T>(), *mean = args.out(1).as<T>(),
     *invStd = args.out(2).as<T>();
   int64_t rows = s.rows, len = s.len;
@@ -413,10 +313,8 @@ template <typename T> KernelFn layerNormTyped(KernelArgs &args) {
 }
 
 KernelFn layerNormFactory(KernelArgs &args) {
-  checkFloat(args, args.in(0).dtype, "layer_norm");
-  if (args.in(0).dtype == DType::F32)
-    return layerNormTyped<float>(args);
-  return layerNormTyped<double>(args);
+  auto typed = [&](auto t) { return layerNormTyped<decltype(t)>(args); };
+  return dispatchNormFloat(args, args.in(0).dtype, "layer_norm", typed);
 }
 
 /// sg = sum(dy * scale), sgx = sum(dy * scale * xhat) over one row, where
@@ -448,20 +346,13 @@ void gradSums(const T *x, const T *dy, const T *sc, T m, T iv, int64_t n,
 }
 
 template <typename T> KernelFn layerNormGradTyped(KernelArgs &args) {
-  const std::string op = "layer_norm_grad";
   const TensorView &dy = args.in(0), &x = args.in(1), &scaleT = args.in(2);
-  LayerNormShape s = layerNormShape(args, x, op);
-  expectLike(args, dy, x, op, "dy", "x");
-  expectShape(args, scaleT, x.dtype, scaleT.shape, op, "scale");
-  std::vector<int64_t> map = broadcastMap(args, scaleT, s.normalized, op, "scale");
-  expectShape(args, args.in(3), x.dtype, s.stats, op, "mean");
-  expectShape(args, args.in(4), x.dtype, s.stats, op, "inv_std_dev");
-  expectShape(args, args.out(0), x.dtype, x.shape, op, "dx");
-  expectShape(args, args.out(1), x.dtype, scaleT.shape, op, "dscale");
-  expectShape(args, args.out(2), x.dtype, scaleT.shape, op, "dbias");
+  LayerNormGradLayout l = layerNormGradLayout(args);
+  const LayerNormShape &s = l.shape;
+  std::vector<int64_t> &map = l.scaleMap;
   Param<T> scale(scaleT.as<T>(), map);
   auto pmap = std::make_shared<std::vector<int64_t>>(std::move(map));
-  int64_t rows = s.rows, len = s.len, nScale = scaleT.numElements();
+  int64_t rows = s.rows, len = s.len, nScale = l.nScale;
   int threads = args.env.threads;
   // Row chunks, each with its own partial sums of dscale and dbias.
   int64_t chunks = std::max<int64_t>(
@@ -521,26 +412,13 @@ template <typename T> KernelFn layerNormGradTyped(KernelArgs &args) {
 }
 
 KernelFn layerNormGradFactory(KernelArgs &args) {
-  checkFloat(args, args.in(1).dtype, "layer_norm_grad");
-  if (args.in(1).dtype == DType::F32)
-    return layerNormGradTyped<float>(args);
-  return layerNormGradTyped<double>(args);
+  auto typed = [&](auto t) { return layerNormGradTyped<decltype(t)>(args); };
+  return dispatchNormFloat(args, args.in(1).dtype, "layer_norm_grad", typed);
 }
 
 //===----------------------------------------------------------------------===//
 // batch_norm and batch_norm_grad
 //===----------------------------------------------------------------------===//
-
-struct BatchShape {
-  int64_t n, c, spatial;
-};
-
-BatchShape batchShape(KernelArgs &args, const TensorView &x,
-                      const std::string &op) {
-  if (x.rank() < 2)
-    args.fail(op + ": x must be [N, C, ...], got " + shapeStr(x.shape));
-  return {x.dim(0), x.dim(1), product(x.shape, 2, x.shape.size())};
-}
 
 /// Mean and biased variance of channel `ch` (two passes, in double).
 template <typename T>
@@ -623,34 +501,16 @@ int groupSizeOf(KernelArgs &args) {
 }
 
 template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
-  const std::string op = "batch_norm";
   const TensorView &x = args.in(0);
-  BatchShape s = batchShape(args, x, op);
-  std::vector<int64_t> cs{s.c};
-  const char *names[] = {"scale", "bias", "input_mean", "input_var"};
-  for (int i = 1; i <= 4; ++i)
-    expectShape(args, args.in(i), x.dtype, cs, op, names[i - 1]);
-  expectShape(args, args.out(0), x.dtype, x.shape, op, "y");
-  expectShape(args, args.out(1), x.dtype, cs, op, "running_mean");
-  expectShape(args, args.out(2), x.dtype, cs, op, "running_var");
-  double eps = args.f64Or("epsilon", 1e-5);
-  double momentum = args.f64Or("momentum", 0.9);
-  bool training = args.flag("training");
-  if (training && s.n * s.spatial == 0 && s.c > 0)
-    args.fail(op + ": training needs at least one value per channel, x is " +
-              shapeStr(x.shape));
+  BatchNormLayout l = batchNormLayout(args);
+  const BatchShape s = l.shape;
+  double eps = l.eps, momentum = l.momentum;
+  bool training = l.training;
   auto across = groupSum(args);
   int groupSize = groupSizeOf(args);
-  // The running variance's factor: n / (n - 1) for the unbiased variance
-  // (PyTorch), n values per channel in the whole (synchronized) batch.
-  const double count = (double)(s.n * s.spatial) * (across ? groupSize : 1);
-  double unbias = 1.0;
-  if (training && args.flag("unbiased_running_var")) {
-    if (count < 2)
-      args.fail(op + ": the unbiased running variance needs more than 1 value per "
-                     "channel in the batch, x is " + shapeStr(x.shape));
-    unbias = count / (count - 1);
-  }
+  // n values per channel in the whole (synchronized) batch.
+  double unbias = runningVarFactor(
+      args, l, (double)(s.n * s.spatial) * (across ? groupSize : 1));
   const T *xp = x.as<T>(), *scale = args.in(1).as<T>(),
           *bias = args.in(2).as<T>(), *inMean = args.in(3).as<T>(),
           *inVar = args.in(4).as<T>();
@@ -710,25 +570,13 @@ template <typename T> KernelFn batchNormTyped(KernelArgs &args) {
 }
 
 KernelFn batchNormFactory(KernelArgs &args) {
-  checkFloat(args, args.in(0).dtype, "batch_norm");
-  if (args.in(0).dtype == DType::F32)
-    return batchNormTyped<float>(args);
-  return batchNormTyped<double>(args);
+  auto typed = [&](auto t) { return batchNormTyped<decltype(t)>(args); };
+  return dispatchNormFloat(args, args.in(0).dtype, "batch_norm", typed);
 }
 
 template <typename T> KernelFn batchNormGradTyped(KernelArgs &args) {
-  const std::string op = "batch_norm_grad";
   const TensorView &dy = args.in(0), &x = args.in(1);
-  BatchShape s = batchShape(args, x, op);
-  std::vector<int64_t> cs{s.c};
-  expectLike(args, dy, x, op, "dy", "x");
-  expectShape(args, args.in(2), x.dtype, cs, op, "scale");
-  expectShape(args, args.out(0), x.dtype, x.shape, op, "dx");
-  expectShape(args, args.out(1), x.dtype, cs, op, "dscale");
-  expectShape(args, args.out(2), x.dtype, cs, op, "dbias");
-  if (s.n * s.spatial == 0 && s.c > 0)
-    args.fail(op + ": needs at least one value per channel, x is " +
-              shapeStr(x.shape));
+  const BatchShape s = batchNormGradShape(args);
   double eps = args.f64Or("epsilon", 1e-5);
   const T *dyp = dy.as<T>(), *xp = x.as<T>(), *scale = args.in(2).as<T>();
   T *dx = args.out(0).as<T>(), *dscale = args.out(1).as<T>(),
@@ -808,23 +656,14 @@ template <typename T> KernelFn batchNormGradTyped(KernelArgs &args) {
 }
 
 KernelFn batchNormGradFactory(KernelArgs &args) {
-  checkFloat(args, args.in(1).dtype, "batch_norm_grad");
-  if (args.in(1).dtype == DType::F32)
-    return batchNormGradTyped<float>(args);
-  return batchNormGradTyped<double>(args);
+  auto typed = [&](auto t) { return batchNormGradTyped<decltype(t)>(args); };
+  return dispatchNormFloat(args, args.in(1).dtype, "batch_norm_grad", typed);
 }
 
 } // namespace
 
 void registerNormKernels(KernelRegistry &r) {
-  r.add("softmax", axisFactory<AxisKind::Softmax>);
-  r.add("log_softmax", axisFactory<AxisKind::LogSoftmax>);
-  r.add("softmax_grad", axisFactory<AxisKind::SoftmaxGrad>);
-  r.add("log_softmax_grad", axisFactory<AxisKind::LogSoftmaxGrad>);
-  r.add("layer_norm", layerNormFactory);
-  r.add("layer_norm_grad", layerNormGradFactory);
-  r.add("batch_norm", batchNormFactory);
-  r.add("batch_norm_grad", batchNormGradFactory);
+  PX_ADD_NORM_KERNELS(r);
 }
 
 } // namespace parallax::rt

@@ -305,28 +305,13 @@ KernelFn makeSparse(const Hyper &h, T *w, T *s0, T *s1, const int64_t *idx,
 
 template <Kind K, typename T>
 KernelFn bindTyped(KernelArgs &args, const Hyper &h, bool sparse) {
-  const TensorView &var = args.in(0);
-  int ns = stateCount(K);
-  T *w = var.as<T>();
-  T *s0 = ns > 0 ? args.in(1).as<T>() : nullptr;
-  T *s1 = ns > 1 ? args.in(2).as<T>() : nullptr;
-  size_t gi = 1 + ns;
-  if (std::optional<UpdateShard> u = updateShard(args, sparse)) {
-    if (u->hi <= u->lo)
-      return [] {};
-    return makeDense<K, T>(h, w + u->lo, s0 ? s0 + u->state : nullptr,
-                           s1 ? s1 + u->state : nullptr, args.in(gi).as<T>() + u->grad,
-                           u->hi - u->lo, &args.env);
-  }
-  if (!sparse)
-    return makeDense<K, T>(h, w, s0, s1, args.in(gi).as<T>(),
-                           var.numElements(), &args.env);
-  const TensorView &idx = args.in(gi), &rows = args.in(gi + 1);
-  int64_t rowSize = 1;
-  for (size_t i = 1; i < var.shape.size(); ++i)
-    rowSize *= var.shape[i];
-  return makeSparse<K, T>(h, w, s0, s1, idx.as<int64_t>(), rows.as<T>(),
-                          idx.numElements(), var.dim(0), rowSize, &args.env);
+  UpdateOperands<T> o = readUpdate<T>(args, K, sparse);
+  if (o.empty)
+    return [] {};
+  if (!o.sparse)
+    return makeDense<K, T>(h, o.w, o.s0, o.s1, o.g, o.n, &args.env);
+  return makeSparse<K, T>(h, o.w, o.s0, o.s1, o.idx, o.rows, o.nIdx, o.varRows,
+                          o.rowSize, &args.env);
 }
 
 template <Kind K> KernelFn optimizerFactory(KernelArgs &args) {
@@ -354,11 +339,7 @@ KernelFn assignFactory(KernelArgs &args) {
 } // namespace
 
 void registerOptimizerKernels(KernelRegistry &r) {
-  r.add("sgd", optimizerFactory<Kind::Sgd>);
-  r.add("momentum", optimizerFactory<Kind::Momentum>);
-  r.add("adam", optimizerFactory<Kind::Adam>);
-  r.add("adagrad", optimizerFactory<Kind::Adagrad>);
-  r.add("assign", assignFactory);
+  PX_ADD_OPTIMIZER_KERNELS(r);
 }
 
 } // namespace parallax::rt

@@ -90,6 +90,72 @@ std::optional<UpdateShard> updateShard(KernelArgs &args, bool sparse);
 /// assign's inputs (variable, value), checked.
 void checkAssign(const KernelArgs &args);
 
+/// The memory an update of kind K touches, read at bind time: the variable
+/// and its states (offset to this rank's shard when the update is sharded)
+/// and a dense gradient of n elements, or a sparse one: nIdx indices into
+/// the variable's `varRows` rows of rowSize elements.
+template <typename T> struct UpdateOperands {
+  T *w = nullptr, *s0 = nullptr, *s1 = nullptr;
+  bool sparse = false;
+  /// A shard with no elements: nothing to do.
+  bool empty = false;
+  const T *g = nullptr;
+  int64_t n = 0;
+  const int64_t *idx = nullptr;
+  const T *rows = nullptr;
+  int64_t nIdx = 0, varRows = 0, rowSize = 1;
+};
+
+template <typename T>
+UpdateOperands<T> readUpdate(KernelArgs &args, Kind k, bool sparse) {
+  UpdateOperands<T> o;
+  const TensorView &var = args.in(0);
+  int ns = stateCount(k);
+  o.w = var.as<T>();
+  o.s0 = ns > 0 ? args.in(1).as<T>() : nullptr;
+  o.s1 = ns > 1 ? args.in(2).as<T>() : nullptr;
+  size_t gi = 1 + ns;
+  if (std::optional<UpdateShard> u = updateShard(args, sparse)) {
+    if (u->hi <= u->lo) {
+      o.empty = true;
+      return o;
+    }
+    o.w += u->lo;
+    o.s0 = o.s0 ? o.s0 + u->state : nullptr;
+    o.s1 = o.s1 ? o.s1 + u->state : nullptr;
+    o.g = args.in(gi).as<T>() + u->grad;
+    o.n = u->hi - u->lo;
+    return o;
+  }
+  o.sparse = sparse;
+  if (!sparse) {
+    o.g = args.in(gi).as<T>();
+    o.n = var.numElements();
+    return o;
+  }
+  const TensorView &idx = args.in(gi), &rows = args.in(gi + 1);
+  for (size_t i = 1; i < var.shape.size(); ++i)
+    o.rowSize *= var.shape[i];
+  o.idx = idx.as<int64_t>();
+  o.rows = rows.as<T>();
+  o.nIdx = idx.numElements();
+  o.varRows = var.dim(0);
+  return o;
+}
+
 } // namespace parallax::rt::opt
+
+/// Registers a backend's optimizer kernels into REGISTRY: sgd, momentum,
+/// adam and adagrad from the factory template optimizerFactory<Kind> and
+/// assign from assignFactory, of the file that expands it.
+#define PX_ADD_OPTIMIZER_KERNELS(REGISTRY)                                     \
+  do {                                                                         \
+    using ::parallax::rt::opt::Kind;                                           \
+    (REGISTRY).add("sgd", optimizerFactory<Kind::Sgd>);                        \
+    (REGISTRY).add("momentum", optimizerFactory<Kind::Momentum>);              \
+    (REGISTRY).add("adam", optimizerFactory<Kind::Adam>);                      \
+    (REGISTRY).add("adagrad", optimizerFactory<Kind::Adagrad>);                \
+    (REGISTRY).add("assign", assignFactory);                                   \
+  } while (false)
 
 #endif // PARALLAX_RUNTIME_KERNELS_OPTIMIZERRULES_H

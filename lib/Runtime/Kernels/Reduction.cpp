@@ -25,6 +25,7 @@
 #include "parallax/Runtime/Kernel.h"
 
 #include "KernelUtil.h"
+#include "Reducer.h"
 #include "ReductionLayout.h"
 
 #include <algorithm>
@@ -47,67 +48,6 @@ constexpr int64_t kGrainElements = 1 << 15;
 /// Accumulators per column block in the [O, R, K] path (on the stack).
 constexpr int64_t kColumnBlock = 256;
 
-enum class Kind { Sum, Mean, Max, Min, Prod };
-
-/// Accumulation for element type T: double for floats; for integers uint64
-/// (sums and products wrap, two's complement) or int64 (max, min).
-///
-/// Note: GCC 12 at -O3 miscompiles the vectorized form of an int64
-/// accumulator updated as (int64)((uint64)acc + (uint64)x) with x loaded
-/// from int16 (lanes are dropped); accumulating in uint64 directly does not
-/// have the problem.
-template <typename T, Kind K> struct Reducer {
-  static constexpr bool kFloat = std::is_floating_point_v<T>;
-  using A = std::conditional_t<kFloat, double,
-                               std::conditional_t<K == Kind::Max || K == Kind::Min,
-                                                  int64_t, uint64_t>>;
-  static A load(T x) {
-    if constexpr (kFloat)
-      return (A)x;
-    else
-      return (A)(int64_t)x; // sign-extends, then (for sums) wraps mod 2^64
-  }
-  static A init() {
-    if constexpr (K == Kind::Max) {
-      if constexpr (kFloat)
-        return -std::numeric_limits<double>::infinity();
-      else
-        return (A)std::numeric_limits<T>::lowest();
-    } else if constexpr (K == Kind::Min) {
-      if constexpr (kFloat)
-        return std::numeric_limits<double>::infinity();
-      else
-        return (A)std::numeric_limits<T>::max();
-    } else if constexpr (K == Kind::Prod) {
-      return A(1);
-    } else {
-      return A(0);
-    }
-  }
-  static A combine(A acc, A x) {
-    if constexpr (K == Kind::Max)
-      return (x > acc || x != x) ? x : acc; // NaN propagates
-    else if constexpr (K == Kind::Min)
-      return (x < acc || x != x) ? x : acc;
-    else if constexpr (K == Kind::Prod)
-      return acc * x; // uint64 for integers: wraps
-    else
-      return acc + x;
-  }
-  static T finish(A acc, int64_t count) {
-    if constexpr (kFloat) {
-      if constexpr (K == Kind::Mean)
-        return (T)(acc / (double)count); // 0 / 0 = NaN for an empty mean
-      else
-        return (T)acc;
-    } else if constexpr (K == Kind::Mean) {
-      return count ? (T)((int64_t)acc / count) : T(0);
-    } else {
-      return (T)(std::make_unsigned_t<T>)acc; // wraps into narrower types
-    }
-  }
-};
-
 /// Reduces a contiguous run with four accumulators (independent chains).
 template <typename T, typename Red>
 typename Red::A reduceRun(const T *x, int64_t n) {
@@ -127,7 +67,7 @@ typename Red::A reduceRun(const T *x, int64_t n) {
 
 /// The [O, R, K] reduction. Task (unit, part) covers output row o, column
 /// block kb and the rows of part `part` of R.
-template <typename T, Kind K> struct OrkReduction {
+template <typename T, ReduceKind K> struct OrkReduction {
   using Red = Reducer<T, K>;
   using A = typename Red::A;
   const T *x;
@@ -195,7 +135,7 @@ template <typename T, Kind K> struct OrkReduction {
 };
 
 /// Any other pattern: per output element, walk the reduced dimensions.
-template <typename T, Kind K> struct GeneralReduction {
+template <typename T, ReduceKind K> struct GeneralReduction {
   using Red = Reducer<T, K>;
   using A = typename Red::A;
   const T *x;
@@ -241,7 +181,7 @@ template <typename T, Kind K> struct GeneralReduction {
   }
 };
 
-template <typename T, Kind K>
+template <typename T, ReduceKind K>
 KernelFn makeReduction(const KernelArgs &args, const TensorView &x,
                        const TensorView &y, const std::vector<int64_t> &dims,
                        const std::vector<bool> &reduced,
@@ -307,17 +247,15 @@ KernelFn makeReduction(const KernelArgs &args, const TensorView &x,
   return [st] { st->run(); };
 }
 
-KernelFactory reduceFactory(std::string name, Kind kind) {
+KernelFactory reduceFactory(std::string name, ReduceKind kind) {
   return [name, kind](KernelArgs &args) -> KernelFn {
     const TensorView &x = args.in(0), &y = args.out(0);
     const ReductionLayout layout = reductionLayout(args, name);
     const std::vector<int64_t> &dims = layout.dims, &strides = layout.strides;
     const std::vector<bool> &reduced = layout.reduced;
     const int64_t count = layout.count;
-    const bool identity = layout.identity;
     const int threads = args.env.threads;
-    if (identity && x.dtype != DType::F16 && x.dtype != DType::BF16 &&
-        x.dtype != DType::Bool) {
+    if (reductionCopies(layout, x.dtype)) {
       // Nothing (or only size-1 dimensions) reduced: a copy.
       const void *src = x.data;
       void *dst = y.data;
@@ -332,19 +270,10 @@ KernelFactory reduceFactory(std::string name, Kind kind) {
       using T = decltype(tag);
       if (y.numElements() == 0)
         return [] {};
-      switch (kind) {
-      case Kind::Sum:
-        return makeReduction<T, Kind::Sum>(args, x, y, dims, reduced, strides, count);
-      case Kind::Mean:
-        return makeReduction<T, Kind::Mean>(args, x, y, dims, reduced, strides, count);
-      case Kind::Max:
-        return makeReduction<T, Kind::Max>(args, x, y, dims, reduced, strides, count);
-      case Kind::Min:
-        return makeReduction<T, Kind::Min>(args, x, y, dims, reduced, strides, count);
-      case Kind::Prod:
-        return makeReduction<T, Kind::Prod>(args, x, y, dims, reduced, strides, count);
-      }
-      args.fail(name + ": unknown reduction");
+      return dispatchReduceKind(args, kind, name, [&](auto k) -> KernelFn {
+        return makeReduction<T, decltype(k)::value>(args, x, y, dims, reduced, strides,
+                                                    count);
+      });
     });
   };
 }
@@ -401,17 +330,7 @@ KernelFn makeDensify(const TensorView &idx, const TensorView &vals,
 
 KernelFn densifyFactory(KernelArgs &args) {
   const TensorView &idx = args.in(0), &vals = args.in(1), &out = args.out(0);
-  args.expectDType(idx, DType::I64, "densify indices");
-  args.expectDType(out, vals.dtype, "densify result");
-  if (idx.rank() != 1)
-    args.fail("densify: indices must be a vector, got shape " + shapeStr(idx.shape));
-  if (vals.rank() < 1 || vals.shape[0] != idx.shape[0])
-    args.fail("densify: values of shape " + shapeStr(vals.shape) + " need one row per index (" +
-              std::to_string(idx.shape[0]) + ")");
-  if (out.rank() != vals.rank() ||
-      !std::equal(vals.shape.begin() + 1, vals.shape.end(), out.shape.begin() + 1))
-    args.fail("densify: values of shape " + shapeStr(vals.shape) +
-              " do not match the rows of the result " + shapeStr(out.shape));
+  checkDensify(args);
   const int threads = args.env.threads;
   return dispatchNumeric(args, vals.dtype, "densify", [&](auto tag) -> KernelFn {
     using T = decltype(tag);
@@ -422,11 +341,8 @@ KernelFn densifyFactory(KernelArgs &args) {
 } // namespace
 
 void registerReductionKernels(KernelRegistry &r) {
-  r.add("reduce_sum", reduceFactory("reduce_sum", Kind::Sum));
-  r.add("reduce_mean", reduceFactory("reduce_mean", Kind::Mean));
-  r.add("reduce_max", reduceFactory("reduce_max", Kind::Max));
-  r.add("reduce_min", reduceFactory("reduce_min", Kind::Min));
-  r.add("reduce_prod", reduceFactory("reduce_prod", Kind::Prod));
+  for (const auto &[name, kind] : detail::kReduceOps)
+    r.add(name, reduceFactory(name, kind));
   r.add("densify", densifyFactory);
 }
 

@@ -3,7 +3,8 @@
 // The axes and keepdims of a reduce_* kernel read and checked against its
 // shapes, and the input's dimensions with size-1 ones dropped and runs of
 // reduced or kept ones merged: the layout the CPU and CUDA reductions both
-// start from, with the same messages.
+// start from, with the same messages. Also densify's checks, for the same
+// two backends.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,6 +96,28 @@ inline ReductionLayout reductionLayout(const KernelArgs &args, const std::string
   ReductionLayout l{dims, strides, reduced, count, false};
   l.identity = std::find(reduced.begin(), reduced.end(), true) == reduced.end();
   return l;
+}
+
+/// Whether a reduction of `l` over elements of type `t` is a plain copy of
+/// the input (nothing reduced, a type the copy serves).
+inline bool reductionCopies(const ReductionLayout &l, DType t) {
+  return l.identity && t != DType::F16 && t != DType::BF16 && t != DType::Bool;
+}
+
+/// Checks densify(indices [N] i64, values [N, ...]) -> [rows, ...].
+inline void checkDensify(const KernelArgs &args) {
+  const TensorView &idx = args.in(0), &vals = args.in(1), &out = args.out(0);
+  args.expectDType(idx, DType::I64, "densify indices");
+  args.expectDType(out, vals.dtype, "densify result");
+  if (idx.rank() != 1)
+    args.fail("densify: indices must be a vector, got shape " + shapeStr(idx.shape));
+  if (vals.rank() < 1 || vals.shape[0] != idx.shape[0])
+    args.fail("densify: values of shape " + shapeStr(vals.shape) + " need one row per index (" +
+              std::to_string(idx.shape[0]) + ")");
+  if (out.rank() != vals.rank() ||
+      !std::equal(vals.shape.begin() + 1, vals.shape.end(), out.shape.begin() + 1))
+    args.fail("densify: values of shape " + shapeStr(vals.shape) +
+              " do not match the rows of the result " + shapeStr(out.shape));
 }
 
 } // namespace parallax::rt::detail

@@ -129,14 +129,7 @@ template <typename T> KernelFn lstmTyped(KernelArgs &args) {
   const std::string op = "lstm";
   Layer l = readLayer(args, 4, op);
   const int64_t H = l.h, G = 4 * H;
-  expectTensor(args, args.in(3), l.dtype, {l.d, 2 * G}, op, "b");
-  expectTensor(args, args.in(4), l.dtype, {l.d, l.b, H}, op, "initial_h");
-  expectTensor(args, args.in(5), l.dtype, {l.d, l.b, H}, op, "initial_c");
-  expectTensor(args, args.out(0), l.dtype, {l.t, l.d, l.b, H}, op, "y");
-  expectTensor(args, args.out(1), l.dtype, {l.d, l.b, H}, op, "y_h");
-  expectTensor(args, args.out(2), l.dtype, {l.d, l.b, H}, op, "y_c");
-  expectTensor(args, args.out(3), l.dtype, {l.d, l.t, l.b, G}, op, "gates");
-  expectTensor(args, args.out(4), l.dtype, {l.d, l.t, l.b, H}, op, "cells");
+  expectOperands(args, l, op);
   const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>(),
           *r = args.in(2).as<T>(), *bias = args.in(3).as<T>(),
           *h0 = args.in(4).as<T>(), *c0 = args.in(5).as<T>();
@@ -195,21 +188,7 @@ template <typename T> KernelFn lstmGradTyped(KernelArgs &args) {
   const std::string op = "lstm_grad";
   Layer l = readLayer(args, 4, op);
   const int64_t H = l.h, G = 4 * H, S = l.stateSize();
-  std::vector<int64_t> yShape{l.t, l.d, l.b, H}, state{l.d, l.b, H};
-  expectTensor(args, args.in(3), l.dtype, state, op, "initial_h");
-  expectTensor(args, args.in(4), l.dtype, state, op, "initial_c");
-  expectTensor(args, args.in(5), l.dtype, yShape, op, "y");
-  expectTensor(args, args.in(6), l.dtype, {l.d, l.t, l.b, G}, op, "gates");
-  expectTensor(args, args.in(7), l.dtype, {l.d, l.t, l.b, H}, op, "cells");
-  expectTensor(args, args.in(8), l.dtype, yShape, op, "dy");
-  expectTensor(args, args.in(9), l.dtype, state, op, "dy_h");
-  expectTensor(args, args.in(10), l.dtype, state, op, "dy_c");
-  expectTensor(args, args.out(0), l.dtype, args.in(0).shape, op, "dx");
-  expectTensor(args, args.out(1), l.dtype, args.in(1).shape, op, "dw");
-  expectTensor(args, args.out(2), l.dtype, args.in(2).shape, op, "dr");
-  expectTensor(args, args.out(3), l.dtype, {l.d, 2 * G}, op, "db");
-  expectTensor(args, args.out(4), l.dtype, state, op, "dinitial_h");
-  expectTensor(args, args.out(5), l.dtype, state, op, "dinitial_c");
+  expectOperands(args, l, op);
   const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>(),
           *r = args.in(2).as<T>(), *h0 = args.in(3).as<T>(),
           *c0 = args.in(4).as<T>(), *y = args.in(5).as<T>(),
@@ -290,11 +269,7 @@ template <typename T> KernelFn gruTyped(KernelArgs &args) {
   Layer l = readLayer(args, 3, op);
   const int64_t H = l.h, G3 = 3 * H, G4 = 4 * H;
   bool lbr = args.flag("linear_before_reset");
-  expectTensor(args, args.in(3), l.dtype, {l.d, 2 * G3}, op, "b");
-  expectTensor(args, args.in(4), l.dtype, {l.d, l.b, H}, op, "initial_h");
-  expectTensor(args, args.out(0), l.dtype, {l.t, l.d, l.b, H}, op, "y");
-  expectTensor(args, args.out(1), l.dtype, {l.d, l.b, H}, op, "y_h");
-  expectTensor(args, args.out(2), l.dtype, {l.d, l.t, l.b, G4}, op, "gates");
+  expectOperands(args, l, op);
   const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>(),
           *r = args.in(2).as<T>(), *bias = args.in(3).as<T>(),
           *h0 = args.in(4).as<T>();
@@ -380,17 +355,7 @@ template <typename T> KernelFn gruGradTyped(KernelArgs &args) {
   Layer l = readLayer(args, 3, op);
   const int64_t H = l.h, G3 = 3 * H, G4 = 4 * H, S = l.stateSize();
   bool lbr = args.flag("linear_before_reset");
-  std::vector<int64_t> yShape{l.t, l.d, l.b, H}, state{l.d, l.b, H};
-  expectTensor(args, args.in(3), l.dtype, state, op, "initial_h");
-  expectTensor(args, args.in(4), l.dtype, yShape, op, "y");
-  expectTensor(args, args.in(5), l.dtype, {l.d, l.t, l.b, G4}, op, "gates");
-  expectTensor(args, args.in(6), l.dtype, yShape, op, "dy");
-  expectTensor(args, args.in(7), l.dtype, state, op, "dy_h");
-  expectTensor(args, args.out(0), l.dtype, args.in(0).shape, op, "dx");
-  expectTensor(args, args.out(1), l.dtype, args.in(1).shape, op, "dw");
-  expectTensor(args, args.out(2), l.dtype, args.in(2).shape, op, "dr");
-  expectTensor(args, args.out(3), l.dtype, {l.d, 2 * G3}, op, "db");
-  expectTensor(args, args.out(4), l.dtype, state, op, "dinitial_h");
+  expectOperands(args, l, op);
   const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>(),
           *r = args.in(2).as<T>(), *h0 = args.in(3).as<T>(),
           *y = args.in(4).as<T>(), *gates = args.in(5).as<T>(),
@@ -511,10 +476,7 @@ template <typename T> KernelFn rnnTyped(KernelArgs &args) {
   Layer l = readLayer(args, 1, op);
   const int64_t H = l.h;
   bool relu = readRelu(args, op);
-  expectTensor(args, args.in(3), l.dtype, {l.d, 2 * H}, op, "b");
-  expectTensor(args, args.in(4), l.dtype, {l.d, l.b, H}, op, "initial_h");
-  expectTensor(args, args.out(0), l.dtype, {l.t, l.d, l.b, H}, op, "y");
-  expectTensor(args, args.out(1), l.dtype, {l.d, l.b, H}, op, "y_h");
+  expectOperands(args, l, op);
   const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>(),
           *r = args.in(2).as<T>(), *bias = args.in(3).as<T>(),
           *h0 = args.in(4).as<T>();
@@ -563,16 +525,7 @@ template <typename T> KernelFn rnnGradTyped(KernelArgs &args) {
   Layer l = readLayer(args, 1, op);
   const int64_t H = l.h, S = l.stateSize();
   bool relu = readRelu(args, op);
-  std::vector<int64_t> yShape{l.t, l.d, l.b, H}, state{l.d, l.b, H};
-  expectTensor(args, args.in(3), l.dtype, state, op, "initial_h");
-  expectTensor(args, args.in(4), l.dtype, yShape, op, "y");
-  expectTensor(args, args.in(5), l.dtype, yShape, op, "dy");
-  expectTensor(args, args.in(6), l.dtype, state, op, "dy_h");
-  expectTensor(args, args.out(0), l.dtype, args.in(0).shape, op, "dx");
-  expectTensor(args, args.out(1), l.dtype, args.in(1).shape, op, "dw");
-  expectTensor(args, args.out(2), l.dtype, args.in(2).shape, op, "dr");
-  expectTensor(args, args.out(3), l.dtype, {l.d, 2 * H}, op, "db");
-  expectTensor(args, args.out(4), l.dtype, state, op, "dinitial_h");
+  expectOperands(args, l, op);
   const T *x = args.in(0).as<T>(), *w = args.in(1).as<T>(),
           *r = args.in(2).as<T>(), *h0 = args.in(3).as<T>(),
           *y = args.in(4).as<T>(), *dy = args.in(5).as<T>(),
@@ -617,30 +570,10 @@ template <typename T> KernelFn rnnGradTyped(KernelArgs &args) {
   };
 }
 
-/// The f32 or f64 instance of `kernel`, by x's element type.
-#define PX_RNN_FACTORY(NAME, TYPED)                                            \
-  KernelFn NAME(KernelArgs &args) {                                            \
-    if (args.in(0).dtype == DType::F64)                                        \
-      return TYPED<double>(args);                                              \
-    return TYPED<float>(args);                                                 \
-  }
-PX_RNN_FACTORY(lstmFactory, lstmTyped)
-PX_RNN_FACTORY(lstmGradFactory, lstmGradTyped)
-PX_RNN_FACTORY(gruFactory, gruTyped)
-PX_RNN_FACTORY(gruGradFactory, gruGradTyped)
-PX_RNN_FACTORY(rnnFactory, rnnTyped)
-PX_RNN_FACTORY(rnnGradFactory, rnnGradTyped)
-#undef PX_RNN_FACTORY
-
 } // namespace
 
 void registerRnnKernels(KernelRegistry &r) {
-  r.add("lstm", lstmFactory);
-  r.add("lstm_grad", lstmGradFactory);
-  r.add("gru", gruFactory);
-  r.add("gru_grad", gruGradFactory);
-  r.add("rnn", rnnFactory);
-  r.add("rnn_grad", rnnGradFactory);
+  PX_ADD_RNN_KERNELS(r);
 }
 
 } // namespace parallax::rt

@@ -68,6 +68,33 @@ Layer readLayer(const KernelArgs &args, int64_t gates, const std::string &op);
 /// (else tanh).
 bool readRelu(const KernelArgs &args, const std::string &op);
 
+/// Checks the operands after x, w, r and every result of `op` (lstm, gru,
+/// rnn or their _grad) against the layer `l`, from one table of each
+/// kernel's operands.
+void expectOperands(const KernelArgs &args, const Layer &l,
+                    const std::string &op);
+
 } // namespace parallax::rt::rnn
+
+/// A factory that binds TYPED<double> or TYPED<float> by x's element type.
+#define PX_RNN_BY_DTYPE(TYPED)                                                 \
+  [](::parallax::rt::KernelArgs &args) -> ::parallax::rt::KernelFn {          \
+    if (args.in(0).dtype == ::parallax::rt::DType::F64)                        \
+      return TYPED<double>(args);                                              \
+    return TYPED<float>(args);                                                 \
+  }
+
+/// Registers a backend's six recurrent kernels into REGISTRY from the typed
+/// factories lstmTyped, lstmGradTyped, gruTyped, gruGradTyped, rnnTyped and
+/// rnnGradTyped of the file that expands it.
+#define PX_ADD_RNN_KERNELS(REGISTRY)                                           \
+  do {                                                                         \
+    (REGISTRY).add("lstm", PX_RNN_BY_DTYPE(lstmTyped));                        \
+    (REGISTRY).add("lstm_grad", PX_RNN_BY_DTYPE(lstmGradTyped));               \
+    (REGISTRY).add("gru", PX_RNN_BY_DTYPE(gruTyped));                          \
+    (REGISTRY).add("gru_grad", PX_RNN_BY_DTYPE(gruGradTyped));                 \
+    (REGISTRY).add("rnn", PX_RNN_BY_DTYPE(rnnTyped));                          \
+    (REGISTRY).add("rnn_grad", PX_RNN_BY_DTYPE(rnnGradTyped));                 \
+  } while (false)
 
 #endif // PARALLAX_RUNTIME_KERNELS_RNNLAYER_H

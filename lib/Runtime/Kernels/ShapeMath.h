@@ -2,9 +2,10 @@
 //
 // What the CPU and CUDA kernels of the Shape and Indexing families compute
 // alike: the strided-copy geometry every Shape kernel reduces to, the
-// bind-time layout of a slice, the per-dimension source maps of a
-// pad (with the same checks and messages on both backends), and the index
-// wrapping of gather and scatter (PX_HD: the GPU runs it per element).
+// bind-time reading of each Shape kernel (transpose, expand and slice as
+// copies, concat's rows, pad's source maps and element types, with the same
+// checks and messages on both backends), and the index wrapping of gather
+// and scatter (PX_HD: the GPU runs it per element).
 // Internal to lib/Runtime.
 //
 //===----------------------------------------------------------------------===//
@@ -197,6 +198,196 @@ padSources(const KernelArgs &args, const std::string &what,
   return src;
 }
 
+/// x (in 0) and the result (out 0) of a one-input Shape kernel: x's element
+/// type supported and the result's the same.
+inline void checkCopyTypes(const KernelArgs &args, const std::string &op) {
+  checkElementType(args, op, args.in(0).dtype);
+  args.expectDType(args.out(0), args.in(0).dtype, (op + " result").c_str());
+}
+
+/// transpose: "perm" checked against x and y; the copy of x into y.
+inline CopyGeometry transposeGeometry(const KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  checkCopyTypes(args, "transpose");
+  std::vector<int64_t> perm = args.i64s("perm");
+  const int64_t rank = x.rank();
+  if ((int64_t)perm.size() != rank)
+    args.fail("transpose: perm has " + std::to_string(perm.size()) +
+              " entries for an input of rank " + std::to_string(rank));
+  std::vector<bool> seen(rank, false);
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p])
+      args.fail("transpose: perm " + shapeStr(perm) +
+                " is not a permutation of the input's " + std::to_string(rank) +
+                " dimensions");
+    seen[p] = true;
+  }
+  std::vector<int64_t> expected(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    expected[i] = x.shape[perm[i]];
+  if (y.shape != expected)
+    args.fail("transpose: the result shape " + shapeStr(y.shape) + " should be " +
+              shapeStr(expected) + " (input " + shapeStr(x.shape) + ", perm " +
+              shapeStr(perm) + ")");
+  std::vector<int64_t> inStrides = stridesOf(x.shape), src(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    src[i] = inStrides[perm[i]];
+  return makeCopyGeometry(args, "transpose", y.shape, src, stridesOf(y.shape), 0, 0);
+}
+
+/// expand: x broadcast to y's shape checked; the copy of x into y.
+inline CopyGeometry expandGeometry(const KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  checkCopyTypes(args, "expand");
+  const size_t rank = y.shape.size();
+  if (x.shape.size() > rank)
+    args.fail("expand: the input " + shapeStr(x.shape) +
+              " has a higher rank than the result " + shapeStr(y.shape));
+  std::vector<int64_t> inStrides = stridesOf(x.shape), src(rank, 0);
+  const size_t off = rank - x.shape.size();
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    if (x.shape[i] == y.shape[off + i])
+      src[off + i] = inStrides[i];
+    else if (x.shape[i] != 1)
+      args.fail("expand: the input " + shapeStr(x.shape) +
+                " does not broadcast to the result shape " + shapeStr(y.shape));
+  }
+  return makeCopyGeometry(args, "expand", y.shape, src, stridesOf(y.shape), 0, 0);
+}
+
+/// slice: the copy of x's slice into y.
+inline CopyGeometry sliceGeometry(const KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  checkCopyTypes(args, "slice");
+  auto [base, strides] = sliceLayout(args, "slice", x.shape, y.shape);
+  return makeCopyGeometry(args, "slice", y.shape, strides, stridesOf(y.shape), base, 0);
+}
+
+/// slice_grad: the copy of dy into dx's slice (the rest of dx is zeroed).
+inline CopyGeometry sliceGradGeometry(const KernelArgs &args) {
+  const TensorView &dy = args.in(0), &dx = args.out(0);
+  checkCopyTypes(args, "slice_grad");
+  auto [base, strides] = sliceLayout(args, "slice_grad", dx.shape, dy.shape);
+  return makeCopyGeometry(args, "slice_grad", dy.shape, stridesOf(dy.shape), strides,
+                          0, base);
+}
+
+/// One input of a concat: its bytes of each output row.
+struct ConcatPiece {
+  const char *src;
+  int64_t bytes;  // per outer index
+  int64_t offset; // in the output row, bytes
+};
+
+/// A concat along one axis as rows: `outer` rows of `rowBytes` each, every
+/// input a piece of each row (empty inputs included).
+struct ConcatLayout {
+  int64_t outer = 1, rowBytes = 0;
+  std::vector<ConcatPiece> pieces;
+};
+
+/// concat's axis and inputs checked against the result.
+inline ConcatLayout concatLayout(const KernelArgs &args) {
+  const TensorView &y = args.out(0);
+  checkElementType(args, "concat", y.dtype);
+  if (args.ins.empty())
+    args.fail("concat: no inputs");
+  const int64_t rank = y.rank();
+  if (rank == 0)
+    args.fail("concat: rank-0 tensors cannot be concatenated");
+  int64_t axis = args.i64("axis");
+  if (axis < -rank || axis >= rank)
+    args.fail("concat: axis " + std::to_string(axis) + " is out of range for rank " +
+              std::to_string(rank));
+  if (axis < 0)
+    axis += rank;
+  const int64_t es = (int64_t)sizeOf(y.dtype);
+  ConcatLayout c;
+  int64_t inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    c.outer *= y.shape[d];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    inner *= y.shape[d];
+  for (size_t k = 0; k < args.ins.size(); ++k) {
+    const TensorView &x = args.in(k);
+    std::string what = "concat input " + std::to_string(k);
+    args.expectDType(x, y.dtype, what.c_str());
+    bool ok = x.rank() == rank;
+    for (int64_t d = 0; ok && d < rank; ++d)
+      ok = d == axis || x.shape[d] == y.shape[d];
+    if (!ok)
+      args.fail(what + " of shape " + shapeStr(x.shape) +
+                " does not match the result shape " + shapeStr(y.shape) +
+                " outside axis " + std::to_string(axis));
+    int64_t bytes = x.shape[axis] * inner * es;
+    c.pieces.push_back({static_cast<const char *>(x.data), bytes, c.rowBytes});
+    c.rowBytes += bytes;
+  }
+  if (c.rowBytes != y.shape[axis] * inner * es)
+    args.fail("concat: the inputs' sizes along axis " + std::to_string(axis) +
+              " do not add up to the result's " + std::to_string(y.shape[axis]));
+  return c;
+}
+
+/// pad: the source maps of x into y.
+inline std::vector<std::vector<int64_t>> padMaps(const KernelArgs &args) {
+  checkCopyTypes(args, "pad");
+  return padSources(args, "pad", args.in(0).shape, args.out(0).shape);
+}
+
+/// pad_grad: the source maps of dx into dy.
+inline std::vector<std::vector<int64_t>> padGradMaps(const KernelArgs &args) {
+  const TensorView &dy = args.in(0), &dx = args.out(0);
+  args.expectDType(dx, dy.dtype, "pad_grad result");
+  auto src = padSources(args, "pad_grad", dx.shape, dy.shape);
+  if (dy.rank() == 0)
+    args.fail("pad_grad: needs a tensor of rank >= 1");
+  return src;
+}
+
+/// make(fill) with pad's "value" as x's element type (bool and u8: value
+/// != 0), else KernelError.
+template <typename F> KernelFn withPadFill(const KernelArgs &args, F &&make) {
+  const DType t = args.in(0).dtype;
+  const double value = args.f64Or("value", 0.0);
+  switch (t) {
+  case DType::F32: return make((float)value);
+  case DType::F64: return make(value);
+  case DType::I64: return make((int64_t)value);
+  case DType::I32: return make((int32_t)value);
+  case DType::I16: return make((int16_t)value);
+  case DType::I8: return make((int8_t)value);
+  case DType::U8:
+  case DType::Bool: return make((uint8_t)(value != 0));
+  default: args.fail(std::string("pad: element type ") + nameOf(t) + " is not supported");
+  }
+}
+
+/// make(T()) for pad_grad's element type T (f32 or f64), else KernelError.
+template <typename F> KernelFn withPadGradType(const KernelArgs &args, F &&make) {
+  const DType t = args.in(0).dtype;
+  switch (t) {
+  case DType::F32: return make(float());
+  case DType::F64: return make(double());
+  default: args.fail(std::string("pad_grad: element type ") + nameOf(t) + " is not supported");
+  }
+}
+
 } // namespace parallax::rt::detail
+
+/// Registers a backend's Shape kernels into REGISTRY from the factories
+/// transposeFactory, concatFactory, expandFactory, sliceFactory,
+/// sliceGradFactory, padFactory and padGradFactory of the file that expands
+/// it.
+#define PX_ADD_SHAPE_KERNELS(REGISTRY)                                         \
+  do {                                                                         \
+    (REGISTRY).add("transpose", transposeFactory);                             \
+    (REGISTRY).add("concat", concatFactory);                                   \
+    (REGISTRY).add("expand", expandFactory);                                   \
+    (REGISTRY).add("slice", sliceFactory);                                     \
+    (REGISTRY).add("slice_grad", sliceGradFactory);                            \
+    (REGISTRY).add("pad", padFactory);                                         \
+    (REGISTRY).add("pad_grad", padGradFactory);                                \
+  } while (false)
 
 #endif // PARALLAX_LIB_RUNTIME_KERNELS_SHAPEMATH_H

@@ -18,6 +18,7 @@
 
 #include "CudaKernelUtil.cuh"
 
+#include "../../Kernels/AxisLayout.h"
 #include "../../Kernels/KernelUtil.h"
 
 #include <cub/cub.cuh>
@@ -31,23 +32,6 @@ namespace {
 
 using namespace cuda;
 using namespace detail;
-
-/// [outer, n, inner] of a shape around an axis, as Axis.cpp's Lines.
-struct Lines {
-  int64_t outer = 1, n = 1, inner = 1;
-  __host__ __device__ int64_t count() const { return outer * inner; }
-  __host__ __device__ int64_t base(int64_t l) const {
-    return (l / inner) * n * inner + l % inner;
-  }
-};
-
-Lines linesOf(const std::vector<int64_t> &shape, int64_t axis) {
-  Lines g;
-  g.n = shape[axis];
-  g.outer = product(shape, 0, axis);
-  g.inner = product(shape, axis + 1, shape.size());
-  return g;
-}
 
 /// Block size of the block-per-line kernels.
 constexpr int kLineThreads = 256;
@@ -67,42 +51,18 @@ unsigned lineBlocks(int64_t lines) {
 // cumsum.
 //===----------------------------------------------------------------------===//
 
-/// Floats accumulate in double; integers wrap as two's complement.
-template <typename T>
-using AccOf = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
-
-template <typename T> __device__ inline AccOf<T> widen(T v) {
-  if constexpr (std::is_floating_point_v<T>)
-    return (double)v;
-  else
-    return (uint64_t)(int64_t)v;
-}
-
 template <typename T>
 __global__ void cumsumPerThread(const T *in, T *out, Lines g, bool exclusive,
                                 bool reverse) {
-  using A = AccOf<T>;
   PX_FOR_LINES(l, g.count()) {
-    const int64_t b = g.base(l);
-    A acc = 0;
-    for (int64_t k = 0; k < g.n; ++k) {
-      const int64_t i = b + (reverse ? g.n - 1 - k : k) * g.inner;
-      const A v = widen(in[i]);
-      if (exclusive) {
-        out[i] = (T)acc;
-        acc += v;
-      } else {
-        acc += v;
-        out[i] = (T)acc;
-      }
-    }
+    cumsumRange(in, out, g, g.base(l), 0, g.n, CumsumAcc<T>(0), exclusive, reverse);
   }
 }
 
 template <typename T>
 __global__ void cumsumPerBlock(const T *in, T *out, Lines g, bool exclusive,
                                bool reverse) {
-  using A = AccOf<T>;
+  using A = CumsumAcc<T>;
   using Scan = cub::BlockScan<A, kLineThreads>;
   __shared__ typename Scan::TempStorage tmp;
   const int64_t chunk = (g.n + kLineThreads - 1) / kLineThreads;
@@ -112,21 +72,11 @@ __global__ void cumsumPerBlock(const T *in, T *out, Lines g, bool exclusive,
     auto at = [&](int64_t k) { return b + (reverse ? g.n - 1 - k : k) * g.inner; };
     A local = 0;
     for (int64_t k = k0; k < k1; ++k)
-      local += widen(in[at(k)]);
+      local += cumsumWiden(in[at(k)]);
     A acc;
     Scan(tmp).ExclusiveSum(local, acc);
     __syncthreads(); // tmp is reused by the next line
-    for (int64_t k = k0; k < k1; ++k) {
-      const int64_t i = at(k);
-      const A v = widen(in[i]);
-      if (exclusive) {
-        out[i] = (T)acc;
-        acc += v;
-      } else {
-        acc += v;
-        out[i] = (T)acc;
-      }
-    }
+    cumsumRange(in, out, g, b, k0, k1, acc, exclusive, reverse);
   }
 }
 
@@ -153,36 +103,15 @@ KernelFn bindCumsum(CudaDevice &dev, const TensorView &x, const TensorView &y,
 KernelFn cumsumFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0), &y = args.out(0);
-  args.expectDType(y, x.dtype, "cumsum result");
-  if (x.shape != y.shape)
-    args.fail("cumsum: the result shape " + shapeStr(y.shape) +
-              " differs from the input shape " + shapeStr(x.shape));
-  const int64_t axis = normalizeAxis(args, args.i64("axis"), x.rank(), "cumsum");
-  const bool exclusive = args.flag("exclusive"), reverse = args.flag("reverse");
-  const Lines g = linesOf(x.shape, axis);
+  const CumsumLayout l = cumsumLayout(args);
   return dispatchNumeric(args, x.dtype, "cumsum", [&](auto tag) -> KernelFn {
-    return bindCumsum<decltype(tag)>(dev, x, y, g, exclusive, reverse);
+    return bindCumsum<decltype(tag)>(dev, x, y, l.lines, l.exclusive, l.reverse);
   });
 }
 
 //===----------------------------------------------------------------------===//
 // arg_max, arg_min.
 //===----------------------------------------------------------------------===//
-
-/// Axis.cpp's better: NaN wins (the first NaN stays); ties replace only
-/// with `last`.
-template <bool Max, typename T>
-__device__ inline bool better(T v, T best, bool last) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (best != best)
-      return false;
-    if (v != v)
-      return true;
-  }
-  if (last)
-    return Max ? v >= best : v <= best;
-  return Max ? v > best : v < best;
-}
 
 template <typename T> struct ArgPair {
   T v;
@@ -205,14 +134,7 @@ template <bool Max, typename T> struct ArgCombine {
 
 template <bool Max, typename T>
 __global__ void argPerThread(const T *in, int64_t *out, Lines g, bool last) {
-  PX_FOR_LINES(l, g.count()) {
-    const int64_t b = g.base(l);
-    int64_t best = 0;
-    for (int64_t k = 1; k < g.n; ++k)
-      if (better<Max>(in[b + k * g.inner], in[b + best * g.inner], last))
-        best = k;
-    out[l] = best;
-  }
+  PX_FOR_LINES(l, g.count()) { out[l] = argLine<Max>(in, g, g.base(l), last); }
 }
 
 template <bool Max, typename T>
@@ -257,18 +179,10 @@ template <bool Max> KernelFactory argFactory(std::string name) {
   return [name](KernelArgs &args) -> KernelFn {
     CudaDevice &dev = cudaDeviceOf(args);
     const TensorView &x = args.in(0), &y = args.out(0);
-    args.expectDType(y, DType::I64, (name + " result").c_str());
-    const int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), x.rank(), name);
-    const Lines g = linesOf(x.shape, axis);
-    if (g.n == 0)
-      args.fail(name + ": the reduced axis is empty");
-    if (y.numElements() != g.count())
-      args.fail(name + ": the result shape " + shapeStr(y.shape) + " should have " +
-                std::to_string(g.count()) + " elements");
-    const bool last = args.flag("select_last_index");
+    const ArgLayout l = argLayout(args, name);
     int64_t *out = y.as<int64_t>();
     return dispatchNumeric(args, x.dtype, name, [&](auto tag) -> KernelFn {
-      return bindArg<Max, decltype(tag)>(dev, x, out, g, last);
+      return bindArg<Max, decltype(tag)>(dev, x, out, l.lines, l.last);
     });
   };
 }
@@ -379,64 +293,17 @@ KernelFn bindTopK(KernelArgs &args, CudaDevice &dev, const TensorView &x,
 KernelFn topKFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0), &values = args.out(0), &indices = args.out(1);
-  args.expectDType(values, x.dtype, "top_k values");
-  args.expectDType(indices, DType::I64, "top_k indices");
-  const int64_t axis = normalizeAxis(args, args.i64Or("axis", -1), x.rank(), "top_k");
-  const int64_t k = args.i64("k");
-  const Lines g = linesOf(x.shape, axis);
-  if (k < 0 || k > g.n)
-    args.fail("top_k: k = " + std::to_string(k) + " is outside [0, " +
-              std::to_string(g.n) + "]");
-  std::vector<int64_t> expected = x.shape;
-  expected[axis] = k;
-  if (values.shape != expected || indices.shape != expected)
-    args.fail("top_k: results must have shape " + shapeStr(expected));
-  const bool largest = !args.has("largest") || args.flag("largest");
+  const TopKLayout l = topKLayout(args);
   int64_t *outIdx = indices.as<int64_t>();
   return dispatchNumeric(args, x.dtype, "top_k", [&](auto tag) -> KernelFn {
-    return bindTopK<decltype(tag)>(args, dev, x, values, outIdx, g, k, largest);
+    return bindTopK<decltype(tag)>(args, dev, x, values, outIdx, l.lines, l.k,
+                                   l.largest);
   });
 }
 
 //===----------------------------------------------------------------------===//
 // segment_reduce, segment_reduce_grad.
 //===----------------------------------------------------------------------===//
-
-enum class Segment { Sum, Mean, Max };
-
-Segment segmentMode(const KernelArgs &args, const std::string &what) {
-  std::string mode = args.str("mode");
-  if (mode == "sum")
-    return Segment::Sum;
-  if (mode == "mean")
-    return Segment::Mean;
-  if (mode == "max")
-    return Segment::Max;
-  args.fail(what + ": mode must be sum, mean or max, got '" + mode + "'");
-}
-
-/// A bound clamped as ONNX Slice clamps it (Axis.cpp's clampBound).
-__device__ inline int64_t clampBound(int64_t v, int64_t rows) {
-  if (v < 0)
-    v += rows;
-  return v < 0 ? 0 : v > rows ? rows : v;
-}
-
-void checkSegments(const KernelArgs &args, const std::string &what,
-                   const TensorView &data, const TensorView &starts,
-                   const TensorView &ends, const TensorView &other) {
-  args.expectDType(starts, DType::I64, (what + " starts").c_str());
-  args.expectDType(ends, DType::I64, (what + " ends").c_str());
-  if (starts.rank() != 1 || ends.shape != starts.shape || data.rank() < 1)
-    args.fail(what + ": needs starts and ends of one shape [M] and data of rank "
-              ">= 1, got " + shapeStr(starts.shape) + ", " + shapeStr(ends.shape) +
-              ", " + shapeStr(data.shape));
-  std::vector<int64_t> expected{starts.shape[0]};
-  expected.insert(expected.end(), data.shape.begin() + 1, data.shape.end());
-  if (other.shape != expected)
-    args.fail(what + ": expected shape " + shapeStr(expected) + ", got " +
-              shapeStr(other.shape));
-}
 
 /// Element (i, c) of the result: the CPU's loop over segment i's rows.
 template <typename T>
@@ -468,9 +335,6 @@ __global__ void segmentReduceKernel(const T *x, const int64_t *s, const int64_t 
   }
 }
 
-__device__ inline float mulRn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mulRn(double a, double b) { return __dmul_rn(a, b); }
-
 /// Segment i's gradient for column c, added to the rows it came from.
 template <typename T>
 __global__ void segmentGradKernel(const T *g, const T *x, const int64_t *s,
@@ -482,13 +346,8 @@ __global__ void segmentGradKernel(const T *g, const T *x, const int64_t *s,
     if (r1 <= r0)
       continue;
     if (mode == Segment::Max) {
-      int64_t best = r0; // the first maximum takes the gradient
-      for (int64_t r = r0 + 1; r < r1; ++r) {
-        const T v = x[r * width + c], b = x[best * width + c];
-        if (b == b && (v > b || v != v))
-          best = r;
-      }
-      atomicAdd(out + best * width + c, g[at]);
+      // The first maximum takes the gradient.
+      atomicAdd(out + segmentArgMax(x, width, c, r0, r1) * width + c, g[at]);
       continue;
     }
     const T scale = mode == Segment::Mean ? T(1) / (T)(r1 - r0) : T(1);
@@ -519,14 +378,11 @@ KernelFn segmentReduceFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &data = args.in(0), &starts = args.in(1), &ends = args.in(2),
                    &out = args.out(0);
-  args.expectDType(out, data.dtype, "segment_reduce result");
-  checkSegments(args, "segment_reduce", data, starts, ends, out);
-  const Segment mode = segmentMode(args, "segment_reduce");
-  const int64_t rows = data.shape[0], m = starts.shape[0];
-  const int64_t width = rows ? data.numElements() / rows : product(data.shape, 1, data.shape.size());
+  const SegmentLayout l = segmentReduceLayout(args);
   const int64_t *s = starts.as<const int64_t>(), *e = ends.as<const int64_t>();
   return dispatchFloat(args, data.dtype, "segment_reduce", [&](auto tag) -> KernelFn {
-    return bindSegmentReduce<decltype(tag)>(dev, data, out, s, e, m, rows, width, mode);
+    return bindSegmentReduce<decltype(tag)>(dev, data, out, s, e, l.m, l.rows, l.width,
+                                            l.mode);
   });
 }
 
@@ -555,18 +411,11 @@ KernelFn segmentReduceGradFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &dy = args.in(0), &data = args.in(1), &starts = args.in(2),
                    &ends = args.in(3), &dx = args.out(0);
-  args.expectDType(dy, data.dtype, "segment_reduce_grad dy");
-  args.expectDType(dx, data.dtype, "segment_reduce_grad result");
-  checkSegments(args, "segment_reduce_grad", data, starts, ends, dy);
-  if (dx.shape != data.shape)
-    args.fail("segment_reduce_grad: the result shape " + shapeStr(dx.shape) +
-              " differs from the data's " + shapeStr(data.shape));
-  const Segment mode = segmentMode(args, "segment_reduce_grad");
-  const int64_t rows = data.shape[0], m = starts.shape[0];
-  const int64_t width = rows ? data.numElements() / rows : 0;
+  const SegmentLayout l = segmentReduceGradLayout(args);
   const int64_t *s = starts.as<const int64_t>(), *e = ends.as<const int64_t>();
   return dispatchFloat(args, data.dtype, "segment_reduce_grad", [&](auto tag) -> KernelFn {
-    return bindSegmentGrad<decltype(tag)>(dev, dy, data, dx, s, e, m, rows, width, mode);
+    return bindSegmentGrad<decltype(tag)>(dev, dy, data, dx, s, e, l.m, l.rows, l.width,
+                                          l.mode);
   });
 }
 

@@ -275,6 +275,8 @@ struct CudnnConv {
   PadMap pm;
   Scratch xpad;
 
+  void *workspace() const { return ws ? ws->data() : nullptr; }
+
   CudnnConv() = default;
   CudnnConv(const CudnnConv &) = delete;
   CudnnConv &operator=(const CudnnConv &) = delete;
@@ -514,6 +516,17 @@ void launchPadCopy(cudaStream_t stream, const CudnnConv &cc, int64_t planes,
   PX_CUDA_LAUNCHED();
 }
 
+/// What cuDNN reads as x: x itself, or its copy into the padded buffer when
+/// the pads are explicit.
+template <typename T>
+const T *cudnnInput(cudaStream_t stream, const CudnnConv &cc, int64_t planes,
+                    const T *x) {
+  if (!cc.padded)
+    return x;
+  launchPadCopy(stream, cc, planes, true, const_cast<T *>(x));
+  return static_cast<const T *>(cc.xpad->data());
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution factories
 //===----------------------------------------------------------------------===//
@@ -536,15 +549,11 @@ KernelFn convKernel(KernelArgs &args, const ConvShapes &cd) {
     };
   }
   return [=]() {
-    const T *xin = x;
-    if (cc->padded) {
-      launchPadCopy(stream, *cc, cd.n * cd.c, true, const_cast<T *>(x));
-      xin = static_cast<const T *>(cc->xpad->data());
-    }
+    const T *xin = cudnnInput(stream, *cc, cd.n * cd.c, x);
     T one = 1, zero = 0;
     PX_CUDNN_CHECK(cudnnConvolutionForward(
         cc->handle, &one, cc->x, xin, cc->w, w, cc->conv,
-        (cudnnConvolutionFwdAlgo_t)cc->algo, cc->ws ? cc->ws->data() : nullptr,
+        (cudnnConvolutionFwdAlgo_t)cc->algo, cc->workspace(),
         cc->wsBytes, &zero, cc->y, y));
     if (b) {
       addBias<T><<<blocksFor(total), kThreads, 0, stream>>>(total, outSize, m, b, y);
@@ -575,7 +584,7 @@ KernelFn convGradInputKernel(KernelArgs &args, const ConvShapes &cd) {
     T one = 1, zero = 0;
     PX_CUDNN_CHECK(cudnnConvolutionBackwardData(
         cc->handle, &one, cc->w, w, cc->y, dy, cc->conv,
-        (cudnnConvolutionBwdDataAlgo_t)cc->algo, cc->ws ? cc->ws->data() : nullptr,
+        (cudnnConvolutionBwdDataAlgo_t)cc->algo, cc->workspace(),
         cc->wsBytes, &zero, cc->x, out));
     if (cc->padded)
       launchPadCopy(stream, *cc, cd.n * cd.c, false, dx);
@@ -601,55 +610,31 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvShapes &cd) {
     };
   }
   return [=]() {
-    const T *xin = x;
-    if (cc->padded) {
-      launchPadCopy(stream, *cc, cd.n * cd.c, true, const_cast<T *>(x));
-      xin = static_cast<const T *>(cc->xpad->data());
-    }
+    const T *xin = cudnnInput(stream, *cc, cd.n * cd.c, x);
     T one = 1, zero = 0;
     PX_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
         cc->handle, &one, cc->x, xin, cc->y, dy, cc->conv,
-        (cudnnConvolutionBwdFilterAlgo_t)cc->algo, cc->ws ? cc->ws->data() : nullptr,
+        (cudnnConvolutionBwdFilterAlgo_t)cc->algo, cc->workspace(),
         cc->wsBytes, &zero, cc->w, dw));
   };
 }
 
 KernelFn convFactory(KernelArgs &args) {
-  const TensorView &x = args.in(0), &w = args.in(1), &y = args.out(0);
-  checkFloat(args, x, "x");
-  checkSameDType(args, x, w, "w");
-  checkSameDType(args, x, y, "y");
-  if (args.hasIn(2)) {
-    const TensorView &b = args.in(2);
-    checkSameDType(args, x, b, "b");
-    if (b.shape != std::vector<int64_t>{w.rank() > 0 ? w.dim(0) : 0})
-      args.fail("bias must have shape [" +
-                std::to_string(w.rank() > 0 ? w.dim(0) : 0) + "], got " +
-                shapeStr(b.shape));
-  }
-  ConvShapes cd = makeConvShapes(args, x.shape, w.shape, y.shape, "y");
-  return x.dtype == DType::F32 ? convKernel<float>(args, cd)
-                               : convKernel<double>(args, cd);
+  ConvShapes cd = readConvShapes(args, ConvKind::Forward);
+  return args.in(0).dtype == DType::F32 ? convKernel<float>(args, cd)
+                                        : convKernel<double>(args, cd);
 }
 
 KernelFn convGradInputFactory(KernelArgs &args) {
-  const TensorView &dy = args.in(0), &w = args.in(1), &dx = args.out(0);
-  checkFloat(args, dy, "dy");
-  checkSameDType(args, dy, w, "w");
-  checkSameDType(args, dy, dx, "dx");
-  ConvShapes cd = makeConvShapes(args, dx.shape, w.shape, dy.shape, "dy");
-  return dy.dtype == DType::F32 ? convGradInputKernel<float>(args, cd)
-                                : convGradInputKernel<double>(args, cd);
+  ConvShapes cd = readConvShapes(args, ConvKind::GradInput);
+  return args.in(0).dtype == DType::F32 ? convGradInputKernel<float>(args, cd)
+                                        : convGradInputKernel<double>(args, cd);
 }
 
 KernelFn convGradFilterFactory(KernelArgs &args) {
-  const TensorView &x = args.in(0), &dy = args.in(1), &dw = args.out(0);
-  checkFloat(args, x, "x");
-  checkSameDType(args, x, dy, "dy");
-  checkSameDType(args, x, dw, "dw");
-  ConvShapes cd = makeConvShapes(args, x.shape, dw.shape, dy.shape, "dy");
-  return x.dtype == DType::F32 ? convGradFilterKernel<float>(args, cd)
-                               : convGradFilterKernel<double>(args, cd);
+  ConvShapes cd = readConvShapes(args, ConvKind::GradFilter);
+  return args.in(0).dtype == DType::F32 ? convGradFilterKernel<float>(args, cd)
+                                        : convGradFilterKernel<double>(args, cd);
 }
 
 //===----------------------------------------------------------------------===//
@@ -888,55 +873,33 @@ KernelFn avgPoolGradKernel(KernelArgs &args, const PoolDims &pd) {
 }
 
 KernelFn maxPoolFactory(KernelArgs &args) {
-  const TensorView &x = args.in(0), &y = args.out(0);
-  checkFloat(args, x, "x");
-  checkSameDType(args, x, y, "y");
-  PoolDims pd = makePoolDims(args, x.shape, y.shape, true, "y");
-  return x.dtype == DType::F32 ? maxPoolKernel<float>(args, pd)
-                               : maxPoolKernel<double>(args, pd);
+  PoolDims pd = readPoolDims(args, PoolKind::Max);
+  return args.in(0).dtype == DType::F32 ? maxPoolKernel<float>(args, pd)
+                                        : maxPoolKernel<double>(args, pd);
 }
 
 KernelFn maxPoolGradFactory(KernelArgs &args) {
-  const TensorView &x = args.in(0), &dy = args.in(1), &dx = args.out(0);
-  checkFloat(args, x, "x");
-  checkSameDType(args, x, dy, "dy");
-  checkSameDType(args, x, dx, "dx");
-  if (dx.shape != x.shape)
-    args.fail("dx must have x's shape " + shapeStr(x.shape) + ", got " +
-              shapeStr(dx.shape));
-  PoolDims pd = makePoolDims(args, x.shape, dy.shape, true, "dy");
-  return x.dtype == DType::F32 ? maxPoolGradKernel<float>(args, pd)
-                               : maxPoolGradKernel<double>(args, pd);
+  PoolDims pd = readPoolDims(args, PoolKind::MaxGrad);
+  return args.in(0).dtype == DType::F32 ? maxPoolGradKernel<float>(args, pd)
+                                        : maxPoolGradKernel<double>(args, pd);
 }
 
 KernelFn avgPoolFactory(KernelArgs &args) {
-  const TensorView &x = args.in(0), &y = args.out(0);
-  checkFloat(args, x, "x");
-  checkSameDType(args, x, y, "y");
-  PoolDims pd = makePoolDims(args, x.shape, y.shape, false, "y");
-  return x.dtype == DType::F32 ? avgPoolKernel<float>(args, pd)
-                               : avgPoolKernel<double>(args, pd);
+  PoolDims pd = readPoolDims(args, PoolKind::Avg);
+  return args.in(0).dtype == DType::F32 ? avgPoolKernel<float>(args, pd)
+                                        : avgPoolKernel<double>(args, pd);
 }
 
 KernelFn avgPoolGradFactory(KernelArgs &args) {
-  const TensorView &dy = args.in(0), &dx = args.out(0);
-  checkFloat(args, dy, "dy");
-  checkSameDType(args, dy, dx, "dx");
-  PoolDims pd = makePoolDims(args, dx.shape, dy.shape, false, "dy");
-  return dy.dtype == DType::F32 ? avgPoolGradKernel<float>(args, pd)
-                                : avgPoolGradKernel<double>(args, pd);
+  PoolDims pd = readPoolDims(args, PoolKind::AvgGrad);
+  return args.in(0).dtype == DType::F32 ? avgPoolGradKernel<float>(args, pd)
+                                        : avgPoolGradKernel<double>(args, pd);
 }
 
 } // namespace
 
 void registerCudaConvKernels(KernelRegistry &r) {
-  r.add("conv", convFactory);
-  r.add("conv_grad_input", convGradInputFactory);
-  r.add("conv_grad_filter", convGradFilterFactory);
-  r.add("max_pool", maxPoolFactory);
-  r.add("max_pool_grad", maxPoolGradFactory);
-  r.add("avg_pool", avgPoolFactory);
-  r.add("avg_pool_grad", avgPoolGradFactory);
+  PX_ADD_CONV_KERNELS(r);
 }
 
 } // namespace parallax::rt

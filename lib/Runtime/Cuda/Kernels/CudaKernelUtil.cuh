@@ -19,6 +19,7 @@
 #include "../CudaDevice.h"
 
 #include <cuda_runtime.h>
+#include <math_constants.h>
 
 #include <cstdint>
 #include <memory>
@@ -29,27 +30,22 @@ namespace parallax::rt::cuda {
 /// Throws KernelError naming the CUDA call and its error.
 [[noreturn]] void throwCudaError(const char *call, int error, const char *what);
 
+/// Runs `call` (spelled `text`), whose result of type Status is `ok` on
+/// success, and throws with toString's description otherwise.
+#define PX_STATUS_CHECK_(call, text, Status, ok, toString)                     \
+  do {                                                                         \
+    Status pxSt_ = (call);                                                     \
+    if (pxSt_ != ok)                                                           \
+      ::parallax::rt::cuda::throwCudaError(text, (int)pxSt_, toString(pxSt_)); \
+  } while (0)
 #define PX_CUDA_CHECK(call)                                                    \
-  do {                                                                         \
-    cudaError_t pxErr_ = (call);                                               \
-    if (pxErr_ != cudaSuccess)                                                 \
-      ::parallax::rt::cuda::throwCudaError(#call, (int)pxErr_,                 \
-                                           cudaGetErrorString(pxErr_));        \
-  } while (0)
+  PX_STATUS_CHECK_(call, #call, cudaError_t, cudaSuccess, cudaGetErrorString)
 #define PX_CUBLAS_CHECK(call)                                                  \
-  do {                                                                         \
-    cublasStatus_t pxSt_ = (call);                                             \
-    if (pxSt_ != CUBLAS_STATUS_SUCCESS)                                        \
-      ::parallax::rt::cuda::throwCudaError(#call, (int)pxSt_,                  \
-                                           cublasGetStatusString(pxSt_));      \
-  } while (0)
+  PX_STATUS_CHECK_(call, #call, cublasStatus_t, CUBLAS_STATUS_SUCCESS,         \
+                   cublasGetStatusString)
 #define PX_CUDNN_CHECK(call)                                                   \
-  do {                                                                         \
-    cudnnStatus_t pxSt_ = (call);                                              \
-    if (pxSt_ != CUDNN_STATUS_SUCCESS)                                         \
-      ::parallax::rt::cuda::throwCudaError(#call, (int)pxSt_,                  \
-                                           cudnnGetErrorString(pxSt_));        \
-  } while (0)
+  PX_STATUS_CHECK_(call, #call, cudnnStatus_t, CUDNN_STATUS_SUCCESS,           \
+                   cudnnGetErrorString)
 /// After every launch: a bad configuration is reported here, not later.
 #define PX_CUDA_LAUNCHED() PX_CUDA_CHECK(cudaGetLastError())
 
@@ -77,6 +73,60 @@ template <typename F> void forEach(cudaStream_t stream, int64_t n, F f) {
     return;
   forEachKernel<<<blocksFor(n), kThreads, 0, stream>>>(n, f);
   PX_CUDA_LAUNCHED();
+}
+
+//===----------------------------------------------------------------------===//
+// Device arithmetic as the CPU kernels round it
+//===----------------------------------------------------------------------===//
+
+// Correctly rounded operations that nvcc never contracts into a fused
+// multiply-add the CPU (SSE2, no FMA) keeps apart.
+__device__ inline float mulRn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mulRn(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline float addRn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline double addRn(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline float subRn(float a, float b) { return __fsub_rn(a, b); }
+__device__ inline double subRn(double a, double b) { return __dsub_rn(a, b); }
+__device__ inline float divRn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ inline double divRn(double a, double b) { return __ddiv_rn(a, b); }
+__device__ inline float sqrtRn(float a) { return __fsqrt_rn(a); }
+__device__ inline double sqrtRn(double a) { return __dsqrt_rn(a); }
+/// exp in the element type (expf for float, as the CPU's std::exp).
+__device__ inline float expT(float v) { return expf(v); }
+__device__ inline double expT(double v) { return exp(v); }
+
+/// Maximum that propagates NaN (as the CPU's rowMax and log-softmax do).
+__device__ inline double nanMax(double a, double b) {
+  return (a != a || a > b) ? a : b;
+}
+
+/// Rows per block at most of a groupReduce (its shared buffer's first
+/// dimension).
+constexpr int kMaxRowsPerBlock = 8;
+
+/// Reduces v over the blockDim.x threads (a multiple of 32, at most 1024) of
+/// this thread's row threadIdx.y (blockDim.y <= kMaxRowsPerBlock); Max: the
+/// NaN-propagating maximum, else the sum. Every thread of the block must
+/// call it, and every thread gets the result.
+template <bool Max> __device__ double groupReduce(double v) {
+  __shared__ double red[kMaxRowsPerBlock][32];
+  for (int o = 16; o > 0; o >>= 1) {
+    double w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = Max ? nanMax(v, w) : v + w;
+  }
+  if (blockDim.x == 32)
+    return v;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  __syncthreads(); // red may still be read by the previous reduction
+  if (lane == 0)
+    red[threadIdx.y][warp] = v;
+  __syncthreads();
+  v = lane < warps ? red[threadIdx.y][lane] : (Max ? -CUDART_INF : 0.0);
+  for (int o = 16; o > 0; o >>= 1) {
+    double w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = Max ? nanMax(v, w) : v + w;
+  }
+  return v;
 }
 
 /// Records the first fault of a step (later ones are dropped).

@@ -19,6 +19,7 @@
 #include "CudaKernelUtil.cuh"
 
 #include "../../Kernels/BroadcastGeometry.h"
+#include "../../Kernels/ElementwiseLayout.h"
 #include "../../Kernels/ElementwiseMath.h"
 #include "../../Kernels/KernelUtil.h"
 #include "parallax/Runtime/Random.h"
@@ -33,26 +34,11 @@ namespace parallax::rt {
 namespace {
 
 using namespace detail;
-using ew::BoolT;
+using ew::Bin;
+using ew::Cmp;
+using ew::dispatchAny;
 using ew::Geometry;
 using ew::Storage;
-
-/// Fault codes of this family (CudaDevice.cpp's faultMessage names them).
-
-template <typename F>
-KernelFn dispatchAny(const KernelArgs &args, DType t, const std::string &what,
-                     F &&f) {
-  if (t == DType::Bool)
-    return f(BoolT{});
-  return dispatchNumeric(args, t, what, std::forward<F>(f));
-}
-
-void checkSameShape(const KernelArgs &args, const std::string &what,
-                    const TensorView &in, const TensorView &out) {
-  if (in.shape != out.shape)
-    args.fail(what + ": the result shape " + shapeStr(out.shape) +
-              " differs from the input shape " + shapeStr(in.shape));
-}
 
 //===----------------------------------------------------------------------===//
 // Broadcast offsets.
@@ -149,29 +135,17 @@ struct PowOp {
   }
 };
 
-enum class Bin { Add, Sub, Mul, Div, Max, Min };
-
 KernelFactory arithFactory(std::string name, Bin kind) {
   return [name, kind](KernelArgs &args) -> KernelFn {
     CudaDevice &dev = cudaDeviceOf(args);
     const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
-    if (a.dtype != b.dtype)
-      args.fail(name + ": operand element types differ (" + nameOf(a.dtype) + " and " +
-                nameOf(b.dtype) + ")");
-    args.expectDType(o, a.dtype, (name + " result").c_str());
-    Geometry g = ew::broadcastGeometry(args, name, o.shape, {&a.shape, &b.shape}, true);
+    Geometry g = ew::binaryGeometry(args, name, a.dtype);
     const FaultSink sink{dev.fault(), args.index};
     return dispatchNumeric(args, a.dtype, name, [&](auto tag) -> KernelFn {
       using T = decltype(tag);
-      switch (kind) {
-      case Bin::Add: return makeBinary<T, T, T>(dev, g, a, b, o, ew::Add{});
-      case Bin::Sub: return makeBinary<T, T, T>(dev, g, a, b, o, ew::Sub{});
-      case Bin::Mul: return makeBinary<T, T, T>(dev, g, a, b, o, ew::Mul{});
-      case Bin::Div: return makeBinary<T, T, T>(dev, g, a, b, o, DivOp{sink});
-      case Bin::Max: return makeBinary<T, T, T>(dev, g, a, b, o, ew::Max{});
-      case Bin::Min: return makeBinary<T, T, T>(dev, g, a, b, o, ew::Min{});
-      }
-      args.fail(name + ": unknown operation");
+      return ew::withArithOp(args, name, kind, DivOp{sink}, [&](auto op) -> KernelFn {
+        return makeBinary<T, T, T>(dev, g, a, b, o, op);
+      });
     });
   };
 }
@@ -179,8 +153,7 @@ KernelFactory arithFactory(std::string name, Bin kind) {
 KernelFn powFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
-  args.expectDType(o, a.dtype, "pow result");
-  Geometry g = ew::broadcastGeometry(args, "pow", o.shape, {&a.shape, &b.shape}, true);
+  Geometry g = ew::binaryGeometry(args, "pow", a.dtype, /*sameTypes=*/false);
   const FaultSink sink{dev.fault(), args.index};
   const DType edt = b.dtype;
   return dispatchNumeric(args, a.dtype, "pow base", [&](auto base) -> KernelFn {
@@ -195,11 +168,7 @@ KernelFn powFactory(KernelArgs &args) {
 KernelFn modFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
-  if (a.dtype != b.dtype)
-    args.fail(std::string("mod: operand element types differ (") + nameOf(a.dtype) + " and " +
-              nameOf(b.dtype) + ")");
-  args.expectDType(o, a.dtype, "mod result");
-  Geometry g = ew::broadcastGeometry(args, "mod", o.shape, {&a.shape, &b.shape}, true);
+  Geometry g = ew::binaryGeometry(args, "mod", a.dtype);
   const bool fmod = args.flag("fmod");
   const FaultSink sink{dev.fault(), args.index};
   return dispatchNumeric(args, a.dtype, "mod", [&](auto tag) -> KernelFn {
@@ -210,30 +179,20 @@ KernelFn modFactory(KernelArgs &args) {
   });
 }
 
-enum class Cmp { Equal, Less, Greater };
-
 KernelFactory compareFactory(std::string name, Cmp kind) {
   return [name, kind](KernelArgs &args) -> KernelFn {
     CudaDevice &dev = cudaDeviceOf(args);
     const TensorView &a = args.in(0), &b = args.in(1), &o = args.out(0);
-    if (a.dtype != b.dtype)
-      args.fail(name + ": operand element types differ (" + nameOf(a.dtype) + " and " +
-                nameOf(b.dtype) + ")");
-    args.expectDType(o, DType::Bool, (name + " result").c_str());
-    Geometry g = ew::broadcastGeometry(args, name, o.shape, {&a.shape, &b.shape}, true);
+    Geometry g = ew::binaryGeometry(args, name, DType::Bool);
     if (a.dtype == DType::Bool) {
-      if (kind != Cmp::Equal)
-        args.fail(name + ": i1 operands are not ordered (expects a numeric type)");
+      ew::checkBoolCompare(args, name, kind);
       return makeBinary<uint8_t, uint8_t, uint8_t>(dev, g, a, b, o, ew::EqualBool{});
     }
     return dispatchNumeric(args, a.dtype, name, [&](auto tag) -> KernelFn {
       using T = decltype(tag);
-      switch (kind) {
-      case Cmp::Equal: return makeBinary<T, T, uint8_t>(dev, g, a, b, o, ew::Equal{});
-      case Cmp::Less: return makeBinary<T, T, uint8_t>(dev, g, a, b, o, ew::Less{});
-      case Cmp::Greater: return makeBinary<T, T, uint8_t>(dev, g, a, b, o, ew::Greater{});
-      }
-      args.fail(name + ": unknown comparison");
+      return ew::withCompareOp(args, name, kind, [&](auto op) -> KernelFn {
+        return makeBinary<T, T, uint8_t>(dev, g, a, b, o, op);
+      });
     });
   };
 }
@@ -270,22 +229,10 @@ KernelFn makeWhere(CudaDevice &dev, const Geometry &g, const TensorView &c,
 KernelFn whereFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &c = args.in(0), &x = args.in(1), &y = args.in(2), &o = args.out(0);
-  args.expectDType(c, DType::Bool, "where condition");
-  if (x.dtype != y.dtype)
-    args.fail(std::string("where: x and y element types differ (") + nameOf(x.dtype) +
-              " and " + nameOf(y.dtype) + ")");
-  args.expectDType(o, x.dtype, "where result");
-  if (x.dtype == DType::F16 || x.dtype == DType::BF16)
-    failType(args, "where", x.dtype, "");
-  Geometry g =
-      ew::broadcastGeometry(args, "where", o.shape, {&c.shape, &x.shape, &y.shape}, true);
-  switch (sizeOf(x.dtype)) {
-  case 1: return makeWhere<uint8_t>(dev, g, c, x, y, o);
-  case 2: return makeWhere<uint16_t>(dev, g, c, x, y, o);
-  case 4: return makeWhere<uint32_t>(dev, g, c, x, y, o);
-  case 8: return makeWhere<uint64_t>(dev, g, c, x, y, o);
-  default: args.fail("where: unsupported element size");
-  }
+  Geometry g = ew::whereGeometry(args);
+  return ew::withWhereUnit(args, [&](auto unit) -> KernelFn {
+    return makeWhere<decltype(unit)>(dev, g, c, x, y, o);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -317,8 +264,7 @@ template <typename Op, bool FloatOnly> KernelFactory unaryFactory(std::string na
   return [name](KernelArgs &args) -> KernelFn {
     CudaDevice &dev = cudaDeviceOf(args);
     const TensorView &x = args.in(0), &y = args.out(0);
-    args.expectDType(y, x.dtype, (name + " result").c_str());
-    checkSameShape(args, name, x, y);
+    ew::checkUnary(args, name);
     auto make = [&](auto tag) -> KernelFn {
       using T = decltype(tag);
       return makeUnary<T, T>(dev, x, y, Op{});
@@ -333,10 +279,7 @@ template <typename Op, bool FloatOnly> KernelFactory unaryFactory(std::string na
 KernelFn leakyReluFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0), &y = args.out(0);
-  args.expectDType(y, x.dtype, "leaky_relu result");
-  checkSameShape(args, "leaky_relu", x, y);
-  // The ODS default is the f32 value 0.01.
-  double alpha = args.f64Or("alpha", (double)0.01f);
+  const double alpha = ew::leakyReluAlpha(args);
   return dispatchFloat(args, x.dtype, "leaky_relu", [&](auto tag) -> KernelFn {
     using T = decltype(tag);
     return makeUnary<T, T>(dev, x, y, ew::LeakyRelu<T>{(T)alpha});
@@ -346,39 +289,17 @@ KernelFn leakyReluFactory(KernelArgs &args) {
 KernelFn clipFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0), &y = args.out(0);
-  args.expectDType(y, x.dtype, "clip result");
-  checkSameShape(args, "clip", x, y);
-  const bool hasMin = args.has("min"), hasMax = args.has("max");
-  const double mn = hasMin ? args.f64("min") : 0.0, mx = hasMax ? args.f64("max") : 0.0;
-  if ((hasMin && std::isnan(mn)) || (hasMax && std::isnan(mx)))
-    args.fail("clip: a NaN bound");
+  const ew::ClipBounds bounds = ew::clipBounds(args);
   return dispatchNumeric(args, x.dtype, "clip", [&](auto tag) -> KernelFn {
     using T = decltype(tag);
-    T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
-    if constexpr (std::is_floating_point_v<T>) {
-      lo = -std::numeric_limits<T>::infinity();
-      hi = std::numeric_limits<T>::infinity();
-      if (hasMin)
-        lo = (T)mn;
-      if (hasMax)
-        hi = (T)mx;
-    } else {
-      // An integer x satisfies x >= min iff x >= ceil(min).
-      if (hasMin)
-        lo = ew::saturatingCast<T>(std::ceil(mn));
-      if (hasMax)
-        hi = ew::saturatingCast<T>(std::floor(mx));
-    }
-    return makeUnary<T, T>(dev, x, y, ew::Clip<T>{lo, hi});
+    return makeUnary<T, T>(dev, x, y, bounds.clipOf<T>());
   });
 }
 
 KernelFn notFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0), &y = args.out(0);
-  args.expectDType(x, DType::Bool, "not input");
-  args.expectDType(y, DType::Bool, "not result");
-  checkSameShape(args, "not", x, y);
+  ew::checkNot(args);
   return makeUnary<uint8_t, uint8_t>(dev, x, y, ew::Not{});
 }
 
@@ -389,8 +310,7 @@ KernelFn notFactory(KernelArgs &args) {
 KernelFn castFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0), &y = args.out(0);
-  checkSameShape(args, "cast", x, y);
-  if (x.dtype == y.dtype && x.dtype != DType::F16 && x.dtype != DType::BF16) {
+  if (ew::castCopies(args)) {
     void *dst = y.data;
     const void *src = x.data;
     const int64_t bytes = x.bytes();
@@ -414,13 +334,6 @@ KernelFn castFactory(KernelArgs &args) {
 //===----------------------------------------------------------------------===//
 // dropout and dropout_grad (the mask formula is Elementwise.cpp's).
 //===----------------------------------------------------------------------===//
-
-double checkedRatio(const KernelArgs &args, const char *what) {
-  double ratio = args.f64("ratio");
-  if (!(ratio >= 0.0 && ratio <= 1.0))
-    args.fail(std::string(what) + ": ratio must be in [0, 1], got " + std::to_string(ratio));
-  return ratio;
-}
 
 /// What a dropout kernel knows at bind time; the key is drawn from the step
 /// and seed the device reads when it runs.
@@ -448,32 +361,16 @@ __global__ void dropoutKernel(DropoutParams p, const StepInfo *info, const T *x,
 KernelFn dropoutFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0), &y = args.out(0), &m = args.out(1);
-  const double ratio = checkedRatio(args, "dropout");
-  const uint64_t seedAttr = (uint64_t)args.i64Or("seed", 0);
-  const uint64_t stream = (uint64_t)args.i64Or("stream", 0);
-  args.expectDType(y, x.dtype, "dropout output");
-  args.expectDType(m, DType::Bool, "dropout mask");
-  checkSameShape(args, "dropout", x, y);
-  checkSameShape(args, "dropout mask", x, m);
-  const int64_t n = x.numElements();
-  const int64_t dim0 = x.rank() ? x.shape[0] : 1;
-  const int64_t perSample =
-      args.has("sample_stride") ? args.i64Or("sample_stride", 0) : dim0 > 0 ? n / dim0 : 0;
-  if (perSample < 0)
-    args.fail("dropout: sample_stride must be >= 0");
-  const int64_t localBatch = args.env.globalBatch / std::max(args.env.worldSize, 1);
-  const int64_t run = args.has("sample_stride") && perSample > 0 && localBatch > 0 &&
-                              n % (perSample * localBatch) == 0
-                          ? perSample * localBatch
-                          : n;
+  const ew::DropoutLayout l = ew::dropoutLayout(args);
+  const double ratio = l.ratio;
   // The sample offset and global batch are fixed for a session: bound here
   // (a captured step could not see later changes anyway).
-  DropoutParams p{n,
-                  run,
-                  (uint64_t)args.env.sampleOffset * (uint64_t)perSample,
-                  (uint64_t)args.env.globalBatch * (uint64_t)perSample,
-                  seedAttr,
-                  stream,
+  DropoutParams p{l.n,
+                  l.run,
+                  (uint64_t)args.env.sampleOffset * (uint64_t)l.perSample,
+                  (uint64_t)args.env.globalBatch * (uint64_t)l.perSample,
+                  l.seedAttr,
+                  l.stream,
                   (float)ratio};
   const StepInfo *info = dev.stepInfo();
   cudaStream_t cs = dev.stream();
@@ -504,11 +401,7 @@ __global__ void dropoutGradKernel(const T *dy, const uint8_t *mask, T *dx, int64
 KernelFn dropoutGradFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &dy = args.in(0), &m = args.in(1), &dx = args.out(0);
-  const double ratio = checkedRatio(args, "dropout_grad");
-  args.expectDType(m, DType::Bool, "dropout_grad mask");
-  args.expectDType(dx, dy.dtype, "dropout_grad result");
-  checkSameShape(args, "dropout_grad mask", dy, m);
-  checkSameShape(args, "dropout_grad", dy, dx);
+  const double ratio = ew::dropoutGradRatio(args);
   cudaStream_t cs = dev.stream();
   const int64_t n = dy.numElements();
   return dispatchFloat(args, dy.dtype, "dropout_grad", [&](auto tag) -> KernelFn {
@@ -530,43 +423,17 @@ KernelFn dropoutGradFactory(KernelArgs &args) {
 } // namespace
 
 void registerCudaElementwiseKernels(KernelRegistry &r) {
-  r.add("add", arithFactory("add", Bin::Add));
-  r.add("sub", arithFactory("sub", Bin::Sub));
-  r.add("mul", arithFactory("mul", Bin::Mul));
-  r.add("div", arithFactory("div", Bin::Div));
-  r.add("max", arithFactory("max", Bin::Max));
-  r.add("min", arithFactory("min", Bin::Min));
+  for (const auto &[name, kind] : ew::kArithOps)
+    r.add(name, arithFactory(name, kind));
   r.add("pow", powFactory);
-  r.add("equal", compareFactory("equal", Cmp::Equal));
-  r.add("less", compareFactory("less", Cmp::Less));
-  r.add("greater", compareFactory("greater", Cmp::Greater));
+  for (const auto &[name, kind] : ew::kCompareOps)
+    r.add(name, compareFactory(name, kind));
   r.add("where", whereFactory);
 
-  r.add("neg", unaryFactory<ew::Neg, false>("neg"));
-  r.add("abs", unaryFactory<ew::Abs, false>("abs"));
-  r.add("relu", unaryFactory<ew::Relu, false>("relu"));
-  r.add("sqrt", unaryFactory<ew::Sqrt, true>("sqrt"));
-  r.add("reciprocal", unaryFactory<ew::Reciprocal, true>("reciprocal"));
-  r.add("exp", unaryFactory<ew::Exp, true>("exp"));
-  r.add("log", unaryFactory<ew::Log, true>("log"));
-  r.add("tanh", unaryFactory<ew::Tanh, true>("tanh"));
-  r.add("sigmoid", unaryFactory<ew::Sigmoid, true>("sigmoid"));
-  r.add("erf", unaryFactory<ew::Erf, true>("erf"));
-  r.add("sin", unaryFactory<ew::Sin, true>("sin"));
-  r.add("cos", unaryFactory<ew::Cos, true>("cos"));
-  r.add("tan", unaryFactory<ew::Tan, true>("tan"));
-  r.add("asin", unaryFactory<ew::Asin, true>("asin"));
-  r.add("acos", unaryFactory<ew::Acos, true>("acos"));
-  r.add("atan", unaryFactory<ew::Atan, true>("atan"));
-  r.add("sinh", unaryFactory<ew::Sinh, true>("sinh"));
-  r.add("cosh", unaryFactory<ew::Cosh, true>("cosh"));
-  r.add("asinh", unaryFactory<ew::Asinh, true>("asinh"));
-  r.add("acosh", unaryFactory<ew::Acosh, true>("acosh"));
-  r.add("atanh", unaryFactory<ew::Atanh, true>("atanh"));
-  r.add("floor", unaryFactory<ew::Floor, true>("floor"));
-  r.add("ceil", unaryFactory<ew::Ceil, true>("ceil"));
-  r.add("round", unaryFactory<ew::Round, true>("round"));
-  r.add("sign", unaryFactory<ew::Sign, false>("sign"));
+  ew::forEachUnaryOp([&r](auto op, const char *name, bool) {
+    using Op = typename decltype(op)::type;
+    r.add(name, unaryFactory<Op, decltype(op)::floatOnly>(name));
+  });
   r.add("mod", modFactory);
   r.add("leaky_relu", leakyReluFactory);
   r.add("clip", clipFactory);

@@ -1,7 +1,8 @@
 //===- Indexing.cu - CUDA kernels of the Indexing family -------------------===//
 //
 // gather, gather_elements, scatter_add and scatter_elements_add on the GPU,
-// with the CPU kernels' checks and messages (lib/Runtime/Kernels/Indexing.cpp).
+// with the CPU kernels' checks and messages (lib/Runtime/Kernels/
+// IndexingLayout.h).
 // An index outside [-size, size) (or a negative id under "nonnegative_ids")
 // is reported with reportFault and becomes an error naming the kernel at the
 // next synchronize(); the element it would have produced is left zero.
@@ -16,6 +17,7 @@
 
 #include "CudaKernelUtil.cuh"
 
+#include "../../Kernels/IndexingLayout.h"
 #include "../../Kernels/KernelUtil.h"
 #include "../../Kernels/ShapeMath.h"
 
@@ -35,13 +37,6 @@ constexpr int kMaxIndexDims = 16;
 /// Lines (scatter_elements_add) from which one thread per line fills the GPU.
 constexpr int64_t kSerialLines = 16384;
 
-void checkIndexType(const KernelArgs &args, const TensorView &indices,
-                    const char *op) {
-  if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
-    args.fail(std::string(op) + ": indices must be i32 or i64, got " +
-              nameOf(indices.dtype));
-}
-
 /// Where a kernel reports bad indices: the device's fault record and the
 /// kernel's plan index.
 struct FaultSink {
@@ -51,6 +46,18 @@ struct FaultSink {
 
 FaultSink faultSinkOf(CudaDevice &dev, const KernelArgs &args) {
   return {dev.fault(), args.index};
+}
+
+/// f(U{}) for the unsigned type U of `bytes` (1, 2, 4 or 8) bytes, or
+/// f(Widest{}) for any other size.
+template <typename Widest, typename F> void withUnit(int64_t bytes, F &&f) {
+  switch (bytes) {
+  case 1: return f(uint8_t{});
+  case 2: return f(uint16_t{});
+  case 4: return f(uint32_t{});
+  case 8: return f(uint64_t{});
+  default: return f(Widest{});
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -102,44 +109,18 @@ KernelFn gatherTyped(CudaDevice &dev, KernelArgs &args, int64_t axis) {
   CudaDevice *device = &dev;
   return [=] {
     cudaStream_t st = device->stream();
-    switch (unit) {
-    case 1:
-      launchGather(st, static_cast<const uint8_t *>(d), idx, static_cast<uint8_t *>(o), s, nn, sink);
-      break;
-    case 2:
-      launchGather(st, static_cast<const uint16_t *>(d), idx, static_cast<uint16_t *>(o), s, nn, sink);
-      break;
-    case 4:
-      launchGather(st, static_cast<const uint32_t *>(d), idx, static_cast<uint32_t *>(o), s, nn, sink);
-      break;
-    case 8:
-      launchGather(st, static_cast<const uint64_t *>(d), idx, static_cast<uint64_t *>(o), s, nn, sink);
-      break;
-    default:
-      launchGather(st, static_cast<const uint4 *>(d), idx, static_cast<uint4 *>(o), s, nn, sink);
-      break;
-    }
+    withUnit<uint4>(unit, [&](auto u) {
+      using U = decltype(u);
+      launchGather(st, static_cast<const U *>(d), idx, static_cast<U *>(o), s, nn, sink);
+    });
   };
 }
 
 KernelFn gatherFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
-  const TensorView &data = args.in(0), &indices = args.in(1), &out = args.out(0);
-  checkIndexType(args, indices, "gather");
-  if (data.rank() < 1)
-    args.fail("gather: data must have rank >= 1");
-  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), data.rank(), "gather");
-  if (out.dtype != data.dtype)
-    args.fail(std::string("gather: result must have the data's element type ") +
-              nameOf(data.dtype) + ", got " + nameOf(out.dtype));
-  std::vector<int64_t> expected(data.shape.begin(), data.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), data.shape.begin() + axis + 1, data.shape.end());
-  if (out.shape != expected)
-    args.fail("gather: result shape " + shapeStr(out.shape) + " must be " +
-              shapeStr(expected));
-  return indices.dtype == DType::I64 ? gatherTyped<int64_t>(dev, args, axis)
-                                     : gatherTyped<int32_t>(dev, args, axis);
+  const int64_t axis = gatherAxis(args);
+  return args.in(1).dtype == DType::I64 ? gatherTyped<int64_t>(dev, args, axis)
+                                        : gatherTyped<int32_t>(dev, args, axis);
 }
 
 //===----------------------------------------------------------------------===//
@@ -184,21 +165,6 @@ struct ElementIndexing {
     }
   }
 };
-
-/// Checks the shapes common to gather_elements and scatter_elements_add.
-void checkElementShapes(const KernelArgs &args, const TensorView &indices,
-                        const TensorView &data, int64_t axis, const char *op,
-                        const char *dataName) {
-  if (indices.rank() != data.rank())
-    args.fail(std::string(op) + ": " + dataName + " " + shapeStr(data.shape) +
-              " and indices " + shapeStr(indices.shape) +
-              " must have the same rank");
-  for (int64_t d = 0; d < data.rank(); ++d)
-    if (d != axis && indices.dim(d) > data.dim(d))
-      args.fail(std::string(op) + ": indices dimension " + std::to_string(d) +
-                " of size " + std::to_string(indices.dim(d)) + " exceeds the " +
-                dataName + "'s size " + std::to_string(data.dim(d)));
-}
 
 ElementIndexing elementIndexing(const KernelArgs &args, const TensorView &indices,
                                 const TensorView &data, int64_t axis, const char *op) {
@@ -251,38 +217,19 @@ KernelFn gatherElementsTyped(CudaDevice &dev, KernelArgs &args, int64_t axis) {
   CudaDevice *device = &dev;
   return [=] {
     cudaStream_t st = device->stream();
-    switch (es) {
-    case 1:
-      launchGatherElements(st, static_cast<const uint8_t *>(d), idx, static_cast<uint8_t *>(o), n, e, sink);
-      break;
-    case 2:
-      launchGatherElements(st, static_cast<const uint16_t *>(d), idx, static_cast<uint16_t *>(o), n, e, sink);
-      break;
-    case 4:
-      launchGatherElements(st, static_cast<const uint32_t *>(d), idx, static_cast<uint32_t *>(o), n, e, sink);
-      break;
-    default:
-      launchGatherElements(st, static_cast<const uint64_t *>(d), idx, static_cast<uint64_t *>(o), n, e, sink);
-      break;
-    }
+    withUnit<uint64_t>((int64_t)es, [&](auto u) {
+      using U = decltype(u);
+      launchGatherElements(st, static_cast<const U *>(d), idx, static_cast<U *>(o), n, e,
+                           sink);
+    });
   };
 }
 
 KernelFn gatherElementsFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
-  const TensorView &data = args.in(0), &indices = args.in(1), &out = args.out(0);
-  checkIndexType(args, indices, "gather_elements");
-  if (data.rank() < 1)
-    args.fail("gather_elements: data must have rank >= 1");
-  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), data.rank(),
-                               "gather_elements");
-  checkElementShapes(args, indices, data, axis, "gather_elements", "data");
-  if (out.dtype != data.dtype || out.shape != indices.shape)
-    args.fail(std::string("gather_elements: result must be ") +
-              nameOf(data.dtype) + " " + shapeStr(indices.shape) + ", got " +
-              nameOf(out.dtype) + " " + shapeStr(out.shape));
-  return indices.dtype == DType::I64 ? gatherElementsTyped<int64_t>(dev, args, axis)
-                                     : gatherElementsTyped<int32_t>(dev, args, axis);
+  const int64_t axis = gatherElementsAxis(args);
+  return args.in(1).dtype == DType::I64 ? gatherElementsTyped<int64_t>(dev, args, axis)
+                                        : gatherElementsTyped<int32_t>(dev, args, axis);
 }
 
 //===----------------------------------------------------------------------===//
@@ -364,70 +311,20 @@ KernelFn scatterElementsAddTyped(CudaDevice &dev, KernelArgs &args, int64_t axis
   };
 }
 
-template <template <typename, typename> class Impl>
-KernelFn dispatchScatter(CudaDevice &dev, KernelArgs &args, int64_t axis, const char *op) {
-  const TensorView &indices = args.in(0), &updates = args.in(1);
-  bool i64 = indices.dtype == DType::I64;
-  switch (updates.dtype) {
-  case DType::F32:
-    return i64 ? Impl<float, int64_t>::make(dev, args, axis)
-               : Impl<float, int32_t>::make(dev, args, axis);
-  case DType::F64:
-    return i64 ? Impl<double, int64_t>::make(dev, args, axis)
-               : Impl<double, int32_t>::make(dev, args, axis);
-  default:
-    args.fail(std::string(op) + ": element type " + nameOf(updates.dtype) +
-              " is not supported by the CPU runtime");
-  }
-}
-
-template <typename T, typename I> struct ScatterAdd {
-  static KernelFn make(CudaDevice &dev, KernelArgs &a, int64_t axis) {
-    return scatterAddTyped<T, I>(dev, a, axis);
-  }
-};
-template <typename T, typename I> struct ScatterElementsAdd {
-  static KernelFn make(CudaDevice &dev, KernelArgs &a, int64_t axis) {
-    return scatterElementsAddTyped<T, I>(dev, a, axis);
-  }
-};
-
-void checkScatterTypes(const KernelArgs &args, const char *op) {
-  const TensorView &indices = args.in(0), &updates = args.in(1), &out = args.out(0);
-  checkIndexType(args, indices, op);
-  if (out.dtype != updates.dtype)
-    args.fail(std::string(op) + ": result must have the updates' element type " +
-              nameOf(updates.dtype) + ", got " + nameOf(out.dtype));
-  if (out.rank() < 1)
-    args.fail(std::string(op) + ": the result must have rank >= 1");
-}
-
 KernelFn scatterAddFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
-  checkScatterTypes(args, "scatter_add");
-  const TensorView &indices = args.in(0), &updates = args.in(1), &out = args.out(0);
-  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), out.rank(), "scatter_add");
-  std::vector<int64_t> expected(out.shape.begin(), out.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), out.shape.begin() + axis + 1, out.shape.end());
-  if (updates.shape != expected)
-    args.fail("scatter_add: updates must have shape " + shapeStr(expected) +
-              ", got " + shapeStr(updates.shape));
-  return dispatchScatter<ScatterAdd>(dev, args, axis, "scatter_add");
+  const int64_t axis = scatterAddAxis(args);
+  return dispatchScatter(args, "scatter_add", [&](auto t, auto i) {
+    return scatterAddTyped<decltype(t), decltype(i)>(dev, args, axis);
+  });
 }
 
 KernelFn scatterElementsAddFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
-  checkScatterTypes(args, "scatter_elements_add");
-  const TensorView &indices = args.in(0), &updates = args.in(1), &out = args.out(0);
-  int64_t axis = normalizeAxis(args, args.i64Or("axis", 0), out.rank(),
-                               "scatter_elements_add");
-  if (updates.shape != indices.shape)
-    args.fail("scatter_elements_add: updates " + shapeStr(updates.shape) +
-              " and indices " + shapeStr(indices.shape) +
-              " must have the same shape");
-  checkElementShapes(args, indices, out, axis, "scatter_elements_add", "output");
-  return dispatchScatter<ScatterElementsAdd>(dev, args, axis, "scatter_elements_add");
+  const int64_t axis = scatterElementsAddAxis(args);
+  return dispatchScatter(args, "scatter_elements_add", [&](auto t, auto i) {
+    return scatterElementsAddTyped<decltype(t), decltype(i)>(dev, args, axis);
+  });
 }
 
 } // namespace

@@ -1,7 +1,7 @@
 //===- Linalg.cu - CUDA kernels of the Linalg family ----------------------===//
 //
 // px.matmul and px.gemm on the GPU, with the CPU kernels' checks and
-// messages (lib/Runtime/Kernels/Linalg.cpp). Floats go through cuBLAS:
+// messages (lib/Runtime/Kernels/LinalgLayout.h). Floats go through cuBLAS:
 // row-major Y = A B is column-major Y^T = B^T A^T, so every call passes B
 // first. Batches are one call: a batch of A over a shared B folds into M,
 // batch strides that are uniform (every matrix, or one broadcast to all)
@@ -15,6 +15,7 @@
 #include "CudaKernelUtil.cuh"
 
 #include "../../Kernels/KernelUtil.h"
+#include "../../Kernels/LinalgLayout.h"
 
 #include <algorithm>
 #include <climits>
@@ -48,95 +49,6 @@ void expectInt(const KernelArgs &args, int64_t v, const char *what) {
 //===----------------------------------------------------------------------===//
 // matmul
 //===----------------------------------------------------------------------===//
-
-/// A matmul's shapes after the CPU kernel's checks: vectors promoted,
-/// batch dimensions broadcast, and each batch element's matrix offsets.
-struct MatmulGeometry {
-  int64_t m = 0, n = 0, k = 0, batches = 1;
-  /// Whether one GEMM of batches * m rows does it (B shared by the batch).
-  bool fold = true;
-  /// Uniform batch strides of A and B (0: broadcast), when there are
-  /// (always when fold).
-  bool strided = false;
-  int64_t strideA = 0, strideB = 0;
-  /// Offsets of A's and B's matrix for each batch element.
-  std::vector<int64_t> offA, offB;
-};
-
-MatmulGeometry matmulGeometry(const KernelArgs &args) {
-  const TensorView &lhs = args.in(0), &rhs = args.in(1), &out = args.out(0);
-  std::vector<int64_t> as = lhs.shape, bs = rhs.shape;
-  bool aVec = as.size() == 1, bVec = bs.size() == 1;
-  if (aVec)
-    as.insert(as.begin(), 1);
-  if (bVec)
-    bs.push_back(1);
-  MatmulGeometry g;
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  if (bs[bs.size() - 2] != k)
-    args.fail("contraction dimensions differ: " + shapeStr(lhs.shape) + " x " +
-              shapeStr(rhs.shape));
-  size_t ra = as.size() - 2, rb = bs.size() - 2, rank = std::max(ra, rb);
-  std::vector<int64_t> batch(rank), aBatch(rank, 1), bBatch(rank, 1);
-  for (size_t d = 0; d < ra; ++d)
-    aBatch[rank - ra + d] = as[d];
-  for (size_t d = 0; d < rb; ++d)
-    bBatch[rank - rb + d] = bs[d];
-  for (size_t d = 0; d < rank; ++d) {
-    if (aBatch[d] != bBatch[d] && aBatch[d] != 1 && bBatch[d] != 1)
-      args.fail("batch dimensions of " + shapeStr(lhs.shape) + " and " +
-                shapeStr(rhs.shape) + " do not broadcast");
-    batch[d] = aBatch[d] == 1 ? bBatch[d] : aBatch[d];
-  }
-  std::vector<int64_t> expected = batch;
-  if (!aVec)
-    expected.push_back(m);
-  if (!bVec)
-    expected.push_back(n);
-  if (out.shape != expected)
-    args.fail("output shape " + shapeStr(out.shape) + " does not match " +
-              shapeStr(expected) + " of " + shapeStr(lhs.shape) + " x " +
-              shapeStr(rhs.shape));
-
-  g.m = m, g.n = n, g.k = k;
-  g.batches = product(batch, 0, rank);
-  int64_t aCount = product(aBatch, 0, rank), bCount = product(bBatch, 0, rank);
-  g.fold = g.batches <= 1 || (bCount == 1 && aCount == g.batches);
-  // A batch that is either complete or a single broadcast matrix has a
-  // constant stride per batch element.
-  bool aUniform = aCount == g.batches || aCount == 1;
-  bool bUniform = bCount == g.batches || bCount == 1;
-  g.strided = aUniform && bUniform;
-  g.strideA = aCount == 1 ? 0 : m * k;
-  g.strideB = bCount == 1 ? 0 : k * n;
-
-  std::vector<int64_t> aStr(rank), bStr(rank);
-  int64_t sa = m * k, sb = k * n;
-  for (size_t d = rank; d-- > 0;) {
-    aStr[d] = aBatch[d] == 1 ? 0 : sa;
-    bStr[d] = bBatch[d] == 1 ? 0 : sb;
-    sa *= aBatch[d];
-    sb *= bBatch[d];
-  }
-  g.offA.resize(g.batches);
-  g.offB.resize(g.batches);
-  std::vector<int64_t> idx(rank, 0);
-  for (int64_t i = 0; i < g.batches; ++i) {
-    int64_t oa = 0, ob = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      oa += idx[d] * aStr[d];
-      ob += idx[d] * bStr[d];
-    }
-    g.offA[i] = oa;
-    g.offB[i] = ob;
-    for (size_t d = rank; d-- > 0;) {
-      if (++idx[d] < batch[d])
-        break;
-      idx[d] = 0;
-    }
-  }
-  return g;
-}
 
 template <typename T>
 KernelFn matmulFloat(KernelArgs &args, CudaDevice &dev, const MatmulGeometry &g) {
@@ -230,27 +142,10 @@ KernelFn matmulInteger(KernelArgs &args, CudaDevice &dev, const MatmulGeometry &
 
 KernelFn matmulFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
-  const TensorView &lhs = args.in(0), &rhs = args.in(1), &out = args.out(0);
-  if (lhs.dtype != rhs.dtype || out.dtype != lhs.dtype)
-    args.fail(std::string("matmul operands and result must share one element "
-                          "type, got ") +
-              nameOf(lhs.dtype) + ", " + nameOf(rhs.dtype) + " -> " +
-              nameOf(out.dtype));
-  if (lhs.rank() < 1 || rhs.rank() < 1)
-    args.fail("matmul operands must have rank >= 1");
-  switch (lhs.dtype) {
-  case DType::F32:
-  case DType::F64:
-  case DType::I64:
-  case DType::I32:
-  case DType::I16:
-  case DType::I8: break;
-  default:
-    args.fail(std::string("matmul: element type ") + nameOf(lhs.dtype) +
-              " is not supported by the CPU runtime");
-  }
+  checkMatmulOperands(args);
+  const DType dtype = args.in(0).dtype;
   MatmulGeometry g = matmulGeometry(args);
-  switch (lhs.dtype) {
+  switch (dtype) {
   case DType::F32: return matmulFloat<float>(args, dev, g);
   case DType::F64: return matmulFloat<double>(args, dev, g);
   case DType::I64: return matmulInteger<int64_t>(args, dev, g);
@@ -265,49 +160,22 @@ KernelFn matmulFactory(KernelArgs &args) {
 //===----------------------------------------------------------------------===//
 
 template <typename T> KernelFn gemmTyped(KernelArgs &args, CudaDevice &dev) {
+  const GemmLayout l = gemmLayout(args);
+  const bool ta = l.transA, tb = l.transB;
+  const T alpha = (T)l.alpha, beta = (T)l.beta;
+  const int64_t m = l.m, n = l.n, k = l.k;
+  const int64_t cRowStride = l.cRowStride, cColStride = l.cColStride;
+  const T *c = l.hasC ? args.in(2).as<const T>() : nullptr;
   const TensorView &A = args.in(0), &B = args.in(1), &out = args.out(0);
-  bool ta = args.flag("trans_a"), tb = args.flag("trans_b");
-  T alpha = (T)args.f64Or("alpha", 1.0), beta = (T)args.f64Or("beta", 1.0);
-  if (A.rank() != 2 || B.rank() != 2)
-    args.fail("gemm operands A and B must be matrices, got " +
-              shapeStr(A.shape) + " and " + shapeStr(B.shape));
-  int64_t m = A.dim(ta ? 1 : 0), k = A.dim(ta ? 0 : 1);
-  int64_t kb = B.dim(tb ? 1 : 0), n = B.dim(tb ? 0 : 1);
-  if (k != kb)
-    args.fail("gemm contraction dimensions differ: " + std::to_string(k) +
-              " vs " + std::to_string(kb));
-  if (out.shape != std::vector<int64_t>{m, n})
-    args.fail("gemm output shape " + shapeStr(out.shape) + " must be " +
-              shapeStr({m, n}));
-  bool hasC = args.hasIn(2);
-  int64_t cRowStride = 0, cColStride = 0;
-  const T *c = nullptr;
-  if (hasC) {
-    const TensorView &C = args.in(2);
-    if (C.dtype != A.dtype)
-      args.fail("gemm C must have A's element type");
-    if (C.rank() > 2)
-      args.fail("gemm C of shape " + shapeStr(C.shape) +
-                " does not broadcast to " + shapeStr({m, n}));
-    int64_t cr = C.rank() == 2 ? C.dim(0) : 1;
-    int64_t cc = C.rank() >= 1 ? C.shape.back() : 1;
-    if ((cr != 1 && cr != m) || (cc != 1 && cc != n))
-      args.fail("gemm C of shape " + shapeStr(C.shape) +
-                " does not broadcast to " + shapeStr({m, n}));
-    cRowStride = cr == 1 ? 0 : cc;
-    cColStride = cc == 1 ? 0 : 1;
-    c = C.as<const T>();
-  }
   const T *a = A.as<const T>(), *b = B.as<const T>();
   T *y = out.as<T>();
-  const bool useC = hasC && beta != T(0);
+  const bool useC = l.hasC && beta != T(0);
   if (m == 0 || n == 0)
     return [] {};
   expectInt(args, m, "gemm: dimension");
   expectInt(args, n, "gemm: dimension");
   expectInt(args, k, "gemm: dimension");
-  const int lda = (int)std::max<int64_t>(1, A.dim(1));
-  const int ldb = (int)std::max<int64_t>(1, B.dim(1));
+  const int lda = (int)l.lda, ldb = (int)l.ldb;
   const int im = (int)m, in = (int)n, ik = (int)k;
   cudaStream_t stream = dev.stream();
   cublasHandle_t h = dev.cublas();
@@ -338,16 +206,10 @@ template <typename T> KernelFn gemmTyped(KernelArgs &args, CudaDevice &dev) {
 
 KernelFn gemmFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
-  const TensorView &A = args.in(0), &B = args.in(1), &out = args.out(0);
-  if (B.dtype != A.dtype || out.dtype != A.dtype)
-    args.fail("gemm operands and result must share one element type");
-  switch (A.dtype) {
-  case DType::F32: return gemmTyped<float>(args, dev);
-  case DType::F64: return gemmTyped<double>(args, dev);
-  default:
-    args.fail(std::string("gemm: element type ") + nameOf(A.dtype) +
-              " is not supported by the CPU runtime");
-  }
+  checkGemmOperands(args);
+  if (args.in(0).dtype == DType::F32)
+    return gemmTyped<float>(args, dev);
+  return gemmTyped<double>(args, dev);
 }
 
 } // namespace

@@ -1,9 +1,10 @@
 //===- Loss.cu - CUDA kernels of the Loss family ---------------------------===//
 //
 // softmax_cross_entropy_loss, nll_loss and their gradients on a GPU, with
-// the CPU kernels' semantics (lib/Runtime/Kernels/Loss.cpp): scores viewed
-// as [N, C, D], a "line" is one (n, d) whose C class values are D apart; an
-// element labelled ignore_index contributes 0 to the loss and to the mean's
+// the CPU kernels' semantics (lib/Runtime/Kernels/Loss.cpp) and bind-time
+// checks (Kernels/LossLayout.h): scores viewed as [N, C, D], a "line" is
+// one (n, d) whose C class values are D apart; an element labelled
+// ignore_index contributes 0 to the loss and to the mean's
 // denominator (the sum of the other elements' class weights, on this rank:
 // not the global batch). Per-line losses and weights go to scratch and are
 // summed in double by one block in a fixed order, so the result does not
@@ -15,6 +16,7 @@
 #include "CudaKernelUtil.cuh"
 
 #include "../../Kernels/KernelUtil.h"
+#include "../../Kernels/LossLayout.h"
 
 #include <math_constants.h>
 
@@ -24,56 +26,10 @@ namespace parallax::rt {
 namespace {
 
 using namespace cuda;
-using detail::shapeStr;
-
-/// A label out of [0, bound) ("label V out of range [0, B)"); the CPU's
-/// message also names the label's position and ignore_index.
-
-enum class Reduction { None, Sum, Mean };
+using namespace loss;
 
 /// Threads of the one-block reductions (and at most of a line's block).
 constexpr int kReduceThreads = 1024;
-
-//===----------------------------------------------------------------------===//
-// Device helpers
-//===----------------------------------------------------------------------===//
-
-// Unfused arithmetic, as the CPU (SSE2, no FMA) rounds it.
-__device__ inline float mulRn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mulRn(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline float subRn(float a, float b) { return __fsub_rn(a, b); }
-__device__ inline double subRn(double a, double b) { return __dsub_rn(a, b); }
-__device__ inline float expT(float v) { return expf(v); }
-__device__ inline double expT(double v) { return exp(v); }
-
-/// Maximum that propagates NaN (as the CPU's log-softmax does).
-__device__ inline double nanMax(double a, double b) {
-  return (a != a || a > b) ? a : b;
-}
-
-/// Reduces v over the block's threads (a multiple of 32, blockDim.y == 1;
-/// Max: the NaN-propagating maximum, else the sum); every thread of the
-/// block must call it, and every thread gets the result.
-template <bool Max> __device__ double blockReduce(double v) {
-  __shared__ double red[32];
-  for (int o = 16; o > 0; o >>= 1) {
-    double w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = Max ? nanMax(v, w) : v + w;
-  }
-  if (blockDim.x == 32)
-    return v;
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads(); // red may still be read by the previous reduction
-  if (lane == 0)
-    red[warp] = v;
-  __syncthreads();
-  v = lane < warps ? red[lane] : (Max ? -CUDART_INF : 0.0);
-  for (int o = 16; o > 0; o >>= 1) {
-    double w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = Max ? nanMax(v, w) : v + w;
-  }
-  return v;
-}
 
 /// What the kernels need of the setup, passed by value.
 struct LossDims {
@@ -98,79 +54,9 @@ __device__ inline int64_t classOf(const I *labels, int64_t l, const LossDims &s,
   return label;
 }
 
-//===----------------------------------------------------------------------===//
-// Setup (as the CPU's factories check it)
-//===----------------------------------------------------------------------===//
-
-struct LossSetup {
-  int64_t n = 0, c = 0, d = 1;
-  Reduction reduction = Reduction::Mean;
-  bool hasIgnore = false;
-  int64_t ignoreIndex = 0;
-  std::vector<int64_t> labelShape;
-  DType labelType = DType::I64;
-  DType floatType = DType::F32;
-
-  LossDims dims(const KernelArgs &args) const {
-    return {n, c, d, n * d, hasIgnore, ignoreIndex, args.index};
-  }
-};
-
-LossSetup lossSetup(const KernelArgs &args, const TensorView &scores,
-                    const TensorView &labels, const TensorView *weights,
-                    const std::string &op) {
-  LossSetup s;
-  std::string red = args.strOr("reduction", "mean");
-  if (red == "none")
-    s.reduction = Reduction::None;
-  else if (red == "sum")
-    s.reduction = Reduction::Sum;
-  else if (red == "mean")
-    s.reduction = Reduction::Mean;
-  else
-    args.fail(op + ": reduction must be none, sum or mean, got '" + red + "'");
-  if (args.has("ignore_index")) {
-    s.hasIgnore = true;
-    s.ignoreIndex = args.i64("ignore_index");
-  }
-  if (scores.dtype != DType::F32 && scores.dtype != DType::F64)
-    args.fail(op + ": element type " + nameOf(scores.dtype) +
-              " is not supported by the CPU runtime");
-  s.floatType = scores.dtype;
-  if (scores.rank() < 2)
-    args.fail(op + ": scores must have rank >= 2 ([N, C, ...]), got " +
-              shapeStr(scores.shape));
-  s.n = scores.dim(0);
-  s.c = scores.dim(1);
-  s.labelShape = {s.n};
-  for (int64_t i = 2; i < scores.rank(); ++i) {
-    s.labelShape.push_back(scores.dim(i));
-    s.d *= scores.dim(i);
-  }
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
-    args.fail(op + ": labels must be i32 or i64, got " + nameOf(labels.dtype));
-  s.labelType = labels.dtype;
-  if (labels.shape != s.labelShape)
-    args.fail(op + ": labels must have shape " + shapeStr(s.labelShape) +
-              " for scores " + shapeStr(scores.shape) + ", got " +
-              shapeStr(labels.shape));
-  if (weights && (weights->dtype != scores.dtype ||
-                  weights->shape != std::vector<int64_t>{s.c}))
-    args.fail(op + ": weights must be " + nameOf(scores.dtype) + " [" +
-              std::to_string(s.c) + "], got " + nameOf(weights->dtype) + " " +
-              shapeStr(weights->shape));
-  return s;
-}
-
-void checkLossShape(const KernelArgs &args, const LossSetup &s,
-                    const TensorView &loss, const std::string &op,
-                    const char *what) {
-  std::vector<int64_t> expected =
-      s.reduction == Reduction::None ? s.labelShape : std::vector<int64_t>{};
-  if (loss.dtype != s.floatType || loss.shape != expected)
-    args.fail(op + ": " + what + " must be " + nameOf(s.floatType) + " " +
-              shapeStr(expected) + ", got " + nameOf(loss.dtype) + " " +
-              shapeStr(loss.shape));
+/// The kernels' view of the factory's setup.
+LossDims dimsOf(const LossSetup &s, const KernelArgs &args) {
+  return {s.n, s.c, s.d, s.n * s.d, s.hasIgnore, s.ignoreIndex, args.index};
 }
 
 //===----------------------------------------------------------------------===//
@@ -213,11 +99,11 @@ __global__ void __launch_bounds__(kReduceThreads)
     double mx = -CUDART_INF;
     for (int64_t k = threadIdx.x; k < s.c; k += blockDim.x)
       mx = nanMax(mx, (double)xr[k]);
-    T tm = (T)blockReduce<true>(mx);
+    T tm = (T)groupReduce<true>(mx);
     double sum = 0;
     for (int64_t k = threadIdx.x; k < s.c; k += blockDim.x)
       sum += (double)expT(subRn(xr[k], tm));
-    sum = blockReduce<false>(sum);
+    sum = groupReduce<false>(sum);
     T shift = (T)((double)tm + log(sum));
     for (int64_t k = threadIdx.x; k < s.c; k += blockDim.x)
       yr[k] = subRn(xr[k], shift);
@@ -279,8 +165,8 @@ __global__ void __launch_bounds__(kReduceThreads)
     total += lineLoss[l];
     totalW += lineW[l];
   }
-  total = blockReduce<false>(total);
-  totalW = blockReduce<false>(totalW);
+  total = groupReduce<false>(total);
+  totalW = groupReduce<false>(totalW);
   if (threadIdx.x == 0)
     loss[0] = (T)(mean ? total / totalW : total);
 }
@@ -293,7 +179,7 @@ KernelFn lossTyped(KernelArgs &args, const LossSetup &setup) {
   const T *w = args.hasIn(2) ? args.in(2).as<T>() : nullptr;
   T *loss = args.out(0).as<T>();
   T *logProb = LogSoftmax ? args.out(1).as<T>() : nullptr;
-  LossDims s = setup.dims(args);
+  LossDims s = dimsOf(setup, args);
   Reduction reduction = setup.reduction;
   Scratch lineBuf;
   double *lineLoss = nullptr, *lineW = nullptr;
@@ -331,21 +217,10 @@ KernelFn lossTyped(KernelArgs &args, const LossSetup &setup) {
 
 template <bool LogSoftmax> KernelFn lossFactory(KernelArgs &args) {
   const char *op = LogSoftmax ? "softmax_cross_entropy_loss" : "nll_loss";
-  const TensorView &scores = args.in(0), &labels = args.in(1);
-  const TensorView *weights = args.hasIn(2) ? &args.in(2) : nullptr;
-  LossSetup s = lossSetup(args, scores, labels, weights, op);
-  checkLossShape(args, s, args.out(0), op, "loss");
-  if (LogSoftmax &&
-      (args.out(1).dtype != scores.dtype || args.out(1).shape != scores.shape))
-    args.fail(std::string(op) + ": log_prob must be " + nameOf(scores.dtype) +
-              " " + shapeStr(scores.shape) + ", got " +
-              nameOf(args.out(1).dtype) + " " + shapeStr(args.out(1).shape));
-  bool i64 = s.labelType == DType::I64;
-  if (s.floatType == DType::F32)
-    return i64 ? lossTyped<float, int64_t, LogSoftmax>(args, s)
-               : lossTyped<float, int32_t, LogSoftmax>(args, s);
-  return i64 ? lossTyped<double, int64_t, LogSoftmax>(args, s)
-             : lossTyped<double, int32_t, LogSoftmax>(args, s);
+  LossSetup s = lossForwardSetup(args, LogSoftmax, op);
+  return dispatchLoss(s, [&](auto t, auto i) {
+    return lossTyped<decltype(t), decltype(i), LogSoftmax>(args, s);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -364,7 +239,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     if (cls >= 0)
       totalW += w ? (double)w[cls] : 1.0;
   }
-  totalW = blockReduce<false>(totalW);
+  totalW = groupReduce<false>(totalW);
   if (threadIdx.x == 0)
     scale[0] = totalW == 0 ? 0.0 : (double)dloss[0] / totalW;
 }
@@ -414,7 +289,7 @@ KernelFn lossGradTyped(KernelArgs &args, const LossSetup &setup) {
   const I *labels = args.in(li).as<I>();
   const T *w = args.hasIn(li + 1) ? args.in(li + 1).as<T>() : nullptr;
   T *out = args.out(0).as<T>();
-  LossDims s = setup.dims(args);
+  LossDims s = dimsOf(setup, args);
   Reduction reduction = setup.reduction;
   Scratch scaleBuf = scratch(dev, 8);
   double *scale = static_cast<double *>(scaleBuf->data());
@@ -439,32 +314,16 @@ KernelFn lossGradTyped(KernelArgs &args, const LossSetup &setup) {
 template <bool Softmax> KernelFn lossGradFactory(KernelArgs &args) {
   const char *op =
       Softmax ? "softmax_cross_entropy_loss_grad" : "nll_loss_grad";
-  const int li = Softmax ? 2 : 1;
-  const TensorView &dloss = args.in(0), &labels = args.in(li);
-  const TensorView &scores = Softmax ? args.in(1) : args.out(0);
-  const TensorView *weights = args.hasIn(li + 1) ? &args.in(li + 1) : nullptr;
-  LossSetup s = lossSetup(args, scores, labels, weights, op);
-  checkLossShape(args, s, dloss, op, "dloss");
-  const TensorView &out = args.out(0);
-  if (out.dtype != scores.dtype || out.shape != scores.shape)
-    args.fail(std::string(op) + ": the result must be " + nameOf(scores.dtype) +
-              " " + shapeStr(scores.shape) + ", got " + nameOf(out.dtype) +
-              " " + shapeStr(out.shape));
-  bool i64 = s.labelType == DType::I64;
-  if (s.floatType == DType::F32)
-    return i64 ? lossGradTyped<float, int64_t, Softmax>(args, s)
-               : lossGradTyped<float, int32_t, Softmax>(args, s);
-  return i64 ? lossGradTyped<double, int64_t, Softmax>(args, s)
-             : lossGradTyped<double, int32_t, Softmax>(args, s);
+  LossSetup s = lossGradSetup(args, Softmax, op);
+  return dispatchLoss(s, [&](auto t, auto i) {
+    return lossGradTyped<decltype(t), decltype(i), Softmax>(args, s);
+  });
 }
 
 } // namespace
 
 void registerCudaLossKernels(KernelRegistry &r) {
-  r.add("softmax_cross_entropy_loss", lossFactory<true>);
-  r.add("nll_loss", lossFactory<false>);
-  r.add("softmax_cross_entropy_loss_grad", lossGradFactory<true>);
-  r.add("nll_loss_grad", lossGradFactory<false>);
+  PX_ADD_LOSS_KERNELS(r);
 }
 
 } // namespace parallax::rt

@@ -2,9 +2,10 @@
 //
 // softmax, log_softmax, layer_norm, batch_norm and their gradients on a GPU,
 // with the CPU kernels' semantics (lib/Runtime/Kernels/Norm.cpp): the same
-// bind-time checks and messages, sums accumulated in double and rounded
-// once, and element formulas evaluated in the element type in the CPU's
-// order without fused multiply-adds, so results agree to rounding.
+// bind-time checks and messages (Kernels/NormLayout.h), sums accumulated in
+// double and rounded once, and element formulas evaluated in the element
+// type in the CPU's order without fused multiply-adds, so results agree to
+// rounding.
 //
 // Row reductions (a softmax line, a layer-norm row) run on a group of
 // blockDim.x threads (a multiple of 32) per row, blockDim.y rows per block;
@@ -23,6 +24,7 @@
 #include "../../HostStaged.h"
 #include "../../Kernels/CollectiveLayout.h"
 #include "../../Kernels/KernelUtil.h"
+#include "../../Kernels/NormLayout.h"
 #include "../NcclCollectives.h"
 #include "parallax/Runtime/Collectives.h"
 
@@ -36,57 +38,14 @@ namespace parallax::rt {
 namespace {
 
 using namespace cuda;
-using detail::normalizeAxis;
-using detail::product;
-using detail::shapeStr;
+using namespace norm;
 
 //===----------------------------------------------------------------------===//
 // Device helpers
 //===----------------------------------------------------------------------===//
 
-// Unfused arithmetic, as the CPU (SSE2, no FMA) rounds it.
-__device__ inline float mulRn(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mulRn(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline float addRn(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline double addRn(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline float subRn(float a, float b) { return __fsub_rn(a, b); }
-__device__ inline double subRn(double a, double b) { return __dsub_rn(a, b); }
-__device__ inline float expT(float v) { return expf(v); }
-__device__ inline double expT(double v) { return exp(v); }
-
-/// Maximum that propagates NaN (the CPU's rowMax does).
-__device__ inline double nanMax(double a, double b) {
-  return (a != a || a > b) ? a : b;
-}
-
-/// Rows per block at most (the shared reduction buffer's first dimension).
-constexpr int kMaxRowsPerBlock = 8;
 /// Threads per block at most of the kernels that reduce rows or channels.
 constexpr int kMaxGroupThreads = 512;
-
-/// Reduces v over the blockDim.x threads of this thread's row (Max: the
-/// NaN-propagating maximum, else the sum); every thread of the block must
-/// call it, and every thread gets the result.
-template <bool Max> __device__ double groupReduce(double v) {
-  __shared__ double red[kMaxRowsPerBlock][32];
-  for (int o = 16; o > 0; o >>= 1) {
-    double w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = Max ? nanMax(v, w) : v + w;
-  }
-  if (blockDim.x == 32)
-    return v;
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  __syncthreads(); // red may still be read by the previous reduction
-  if (lane == 0)
-    red[threadIdx.y][warp] = v;
-  __syncthreads();
-  v = lane < warps ? red[threadIdx.y][lane] : (Max ? -CUDART_INF : 0.0);
-  for (int o = 16; o > 0; o >>= 1) {
-    double w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = Max ? nanMax(v, w) : v + w;
-  }
-  return v;
-}
 
 /// Threads per row for rows of `len` elements, and the block it makes.
 struct RowLaunch {
@@ -108,35 +67,9 @@ RowLaunch rowLaunch(int64_t rows, int64_t len) {
        row##Base_ < (rows); row##Base_ += (int64_t)gridDim.x * blockDim.y)     \
     if (int64_t row = row##Base_ + threadIdx.y; true)
 
-void checkFloat(const KernelArgs &args, DType dt, const std::string &op) {
-  if (dt != DType::F32 && dt != DType::F64)
-    args.fail(op + ": element type " + nameOf(dt) +
-              " is not supported by the CPU runtime");
-}
-
-void expectLike(const KernelArgs &args, const TensorView &t,
-                const TensorView &like, const std::string &op, const char *what,
-                const char *likeName) {
-  if (t.dtype != like.dtype || t.shape != like.shape)
-    args.fail(op + ": " + what + " must be " + nameOf(like.dtype) + " " +
-              shapeStr(like.shape) + " like " + likeName + ", got " +
-              nameOf(t.dtype) + " " + shapeStr(t.shape));
-}
-
-void expectShape(const KernelArgs &args, const TensorView &t, DType dt,
-                 const std::vector<int64_t> &shape, const std::string &op,
-                 const char *what) {
-  if (t.dtype != dt || t.shape != shape)
-    args.fail(op + ": " + what + " must be " + nameOf(dt) + " " +
-              shapeStr(shape) + ", got " + nameOf(t.dtype) + " " +
-              shapeStr(t.shape));
-}
-
 //===----------------------------------------------------------------------===//
 // softmax, log_softmax and their gradients
 //===----------------------------------------------------------------------===//
-
-enum class AxisKind { Softmax, LogSoftmax, SoftmaxGrad, LogSoftmaxGrad };
 
 /// One line of `len` elements `stride` apart, the elements j = first,
 /// first + step, ...; Reduce sums (or maxes) over the line's threads.
@@ -250,62 +183,14 @@ KernelFn axisTyped(KernelArgs &args, int64_t axis) {
 }
 
 template <AxisKind K> KernelFn axisFactory(KernelArgs &args) {
-  static const char *names[] = {"softmax", "log_softmax", "softmax_grad",
-                                "log_softmax_grad"};
-  std::string op = names[(int)K];
-  const TensorView &in0 = args.in(0), &out = args.out(0);
-  checkFloat(args, in0.dtype, op);
-  if (K == AxisKind::SoftmaxGrad || K == AxisKind::LogSoftmaxGrad)
-    expectLike(args, args.in(1), in0, op, "dy", "y");
-  expectLike(args, out, in0, op, "the result", "the input");
-  int64_t axis = normalizeAxis(args, args.i64Or("axis", -1), in0.rank(), op);
-  if (in0.dtype == DType::F32)
-    return axisTyped<float, K>(args, axis);
-  return axisTyped<double, K>(args, axis);
+  int64_t axis = axisOf(args, K);
+  return args.in(0).dtype == DType::F32 ? axisTyped<float, K>(args, axis)
+                                        : axisTyped<double, K>(args, axis);
 }
 
 //===----------------------------------------------------------------------===//
 // layer_norm and layer_norm_grad
 //===----------------------------------------------------------------------===//
-
-/// As the CPU's: for a parameter broadcast to the normalised shape, empty
-/// when it has one element per normalised element, else the parameter's
-/// flat index for each normalised flat index.
-std::vector<int64_t> broadcastMap(const KernelArgs &args, const TensorView &p,
-                                  const std::vector<int64_t> &normalized,
-                                  const std::string &op, const char *name) {
-  int64_t pr = p.rank(), nr = (int64_t)normalized.size();
-  bool ok = pr <= nr;
-  for (int64_t d = 0; ok && d < pr; ++d) {
-    int64_t pd = p.dim(pr - 1 - d), nd = normalized[nr - 1 - d];
-    ok = pd == nd || pd == 1;
-  }
-  if (!ok)
-    args.fail(op + ": " + name + " of shape " + shapeStr(p.shape) +
-              " does not broadcast to the normalised shape " +
-              shapeStr(normalized));
-  int64_t len = product(normalized, 0, normalized.size());
-  if (p.numElements() == len)
-    return {};
-  std::vector<int64_t> ps = stridesOf(p.shape), str(nr, 0);
-  for (int64_t d = 0; d < pr; ++d)
-    if (p.dim(d) != 1)
-      str[nr - pr + d] = ps[d];
-  std::vector<int64_t> map(len);
-  std::vector<int64_t> idx(nr, 0);
-  for (int64_t j = 0; j < len; ++j) {
-    int64_t off = 0;
-    for (int64_t d = 0; d < nr; ++d)
-      off += idx[d] * str[d];
-    map[j] = off;
-    for (int64_t d = nr; d-- > 0;) {
-      if (++idx[d] < normalized[d])
-        break;
-      idx[d] = 0;
-    }
-  }
-  return map;
-}
 
 /// A parameter on the device with its broadcast map (null: one element
 /// per normalised element).
@@ -326,24 +211,6 @@ DevParam<T> devParam(CudaDevice &dev, const T *data,
     p.map = static_cast<const int64_t *>(keep.back()->data());
   }
   return p;
-}
-
-struct LayerNormShape {
-  int64_t axis, rows, len;
-  std::vector<int64_t> normalized, stats;
-};
-
-LayerNormShape layerNormShape(KernelArgs &args, const TensorView &x,
-                              const std::string &op) {
-  LayerNormShape s;
-  s.axis = normalizeAxis(args, args.i64Or("axis", -1), x.rank(), op);
-  s.rows = product(x.shape, 0, s.axis);
-  s.len = product(x.shape, s.axis, x.shape.size());
-  s.normalized.assign(x.shape.begin() + s.axis, x.shape.end());
-  s.stats = x.shape;
-  for (size_t d = s.axis; d < s.stats.size(); ++d)
-    s.stats[d] = 1;
-  return s;
 }
 
 template <typename T>
@@ -379,28 +246,17 @@ __global__ void __launch_bounds__(kMaxGroupThreads)
 }
 
 template <typename T> KernelFn layerNormTyped(KernelArgs &args) {
-  const std::string op = "layer_norm";
   CudaDevice &dev = cudaDeviceOf(args);
-  const TensorView &x = args.in(0);
-  LayerNormShape s = layerNormShape(args, x, op);
+  LayerNormLayout l = layerNormLayout(args);
+  const LayerNormShape &s = l.shape;
   std::vector<Scratch> keep;
-  expectShape(args, args.in(1), x.dtype, args.in(1).shape, op, "scale");
-  DevParam<T> scale =
-      devParam(dev, args.in(1).as<T>(),
-               broadcastMap(args, args.in(1), s.normalized, op, "scale"), keep);
-  bool hasBias = args.hasIn(2);
+  DevParam<T> scale = devParam(dev, args.in(1).as<T>(), l.scaleMap, keep);
+  bool hasBias = l.hasBias;
   DevParam<T> bias;
-  if (hasBias) {
-    expectShape(args, args.in(2), x.dtype, args.in(2).shape, op, "bias");
-    bias = devParam(dev, args.in(2).as<T>(),
-                    broadcastMap(args, args.in(2), s.normalized, op, "bias"),
-                    keep);
-  }
-  expectShape(args, args.out(0), x.dtype, x.shape, op, "y");
-  expectShape(args, args.out(1), x.dtype, s.stats, op, "mean");
-  expectShape(args, args.out(2), x.dtype, s.stats, op, "inv_std_dev");
-  double eps = args.f64Or("epsilon", 1e-5);
-  const T *xp = x.as<T>();
+  if (hasBias)
+    bias = devParam(dev, args.in(2).as<T>(), l.biasMap, keep);
+  double eps = l.eps;
+  const T *xp = args.in(0).as<T>();
   T *y = args.out(0).as<T>(), *mean = args.out(1).as<T>(),
     *invStd = args.out(2).as<T>();
   int64_t rows = s.rows, len = s.len;
@@ -417,10 +273,8 @@ template <typename T> KernelFn layerNormTyped(KernelArgs &args) {
 }
 
 KernelFn layerNormFactory(KernelArgs &args) {
-  checkFloat(args, args.in(0).dtype, "layer_norm");
-  if (args.in(0).dtype == DType::F32)
-    return layerNormTyped<float>(args);
-  return layerNormTyped<double>(args);
+  auto typed = [&](auto t) { return layerNormTyped<decltype(t)>(args); };
+  return dispatchNormFloat(args, args.in(0).dtype, "layer_norm", typed);
 }
 
 /// dx of one row per thread group: dx = iv * (g - mean(g) - xhat *
@@ -514,20 +368,11 @@ layerNormFoldKernel(const double *partial, const int64_t *offsets,
 }
 
 template <typename T> KernelFn layerNormGradTyped(KernelArgs &args) {
-  const std::string op = "layer_norm_grad";
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &dy = args.in(0), &x = args.in(1), &scaleT = args.in(2);
-  LayerNormShape s = layerNormShape(args, x, op);
-  expectLike(args, dy, x, op, "dy", "x");
-  expectShape(args, scaleT, x.dtype, scaleT.shape, op, "scale");
-  std::vector<int64_t> map =
-      broadcastMap(args, scaleT, s.normalized, op, "scale");
-  expectShape(args, args.in(3), x.dtype, s.stats, op, "mean");
-  expectShape(args, args.in(4), x.dtype, s.stats, op, "inv_std_dev");
-  expectShape(args, args.out(0), x.dtype, x.shape, op, "dx");
-  expectShape(args, args.out(1), x.dtype, scaleT.shape, op, "dscale");
-  expectShape(args, args.out(2), x.dtype, scaleT.shape, op, "dbias");
-  int64_t rows = s.rows, len = s.len, nScale = scaleT.numElements();
+  LayerNormGradLayout l = layerNormGradLayout(args);
+  const std::vector<int64_t> &map = l.scaleMap;
+  int64_t rows = l.shape.rows, len = l.shape.len, nScale = l.nScale;
   std::vector<Scratch> keep;
   DevParam<T> scale = devParam(dev, scaleT.as<T>(), map, keep);
   // The inverse of the broadcast map, for a deterministic fold.
@@ -588,26 +433,13 @@ template <typename T> KernelFn layerNormGradTyped(KernelArgs &args) {
 }
 
 KernelFn layerNormGradFactory(KernelArgs &args) {
-  checkFloat(args, args.in(1).dtype, "layer_norm_grad");
-  if (args.in(1).dtype == DType::F32)
-    return layerNormGradTyped<float>(args);
-  return layerNormGradTyped<double>(args);
+  auto typed = [&](auto t) { return layerNormGradTyped<decltype(t)>(args); };
+  return dispatchNormFloat(args, args.in(1).dtype, "layer_norm_grad", typed);
 }
 
 //===----------------------------------------------------------------------===//
 // batch_norm and batch_norm_grad
 //===----------------------------------------------------------------------===//
-
-struct BatchShape {
-  int64_t n, c, spatial;
-};
-
-BatchShape batchShape(KernelArgs &args, const TensorView &x,
-                      const std::string &op) {
-  if (x.rank() < 2)
-    args.fail(op + ": x must be [N, C, ...], got " + shapeStr(x.shape));
-  return {x.dim(0), x.dim(1), product(x.shape, 2, x.shape.size())};
-}
 
 /// The element t of channel ch, t in [0, N * spatial).
 __device__ inline int64_t channelElem(int64_t t, int64_t ch, int64_t c,
@@ -801,36 +633,16 @@ __global__ void syncBatchNormCoefKernel(const double *st, double total, const T 
 }
 
 template <typename T> KernelFn batchNormTyped(KernelArgs &args, const SyncStats &sync) {
-  const std::string op = "batch_norm";
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0);
-  BatchShape s = batchShape(args, x, op);
-  std::vector<int64_t> cs{s.c};
-  const char *names[] = {"scale", "bias", "input_mean", "input_var"};
-  for (int i = 1; i <= 4; ++i)
-    expectShape(args, args.in(i), x.dtype, cs, op, names[i - 1]);
-  expectShape(args, args.out(0), x.dtype, x.shape, op, "y");
-  expectShape(args, args.out(1), x.dtype, cs, op, "running_mean");
-  expectShape(args, args.out(2), x.dtype, cs, op, "running_var");
-  double eps = args.f64Or("epsilon", 1e-5);
-  double momentum = args.f64Or("momentum", 0.9);
-  bool training = args.flag("training");
-  if (training && s.n * s.spatial == 0 && s.c > 0)
-    args.fail(op + ": training needs at least one value per channel, x is " +
-              shapeStr(x.shape));
+  BatchNormLayout l = batchNormLayout(args);
+  const BatchShape s = l.shape;
+  double eps = l.eps, momentum = l.momentum;
+  bool training = l.training;
   const int64_t count = s.n * s.spatial;
-  // The running variance's factor: n / (n - 1) over the values per channel
-  // of the whole (synchronized) batch.
+  // The values per channel of the whole (synchronized) batch.
   const double total = (double)count * sync.groupSize;
-  double unbias = 1.0;
-  if (training && args.flag("unbiased_running_var")) {
-    if (total < 2)
-      args.fail(op +
-                ": the unbiased running variance needs more than 1 value per "
-                "channel in the batch, x is " +
-                shapeStr(x.shape));
-    unbias = total / (total - 1);
-  }
+  double unbias = runningVarFactor(args, l, total);
   const T *xp = x.as<T>(), *scale = args.in(1).as<T>(),
           *bias = args.in(2).as<T>(), *inMean = args.in(3).as<T>(),
           *inVar = args.in(4).as<T>();
@@ -987,19 +799,9 @@ __global__ void batchNormDxKernel(const T *dy, const T *x, const T *coef, T *dx,
 
 template <typename T>
 KernelFn batchNormGradTyped(KernelArgs &args, const SyncStats &sync) {
-  const std::string op = "batch_norm_grad";
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &dy = args.in(0), &x = args.in(1);
-  BatchShape s = batchShape(args, x, op);
-  std::vector<int64_t> cs{s.c};
-  expectLike(args, dy, x, op, "dy", "x");
-  expectShape(args, args.in(2), x.dtype, cs, op, "scale");
-  expectShape(args, args.out(0), x.dtype, x.shape, op, "dx");
-  expectShape(args, args.out(1), x.dtype, cs, op, "dscale");
-  expectShape(args, args.out(2), x.dtype, cs, op, "dbias");
-  if (s.n * s.spatial == 0 && s.c > 0)
-    args.fail(op + ": needs at least one value per channel, x is " +
-              shapeStr(x.shape));
+  const BatchShape s = batchNormGradShape(args);
   double eps = args.f64Or("epsilon", 1e-5);
   const T *dyp = dy.as<T>(), *xp = x.as<T>(), *scale = args.in(2).as<T>();
   T *dx = args.out(0).as<T>(), *dscale = args.out(1).as<T>(),
@@ -1057,14 +859,7 @@ KernelFn batchNormGradFactory(KernelArgs &args) {
 } // namespace
 
 void registerCudaNormKernels(KernelRegistry &r) {
-  r.add("softmax", axisFactory<AxisKind::Softmax>);
-  r.add("log_softmax", axisFactory<AxisKind::LogSoftmax>);
-  r.add("softmax_grad", axisFactory<AxisKind::SoftmaxGrad>);
-  r.add("log_softmax_grad", axisFactory<AxisKind::LogSoftmaxGrad>);
-  r.add("layer_norm", layerNormFactory);
-  r.add("layer_norm_grad", layerNormGradFactory);
-  r.add("batch_norm", batchNormFactory);
-  r.add("batch_norm_grad", batchNormGradFactory);
+  PX_ADD_NORM_KERNELS(r);
 }
 
 } // namespace parallax::rt

@@ -36,17 +36,6 @@ using namespace cuda;
 
 using namespace opt;
 
-// Correctly rounded operations that nvcc never fuses.
-__device__ inline float mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ inline double mul(double a, double b) { return __dmul_rn(a, b); }
-__device__ inline float add(float a, float b) { return __fadd_rn(a, b); }
-__device__ inline double add(double a, double b) { return __dadd_rn(a, b); }
-__device__ inline float sub(float a, float b) { return __fsub_rn(a, b); }
-__device__ inline double sub(double a, double b) { return __dsub_rn(a, b); }
-__device__ inline float div(float a, float b) { return __fdiv_rn(a, b); }
-__device__ inline double div(double a, double b) { return __ddiv_rn(a, b); }
-__device__ inline float sqrtRn(float a) { return __fsqrt_rn(a); }
-__device__ inline double sqrtRn(double a) { return __dsqrt_rn(a); }
 /// a * b + c rounded once to T, exactly as the CPU's madd.
 __device__ inline float madd(float a, float b, float c) {
   return __double2float_rn(__dadd_rn(__dmul_rn(a, b), c));
@@ -65,39 +54,39 @@ __device__ inline void updateElement(const Scalars<T> &c, T *wp, T *s0p,
   if constexpr (K == Kind::Sgd) {
     w = madd(g, c.negLr, w);
   } else if constexpr (K == Kind::Momentum) {
-    T buf = add(mul(s0p[i], c.mu), g);
+    T buf = addRn(mulRn(s0p[i], c.mu), g);
     s0p[i] = buf;
     T d = c.nesterov ? madd(buf, c.mu, g) : buf;
     w = madd(d, c.negLr, w);
   } else if constexpr (K == Kind::Adam) {
     if constexpr (!Sparse) {
-      T m = madd(g, c.omb1, mul(s0p[i], c.b1));
-      T v = madd(mul(c.omb2, g), g, mul(s1p[i], c.b2));
+      T m = madd(g, c.omb1, mulRn(s0p[i], c.b1));
+      T v = madd(mulRn(c.omb2, g), g, mulRn(s1p[i], c.b2));
       s0p[i] = m;
       s1p[i] = v;
-      T denom = add(div(sqrtRn(v), c.bc2sqrt), c.eps);
-      w = add(w, div(mul(c.negStep, m), denom));
+      T denom = addRn(divRn(sqrtRn(v), c.bc2sqrt), c.eps);
+      w = addRn(w, divRn(mulRn(c.negStep, m), denom));
     } else {
       T oldM = s0p[i], oldV = s1p[i];
-      T um = mul(sub(g, oldM), c.omb1);
-      T uv = mul(sub(mul(g, g), oldV), c.omb2);
-      s0p[i] = add(oldM, um);
-      s1p[i] = add(oldV, uv);
-      T numer = add(um, oldM);
-      T denom = add(sqrtRn(add(uv, oldV)), c.eps);
-      w = add(w, mul(c.negStep, div(numer, denom)));
+      T um = mulRn(subRn(g, oldM), c.omb1);
+      T uv = mulRn(subRn(mulRn(g, g), oldV), c.omb2);
+      s0p[i] = addRn(oldM, um);
+      s1p[i] = addRn(oldV, uv);
+      T numer = addRn(um, oldM);
+      T denom = addRn(sqrtRn(addRn(uv, oldV)), c.eps);
+      w = addRn(w, mulRn(c.negStep, divRn(numer, denom)));
     }
   } else { // Adagrad
     if constexpr (!Sparse) {
       T sum = madd(g, g, s0p[i]);
       s0p[i] = sum;
-      T stdv = add(sqrtRn(sum), c.eps);
-      w = add(w, div(mul(c.negLr, g), stdv));
+      T stdv = addRn(sqrtRn(sum), c.eps);
+      w = addRn(w, divRn(mulRn(c.negLr, g), stdv));
     } else {
-      T sum = add(s0p[i], mul(g, g));
+      T sum = addRn(s0p[i], mulRn(g, g));
       s0p[i] = sum;
-      T stdv = add(sqrtRn(sum), c.eps);
-      w = madd(div(g, stdv), c.negLr, w);
+      T stdv = addRn(sqrtRn(sum), c.eps);
+      w = madd(divRn(g, stdv), c.negLr, w);
     }
   }
   wp[i] = w;
@@ -167,7 +156,7 @@ __global__ void sparseUpdate(Hyper h, const StepInfo *info, T *w, T *s0, T *s1,
     }
     T g = values[posOf[q] * rowSize + j];
     for (int64_t p = q + 1; p < end; ++p)
-      g = add(g, values[posOf[p] * rowSize + j]);
+      g = addRn(g, values[posOf[p] * rowSize + j]);
     updateElement<K, true, T>(c, w + off, s0 ? s0 + off : nullptr,
                               s1 ? s1 + off : nullptr, j, g);
   }
@@ -230,28 +219,13 @@ KernelFn makeSparse(CudaDevice &dev, int64_t kernel, const Hyper &h, T *w,
 template <Kind K, typename T>
 KernelFn bindTyped(KernelArgs &args, const Hyper &h, bool sparse) {
   CudaDevice &dev = cudaDeviceOf(args);
-  const TensorView &var = args.in(0);
-  int ns = stateCount(K);
-  T *w = var.as<T>();
-  T *s0 = ns > 0 ? args.in(1).as<T>() : nullptr;
-  T *s1 = ns > 1 ? args.in(2).as<T>() : nullptr;
-  size_t gi = 1 + ns;
-  if (std::optional<UpdateShard> u = updateShard(args, sparse)) {
-    if (u->hi <= u->lo)
-      return [] {};
-    return makeDense<K, T>(dev, h, w + u->lo, s0 ? s0 + u->state : nullptr,
-                           s1 ? s1 + u->state : nullptr, args.in(gi).as<T>() + u->grad,
-                           u->hi - u->lo);
-  }
-  if (!sparse)
-    return makeDense<K, T>(dev, h, w, s0, s1, args.in(gi).as<T>(),
-                           var.numElements());
-  const TensorView &idx = args.in(gi), &rows = args.in(gi + 1);
-  int64_t rowSize = 1;
-  for (size_t i = 1; i < var.shape.size(); ++i)
-    rowSize *= var.shape[i];
-  return makeSparse<K, T>(dev, args.index, h, w, s0, s1, idx.as<int64_t>(),
-                          rows.as<T>(), idx.numElements(), var.dim(0), rowSize);
+  UpdateOperands<T> o = readUpdate<T>(args, K, sparse);
+  if (o.empty)
+    return [] {};
+  if (!o.sparse)
+    return makeDense<K, T>(dev, h, o.w, o.s0, o.s1, o.g, o.n);
+  return makeSparse<K, T>(dev, args.index, h, o.w, o.s0, o.s1, o.idx, o.rows,
+                          o.nIdx, o.varRows, o.rowSize);
 }
 
 template <Kind K> KernelFn optimizerFactory(KernelArgs &args) {
@@ -280,11 +254,7 @@ KernelFn assignFactory(KernelArgs &args) {
 } // namespace
 
 void registerCudaOptimizerKernels(KernelRegistry &r) {
-  r.add("sgd", optimizerFactory<Kind::Sgd>);
-  r.add("momentum", optimizerFactory<Kind::Momentum>);
-  r.add("adam", optimizerFactory<Kind::Adam>);
-  r.add("adagrad", optimizerFactory<Kind::Adagrad>);
-  r.add("assign", assignFactory);
+  PX_ADD_OPTIMIZER_KERNELS(r);
 }
 
 } // namespace parallax::rt

@@ -1,7 +1,8 @@
 //===- Reduction.cu - CUDA kernels of the Reduction family ----------------===//
 //
 // reduce_{sum,mean,max,min,prod} and densify on the GPU, with the CPU
-// kernels' checks and messages (lib/Runtime/Kernels/Reduction.cpp).
+// kernels' checks, messages and accumulation (lib/Runtime/Kernels/
+// ReductionLayout.h, Reducer.h).
 //
 // Reductions simplify their dimensions as the CPU does (size-1 dimensions
 // dropped, adjacent reduced or kept dimensions merged) and accumulate as it
@@ -27,6 +28,7 @@
 #include "CudaKernelUtil.cuh"
 
 #include "../../Kernels/KernelUtil.h"
+#include "../../Kernels/Reducer.h"
 #include "../../Kernels/ReductionLayout.h"
 
 #include <cub/cub.cuh>
@@ -46,61 +48,6 @@ using namespace detail;
 using cuda::Dims;
 using cuda::kThreads;
 using cuda::Scratch;
-
-enum class Kind { Sum, Mean, Max, Min, Prod };
-
-/// The CPU kernel's Reducer (Reduction.cpp), callable on the device.
-template <typename T, Kind K> struct Reducer {
-  static constexpr bool kFloat = std::is_floating_point_v<T>;
-  using A = std::conditional_t<kFloat, double,
-                               std::conditional_t<K == Kind::Max || K == Kind::Min,
-                                                  int64_t, uint64_t>>;
-  __host__ __device__ static A load(T x) {
-    if constexpr (kFloat)
-      return (A)x;
-    else
-      return (A)(int64_t)x; // sign-extends, then (for sums) wraps mod 2^64
-  }
-  __host__ __device__ static A init() {
-    if constexpr (K == Kind::Max) {
-      if constexpr (kFloat)
-        return -std::numeric_limits<double>::infinity();
-      else
-        return (A)std::numeric_limits<T>::lowest();
-    } else if constexpr (K == Kind::Min) {
-      if constexpr (kFloat)
-        return std::numeric_limits<double>::infinity();
-      else
-        return (A)std::numeric_limits<T>::max();
-    } else if constexpr (K == Kind::Prod) {
-      return A(1);
-    } else {
-      return A(0);
-    }
-  }
-  __host__ __device__ static A combine(A acc, A x) {
-    if constexpr (K == Kind::Max)
-      return (x > acc || x != x) ? x : acc; // NaN propagates
-    else if constexpr (K == Kind::Min)
-      return (x < acc || x != x) ? x : acc;
-    else if constexpr (K == Kind::Prod)
-      return acc * x; // uint64 for integers: wraps
-    else
-      return acc + x;
-  }
-  __host__ __device__ static T finish(A acc, int64_t count) {
-    if constexpr (kFloat) {
-      if constexpr (K == Kind::Mean)
-        return (T)(acc / (double)count); // 0 / 0 = NaN for an empty mean
-      else
-        return (T)acc;
-    } else if constexpr (K == Kind::Mean) {
-      return count ? (T)((int64_t)acc / count) : T(0);
-    } else {
-      return (T)(std::make_unsigned_t<T>)acc; // wraps into narrower types
-    }
-  }
-};
 
 /// A reduction as the kernels see it: the kept dimensions in output order
 /// and the reduced ones, each with its input stride; the reduced range of
@@ -220,7 +167,7 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// kWarpRow a warp.
 constexpr int64_t kBlockRow = 4096, kWarpRow = 32;
 
-template <typename T, Kind K>
+template <typename T, ReduceKind K>
 KernelFn makeReduction(CudaDevice &dev, const TensorView &x, const TensorView &y,
                        const std::vector<int64_t> &dims, const std::vector<bool> &reduced,
                        const std::vector<int64_t> &strides, int64_t count) {
@@ -287,7 +234,7 @@ KernelFn makeReduction(CudaDevice &dev, const TensorView &x, const TensorView &y
   };
 }
 
-KernelFactory reduceFactory(std::string name, Kind kind) {
+KernelFactory reduceFactory(std::string name, ReduceKind kind) {
   return [name, kind](KernelArgs &args) -> KernelFn {
     CudaDevice &dev = cudaDeviceOf(args);
     const TensorView &x = args.in(0), &y = args.out(0);
@@ -295,9 +242,7 @@ KernelFactory reduceFactory(std::string name, Kind kind) {
     const std::vector<int64_t> &dims = layout.dims, &strides = layout.strides;
     const std::vector<bool> &reduced = layout.reduced;
     const int64_t count = layout.count;
-    const bool identity = layout.identity;
-    if (identity && x.dtype != DType::F16 && x.dtype != DType::BF16 &&
-        x.dtype != DType::Bool) {
+    if (reductionCopies(layout, x.dtype)) {
       // Nothing (or only size-1 dimensions) reduced: a copy.
       const void *src = x.data;
       void *dst = y.data;
@@ -312,19 +257,10 @@ KernelFactory reduceFactory(std::string name, Kind kind) {
       using T = decltype(tag);
       if (y.numElements() == 0)
         return [] {};
-      switch (kind) {
-      case Kind::Sum:
-        return makeReduction<T, Kind::Sum>(dev, x, y, dims, reduced, strides, count);
-      case Kind::Mean:
-        return makeReduction<T, Kind::Mean>(dev, x, y, dims, reduced, strides, count);
-      case Kind::Max:
-        return makeReduction<T, Kind::Max>(dev, x, y, dims, reduced, strides, count);
-      case Kind::Min:
-        return makeReduction<T, Kind::Min>(dev, x, y, dims, reduced, strides, count);
-      case Kind::Prod:
-        return makeReduction<T, Kind::Prod>(dev, x, y, dims, reduced, strides, count);
-      }
-      args.fail(name + ": unknown reduction");
+      return dispatchReduceKind(args, kind, name, [&](auto k) -> KernelFn {
+        return makeReduction<T, decltype(k)::value>(dev, x, y, dims, reduced, strides,
+                                                    count);
+      });
     });
   };
 }
@@ -439,17 +375,7 @@ KernelFn makeDensify(const KernelArgs &args, CudaDevice &dev, const TensorView &
 KernelFn densifyFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &idx = args.in(0), &vals = args.in(1), &out = args.out(0);
-  args.expectDType(idx, DType::I64, "densify indices");
-  args.expectDType(out, vals.dtype, "densify result");
-  if (idx.rank() != 1)
-    args.fail("densify: indices must be a vector, got shape " + shapeStr(idx.shape));
-  if (vals.rank() < 1 || vals.shape[0] != idx.shape[0])
-    args.fail("densify: values of shape " + shapeStr(vals.shape) + " need one row per index (" +
-              std::to_string(idx.shape[0]) + ")");
-  if (out.rank() != vals.rank() ||
-      !std::equal(vals.shape.begin() + 1, vals.shape.end(), out.shape.begin() + 1))
-    args.fail("densify: values of shape " + shapeStr(vals.shape) +
-              " do not match the rows of the result " + shapeStr(out.shape));
+  checkDensify(args);
   return dispatchNumeric(args, vals.dtype, "densify", [&](auto tag) -> KernelFn {
     using T = decltype(tag);
     return makeDensify<T>(args, dev, idx, vals, out);
@@ -459,11 +385,8 @@ KernelFn densifyFactory(KernelArgs &args) {
 } // namespace
 
 void registerCudaReductionKernels(KernelRegistry &r) {
-  r.add("reduce_sum", reduceFactory("reduce_sum", Kind::Sum));
-  r.add("reduce_mean", reduceFactory("reduce_mean", Kind::Mean));
-  r.add("reduce_max", reduceFactory("reduce_max", Kind::Max));
-  r.add("reduce_min", reduceFactory("reduce_min", Kind::Min));
-  r.add("reduce_prod", reduceFactory("reduce_prod", Kind::Prod));
+  for (const auto &[name, kind] : detail::kReduceOps)
+    r.add(name, reduceFactory(name, kind));
   r.add("densify", densifyFactory);
 }
 

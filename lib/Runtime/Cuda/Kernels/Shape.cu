@@ -167,77 +167,28 @@ KernelFn makeCopyBySize(CudaDevice &dev, const KernelArgs &args, const std::stri
 KernelFn transposeFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0), &y = args.out(0);
-  checkElementType(args, "transpose", x.dtype);
-  args.expectDType(y, x.dtype, "transpose result");
-  std::vector<int64_t> perm = args.i64s("perm");
-  const int64_t rank = x.rank();
-  if ((int64_t)perm.size() != rank)
-    args.fail("transpose: perm has " + std::to_string(perm.size()) +
-              " entries for an input of rank " + std::to_string(rank));
-  std::vector<bool> seen(rank, false);
-  for (int64_t p : perm) {
-    if (p < 0 || p >= rank || seen[p])
-      args.fail("transpose: perm " + shapeStr(perm) +
-                " is not a permutation of the input's " + std::to_string(rank) +
-                " dimensions");
-    seen[p] = true;
-  }
-  std::vector<int64_t> expected(rank);
-  for (int64_t i = 0; i < rank; ++i)
-    expected[i] = x.shape[perm[i]];
-  if (y.shape != expected)
-    args.fail("transpose: the result shape " + shapeStr(y.shape) + " should be " +
-              shapeStr(expected) + " (input " + shapeStr(x.shape) + ", perm " +
-              shapeStr(perm) + ")");
-  std::vector<int64_t> inStrides = stridesOf(x.shape), src(rank);
-  for (int64_t i = 0; i < rank; ++i)
-    src[i] = inStrides[perm[i]];
-  CopyGeometry g =
-      makeCopyGeometry(args, "transpose", y.shape, src, stridesOf(y.shape), 0, 0);
+  CopyGeometry g = transposeGeometry(args);
   return makeCopyBySize(dev, args, "transpose", sizeOf(x.dtype), g, x.data, y.data);
 }
 
 KernelFn expandFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0), &y = args.out(0);
-  checkElementType(args, "expand", x.dtype);
-  args.expectDType(y, x.dtype, "expand result");
-  const size_t rank = y.shape.size();
-  if (x.shape.size() > rank)
-    args.fail("expand: the input " + shapeStr(x.shape) +
-              " has a higher rank than the result " + shapeStr(y.shape));
-  std::vector<int64_t> inStrides = stridesOf(x.shape), src(rank, 0);
-  const size_t off = rank - x.shape.size();
-  for (size_t i = 0; i < x.shape.size(); ++i) {
-    if (x.shape[i] == y.shape[off + i])
-      src[off + i] = inStrides[i];
-    else if (x.shape[i] != 1)
-      args.fail("expand: the input " + shapeStr(x.shape) +
-                " does not broadcast to the result shape " + shapeStr(y.shape));
-  }
-  CopyGeometry g = makeCopyGeometry(args, "expand", y.shape, src, stridesOf(y.shape), 0, 0);
+  CopyGeometry g = expandGeometry(args);
   return makeCopyBySize(dev, args, "expand", sizeOf(x.dtype), g, x.data, y.data);
 }
 
 KernelFn sliceFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0), &y = args.out(0);
-  checkElementType(args, "slice", x.dtype);
-  args.expectDType(y, x.dtype, "slice result");
-  auto [base, strides] = sliceLayout(args, "slice", x.shape, y.shape);
-  CopyGeometry g =
-      makeCopyGeometry(args, "slice", y.shape, strides, stridesOf(y.shape), base, 0);
+  CopyGeometry g = sliceGeometry(args);
   return makeCopyBySize(dev, args, "slice", sizeOf(x.dtype), g, x.data, y.data);
 }
 
 KernelFn sliceGradFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &dy = args.in(0), &dx = args.out(0);
-  checkElementType(args, "slice_grad", dy.dtype);
-  args.expectDType(dx, dy.dtype, "slice_grad result");
-  auto [base, strides] = sliceLayout(args, "slice_grad", dx.shape, dy.shape);
-  CopyGeometry g =
-      makeCopyGeometry(args, "slice_grad", dy.shape, stridesOf(dy.shape), strides, 0, base);
+  CopyGeometry g = sliceGradGeometry(args);
   KernelFn scatter =
       makeCopyBySize(dev, args, "slice_grad", sizeOf(dy.dtype), g, dy.data, dx.data);
   // Slice positions are distinct, so a dy as large as dx covers all of it.
@@ -286,45 +237,13 @@ void launchConcat(cudaStream_t stream, const ConcatPart *parts, int64_t nParts,
 KernelFn concatFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &y = args.out(0);
-  checkElementType(args, "concat", y.dtype);
-  if (args.ins.empty())
-    args.fail("concat: no inputs");
-  const int64_t rank = y.rank();
-  if (rank == 0)
-    args.fail("concat: rank-0 tensors cannot be concatenated");
-  int64_t axis = args.i64("axis");
-  if (axis < -rank || axis >= rank)
-    args.fail("concat: axis " + std::to_string(axis) + " is out of range for rank " +
-              std::to_string(rank));
-  if (axis < 0)
-    axis += rank;
-  const int64_t es = (int64_t)sizeOf(y.dtype);
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= y.shape[d];
-  for (int64_t d = axis + 1; d < rank; ++d)
-    inner *= y.shape[d];
+  ConcatLayout layout = concatLayout(args);
+  const int64_t es = (int64_t)sizeOf(y.dtype), outer = layout.outer,
+                total = layout.rowBytes;
   std::vector<ConcatPart> parts; // in bytes until the unit is known
-  int64_t total = 0;
-  for (size_t k = 0; k < args.ins.size(); ++k) {
-    const TensorView &x = args.in(k);
-    std::string what = "concat input " + std::to_string(k);
-    args.expectDType(x, y.dtype, what.c_str());
-    bool ok = x.rank() == rank;
-    for (int64_t d = 0; ok && d < rank; ++d)
-      ok = d == axis || x.shape[d] == y.shape[d];
-    if (!ok)
-      args.fail(what + " of shape " + shapeStr(x.shape) +
-                " does not match the result shape " + shapeStr(y.shape) +
-                " outside axis " + std::to_string(axis));
-    int64_t bytes = x.shape[axis] * inner * es;
-    if (bytes)
-      parts.push_back({x.data, bytes, total});
-    total += bytes;
-  }
-  if (total != y.shape[axis] * inner * es)
-    args.fail("concat: the inputs' sizes along axis " + std::to_string(axis) +
-              " do not add up to the result's " + std::to_string(y.shape[axis]));
+  for (const ConcatPiece &p : layout.pieces)
+    if (p.bytes)
+      parts.push_back({p.src, p.bytes, p.offset});
   if (total == 0 || outer == 0)
     return [] {};
   // The widest unit (up to 16 bytes) that every part's row and pointer allow.
@@ -412,21 +331,10 @@ KernelFn makePad(CudaDevice &dev, const TensorView &x, const TensorView &y,
 KernelFn padFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &x = args.in(0), &y = args.out(0);
-  checkElementType(args, "pad", x.dtype);
-  args.expectDType(y, x.dtype, "pad result");
-  auto src = padSources(args, "pad", x.shape, y.shape);
-  const double value = args.f64Or("value", 0.0);
-  switch (x.dtype) {
-  case DType::F32: return makePad<float>(dev, x, y, src, (float)value);
-  case DType::F64: return makePad<double>(dev, x, y, src, value);
-  case DType::I64: return makePad<int64_t>(dev, x, y, src, (int64_t)value);
-  case DType::I32: return makePad<int32_t>(dev, x, y, src, (int32_t)value);
-  case DType::I16: return makePad<int16_t>(dev, x, y, src, (int16_t)value);
-  case DType::I8: return makePad<int8_t>(dev, x, y, src, (int8_t)value);
-  case DType::U8:
-  case DType::Bool: return makePad<uint8_t>(dev, x, y, src, (uint8_t)(value != 0));
-  default: args.fail(std::string("pad: element type ") + nameOf(x.dtype) + " is not supported");
-  }
+  auto src = padMaps(args);
+  return withPadFill(args, [&](auto fill) {
+    return makePad<decltype(fill)>(dev, x, y, src, fill);
+  });
 }
 
 /// pad_grad as a gather: for each dx element, the dy positions whose source
@@ -508,27 +416,16 @@ KernelFn makePadGrad(CudaDevice &dev, const TensorView &dy, const TensorView &dx
 KernelFn padGradFactory(KernelArgs &args) {
   CudaDevice &dev = cudaDeviceOf(args);
   const TensorView &dy = args.in(0), &dx = args.out(0);
-  args.expectDType(dx, dy.dtype, "pad_grad result");
-  auto src = padSources(args, "pad_grad", dx.shape, dy.shape);
-  if (dy.rank() == 0)
-    args.fail("pad_grad: needs a tensor of rank >= 1");
-  switch (dy.dtype) {
-  case DType::F32: return makePadGrad<float>(dev, dy, dx, src);
-  case DType::F64: return makePadGrad<double>(dev, dy, dx, src);
-  default: args.fail(std::string("pad_grad: element type ") + nameOf(dy.dtype) + " is not supported");
-  }
+  auto src = padGradMaps(args);
+  return withPadGradType(args, [&](auto zero) {
+    return makePadGrad<decltype(zero)>(dev, dy, dx, src);
+  });
 }
 
 } // namespace
 
 void registerCudaShapeKernels(KernelRegistry &r) {
-  r.add("transpose", transposeFactory);
-  r.add("concat", concatFactory);
-  r.add("expand", expandFactory);
-  r.add("slice", sliceFactory);
-  r.add("slice_grad", sliceGradFactory);
-  r.add("pad", padFactory);
-  r.add("pad_grad", padGradFactory);
+  PX_ADD_SHAPE_KERNELS(r);
 }
 
 } // namespace parallax::rt
