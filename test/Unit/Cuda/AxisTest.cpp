@@ -185,7 +185,15 @@ void segmentBounds(int64_t rows, int64_t m, std::vector<double> &starts,
   }
 }
 
-TEST_F(CudaKernelTest, SegmentReduceEveryModeAndDType) {
+/// A segment_reduce problem: coarse data (ties in max, whose first maximum
+/// takes the gradient), the bags' bounds, and the output's shape.
+struct SegmentRun {
+  TestTensor x, starts, ends;
+  Shape out;
+};
+
+/// Calls f(dtype, mode, run) for every float type, mode and case.
+template <typename F> void forEachSegmentCase(F f) {
   struct Case {
     Shape data;
     int64_t m;
@@ -197,13 +205,19 @@ TEST_F(CudaKernelTest, SegmentReduceEveryModeAndDType) {
         SCOPED_TRACE(std::string(nameOf(t)) + " " + json(c.data).dump() + " " + mode);
         std::vector<double> s, e;
         segmentBounds(c.data[0], c.m, s, e);
-        TestTensor x(t, c.data, valuesFor(t, numel(c.data), 3, /*coarse=*/true));
-        TestTensor st(DType::I64, {c.m}, s), en(DType::I64, {c.m}, e);
         Shape out = c.data;
         out[0] = c.m;
-        TestTensor y(t, out);
-        expectCudaMatchesCpu("segment_reduce", {x, st, en}, {y}, {{"mode", mode}});
+        SegmentRun r{TestTensor(t, c.data, valuesFor(t, numel(c.data), 3, /*coarse=*/true)),
+                     TestTensor(DType::I64, {c.m}, s), TestTensor(DType::I64, {c.m}, e), out};
+        f(t, mode, r);
       }
+}
+
+TEST_F(CudaKernelTest, SegmentReduceEveryModeAndDType) {
+  forEachSegmentCase([](DType t, const char *mode, const SegmentRun &r) {
+    expectCudaMatchesCpu("segment_reduce", {r.x, r.starts, r.ends}, {TestTensor(t, r.out)},
+                         {{"mode", mode}});
+  });
 }
 
 TEST_F(CudaKernelTest, SegmentReduceMaxNaN) {
@@ -215,26 +229,11 @@ TEST_F(CudaKernelTest, SegmentReduceMaxNaN) {
 }
 
 TEST_F(CudaKernelTest, SegmentReduceGradEveryModeAndDType) {
-  struct Case {
-    Shape data;
-    int64_t m;
-  };
-  const Case cases[] = {{{20, 3}, 7}, {{30, 2, 5}, 9}, {{3000, 67}, 400}, {{8, 1}, 4}};
-  for (DType t : {DType::F32, DType::F64})
-    for (const Case &c : cases)
-      for (const char *mode : {"sum", "mean", "max"}) {
-        SCOPED_TRACE(std::string(nameOf(t)) + " " + json(c.data).dump() + " " + mode);
-        std::vector<double> s, e;
-        segmentBounds(c.data[0], c.m, s, e);
-        // Coarse data: ties in max, whose first maximum takes the gradient.
-        TestTensor x(t, c.data, valuesFor(t, numel(c.data), 3, /*coarse=*/true));
-        TestTensor st(DType::I64, {c.m}, s), en(DType::I64, {c.m}, e);
-        Shape dyShape = c.data;
-        dyShape[0] = c.m;
-        TestTensor dy(t, dyShape, randomValues(numel(dyShape), 9));
-        TestTensor dx(t, c.data);
-        expectCudaMatchesCpu("segment_reduce_grad", {dy, x, st, en}, {dx}, {{"mode", mode}});
-      }
+  forEachSegmentCase([](DType t, const char *mode, const SegmentRun &r) {
+    TestTensor dy(t, r.out, randomValues(numel(r.out), 9));
+    expectCudaMatchesCpu("segment_reduce_grad", {dy, r.x, r.starts, r.ends},
+                         {TestTensor(t, r.x.shape)}, {{"mode", mode}});
+  });
 }
 
 TEST_F(CudaKernelTest, SegmentReduceErrors) {

@@ -10,6 +10,8 @@
 
 #include "CudaKernelTestUtil.h"
 
+#include "../Runtime/KernelTestCases.h"
+
 #include <cmath>
 #include <limits>
 
@@ -17,53 +19,16 @@ namespace parallax::rt::test {
 namespace {
 
 using nlohmann::json;
-
-int64_t prod(const std::vector<int64_t> &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
-int64_t outDim(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
-               int64_t d, bool ceil) {
-  int64_t span = in + pb + pe - (d * (k - 1) + 1);
-  int64_t out = (ceil ? (span + s - 1) / s : span / s) + 1;
-  if (ceil && (out - 1) * s >= in + pb)
-    --out;
-  return out;
-}
+using namespace cases;
 
 TestTensor randomTensor(DType dt, std::vector<int64_t> shape, uint64_t seed) {
-  int64_t n = prod(shape);
+  int64_t n = numel(shape);
   return TestTensor(dt, std::move(shape), randomValues(n, seed));
 }
 
 //===----------------------------------------------------------------------===//
 // Convolution
 //===----------------------------------------------------------------------===//
-
-struct ConvCase {
-  std::vector<int64_t> x, w; // [N, C, in...], [M, C/group, k...]
-  std::vector<int64_t> strides, pads, dilations;
-  int64_t group = 1;
-  bool bias = false;
-
-  size_t nd() const { return x.size() - 2; }
-  std::vector<int64_t> y() const {
-    std::vector<int64_t> s{x[0], w[0]};
-    for (size_t i = 0; i < nd(); ++i)
-      s.push_back(outDim(x[2 + i], w[2 + i], strides[i], pads[i], pads[nd() + i],
-                         dilations[i], false));
-    return s;
-  }
-  json attrs() const {
-    json a{{"strides", strides}, {"pads", pads}, {"dilations", dilations}};
-    if (group != 1)
-      a["group"] = group;
-    return a;
-  }
-};
 
 std::vector<ConvCase> convCases() {
   return {
@@ -97,11 +62,6 @@ std::vector<ConvCase> convCases() {
       // Several blocks' worth, odd sizes.
       {{4, 16, 33, 35}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true},
   };
-}
-
-std::string describe(const ConvCase &c, DType dt) {
-  return std::string(nameOf(dt)) + " x" + json(c.x).dump() + " w" + json(c.w).dump() +
-         " " + c.attrs().dump();
 }
 
 // f32 sums are ordered differently from the CPU's (cuDNN vs im2col + GEMM).
@@ -200,76 +160,20 @@ TEST_F(CudaConvTest, ConvBindErrors) {
 // Pooling
 //===----------------------------------------------------------------------===//
 
-struct PoolCase {
-  std::vector<int64_t> x, kernel, strides, pads, dilations;
-  bool ceil = false, includePad = false;
-
-  size_t nd() const { return x.size() - 2; }
-  std::vector<int64_t> dil() const {
-    return dilations.empty() ? std::vector<int64_t>(nd(), 1) : dilations;
-  }
-  std::vector<int64_t> y() const {
-    std::vector<int64_t> s{x[0], x[1]};
-    for (size_t i = 0; i < nd(); ++i)
-      s.push_back(outDim(x[2 + i], kernel[i], strides[i], pads[i], pads[nd() + i],
-                         dil()[i], ceil));
-    return s;
-  }
-  json attrs(bool isMax) const {
-    json a{{"kernel_shape", kernel}, {"strides", strides}, {"pads", pads}};
-    if (isMax)
-      a["dilations"] = dil();
-    if (ceil)
-      a["ceil_mode"] = true;
-    if (includePad && !isMax)
-      a["count_include_pad"] = true;
-    return a;
-  }
-};
-
-/// The CPU tests' cases.
-std::vector<PoolCase> poolCases() {
-  std::vector<PoolCase> cs;
-  cs.push_back({{2, 3, 6, 6}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {}, false, false});
-  cs.push_back({{2, 2, 7, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, false, false});
-  cs.push_back({{2, 2, 7, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, false, true});
-  // ceil_mode: the last window hangs over the end (padding) ...
-  cs.push_back({{1, 2, 6, 6}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, true, false});
-  cs.push_back({{1, 2, 6, 6}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, true, true});
-  // ... or a window that would start in the end padding is dropped.
-  cs.push_back({{1, 1, 7, 5}, {2, 2}, {3, 2}, {1, 0, 1, 1}, {}, true, true});
-  cs.push_back({{1, 1, 7, 5}, {2, 2}, {3, 2}, {1, 0, 1, 1}, {}, true, false});
-  // Asymmetric pads, rectangular kernels and strides.
-  cs.push_back({{2, 2, 8, 9}, {3, 2}, {1, 3}, {2, 0, 1, 1}, {}, false, true});
-  cs.push_back({{2, 2, 8, 9}, {3, 2}, {1, 3}, {2, 0, 1, 1}, {}, true, false});
+/// The CPU tests' cases and more: windows entirely in the padding, and
+/// one spanning many blocks.
+std::vector<PoolCase> gpuPoolCases() {
+  std::vector<PoolCase> cs = poolCases();
   // Pads as large as the kernel: windows entirely in the padding.
   cs.push_back({{1, 2, 4, 4}, {2, 2}, {2, 2}, {2, 2, 2, 2}, {}, false, false});
   cs.push_back({{1, 2, 4, 4}, {2, 2}, {2, 2}, {2, 2, 2, 2}, {}, false, true});
-  // 1-D and 3-D.
-  cs.push_back({{2, 3, 9}, {3}, {2}, {1, 2}, {}, true, true});
-  cs.push_back({{2, 3, 9}, {2}, {3}, {0, 1}, {}, false, false});
-  cs.push_back({{1, 2, 5, 4, 6}, {2, 3, 2}, {2, 1, 2}, {1, 1, 0, 0, 1, 1}, {}, true, true});
-  cs.push_back({{1, 2, 5, 4, 6}, {2, 3, 2}, {2, 1, 2}, {1, 1, 0, 0, 1, 1}, {}, false, false});
-  // Several blocks' worth.
-  cs.push_back({{2, 8, 40, 40}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, true, true});
   cs.push_back({{4, 16, 37, 41}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}, false, false});
   return cs;
 }
 
-/// Max-pool only: dilations.
-std::vector<PoolCase> dilatedCases() {
-  return {{{1, 2, 9, 8}, {3, 2}, {2, 1}, {2, 1, 1, 0}, {2, 3}, true, false},
-          {{2, 1, 10}, {3}, {2}, {1, 1}, {3}, false, false},
-          {{1, 1, 6, 5, 7}, {2, 2, 3}, {1, 2, 2}, {1, 0, 0, 1, 1, 2}, {2, 1, 2}, true, false}};
-}
-
-std::string describe(const PoolCase &c, DType dt, bool isMax) {
-  return std::string(nameOf(dt)) + " x" + json(c.x).dump() + " " + c.attrs(isMax).dump();
-}
-
 /// Random values rounded to a few levels, so that windows hold ties.
 TestTensor tiedTensor(DType dt, std::vector<int64_t> shape, uint64_t seed) {
-  std::vector<double> v = randomValues(prod(shape), seed, -2.0, 2.0);
+  std::vector<double> v = randomValues(numel(shape), seed, -2.0, 2.0);
   for (double &e : v)
     e = std::round(e);
   return TestTensor(dt, std::move(shape), v);
@@ -281,8 +185,8 @@ constexpr double kPoolRtol = 1e-6, kPoolAtol = 1e-7;
 
 TEST_F(CudaConvTest, MaxPool) {
   uint64_t seed = 300;
-  std::vector<PoolCase> cases = poolCases();
-  for (const PoolCase &c : dilatedCases())
+  std::vector<PoolCase> cases = gpuPoolCases();
+  for (const PoolCase &c : dilatedPoolCases())
     cases.push_back(c);
   for (DType dt : {DType::F32, DType::F64})
     for (const PoolCase &c : cases) {
@@ -304,48 +208,13 @@ TEST_F(CudaConvTest, MaxPool) {
 TEST_F(CudaConvTest, AvgPool) {
   uint64_t seed = 400;
   for (DType dt : {DType::F32, DType::F64})
-    for (const PoolCase &c : poolCases()) {
+    for (const PoolCase &c : gpuPoolCases()) {
       SCOPED_TRACE(describe(c, dt, false));
       expectCudaMatchesCpu("avg_pool", {randomTensor(dt, c.x, seed++)},
                            {TestTensor(dt, c.y())}, c.attrs(false), kPoolRtol, kPoolAtol);
       expectCudaMatchesCpu("avg_pool_grad", {randomTensor(dt, c.y(), seed++)},
                            {TestTensor(dt, c.x)}, c.attrs(false), kPoolRtol, kPoolAtol);
     }
-}
-
-/// Runs `op` on the GPU only and returns its first output.
-std::vector<double> runOnGpu(const std::string &op, std::vector<TestTensor> inputs,
-                             TestTensor output, const json &attrs) {
-  CudaDevice &dev = testCudaDevice();
-  const KernelFactory *factory = dev.kernels().find(op);
-  if (!factory) {
-    ADD_FAILURE() << "no CUDA kernel '" << op << "'";
-    return {};
-  }
-  std::vector<std::unique_ptr<Buffer>> storage;
-  auto toDevice = [&](TestTensor &t) {
-    int64_t bytes = t.numElements() * (int64_t)sizeOf(t.dtype);
-    storage.push_back(std::make_unique<Buffer>(bytes + 64, &dev));
-    dev.upload(storage.back()->data(), t.data(), bytes);
-    return TensorView{storage.back()->data(), t.dtype, t.shape, MemorySpace::Cuda};
-  };
-  std::vector<TensorView> gi, go{toDevice(output)};
-  for (TestTensor &t : inputs)
-    gi.push_back(toDevice(t));
-  PlanKernel kernel;
-  kernel.op = op;
-  kernel.attrs = attrs;
-  ExecEnv env;
-  env.device = &dev;
-  env.step = 1;
-  KernelArgs args(kernel, gi, go, env);
-  args.index = 0;
-  KernelFn fn = (*factory)(args);
-  fn();
-  dev.synchronize();
-  dev.download(output.data(), go[0].data,
-               output.numElements() * (int64_t)sizeOf(output.dtype));
-  return output.values();
 }
 
 TEST_F(CudaConvTest, MaxPoolNanAndInfinity) {
@@ -356,23 +225,27 @@ TEST_F(CudaConvTest, MaxPoolNanAndInfinity) {
   double nan = std::numeric_limits<double>::quiet_NaN(),
          inf = std::numeric_limits<double>::infinity();
   for (DType dt : {DType::F32, DType::F64}) {
-    std::vector<double> y = runOnGpu("max_pool", {TestTensor(dt, {1, 1, 2, 2}, {1, nan, 3, nan})},
-                                     TestTensor(dt, {1, 1, 1, 1}), attrs);
+    std::vector<double> y = runOnCuda("max_pool", {TestTensor(dt, {1, 1, 2, 2}, {1, nan, 3, nan})},
+                                      {TestTensor(dt, {1, 1, 1, 1})}, attrs)[0]
+                                .values();
     ASSERT_EQ(y.size(), 1u);
     EXPECT_TRUE(std::isnan(y[0]));
     std::vector<double> dx =
-        runOnGpu("max_pool_grad",
-                 {TestTensor(dt, {1, 1, 2, 2}, {1, nan, 3, nan}),
-                  TestTensor(dt, {1, 1, 1, 1}, {2.0})},
-                 TestTensor(dt, {1, 1, 2, 2}), attrs);
-    EXPECT_EQ(dx, (std::vector<double>{0, 0, 0, 2.0}));
-    y = runOnGpu("max_pool", {TestTensor(dt, {1, 1, 2, 2}, {-inf, -inf, -inf, -inf})},
-                 TestTensor(dt, {1, 1, 1, 1}), attrs);
-    EXPECT_EQ(y, (std::vector<double>{-inf}));
-    dx = runOnGpu("max_pool_grad",
-                  {TestTensor(dt, {1, 1, 2, 2}, {-inf, -inf, -inf, -inf}),
+        runOnCuda("max_pool_grad",
+                  {TestTensor(dt, {1, 1, 2, 2}, {1, nan, 3, nan}),
                    TestTensor(dt, {1, 1, 1, 1}, {2.0})},
-                  TestTensor(dt, {1, 1, 2, 2}), attrs);
+                  {TestTensor(dt, {1, 1, 2, 2})}, attrs)[0]
+            .values();
+    EXPECT_EQ(dx, (std::vector<double>{0, 0, 0, 2.0}));
+    y = runOnCuda("max_pool", {TestTensor(dt, {1, 1, 2, 2}, {-inf, -inf, -inf, -inf})},
+                  {TestTensor(dt, {1, 1, 1, 1})}, attrs)[0]
+            .values();
+    EXPECT_EQ(y, (std::vector<double>{-inf}));
+    dx = runOnCuda("max_pool_grad",
+                   {TestTensor(dt, {1, 1, 2, 2}, {-inf, -inf, -inf, -inf}),
+                    TestTensor(dt, {1, 1, 1, 1}, {2.0})},
+                   {TestTensor(dt, {1, 1, 2, 2})}, attrs)[0]
+             .values();
     EXPECT_EQ(dx, (std::vector<double>{2.0, 0, 0, 0}));
   }
 }

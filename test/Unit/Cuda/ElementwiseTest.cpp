@@ -26,18 +26,6 @@ const std::vector<DType> kNumericTypes = {DType::F32, DType::F64, DType::I64, DT
 
 bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64; }
 
-/// numpy broadcast of two shapes.
-Shape broadcastShape(const Shape &a, const Shape &b) {
-  size_t r = std::max(a.size(), b.size());
-  Shape out(r);
-  for (size_t i = 0; i < r; ++i) {
-    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
 /// Random values for `t` in [lo, hi): integers are rounded (and kept >= 0
 /// for u8); with `nonzero`, 0 becomes 3.
 TestTensor tensorFor(DType t, const Shape &s, uint64_t seed, double lo = -3.0,
@@ -117,27 +105,10 @@ TEST_F(CudaKernelTest, ElementwiseMaxMinPropagateNaN) {
   // Only the NaN-free elements can be compared; the NaN ones must be NaN
   // on the GPU too, which a separate run checks via `equal`.
   for (const char *op : {"max", "min"}) {
-    CudaDevice &dev = testCudaDevice();
     TestTensor a(DType::F32, {4}, {nan, 1, nan, -1}), b(DType::F32, {4}, {1, nan, nan, 2});
-    Buffer da(64, &dev), db(64, &dev), dout(64, &dev);
-    dev.upload(da.data(), a.data(), 16);
-    dev.upload(db.data(), b.data(), 16);
-    PlanKernel kernel;
-    kernel.op = op;
-    kernel.attrs = json::object();
-    ExecEnv env;
-    env.device = &dev;
-    KernelArgs args(kernel,
-                    {TensorView{da.data(), DType::F32, {4}, MemorySpace::Cuda},
-                     TensorView{db.data(), DType::F32, {4}, MemorySpace::Cuda}},
-                    {TensorView{dout.data(), DType::F32, {4}, MemorySpace::Cuda}}, env);
-    KernelFn fn = (*dev.kernels().find(op))(args);
-    fn();
-    dev.synchronize();
-    float out[4];
-    dev.download(out, dout.data(), 16);
+    std::vector<double> out = runOnCuda(op, {a, b}, {TestTensor(DType::F32, {4})})[0].values();
     EXPECT_TRUE(std::isnan(out[0]) && std::isnan(out[1]) && std::isnan(out[2])) << op;
-    EXPECT_EQ(out[3], std::string(op) == "max" ? 2.0f : -1.0f) << op;
+    EXPECT_EQ(out[3], std::string(op) == "max" ? 2.0 : -1.0) << op;
   }
 }
 

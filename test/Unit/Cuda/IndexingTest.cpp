@@ -10,90 +10,15 @@
 
 #include "CudaKernelTestUtil.h"
 
-#include <random>
+#include "../Runtime/KernelTestCases.h"
+
 
 namespace parallax::rt::test {
 namespace {
 
-using Shape = std::vector<int64_t>;
-
-/// Random integer indices in [lo, hi].
-std::vector<double> randomIndices(int64_t n, uint64_t seed, int64_t lo, int64_t hi) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int64_t> dist(lo, hi);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = (double)dist(gen);
-  return v;
-}
-
-/// Values every element type holds exactly.
-std::vector<double> smallValues(int64_t n, uint64_t seed, DType dt) {
-  if (dt == DType::Bool)
-    return randomIndices(n, seed, 0, 1);
-  return randomIndices(n, seed, -100, 100);
-}
-
-Shape gatherShape(const Shape &data, const Shape &idx, int64_t axis) {
-  Shape s(data.begin(), data.begin() + axis);
-  s.insert(s.end(), idx.begin(), idx.end());
-  s.insert(s.end(), data.begin() + axis + 1, data.end());
-  return s;
-}
+using namespace cases;
 
 int64_t normAxis(int64_t axis, size_t rank) { return axis < 0 ? axis + (int64_t)rank : axis; }
-
-/// The message binding or running `op` on the GPU fails with ("" if none).
-std::string gpuError(const std::string &op, std::vector<TestTensor> ins,
-                     std::vector<TestTensor> outs, nlohmann::json attrs) {
-  CudaDevice &dev = testCudaDevice();
-  std::vector<std::unique_ptr<Buffer>> storage;
-  auto place = [&](std::vector<TestTensor> &ts) {
-    std::vector<TensorView> views;
-    for (TestTensor &t : ts) {
-      int64_t bytes = t.numElements() * (int64_t)sizeOf(t.dtype);
-      storage.push_back(std::make_unique<Buffer>(bytes + 64, &dev));
-      dev.upload(storage.back()->data(), t.data(), bytes);
-      views.push_back({storage.back()->data(), t.dtype, t.shape, MemorySpace::Cuda});
-    }
-    return views;
-  };
-  std::vector<TensorView> gi = place(ins), go = place(outs);
-  PlanKernel kernel;
-  kernel.op = op;
-  kernel.attrs = std::move(attrs);
-  ExecEnv env;
-  env.step = 1;
-  env.device = &dev;
-  try {
-    KernelArgs args(kernel, gi, go, env);
-    args.index = 0;
-    KernelFn fn = (*dev.kernels().find(op))(args);
-    fn();
-    dev.synchronize();
-  } catch (const std::exception &e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string cpuError(const std::string &op, std::vector<TestTensor> ins,
-                     std::vector<TestTensor> outs, nlohmann::json attrs) {
-  std::vector<TestTensor *> ip, op_;
-  for (TestTensor &t : ins)
-    ip.push_back(&t);
-  for (TestTensor &t : outs)
-    op_.push_back(&t);
-  return kernelError(op, ip, op_, std::move(attrs));
-}
-
-/// A bind-time error: the same message on both devices.
-void expectSameError(const std::string &op, std::vector<TestTensor> ins,
-                     std::vector<TestTensor> outs, nlohmann::json attrs = nlohmann::json::object()) {
-  std::string cpu = cpuError(op, ins, outs, attrs);
-  ASSERT_FALSE(cpu.empty()) << op << " " << attrs.dump();
-  EXPECT_EQ(gpuError(op, std::move(ins), std::move(outs), attrs), cpu);
-}
 
 /// Bad data: both devices fail, the GPU at synchronize() with a message
 /// containing `gpuText`; then a good run on the same device succeeds (the
@@ -101,9 +26,9 @@ void expectSameError(const std::string &op, std::vector<TestTensor> ins,
 void expectDataError(const std::string &op, std::vector<TestTensor> ins,
                      std::vector<TestTensor> outs, nlohmann::json attrs,
                      const std::string &gpuText) {
-  std::string cpu = cpuError(op, ins, outs, attrs);
+  std::string cpu = kernelErrorOn(op, ins, outs, attrs);
   EXPECT_FALSE(cpu.empty()) << op;
-  std::string gpu = gpuError(op, std::move(ins), std::move(outs), attrs);
+  std::string gpu = cudaKernelError(op, std::move(ins), std::move(outs), attrs);
   EXPECT_NE(gpu.find(gpuText), std::string::npos) << gpu << " (CPU: " << cpu << ")";
 }
 
@@ -128,11 +53,8 @@ void checkGather(DType dt, DType it, const Shape &ds, const Shape &is, int64_t a
 
 TEST_F(CudaKernelTest, IndexingGatherEmbeddingRows) {
   for (DType it : {DType::I64, DType::I32}) {
-    checkGather(DType::F32, it, {7, 5}, {4}, 0);
-    checkGather(DType::F32, it, {7, 5}, {2, 3}, 0);
-    checkGather(DType::F64, it, {7, 3, 2}, {6}, 0);
-    checkGather(DType::F32, it, {7, 5}, {}, 0); // scalar index
-    checkGather(DType::F32, it, {7}, {3, 2}, 0); // one-element rows
+    for (const GatherRowsCase &c : kGatherRowsCases)
+      checkGather(c.dt, it, c.data, c.idx, 0);
     checkGather(DType::F32, it, {1000, 64}, {50, 40}, 0); // 16-byte units, many blocks
     checkGather(DType::F64, it, {300, 33}, {777}, 0);
   }
@@ -198,7 +120,7 @@ TEST_F(CudaKernelTest, IndexingGatherErrors) {
                        nlohmann::json::object(), 0, 0);
   // After a fault, the device runs the next kernel normally.
   TestTensor ok(DType::I64, {2}, {-5, 4});
-  EXPECT_EQ(gpuError("gather", {data, ok}, {out}, nlohmann::json::object()), "");
+  EXPECT_EQ(cudaKernelError("gather", {data, ok}, {out}, nlohmann::json::object()), "");
   expectSameError("gather", {data, ok}, {out}, {{"axis", 2}});
   expectSameError("gather", {data, TestTensor(DType::F32, {2})}, {out});
   expectSameError("gather", {data, ok}, {TestTensor(DType::F32, {3, 2})});
@@ -276,11 +198,8 @@ void checkScatterAdd(DType dt, DType it, const Shape &os, const Shape &is, int64
 TEST_F(CudaKernelTest, IndexingScatterAdd) {
   for (DType dt : {DType::F32, DType::F64})
     for (DType it : {DType::I64, DType::I32}) {
-      checkScatterAdd(dt, it, {6, 4}, {5}, 0);
-      checkScatterAdd(dt, it, {6, 4}, {2, 3}, 0);
-      checkScatterAdd(dt, it, {2, 5, 3}, {2, 2}, 1);
-      checkScatterAdd(dt, it, {2, 3, 4}, {5}, -1);
-      checkScatterAdd(dt, it, {7}, {}, 0); // scalar index
+      for (const ScatterAddCase &c : kScatterAddCases)
+        checkScatterAdd(dt, it, c.out, c.idx, c.axis);
       checkScatterAdd(dt, it, {1000, 64}, {3000}, 0, -1000, 999); // embedding gradient
       checkScatterAdd(dt, it, {10, 64}, {300}, 0, -10, 9);        // many repeats
       checkScatterAdd(dt, it, {50, 9, 3}, {4, 5}, -2);
@@ -304,11 +223,8 @@ TEST_F(CudaKernelTest, IndexingScatterElementsAdd) {
   for (DType dt : {DType::F32, DType::F64})
     for (DType it : {DType::I64, DType::I32}) {
       // Short lines: one thread per line.
-      checkScatterElementsAdd(dt, it, {3, 4}, {5, 4}, 0);
-      checkScatterElementsAdd(dt, it, {3, 4}, {2, 7}, 1);
-      checkScatterElementsAdd(dt, it, {3, 4}, {3, 3}, -1);
-      checkScatterElementsAdd(dt, it, {2, 5, 3}, {2, 6, 2}, 1);
-      checkScatterElementsAdd(dt, it, {6}, {9}, 0);
+      for (const ScatterElementsCase &c : kScatterElementsCases)
+        checkScatterElementsAdd(dt, it, c.out, c.idx, c.axis);
       // Longer lines, few of them: atomic adds.
       checkScatterElementsAdd(dt, it, {40, 30, 4}, {40, 30, 9}, 2);
       checkScatterElementsAdd(dt, it, {4, 300}, {20, 300}, 0);

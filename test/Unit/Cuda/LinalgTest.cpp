@@ -2,11 +2,14 @@
 
 #include "CudaKernelTestUtil.h"
 
+#include "../Runtime/KernelTestCases.h"
+
 namespace parallax::rt::test {
 namespace {
 
 using Shape = std::vector<int64_t>;
 using CudaLinalg = CudaKernelTest;
+using cases::GemmProblem;
 
 /// numpy matmul's result shape (the test's own, for the output tensor).
 Shape matmulShape(Shape as, Shape bs) {
@@ -43,18 +46,12 @@ void checkMatmul(DType dt, const Shape &as, const Shape &bs, double lo = -1, dou
   expectCudaMatchesCpu("matmul", {A, B}, {Y}, nlohmann::json::object(), tol, tol);
 }
 
-const std::vector<std::pair<Shape, Shape>> kMatmulCases = {
-    {{3, 4}, {4, 5}},          {{4}, {4, 5}},
-    {{3, 4}, {4}},             {{4}, {4}},
-    {{1, 4}, {4, 6}},          {{5, 4}, {4, 1}},
-    {{2, 3, 4}, {4, 5}},       {{2, 3, 4}, {2, 4, 5}},
-    {{2, 1, 3, 4}, {3, 4, 2}}, {{3, 4}, {2, 4, 5}},
-    {{2, 3, 4}, {4}},          {{4}, {2, 4, 5}},
-    {{2, 3, 1, 4}, {1, 4, 3}}, {{3, 0}, {0, 2}},
-    {{0, 4}, {4, 3}},          {{2, 3, 4}, {1, 4, 5}},
-    {{1, 3, 4}, {2, 4, 5}},    {{2, 2, 1, 4}, {2, 1, 4, 3}},
-    {{0, 3, 4}, {4, 5}},
-};
+/// The CPU tests' shapes, and an empty batch.
+const std::vector<std::pair<Shape, Shape>> kMatmulCases = [] {
+  std::vector<std::pair<Shape, Shape>> cs = cases::kMatmulShapes;
+  cs.push_back({{0, 3, 4}, {4, 5}});
+  return cs;
+}();
 
 TEST_F(CudaLinalg, MatmulFloats) {
   for (DType dt : {DType::F32, DType::F64})
@@ -108,30 +105,14 @@ TEST_F(CudaLinalg, MatmulErrors) {
 
 void checkGemm(DType dt, int64_t m, int64_t n, int64_t k, bool ta, bool tb, const Shape &cShape,
                bool hasC, double alpha, double beta, bool setAlphaBeta = true) {
-  SCOPED_TRACE(::testing::Message() << nameOf(dt) << " m=" << m << " n=" << n << " k=" << k
-                                    << " ta=" << ta << " tb=" << tb << " C=" << hasC << " "
-                                    << ::testing::PrintToString(cShape) << " alpha=" << alpha
-                                    << " beta=" << beta);
-  Shape as = ta ? Shape{k, m} : Shape{m, k};
-  Shape bs = tb ? Shape{n, k} : Shape{k, n};
-  TestTensor A(dt, as, randomValues(m * k, 3)), B(dt, bs, randomValues(k * n, 4));
-  TestTensor C = hasC ? TestTensor(dt, cShape, randomValues(numel(cShape), 5))
-                      : TestTensor::none();
-  TestTensor Y(dt, {m, n});
-  nlohmann::json attrs = nlohmann::json::object();
-  if (setAlphaBeta) {
-    attrs["alpha"] = alpha;
-    attrs["beta"] = beta;
-  }
-  if (ta)
-    attrs["trans_a"] = true;
-  if (tb)
-    attrs["trans_b"] = true;
-  std::vector<TestTensor> ins{A, B};
+  GemmProblem g =
+      cases::makeGemm(dt, m, n, k, ta, tb, cShape, hasC, alpha, beta, setAlphaBeta);
+  SCOPED_TRACE(g.what);
+  std::vector<TestTensor> ins{g.A, g.B};
   if (hasC)
-    ins.push_back(C);
+    ins.push_back(g.C);
   double tol = dt == DType::F32 ? f32Tolerance(k) : 1e-12;
-  expectCudaMatchesCpu("gemm", ins, {Y}, attrs, tol, tol);
+  expectCudaMatchesCpu("gemm", ins, {TestTensor(dt, {m, n})}, g.attrs, tol, tol);
 }
 
 TEST_F(CudaLinalg, GemmTransposesAndCBroadcast) {

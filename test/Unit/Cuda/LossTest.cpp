@@ -2,6 +2,8 @@
 
 #include "CudaKernelTestUtil.h"
 
+#include "../Runtime/KernelTestCases.h"
+
 #include <cmath>
 #include <optional>
 
@@ -10,22 +12,7 @@ namespace {
 
 const DType kFloats[] = {DType::F32, DType::F64};
 
-std::vector<int64_t> labelShapeOf(const std::vector<int64_t> &scores) {
-  std::vector<int64_t> s{scores[0]};
-  s.insert(s.end(), scores.begin() + 2, scores.end());
-  return s;
-}
-
-/// Labels in [0, C), with `ignore` at every third position if set.
-std::vector<double> makeLabels(int64_t n, int64_t c, uint64_t seed,
-                               std::optional<int64_t> ignore) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int64_t> dist(0, c - 1);
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i)
-    v[i] = (double)((ignore && i % 3 == 1) ? *ignore : dist(gen));
-  return v;
-}
+using namespace cases;
 
 nlohmann::json lossAttrs(const std::string &reduction, std::optional<int64_t> ignore) {
   nlohmann::json a = nlohmann::json::object();
@@ -35,12 +22,6 @@ nlohmann::json lossAttrs(const std::string &reduction, std::optional<int64_t> ig
     a["ignore_index"] = *ignore;
   return a;
 }
-
-struct LossCase {
-  std::vector<int64_t> shape;
-  bool weights;
-  std::optional<int64_t> ignore;
-};
 
 const std::vector<LossCase> kCases = {
     {{5, 7}, false, std::nullopt},
@@ -59,7 +40,9 @@ const std::vector<LossCase> kCases = {
 /// Empty reduction: the attribute left out (mean).
 const char *kReductions[] = {"none", "sum", "mean", ""};
 
-TEST_F(CudaKernelTest, LossForwardMatchesCpu) {
+/// Calls f(dtype, label type, case, reduction) for every combination, in a
+/// trace that names it.
+template <typename F> void forEachLossCase(F f) {
   for (DType dt : kFloats)
     for (DType lt : {DType::I64, DType::I32})
       for (const LossCase &c : kCases)
@@ -69,56 +52,54 @@ TEST_F(CudaKernelTest, LossForwardMatchesCpu) {
                        << ::testing::PrintToString(c.shape) << " weights " << c.weights
                        << " ignore " << (c.ignore ? *c.ignore : 999) << " reduction '"
                        << reduction << "'");
-          std::vector<int64_t> ls = labelShapeOf(c.shape);
-          int64_t cls = c.shape[1];
-          TestTensor x(dt, c.shape, randomValues(numel(c.shape), 101, -4, 4));
-          TestTensor labels(lt, ls, makeLabels(numel(ls), cls, 102, c.ignore));
-          std::vector<int64_t> lossShape =
-              std::string(reduction) == "none" ? ls : std::vector<int64_t>{};
-          nlohmann::json attrs = lossAttrs(reduction, c.ignore);
-          std::vector<TestTensor> ins{x, labels};
-          if (c.weights)
-            ins.push_back(TestTensor(dt, {cls}, randomValues(cls, 103, 0.1, 2)));
-          expectCudaMatchesCpu("softmax_cross_entropy_loss", ins,
-                               {TestTensor(dt, lossShape), TestTensor(dt, c.shape)}, attrs,
-                               1e-5, 1e-5);
-          // nll_loss over log-probabilities.
-          std::vector<TestTensor> nllIns = ins;
-          nllIns[0] = TestTensor(dt, c.shape, randomValues(numel(c.shape), 104, -6, 0));
-          expectCudaMatchesCpu("nll_loss", nllIns, {TestTensor(dt, lossShape)}, attrs,
-                               1e-5, 1e-5);
+          f(dt, lt, c, std::string(reduction));
         }
 }
 
+TEST_F(CudaKernelTest, LossForwardMatchesCpu) {
+  forEachLossCase([](DType dt, DType lt, const LossCase &c, const std::string &reduction) {
+    std::vector<int64_t> ls = labelShapeOf(c.shape);
+    int64_t cls = c.shape[1];
+    TestTensor x(dt, c.shape, randomValues(numel(c.shape), 101, -4, 4));
+    TestTensor labels(lt, ls, makeLabels(numel(ls), cls, 102, c.ignore));
+    std::vector<int64_t> lossShape =
+        std::string(reduction) == "none" ? ls : std::vector<int64_t>{};
+    nlohmann::json attrs = lossAttrs(reduction, c.ignore);
+    std::vector<TestTensor> ins{x, labels};
+    if (c.weights)
+      ins.push_back(TestTensor(dt, {cls}, randomValues(cls, 103, 0.1, 2)));
+    expectCudaMatchesCpu("softmax_cross_entropy_loss", ins,
+                         {TestTensor(dt, lossShape), TestTensor(dt, c.shape)}, attrs,
+                         1e-5, 1e-5);
+    // nll_loss over log-probabilities.
+    std::vector<TestTensor> nllIns = ins;
+    nllIns[0] = TestTensor(dt, c.shape, randomValues(numel(c.shape), 104, -6, 0));
+    expectCudaMatchesCpu("nll_loss", nllIns, {TestTensor(dt, lossShape)}, attrs,
+                         1e-5, 1e-5);
+  });
+}
+
 TEST_F(CudaKernelTest, LossGradientsMatchCpu) {
-  for (DType dt : kFloats)
-    for (DType lt : {DType::I64, DType::I32})
-      for (const LossCase &c : kCases)
-        for (const char *reduction : kReductions) {
-          SCOPED_TRACE(::testing::Message()
-                       << nameOf(dt) << " labels " << nameOf(lt) << " scores "
-                       << ::testing::PrintToString(c.shape) << " weights " << c.weights
-                       << " ignore " << (c.ignore ? *c.ignore : 999) << " reduction '"
-                       << reduction << "'");
-          std::vector<int64_t> ls = labelShapeOf(c.shape);
-          int64_t cls = c.shape[1];
-          bool none = std::string(reduction) == "none";
-          TestTensor dloss = none ? TestTensor(dt, ls, randomValues(numel(ls), 111))
-                                  : TestTensor(dt, {}, {0.75});
-          TestTensor logProb(dt, c.shape, randomValues(numel(c.shape), 112, -6, 0));
-          TestTensor labels(lt, ls, makeLabels(numel(ls), cls, 113, c.ignore));
-          nlohmann::json attrs = lossAttrs(reduction, c.ignore);
-          std::vector<TestTensor> sce{dloss, logProb, labels}, nll{dloss, labels};
-          if (c.weights) {
-            TestTensor w(dt, {cls}, randomValues(cls, 114, 0.1, 2));
-            sce.push_back(w);
-            nll.push_back(w);
-          }
-          expectCudaMatchesCpu("softmax_cross_entropy_loss_grad", sce,
-                               {TestTensor(dt, c.shape)}, attrs, 1e-5, 1e-6);
-          expectCudaMatchesCpu("nll_loss_grad", nll, {TestTensor(dt, c.shape)}, attrs,
-                               1e-5, 1e-6);
-        }
+  forEachLossCase([](DType dt, DType lt, const LossCase &c, const std::string &reduction) {
+    std::vector<int64_t> ls = labelShapeOf(c.shape);
+    int64_t cls = c.shape[1];
+    bool none = std::string(reduction) == "none";
+    TestTensor dloss = none ? TestTensor(dt, ls, randomValues(numel(ls), 111))
+                            : TestTensor(dt, {}, {0.75});
+    TestTensor logProb(dt, c.shape, randomValues(numel(c.shape), 112, -6, 0));
+    TestTensor labels(lt, ls, makeLabels(numel(ls), cls, 113, c.ignore));
+    nlohmann::json attrs = lossAttrs(reduction, c.ignore);
+    std::vector<TestTensor> sce{dloss, logProb, labels}, nll{dloss, labels};
+    if (c.weights) {
+      TestTensor w(dt, {cls}, randomValues(cls, 114, 0.1, 2));
+      sce.push_back(w);
+      nll.push_back(w);
+    }
+    expectCudaMatchesCpu("softmax_cross_entropy_loss_grad", sce,
+                         {TestTensor(dt, c.shape)}, attrs, 1e-5, 1e-6);
+    expectCudaMatchesCpu("nll_loss_grad", nll, {TestTensor(dt, c.shape)}, attrs,
+                         1e-5, 1e-6);
+  });
 }
 
 TEST_F(CudaKernelTest, LossAllIgnored) {
@@ -136,26 +117,9 @@ TEST_F(CudaKernelTest, LossAllIgnored) {
   expectCudaMatchesCpu("softmax_cross_entropy_loss", {x, labels},
                        {TestTensor(DType::F32, {}), TestTensor(DType::F32, {3, 4})}, attrs);
 
-  CudaDevice &dev = testCudaDevice();
-  TestTensor loss(DType::F32, {});
-  Buffer dx(64 + 48, &dev), dl(64 + 12, &dev), dout(64 + 4, &dev);
-  dev.upload(dx.data(), x.data(), 48);
-  dev.upload(dl.data(), labels.data(), 24);
-  PlanKernel kernel;
-  kernel.op = "nll_loss";
-  kernel.attrs = {{"ignore_index", 7}};
-  ExecEnv env;
-  env.step = 1;
-  env.device = &dev;
-  KernelArgs args(kernel,
-                  {TensorView{dx.data(), DType::F32, {3, 4}, MemorySpace::Cuda},
-                   TensorView{dl.data(), DType::I64, {3}, MemorySpace::Cuda}},
-                  {TensorView{dout.data(), DType::F32, {}, MemorySpace::Cuda}}, env);
-  args.index = 0;
-  KernelFn fn = (*dev.kernels().find("nll_loss"))(args);
-  fn();
-  dev.synchronize();
-  dev.download(loss.data(), dout.data(), 4);
+  // The mean over no labels.
+  TestTensor loss = runOnCuda("nll_loss", {x, labels}, {TestTensor(DType::F32, {})},
+                              {{"ignore_index", 7}})[0];
   EXPECT_TRUE(std::isnan(loss.get(0)));
 }
 

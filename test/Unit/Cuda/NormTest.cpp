@@ -2,51 +2,20 @@
 
 #include "CudaKernelTestUtil.h"
 
+#include "../Runtime/KernelTestCases.h"
+
 #include <cmath>
 
 namespace parallax::rt::test {
 namespace {
+
+using namespace cases;
 
 const DType kFloats[] = {DType::F32, DType::F64};
 
 /// Looser absolute tolerance for f32 gradients, whose formulas subtract
 /// nearly equal terms.
 double gradAtol(DType dt) { return dt == DType::F32 ? 1e-5 : 1e-9; }
-
-/// The GPU's outputs of `op` (no CPU run), for values the comparison
-/// cannot take (NaN).
-std::vector<TestTensor> runOnCuda(const std::string &op, std::vector<TestTensor> inputs,
-                                  std::vector<TestTensor> outputs,
-                                  nlohmann::json attrs = nlohmann::json::object()) {
-  CudaDevice &dev = testCudaDevice();
-  std::vector<std::unique_ptr<Buffer>> storage;
-  auto toDevice = [&](TestTensor &t) {
-    int64_t bytes = t.numElements() * (int64_t)sizeOf(t.dtype);
-    storage.push_back(std::make_unique<Buffer>(bytes + 64, &dev));
-    dev.upload(storage.back()->data(), t.data(), bytes);
-    return TensorView{storage.back()->data(), t.dtype, t.shape, MemorySpace::Cuda};
-  };
-  std::vector<TensorView> gi, go;
-  for (TestTensor &t : inputs)
-    gi.push_back(toDevice(t));
-  for (TestTensor &t : outputs)
-    go.push_back(toDevice(t));
-  PlanKernel kernel;
-  kernel.op = op;
-  kernel.attrs = attrs;
-  ExecEnv env;
-  env.step = 1;
-  env.device = &dev;
-  KernelArgs args(kernel, gi, go, env);
-  args.index = 0;
-  KernelFn fn = (*dev.kernels().find(op))(args);
-  fn();
-  dev.synchronize();
-  for (size_t i = 0; i < outputs.size(); ++i)
-    dev.download(outputs[i].data(), go[i].data,
-                 outputs[i].numElements() * (int64_t)sizeOf(outputs[i].dtype));
-  return outputs;
-}
 
 //===----------------------------------------------------------------------===//
 // softmax, log_softmax and their gradients
@@ -153,30 +122,17 @@ TEST_F(CudaKernelTest, SoftmaxBindErrors) {
 // layer_norm and layer_norm_grad
 //===----------------------------------------------------------------------===//
 
-struct LnCase {
-  std::vector<int64_t> x;
-  int64_t axis;
-  std::vector<int64_t> scale;
-  bool bias;
-  std::vector<int64_t> biasShape;
-};
-
-const std::vector<LnCase> kLnCases = {
-    {{3, 4}, -1, {4}, true, {4}},
-    {{3, 4}, 1, {4}, false, {}},
-    {{2, 3, 4}, 1, {3, 4}, true, {3, 4}},
-    {{2, 3, 4}, 1, {4}, true, {3, 1}}, // broadcast scale and bias
-    {{2, 3, 4}, -2, {3, 1}, true, {1}},
-    {{2, 3, 4}, 0, {1, 1, 4}, true, {3, 4}}, // one row
-    {{2, 3, 4}, 2, {1}, false, {}},
-    {{5}, 0, {5}, true, {5}},
-    // Several blocks, long rows (128- and 512-thread groups), many rows.
-    {{64, 256}, -1, {256}, true, {256}},
-    {{5, 3001}, -1, {3001}, true, {3001}},
-    {{7, 33, 40}, 1, {33, 40}, true, {40}},
-    {{1000, 37}, -1, {37}, true, {1}},
-    {{300, 5, 7}, 1, {5, 1}, false, {}},
-};
+/// The CPU tests' cases, and larger ones: several blocks, long rows (128-
+/// and 512-thread groups), many rows.
+const std::vector<LnCase> kGpuLnCases = [] {
+  std::vector<LnCase> cs = kLnCases;
+  cs.push_back({{64, 256}, -1, {256}, true, {256}});
+  cs.push_back({{5, 3001}, -1, {3001}, true, {3001}});
+  cs.push_back({{7, 33, 40}, 1, {33, 40}, true, {40}});
+  cs.push_back({{1000, 37}, -1, {37}, true, {1}});
+  cs.push_back({{300, 5, 7}, 1, {5, 1}, false, {}});
+  return cs;
+}();
 
 std::vector<int64_t> statsShape(const LnCase &c) {
   int64_t rank = (int64_t)c.x.size(), a = c.axis < 0 ? c.axis + rank : c.axis;
@@ -188,7 +144,7 @@ std::vector<int64_t> statsShape(const LnCase &c) {
 
 TEST_F(CudaKernelTest, LayerNormMatchesCpu) {
   for (DType dt : kFloats)
-    for (const LnCase &c : kLnCases)
+    for (const LnCase &c : kGpuLnCases)
       for (bool setEps : {false, true}) {
         SCOPED_TRACE(::testing::Message() << nameOf(dt) << " x "
                                           << ::testing::PrintToString(c.x) << " axis "
@@ -228,7 +184,7 @@ TEST_F(CudaKernelTest, LayerNormOfOffsetData) {
 
 TEST_F(CudaKernelTest, LayerNormGradMatchesCpu) {
   for (DType dt : kFloats)
-    for (const LnCase &c : kLnCases) {
+    for (const LnCase &c : kGpuLnCases) {
       SCOPED_TRACE(::testing::Message() << nameOf(dt) << " x "
                                         << ::testing::PrintToString(c.x) << " axis "
                                         << c.axis << " scale "

@@ -2,13 +2,15 @@
 
 #include "CudaKernelTestUtil.h"
 
+#include "../Runtime/KernelTestCases.h"
+
 #include <cmath>
 #include <limits>
 
 namespace parallax::rt::test {
 namespace {
 
-using Shape = std::vector<int64_t>;
+using namespace cases;
 using CudaReduction = CudaKernelTest;
 
 const char *const kReduceOps[] = {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min",
@@ -19,16 +21,7 @@ void checkReduce(const std::string &op, DType t, const Shape &in, std::vector<in
                  int keepdims, double lo = -1, double hi = 1) {
   SCOPED_TRACE(op + " " + nameOf(t) + " " + ::testing::PrintToString(in) + " axes " +
                ::testing::PrintToString(axes) + " keepdims " + std::to_string(keepdims));
-  const int64_t rank = in.size();
-  std::vector<bool> reduced(rank, false);
-  for (int64_t a : axes)
-    reduced[a < 0 ? a + rank : a] = true;
-  Shape out;
-  for (int64_t d = 0; d < rank; ++d)
-    if (!reduced[d])
-      out.push_back(in[d]);
-    else if (keepdims != 0)
-      out.push_back(1);
+  Shape out = reducedShape(in, axes, keepdims);
   // Products of many factors stay finite near 1.
   if (op == "reduce_prod" && isFloat(t))
     lo = 0.9, hi = 1.1;
@@ -40,26 +33,19 @@ void checkReduce(const std::string &op, DType t, const Shape &in, std::vector<in
   expectCudaMatchesCpu(op, {x}, {y}, attrs, tol, tol);
 }
 
-struct ReduceCase {
-  Shape in;
-  std::vector<int64_t> axes;
-};
-
-const std::vector<ReduceCase> kReduceCases = {
-    {{5, 7}, {1}},          {{5, 7}, {0}},           {{5, 7}, {0, 1}},
-    {{5, 7}, {-1}},         {{5, 7}, {}},            {{3, 4, 5}, {1}},
-    {{3, 4, 5}, {0, 2}},    {{3, 4, 5}, {2, 0}},     {{3, 4, 5}, {-3, -2}},
-    {{2, 3, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 2}},  {{2, 3, 4, 5}, {1, 2}},
-    {{1, 5, 1, 3}, {0, 2}}, {{1, 5, 1, 3}, {1}},     {{2, 1, 3}, {1, 2}},
-    {{9}, {0}},             {{}, {}},                {{4, 300}, {0}},
-    {{3, 2, 600}, {1}},     {{600, 2, 3}, {0, 2}},   {{7, 45}, {1}},
-    {{2, 3, 2, 3, 2, 3, 2, 3, 2}, {0, 2, 4, 6, 8}},
-};
+/// The CPU tests' patterns, and more: a short odd row, and many
+/// alternating runs.
+const std::vector<ReduceCase> kGpuReduceCases = [] {
+  std::vector<ReduceCase> cs = kReduceCases;
+  cs.push_back({{7, 45}, {1}});
+  cs.push_back({{2, 3, 2, 3, 2, 3, 2, 3, 2}, {0, 2, 4, 6, 8}});
+  return cs;
+}();
 
 TEST_F(CudaReduction, FloatsEveryPattern) {
   for (const char *op : kReduceOps)
     for (DType t : {DType::F32, DType::F64})
-      for (const ReduceCase &c : kReduceCases)
+      for (const ReduceCase &c : kGpuReduceCases)
         for (int keep : {-1, 0, 1})
           checkReduce(op, t, c.in, c.axes, keep);
 }
@@ -67,7 +53,7 @@ TEST_F(CudaReduction, FloatsEveryPattern) {
 TEST_F(CudaReduction, Integers) {
   for (const char *op : kReduceOps)
     for (DType t : {DType::I64, DType::I32, DType::I16, DType::I8, DType::U8})
-      for (const ReduceCase &c : kReduceCases)
+      for (const ReduceCase &c : kGpuReduceCases)
         checkReduce(op, t, c.in, c.axes, 1, t == DType::U8 ? 0 : -100, 100);
 }
 
@@ -92,33 +78,13 @@ TEST_F(CudaReduction, LargeAndSplit) {
 
 /// Runs `op` on the GPU only and returns output 0's values (NaN and
 /// infinities, which expectCudaMatchesCpu cannot compare, are checked by
-/// the caller). Errors (bind time or the device's) propagate.
+/// the caller). y starts as 42s, so that an element the kernel leaves
+/// unwritten shows. Errors (bind time or the device's) propagate.
 std::vector<double> runCuda(const std::string &op, std::vector<TestTensor> ins, TestTensor y,
                             nlohmann::json attrs) {
-  CudaDevice &dev = testCudaDevice();
-  std::vector<std::unique_ptr<Buffer>> storage;
-  std::vector<TensorView> views;
-  for (TestTensor &t : ins) {
-    int64_t bytes = t.numElements() * (int64_t)sizeOf(t.dtype);
-    storage.push_back(std::make_unique<Buffer>(bytes + 64, &dev));
-    dev.upload(storage.back()->data(), t.data(), bytes);
-    views.push_back(TensorView{storage.back()->data(), t.dtype, t.shape, MemorySpace::Cuda});
-  }
-  const int64_t yBytes = y.numElements() * (int64_t)sizeOf(y.dtype);
-  Buffer yb(yBytes + 64, &dev);
-  PlanKernel kernel;
-  kernel.op = op;
-  kernel.attrs = std::move(attrs);
-  ExecEnv env;
-  env.device = &dev;
-  KernelArgs args(kernel, views, {TensorView{yb.data(), y.dtype, y.shape, MemorySpace::Cuda}},
-                  env);
-  args.index = 0;
-  KernelFn fn = (*dev.kernels().find(op))(args);
-  fn();
-  dev.synchronize();
-  dev.download(y.data(), yb.data(), yBytes);
-  return y.values();
+  for (int64_t i = 0; i < y.numElements(); ++i)
+    y.set(i, 42);
+  return runOnCuda(op, std::move(ins), {std::move(y)}, std::move(attrs))[0].values();
 }
 
 TEST_F(CudaReduction, EmptyReductions) {
@@ -241,12 +207,7 @@ TEST_F(CudaReduction, DensifyErrors) {
   TestTensor out2(DType::F32, {4, 2});
   expectCudaMatchesCpu("densify", {idx, vals}, {out2});
   // The fault names the row and the bound, and the device works afterwards.
-  std::string message;
-  try {
-    runCuda("densify", {idx, vals}, out, nlohmann::json::object());
-  } catch (const std::exception &e) {
-    message = e.what();
-  }
+  std::string message = cudaKernelError("densify", {idx, vals}, {out});
   EXPECT_NE(message.find("row 4 out of range [0, 4)"), std::string::npos) << message;
   TestTensor ok(DType::I64, {2}, {0, 3});
   expectCudaMatchesCpu("densify", {ok, vals}, {out}, nlohmann::json::object(), 0, 0);

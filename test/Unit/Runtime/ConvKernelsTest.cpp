@@ -1,7 +1,7 @@
 // Tests of the Conv kernels (conv, conv_grad_input, conv_grad_filter,
 // max_pool, max_pool_grad, avg_pool, avg_pool_grad) against naive direct
 // loops over doubles, the adjoint identities and finite differences.
-#include "KernelTestUtil.h"
+#include "KernelTestCases.h"
 
 #include <cmath>
 #include <functional>
@@ -9,6 +9,7 @@
 
 using namespace parallax::rt;
 using namespace parallax::rt::test;
+using namespace parallax::rt::test::cases;
 using nlohmann::json;
 
 namespace {
@@ -50,41 +51,9 @@ double dot(const std::vector<double> &a, const std::vector<double> &b) {
   return s;
 }
 
-/// Output size of one dimension, written out from the ONNX / PyTorch rule.
-int64_t outSize(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
-                int64_t d, bool ceil) {
-  double span = double(in + pb + pe - (d * (k - 1) + 1)) / double(s);
-  int64_t out = (int64_t)(ceil ? std::ceil(span) : std::floor(span)) + 1;
-  if (ceil && (out - 1) * s >= in + pb)
-    --out; // the last window would start in the end padding
-  return out;
-}
-
 //===----------------------------------------------------------------------===//
 // Convolution
 //===----------------------------------------------------------------------===//
-
-struct ConvCase {
-  std::vector<int64_t> x, w; // [N, C, in...], [M, C/group, k...]
-  std::vector<int64_t> strides, pads, dilations;
-  int64_t group = 1;
-  bool bias = false;
-
-  size_t nd() const { return x.size() - 2; }
-  std::vector<int64_t> y() const {
-    std::vector<int64_t> s{x[0], w[0]};
-    for (size_t i = 0; i < nd(); ++i)
-      s.push_back(outSize(x[2 + i], w[2 + i], strides[i], pads[i],
-                          pads[nd() + i], dilations[i], false));
-    return s;
-  }
-  json attrs() const {
-    json a{{"strides", strides}, {"pads", pads}, {"dilations", dilations}};
-    if (group != 1)
-      a["group"] = group;
-    return a;
-  }
-};
 
 /// Visits every (x index, w index, y index) triple that the convolution
 /// multiplies: y[n, m, o] += x[n, c, o*s - pb + k*d] * w[m, c', k].
@@ -228,11 +197,6 @@ std::vector<ConvCase> convCases() {
   return cs;
 }
 
-std::string describe(const ConvCase &c, DType dt) {
-  return std::string(nameOf(dt)) + " x" + json(c.x).dump() + " w" +
-         json(c.w).dump() + " " + c.attrs().dump();
-}
-
 // Each case runs on one thread and on two: with two, a batch of two or more
 // images is split between threads (single-threaded BLAS per thread), a
 // single image uses multithreaded BLAS and im2col.
@@ -312,16 +276,9 @@ TEST(ConvKernels, FiniteDifferences) {
     std::vector<double> dx = runGradInput(c, r, DType::F64);
     std::vector<double> dw = runGradFilter(c, r, DType::F64);
     for (auto [t, grad] : {std::pair{&r.x, &dx}, std::pair{&r.w, &dw}}) {
-      for (int64_t i = 0; i < t->numElements(); ++i) {
-        double v = t->get(i);
-        t->set(i, v + h);
-        double up = loss();
-        t->set(i, v - h);
-        double down = loss();
-        t->set(i, v);
-        EXPECT_NEAR((up - down) / (2 * h), (*grad)[i], 1e-7)
-            << describe(c, DType::F64) << " element " << i;
-      }
+      std::vector<double> fd = centralDifferences(*t, loss, h);
+      for (int64_t i = 0; i < t->numElements(); ++i)
+        EXPECT_NEAR(fd[i], (*grad)[i], 1e-7) << describe(c, DType::F64) << " element " << i;
     }
   }
 }
@@ -408,33 +365,6 @@ TEST(ConvKernels, Errors) {
 // Pooling
 //===----------------------------------------------------------------------===//
 
-struct PoolCase {
-  std::vector<int64_t> x, kernel, strides, pads, dilations;
-  bool ceil = false, includePad = false;
-
-  size_t nd() const { return x.size() - 2; }
-  std::vector<int64_t> dil() const {
-    return dilations.empty() ? std::vector<int64_t>(nd(), 1) : dilations;
-  }
-  std::vector<int64_t> y() const {
-    std::vector<int64_t> s{x[0], x[1]};
-    for (size_t i = 0; i < nd(); ++i)
-      s.push_back(outSize(x[2 + i], kernel[i], strides[i], pads[i], pads[nd() + i],
-                          dil()[i], ceil));
-    return s;
-  }
-  json attrs(bool isMax) const {
-    json a{{"kernel_shape", kernel}, {"strides", strides}, {"pads", pads}};
-    if (isMax)
-      a["dilations"] = dil();
-    if (ceil)
-      a["ceil_mode"] = true;
-    if (includePad && !isMax)
-      a["count_include_pad"] = true;
-    return a;
-  }
-};
-
 /// Visits the window of output `yi`: f(x index or -1 for a position in the
 /// padded extent [-pb, in + pe) outside x, in row-major window order).
 /// Positions past the end padding (a ceil_mode overhang) are not visited.
@@ -497,46 +427,10 @@ std::vector<std::pair<double, double>> refAvgPool(const PoolCase &c,
   return y;
 }
 
-std::vector<PoolCase> poolCases() {
-  std::vector<PoolCase> cs;
-  cs.push_back({{2, 3, 6, 6}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {}, false, false});
-  cs.push_back({{2, 2, 7, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, false, false});
-  cs.push_back({{2, 2, 7, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, false, true});
-  // ceil_mode: the last window hangs over the end (padding) ...
-  cs.push_back({{1, 2, 6, 6}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, true, false});
-  cs.push_back({{1, 2, 6, 6}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, true, true});
-  // ... or a window that would start in the end padding is dropped.
-  cs.push_back({{1, 1, 7, 5}, {2, 2}, {3, 2}, {1, 0, 1, 1}, {}, true, true});
-  cs.push_back({{1, 1, 7, 5}, {2, 2}, {3, 2}, {1, 0, 1, 1}, {}, true, false});
-  // Asymmetric pads, rectangular kernels and strides.
-  cs.push_back({{2, 2, 8, 9}, {3, 2}, {1, 3}, {2, 0, 1, 1}, {}, false, true});
-  cs.push_back({{2, 2, 8, 9}, {3, 2}, {1, 3}, {2, 0, 1, 1}, {}, true, false});
-  // 1-D and 3-D.
-  cs.push_back({{2, 3, 9}, {3}, {2}, {1, 2}, {}, true, true});
-  cs.push_back({{2, 3, 9}, {2}, {3}, {0, 1}, {}, false, false});
-  cs.push_back({{1, 2, 5, 4, 6}, {2, 3, 2}, {2, 1, 2}, {1, 1, 0, 0, 1, 1}, {}, true, true});
-  cs.push_back({{1, 2, 5, 4, 6}, {2, 3, 2}, {2, 1, 2}, {1, 1, 0, 0, 1, 1}, {}, false, false});
-  // Big enough to be split over threads.
-  cs.push_back({{2, 8, 40, 40}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, true, true});
-  return cs;
-}
-
-/// Max-pool only: dilations.
-std::vector<PoolCase> dilatedCases() {
-  return {{{1, 2, 9, 8}, {3, 2}, {2, 1}, {2, 1, 1, 0}, {2, 3}, true, false},
-          {{2, 1, 10}, {3}, {2}, {1, 1}, {3}, false, false},
-          {{1, 1, 6, 5, 7}, {2, 2, 3}, {1, 2, 2}, {1, 0, 0, 1, 1, 2}, {2, 1, 2}, true, false}};
-}
-
-std::string describe(const PoolCase &c, DType dt, bool isMax) {
-  return std::string(nameOf(dt)) + " x" + json(c.x).dump() + " " +
-         c.attrs(isMax).dump();
-}
-
 TEST(ConvKernels, MaxPoolMatchesDirectLoops) {
   uint64_t seed = 60;
   std::vector<PoolCase> cases = poolCases();
-  for (const PoolCase &c : dilatedCases())
+  for (const PoolCase &c : dilatedPoolCases())
     cases.push_back(c);
   for (const PoolCase &c : cases)
     for (DType dt : {DType::F32, DType::F64})
@@ -728,16 +622,10 @@ TEST(ConvKernels, PoolGradAdjointAndFiniteDifferences) {
         runKernel(op, {&x}, {&y}, c.attrs(isMax));
         return dot(y.values(), dy.values());
       };
-      for (int64_t i = 0; i < x.numElements(); ++i) {
-        double v = x.get(i);
-        x.set(i, v + h);
-        double up = loss();
-        x.set(i, v - h);
-        double down = loss();
-        x.set(i, v);
-        ASSERT_NEAR((up - down) / (2 * h), dx.get(i), 1e-7)
+      std::vector<double> fd = centralDifferences(x, loss, h);
+      for (int64_t i = 0; i < x.numElements(); ++i)
+        ASSERT_NEAR(fd[i], dx.get(i), 1e-7)
             << op << " " << describe(c, DType::F64, isMax) << " element " << i;
-      }
     }
 }
 

@@ -17,18 +17,6 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();
 
 
-/// numpy broadcast of two shapes (the test's own version).
-Shape broadcastShape(const Shape &a, const Shape &b) {
-  size_t r = std::max(a.size(), b.size());
-  Shape out(r);
-  for (size_t i = 0; i < r; ++i) {
-    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
-    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
 /// Flat index into `in` of element `flat` of the broadcast result `out`.
 int64_t sourceIndex(const Shape &in, const Shape &out, int64_t flat) {
   std::vector<int64_t> idx(out.size());

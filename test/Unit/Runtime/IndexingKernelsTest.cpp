@@ -1,51 +1,17 @@
 // Tests of the Indexing kernels (gather, gather_elements, scatter_add,
 // scatter_elements_add) against naive references.
-#include "KernelTestUtil.h"
+#include "KernelTestCases.h"
 
 using namespace parallax::rt;
 using namespace parallax::rt::test;
+using namespace parallax::rt::test::cases;
 
 namespace {
-
-int64_t count(const std::vector<int64_t> &s, int64_t b = 0, int64_t e = -1) {
-  int64_t size = (int64_t)s.size();
-  if (e < 0 || e > size)
-    e = size;
-  int64_t n = 1;
-  for (int64_t i = b; i < e; ++i)
-    n *= s.at(i);
-  return n;
-}
-
-/// Random integer indices in [lo, hi].
-std::vector<double> randomIndices(int64_t n, uint64_t seed, int64_t lo, int64_t hi) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int64_t> dist(lo, hi);
-  std::vector<double> v(n);
-  for (double &x : v)
-    x = (double)dist(gen);
-  return v;
-}
-
-std::vector<int64_t> gatherShape(const std::vector<int64_t> &data,
-                                 const std::vector<int64_t> &idx, int64_t axis) {
-  std::vector<int64_t> s(data.begin(), data.begin() + axis);
-  s.insert(s.end(), idx.begin(), idx.end());
-  s.insert(s.end(), data.begin() + axis + 1, data.end());
-  return s;
-}
-
-/// Values representable exactly in every element type used below.
-std::vector<double> smallValues(int64_t n, uint64_t seed, DType dt) {
-  if (dt == DType::Bool)
-    return randomIndices(n, seed, 0, 1);
-  return randomIndices(n, seed, -100, 100);
-}
 
 std::vector<double> refGather(const std::vector<int64_t> &ds,
                               const std::vector<double> &data,
                               const std::vector<double> &idx, int64_t axis) {
-  int64_t outer = count(ds, 0, axis), len = ds[axis], inner = count(ds, axis + 1);
+  int64_t outer = numel(ds, 0, axis), len = ds[axis], inner = numel(ds, axis + 1);
   int64_t n = (int64_t)idx.size();
   std::vector<double> out(outer * n * inner);
   for (int64_t o = 0; o < outer; ++o)
@@ -67,8 +33,8 @@ void checkGather(DType dt, DType it, std::vector<int64_t> ds,
                                     << ::testing::PrintToString(is) << " axis "
                                     << axis);
   int64_t rank = (int64_t)ds.size(), a = axis < 0 ? axis + rank : axis;
-  TestTensor data(dt, ds, smallValues(count(ds), 7, dt));
-  TestTensor idx(it, is, randomIndices(count(is), 8, -ds[a], ds[a] - 1));
+  TestTensor data(dt, ds, smallValues(numel(ds), 7, dt));
+  TestTensor idx(it, is, randomIndices(numel(is), 8, -ds[a], ds[a] - 1));
   TestTensor out(dt, gatherShape(ds, is, a));
   nlohmann::json attrs = nlohmann::json::object();
   if (setAxis)
@@ -81,11 +47,8 @@ void checkGather(DType dt, DType it, std::vector<int64_t> ds,
 
 TEST(IndexingKernels, GatherAxis0EmbeddingRows) {
   for (DType it : {DType::I64, DType::I32}) {
-    checkGather(DType::F32, it, {7, 5}, {4}, 0);
-    checkGather(DType::F32, it, {7, 5}, {2, 3}, 0);
-    checkGather(DType::F64, it, {7, 3, 2}, {6}, 0);
-    checkGather(DType::F32, it, {7, 5}, {}, 0); // scalar index
-    checkGather(DType::F32, it, {7}, {3, 2}, 0); // one-element rows
+    for (const GatherRowsCase &c : kGatherRowsCases)
+      checkGather(c.dt, it, c.data, c.idx, 0);
   }
   checkGather(DType::F32, DType::I64, {9, 4}, {5, 2}, 0, 1, /*setAxis=*/false);
   checkGather(DType::F32, DType::I64, {50, 16}, {40, 30}, 0, /*threads=*/2);
@@ -178,7 +141,7 @@ elementPairs(const std::vector<int64_t> &ds, const std::vector<int64_t> &is,
              const std::vector<double> &idx, int64_t axis) {
   std::vector<std::pair<int64_t, int64_t>> pairs;
   int64_t rank = (int64_t)is.size();
-  for (int64_t p = 0; p < count(is); ++p) {
+  for (int64_t p = 0; p < numel(is); ++p) {
     std::vector<int64_t> c(rank);
     int64_t rem = p;
     for (int64_t d = rank - 1; d >= 0; --d) {
@@ -202,13 +165,13 @@ void checkGatherElements(DType dt, DType it, std::vector<int64_t> ds,
                                     << ::testing::PrintToString(is) << " axis "
                                     << axis);
   int64_t a = axis < 0 ? axis + (int64_t)ds.size() : axis;
-  TestTensor data(dt, ds, smallValues(count(ds), 11, dt));
-  TestTensor idx(it, is, randomIndices(count(is), 12, -ds[a], ds[a] - 1));
+  TestTensor data(dt, ds, smallValues(numel(ds), 11, dt));
+  TestTensor idx(it, is, randomIndices(numel(is), 12, -ds[a], ds[a] - 1));
   TestTensor out(dt, is);
   ExecEnv env;
   env.threads = threads;
   runKernel("gather_elements", {&data, &idx}, {&out}, {{"axis", axis}}, env);
-  std::vector<double> ref(count(is)), dv = data.values();
+  std::vector<double> ref(numel(is)), dv = data.values();
   for (auto [p, q] : elementPairs(ds, is, idx.values(), a))
     ref[p] = dv[q];
   expectNear(out.values(), ref, 0, 0);
@@ -263,15 +226,15 @@ void checkScatterElementsAdd(DType dt, DType it, std::vector<int64_t> os,
                                     << axis);
   int64_t a = axis < 0 ? axis + (int64_t)os.size() : axis;
   // Few distinct indices: many repeats.
-  TestTensor idx(it, is, randomIndices(count(is), 13, -2, 1));
-  TestTensor upd(dt, is, randomValues(count(is), 14));
+  TestTensor idx(it, is, randomIndices(numel(is), 13, -2, 1));
+  TestTensor upd(dt, is, randomValues(numel(is), 14));
   TestTensor out(dt, os);
   for (int64_t i = 0; i < out.numElements(); ++i)
     out.set(i, 99); // garbage
   ExecEnv env;
   env.threads = threads;
   runKernel("scatter_elements_add", {&idx, &upd}, {&out}, {{"axis", axis}}, env);
-  std::vector<double> ref(count(os), 0.0), uv = upd.values();
+  std::vector<double> ref(numel(os), 0.0), uv = upd.values();
   for (auto [p, q] : elementPairs(os, is, idx.values(), a))
     ref[q] += uv[p];
   expectNear(out.values(), ref, dt == DType::F32 ? 1e-6 : 1e-14, 1e-6);
@@ -279,13 +242,9 @@ void checkScatterElementsAdd(DType dt, DType it, std::vector<int64_t> os,
 
 TEST(IndexingKernels, ScatterElementsAddAccumulates) {
   for (DType dt : {DType::F32, DType::F64})
-    for (DType it : {DType::I64, DType::I32}) {
-      checkScatterElementsAdd(dt, it, {3, 4}, {5, 4}, 0);
-      checkScatterElementsAdd(dt, it, {3, 4}, {2, 7}, 1);
-      checkScatterElementsAdd(dt, it, {3, 4}, {3, 3}, -1);
-      checkScatterElementsAdd(dt, it, {2, 5, 3}, {2, 6, 2}, 1);
-      checkScatterElementsAdd(dt, it, {6}, {9}, 0);
-    }
+    for (DType it : {DType::I64, DType::I32})
+      for (const ScatterElementsCase &c : kScatterElementsCases)
+        checkScatterElementsAdd(dt, it, c.out, c.idx, c.axis);
   checkScatterElementsAdd(DType::F32, DType::I64, {40, 30, 4}, {40, 30, 9}, 2, 2);
   checkScatterElementsAdd(DType::F64, DType::I32, {4, 300}, {20, 300}, 0, 2);
 }
@@ -323,18 +282,18 @@ void checkScatterAdd(DType dt, DType it, std::vector<int64_t> os,
                                     << axis << " threads " << threads);
   int64_t a = axis < 0 ? axis + (int64_t)os.size() : axis;
   std::vector<int64_t> us = gatherShape(os, is, a);
-  TestTensor idx(it, is, randomIndices(count(is), 15, std::max(lo, -os[a]),
+  TestTensor idx(it, is, randomIndices(numel(is), 15, std::max(lo, -os[a]),
                                        std::min(hi, os[a] - 1)));
-  TestTensor upd(dt, us, randomValues(count(us), 16));
+  TestTensor upd(dt, us, randomValues(numel(us), 16));
   TestTensor out(dt, os);
   for (int64_t i = 0; i < out.numElements(); ++i)
     out.set(i, -7); // garbage
   ExecEnv env;
   env.threads = threads;
   runKernel("scatter_add", {&idx, &upd}, {&out}, {{"axis", axis}}, env);
-  int64_t outer = count(os, 0, a), len = os[a], inner = count(os, a + 1);
-  int64_t n = count(is);
-  std::vector<double> ref(count(os), 0.0), uv = upd.values(), iv = idx.values();
+  int64_t outer = numel(os, 0, a), len = os[a], inner = numel(os, a + 1);
+  int64_t n = numel(is);
+  std::vector<double> ref(numel(os), 0.0), uv = upd.values(), iv = idx.values();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t p = 0; p < n; ++p) {
       int64_t i = (int64_t)iv[p];
@@ -348,13 +307,9 @@ void checkScatterAdd(DType dt, DType it, std::vector<int64_t> os,
 
 TEST(IndexingKernels, ScatterAddIsTheGradientOfGather) {
   for (DType dt : {DType::F32, DType::F64})
-    for (DType it : {DType::I64, DType::I32}) {
-      checkScatterAdd(dt, it, {6, 4}, {5}, 0);
-      checkScatterAdd(dt, it, {6, 4}, {2, 3}, 0);
-      checkScatterAdd(dt, it, {2, 5, 3}, {2, 2}, 1);
-      checkScatterAdd(dt, it, {2, 3, 4}, {5}, -1);
-      checkScatterAdd(dt, it, {7}, {}, 0); // scalar index
-    }
+    for (DType it : {DType::I64, DType::I32})
+      for (const ScatterAddCase &c : kScatterAddCases)
+        checkScatterAdd(dt, it, c.out, c.idx, c.axis);
   // Threaded: split over columns (one outer row) and over outer rows.
   checkScatterAdd(DType::F32, DType::I64, {10, 64}, {300}, 0, 2, -10, 9);
   checkScatterAdd(DType::F64, DType::I32, {10, 64}, {30, 10}, 0, 2, -3, 3);

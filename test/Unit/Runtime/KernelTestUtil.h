@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -100,6 +101,18 @@ inline int64_t numel(const std::vector<int64_t> &s) {
   return n;
 }
 
+/// The product of dimensions [b, e) of `s` (e < 0 or past the end: to the
+/// end): the outer or inner size around an axis.
+inline int64_t numel(const std::vector<int64_t> &s, int64_t b, int64_t e = -1) {
+  int64_t size = (int64_t)s.size();
+  if (e < 0 || e > size)
+    e = size;
+  int64_t n = 1;
+  for (int64_t i = b; i < e; ++i)
+    n *= s.at(i);
+  return n;
+}
+
 /// Random values in [lo, hi) from a fixed seed.
 inline std::vector<double> randomValues(int64_t n, uint64_t seed,
                                         double lo = -1.0, double hi = 1.0) {
@@ -146,6 +159,52 @@ inline std::string kernelError(const std::string &op,
     return e.what();
   }
   return "";
+}
+
+/// Pointers to each of `ts`, as runKernel takes its tensors.
+inline std::vector<TestTensor *> pointersTo(std::vector<TestTensor> &ts) {
+  std::vector<TestTensor *> p;
+  for (TestTensor &t : ts)
+    p.push_back(&t);
+  return p;
+}
+
+/// As kernelError, over `inputs` and `outputs` held by value (the caller's
+/// tensors are left as they were).
+inline std::string kernelErrorOn(const std::string &op, std::vector<TestTensor> inputs,
+                                 std::vector<TestTensor> outputs,
+                                 nlohmann::json attrs = nlohmann::json::object()) {
+  return kernelError(op, pointersTo(inputs), pointersTo(outputs), std::move(attrs));
+}
+
+/// Central differences of `loss()` with respect to each element of `t`,
+/// which is moved by +-h in place and restored.
+template <typename Loss>
+std::vector<double> centralDifferences(TestTensor &t, Loss loss, double h = 1e-6) {
+  std::vector<double> g(t.numElements());
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    double v = t.get(i);
+    t.set(i, v + h);
+    double lp = loss();
+    t.set(i, v - h);
+    double lm = loss();
+    t.set(i, v);
+    g[i] = (lp - lm) / (2 * h);
+  }
+  return g;
+}
+
+/// numpy broadcast of two shapes.
+inline std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a,
+                                           const std::vector<int64_t> &b) {
+  size_t r = std::max(a.size(), b.size());
+  std::vector<int64_t> out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
 }
 
 /// Elementwise comparison with |a - b| <= atol + rtol * |b|.

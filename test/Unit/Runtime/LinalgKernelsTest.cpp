@@ -1,10 +1,11 @@
 // Tests of the Linalg kernels (matmul, gemm) against naive references.
-#include "KernelTestUtil.h"
+#include "KernelTestCases.h"
 
 #include <algorithm>
 
 using namespace parallax::rt;
 using namespace parallax::rt::test;
+using namespace parallax::rt::test::cases;
 
 namespace {
 
@@ -69,20 +70,13 @@ std::vector<double> randomInts(int64_t n, uint64_t seed, int lo, int hi) {
   return v;
 }
 
-int64_t count(const std::vector<int64_t> &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
 void checkMatmul(DType dt, std::vector<int64_t> as, std::vector<int64_t> bs,
                  int threads = 1) {
   SCOPED_TRACE(::testing::Message() << nameOf(dt) << " " << ::testing::PrintToString(as)
                                     << " x " << ::testing::PrintToString(bs));
   bool isInt = !isFloat(dt);
-  auto av = isInt ? randomInts(count(as), 1, -5, 5) : randomValues(count(as), 1);
-  auto bv = isInt ? randomInts(count(bs), 2, -5, 5) : randomValues(count(bs), 2);
+  auto av = isInt ? randomInts(numel(as), 1, -5, 5) : randomValues(numel(as), 1);
+  auto bv = isInt ? randomInts(numel(bs), 2, -5, 5) : randomValues(numel(bs), 2);
   TestTensor A(dt, as, av), B(dt, bs, bv);
   Ref ref = refMatmul(as, bs, A.values(), B.values());
   TestTensor Y(dt, ref.shape);
@@ -98,19 +92,6 @@ void checkMatmul(DType dt, std::vector<int64_t> as, std::vector<int64_t> bs,
   else
     expectNear(Y.values(), ref.values, 1e-12, 1e-12);
 }
-
-const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>
-    kMatmulShapes = {
-        {{3, 4}, {4, 5}},          {{4}, {4, 5}},
-        {{3, 4}, {4}},             {{4}, {4}},
-        {{1, 4}, {4, 6}},          {{5, 4}, {4, 1}},
-        {{2, 3, 4}, {4, 5}},       {{2, 3, 4}, {2, 4, 5}},
-        {{2, 1, 3, 4}, {3, 4, 2}}, {{3, 4}, {2, 4, 5}},
-        {{2, 3, 4}, {4}},          {{4}, {2, 4, 5}},
-        {{2, 3, 1, 4}, {1, 4, 3}}, {{3, 0}, {0, 2}},
-        {{0, 4}, {4, 3}},          {{2, 3, 4}, {1, 4, 5}},
-        {{1, 3, 4}, {2, 4, 5}},    {{2, 2, 1, 4}, {2, 1, 4, 3}},
-};
 
 TEST(LinalgKernels, MatmulF32MatchesReference) {
   for (auto &[as, bs] : kMatmulShapes)
@@ -179,32 +160,16 @@ TEST(LinalgKernels, MatmulErrors) {
 void checkGemm(DType dt, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
                std::vector<int64_t> cShape, bool hasC, double alpha,
                double beta, bool setAlphaBeta = true) {
-  SCOPED_TRACE(::testing::Message()
-               << nameOf(dt) << " m=" << m << " n=" << n << " k=" << k
-               << " ta=" << ta << " tb=" << tb << " C=" << hasC << " "
-               << ::testing::PrintToString(cShape) << " alpha=" << alpha
-               << " beta=" << beta);
-  std::vector<int64_t> as = ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k};
-  std::vector<int64_t> bs = tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
-  TestTensor A(dt, as, randomValues(m * k, 3)), B(dt, bs, randomValues(k * n, 4));
-  TestTensor C = hasC ? TestTensor(dt, cShape, randomValues(count(cShape), 5))
-                      : TestTensor::none();
+  GemmProblem g = makeGemm(dt, m, n, k, ta, tb, cShape, hasC, alpha, beta, setAlphaBeta);
+  SCOPED_TRACE(g.what);
+  TestTensor &A = g.A, &B = g.B, &C = g.C;
   TestTensor Y(dt, {m, n});
   for (int64_t i = 0; i < Y.numElements(); ++i)
     Y.set(i, std::nan(""));
-  nlohmann::json attrs = nlohmann::json::object();
-  if (setAlphaBeta) {
-    attrs["alpha"] = alpha;
-    attrs["beta"] = beta;
-  }
-  if (ta)
-    attrs["trans_a"] = true;
-  if (tb)
-    attrs["trans_b"] = true;
   std::vector<TestTensor *> ins{&A, &B};
   if (hasC)
     ins.push_back(&C);
-  runKernel("gemm", ins, {&Y}, attrs);
+  runKernel("gemm", ins, {&Y}, g.attrs);
   auto av = A.values(), bv = B.values();
   std::vector<double> cv = hasC ? C.values() : std::vector<double>{};
   std::vector<double> ref(m * n);

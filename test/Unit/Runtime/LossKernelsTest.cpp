@@ -3,39 +3,16 @@
 // (onnx/backend/test/case/node/softmaxcrossentropy.py and
 // negativeloglikelihoodloss.py), and the gradients against finite
 // differences of the forward kernels.
-#include "KernelTestUtil.h"
+#include "KernelTestCases.h"
 
 #include <cmath>
 #include <optional>
 
 using namespace parallax::rt;
 using namespace parallax::rt::test;
+using namespace parallax::rt::test::cases;
 
 namespace {
-
-int64_t count(const std::vector<int64_t> &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
-std::vector<int64_t> labelShapeOf(const std::vector<int64_t> &scores) {
-  std::vector<int64_t> s{scores[0]};
-  s.insert(s.end(), scores.begin() + 2, scores.end());
-  return s;
-}
-
-/// Labels in [0, C), with `ignore` placed at every third position if set.
-std::vector<double> makeLabels(int64_t n, int64_t c, uint64_t seed,
-                               std::optional<int64_t> ignore) {
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int64_t> dist(0, c - 1);
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i)
-    v[i] = (double)((ignore && i % 3 == 1) ? *ignore : dist(gen));
-  return v;
-}
 
 struct RefLoss {
   std::vector<double> loss; ///< per element for none, else one value
@@ -47,7 +24,7 @@ RefLoss refLoss(const std::vector<int64_t> &shape, const std::vector<double> &x,
                 const std::vector<double> &labels,
                 const std::vector<double> *weights, const std::string &reduction,
                 std::optional<int64_t> ignore, bool logSoftmax) {
-  int64_t n = shape[0], c = shape[1], d = count(shape) / (n * c);
+  int64_t n = shape[0], c = shape[1], d = numel(shape) / (n * c);
   RefLoss r;
   r.logProb = x;
   if (logSoftmax)
@@ -82,12 +59,6 @@ RefLoss refLoss(const std::vector<int64_t> &shape, const std::vector<double> &x,
   return r;
 }
 
-struct LossCase {
-  std::vector<int64_t> shape;
-  bool weights;
-  std::optional<int64_t> ignore;
-};
-
 const std::vector<LossCase> kCases = {
     {{4, 5}, false, std::nullopt},     {{4, 5}, true, std::nullopt},
     {{6, 5}, false, 2},                {{6, 5}, true, -100},
@@ -116,8 +87,8 @@ void checkForward(bool sce, DType dt, DType lt, const LossCase &c,
                << " reduction " << reduction);
   int64_t cls = c.shape[1];
   auto ls = labelShapeOf(c.shape);
-  TestTensor x(dt, c.shape, randomValues(count(c.shape), 101, -3, 3));
-  TestTensor labels(lt, ls, makeLabels(count(ls), cls, 102, c.ignore));
+  TestTensor x(dt, c.shape, randomValues(numel(c.shape), 101, -3, 3));
+  TestTensor labels(lt, ls, makeLabels(numel(ls), cls, 102, c.ignore));
   TestTensor w = c.weights ? TestTensor(dt, {cls}, randomValues(cls, 103, 0.2, 2))
                            : TestTensor::none();
   TestTensor loss(dt, reduction == "none" ? ls : std::vector<int64_t>{});
@@ -167,10 +138,10 @@ TEST(LossKernels, NllLossMatchesOnnxReference) {
 TEST(LossKernels, SoftmaxCrossEntropyIsStableForLargeScores) {
   for (DType dt : {DType::F32, DType::F64})
     for (std::vector<int64_t> shape : std::vector<std::vector<int64_t>>{{5, 37}, {3, 11, 4}}) {
-      auto xv = randomValues(count(shape), 131, -800, 800);
+      auto xv = randomValues(numel(shape), 131, -800, 800);
       TestTensor x(dt, shape, xv);
       auto ls = labelShapeOf(shape);
-      TestTensor labels(DType::I64, ls, makeLabels(count(ls), shape[1], 132, std::nullopt));
+      TestTensor labels(DType::I64, ls, makeLabels(numel(ls), shape[1], 132, std::nullopt));
       TestTensor loss(dt, ls), lp(dt, shape);
       runKernel("softmax_cross_entropy_loss", {&x, &labels}, {&loss, &lp},
                 {{"reduction", "none"}});
@@ -215,10 +186,10 @@ void checkGrad(bool sce, const LossCase &c, const std::string &reduction,
   auto ls = labelShapeOf(c.shape);
   auto lossShape = reduction == "none" ? ls : std::vector<int64_t>{};
   auto attrs = lossAttrs(reduction, true, c.ignore);
-  auto xv = randomValues(count(c.shape), 111, -2, 2);
+  auto xv = randomValues(numel(c.shape), 111, -2, 2);
   auto wv = randomValues(cls, 112, 0.2, 2);
-  auto dv = randomValues(count(lossShape), 113, -2, 2);
-  TestTensor labels(lt, ls, makeLabels(count(ls), cls, 114, c.ignore));
+  auto dv = randomValues(numel(lossShape), 113, -2, 2);
+  TestTensor labels(lt, ls, makeLabels(numel(ls), cls, 114, c.ignore));
   std::vector<double> results[2];
   int k = 0;
   for (DType dt : {DType::F64, DType::F32}) {

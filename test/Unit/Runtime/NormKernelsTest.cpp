@@ -1,34 +1,36 @@
 // Tests of the Norm kernels (softmax, log_softmax and their gradients,
 // layer_norm, batch_norm and their gradients) against naive references and,
 // for the gradients, against finite differences of the forward kernels.
-#include "KernelTestUtil.h"
+#include "KernelTestCases.h"
 
 #include <cmath>
 #include <functional>
 
 using namespace parallax::rt;
 using namespace parallax::rt::test;
+using namespace parallax::rt::test::cases;
 
 namespace {
-
-int64_t count(const std::vector<int64_t> &s, int64_t b = 0, int64_t e = -1) {
-  int64_t size = (int64_t)s.size();
-  if (e < 0 || e > size)
-    e = size;
-  int64_t n = 1;
-  for (int64_t i = b; i < e; ++i)
-    n *= s.at(i);
-  return n;
-}
 
 double tolR(DType dt) { return dt == DType::F32 ? 2e-5 : 1e-11; }
 double tolA(DType dt) { return dt == DType::F32 ? 2e-6 : 1e-12; }
 
+/// Mean and biased variance of row `r` of a [rows, len] array, summed in
+/// row order.
+std::pair<double, double> rowMoments(const std::vector<double> &xv, int64_t r, int64_t len) {
+  double mu = 0, var = 0;
+  for (int64_t j = 0; j < len; ++j)
+    mu += xv[r * len + j] / len;
+  for (int64_t j = 0; j < len; ++j)
+    var += std::pow(xv[r * len + j] - mu, 2) / len;
+  return {mu, var};
+}
+
 /// Calls f(base offset, stride, length) for every line along `axis`.
 void forLines(const std::vector<int64_t> &shape, int64_t axis,
               const std::function<void(int64_t, int64_t, int64_t)> &f) {
-  int64_t outer = count(shape, 0, axis), len = shape[axis],
-          inner = count(shape, axis + 1);
+  int64_t outer = numel(shape, 0, axis), len = shape[axis],
+          inner = numel(shape, axis + 1);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i)
       f(o * len * inner + i, inner, len);
@@ -57,7 +59,7 @@ void checkSoftmax(DType dt, std::vector<int64_t> shape, int64_t axis,
                                     << ::testing::PrintToString(shape)
                                     << " axis " << axis);
   int64_t a = axis < 0 ? axis + (int64_t)shape.size() : axis;
-  TestTensor x(dt, shape, randomValues(count(shape), 21, -scale, scale));
+  TestTensor x(dt, shape, randomValues(numel(shape), 21, -scale, scale));
   nlohmann::json attrs = nlohmann::json::object();
   if (setAxis)
     attrs["axis"] = axis;
@@ -72,7 +74,7 @@ void checkSoftmax(DType dt, std::vector<int64_t> shape, int64_t axis,
   // Gradients: against the formula on doubles.
   auto yv = refSoftmax(shape, a, x.values(), false);
   auto lv = refSoftmax(shape, a, x.values(), true);
-  TestTensor dy(dt, shape, randomValues(count(shape), 22));
+  TestTensor dy(dt, shape, randomValues(numel(shape), 22));
   for (bool log : {false, true}) {
     TestTensor y(dt, shape, log ? lv : yv), dx(dt, shape);
     runKernel(log ? "log_softmax_grad" : "softmax_grad", {&y, &dy}, {&dx}, attrs,
@@ -202,14 +204,6 @@ int64_t paramIndex(const std::vector<int64_t> &ps, const std::vector<int64_t> &n
   return off;
 }
 
-struct LnCase {
-  std::vector<int64_t> x;
-  int64_t axis;
-  std::vector<int64_t> scale;
-  bool bias;
-  std::vector<int64_t> biasShape;
-};
-
 void checkLayerNorm(DType dt, const LnCase &c, double eps, bool setEps,
                     int threads = 1) {
   SCOPED_TRACE(::testing::Message()
@@ -220,11 +214,11 @@ void checkLayerNorm(DType dt, const LnCase &c, double eps, bool setEps,
   std::vector<int64_t> ns(c.x.begin() + a, c.x.end()), stats = c.x;
   for (int64_t d = a; d < rank; ++d)
     stats[d] = 1;
-  int64_t rows = count(c.x, 0, a), len = count(ns);
-  TestTensor x(dt, c.x, randomValues(count(c.x), 41, -2, 3));
-  TestTensor scale(dt, c.scale, randomValues(count(c.scale), 42));
+  int64_t rows = numel(c.x, 0, a), len = numel(ns);
+  TestTensor x(dt, c.x, randomValues(numel(c.x), 41, -2, 3));
+  TestTensor scale(dt, c.scale, randomValues(numel(c.scale), 42));
   TestTensor bias = c.bias ? TestTensor(dt, c.biasShape,
-                                        randomValues(count(c.biasShape), 43))
+                                        randomValues(numel(c.biasShape), 43))
                            : TestTensor::none();
   TestTensor y(dt, c.x), mean(dt, stats), inv(dt, stats);
   nlohmann::json attrs = {{"axis", c.axis}};
@@ -258,17 +252,6 @@ void checkLayerNorm(DType dt, const LnCase &c, double eps, bool setEps,
   expectNear(inv.values(), ri, tolR(dt), tolA(dt), "inv_std_dev");
 }
 
-const std::vector<LnCase> kLnCases = {
-    {{3, 4}, -1, {4}, true, {4}},
-    {{3, 4}, 1, {4}, false, {}},
-    {{2, 3, 4}, 1, {3, 4}, true, {3, 4}},
-    {{2, 3, 4}, 1, {4}, true, {3, 1}},      // broadcast scale and bias
-    {{2, 3, 4}, -2, {3, 1}, true, {1}},
-    {{2, 3, 4}, 0, {1, 1, 4}, true, {3, 4}}, // one row
-    {{2, 3, 4}, 2, {1}, false, {}},
-    {{5}, 0, {5}, true, {5}},
-};
-
 TEST(NormKernels, LayerNormMatchesReference) {
   for (DType dt : {DType::F32, DType::F64})
     for (const LnCase &c : kLnCases) {
@@ -289,10 +272,10 @@ TEST(NormKernels, LayerNormGradMatchesFiniteDifferences) {
     for (int64_t d = a; d < rank; ++d)
       stats[d] = 1;
     DType dt = DType::F64;
-    TestTensor x(dt, c.x, randomValues(count(c.x), 51, -2, 2));
-    TestTensor scale(dt, c.scale, randomValues(count(c.scale), 52));
-    TestTensor bias(dt, c.scale, randomValues(count(c.scale), 53));
-    TestTensor w(dt, c.x, randomValues(count(c.x), 54));
+    TestTensor x(dt, c.x, randomValues(numel(c.x), 51, -2, 2));
+    TestTensor scale(dt, c.scale, randomValues(numel(c.scale), 52));
+    TestTensor bias(dt, c.scale, randomValues(numel(c.scale), 53));
+    TestTensor w(dt, c.x, randomValues(numel(c.x), 54));
     nlohmann::json attrs = {{"axis", c.axis}, {"epsilon", 0.01}};
     auto loss = [&](TestTensor &xx, TestTensor &ss, TestTensor &bb) {
       TestTensor y(dt, c.x), m(dt, stats), iv(dt, stats);
@@ -303,17 +286,7 @@ TEST(NormKernels, LayerNormGradMatchesFiniteDifferences) {
       return l;
     };
     auto fdOf = [&](TestTensor &t) {
-      std::vector<double> g(t.numElements());
-      for (int64_t i = 0; i < t.numElements(); ++i) {
-        double v = t.get(i);
-        t.set(i, v + 1e-6);
-        double lp = loss(x, scale, bias);
-        t.set(i, v - 1e-6);
-        double lm = loss(x, scale, bias);
-        t.set(i, v);
-        g[i] = (lp - lm) / 2e-6;
-      }
-      return g;
+      return centralDifferences(t, [&] { return loss(x, scale, bias); });
     };
     TestTensor y(dt, c.x), mean(dt, stats), inv(dt, stats);
     runKernel("layer_norm", {&x, &scale, &bias}, {&y, &mean, &inv}, attrs);
@@ -348,11 +321,7 @@ TEST(NormKernels, LayerNormGradLargeMatchesReference) {
     auto xv = x.values(), sv = s.values(), dv = dy.values();
     std::vector<double> rdx(rows * len), rds(len, 0.0), rdb(len, 0.0);
     for (int64_t r = 0; r < rows; ++r) {
-      double mu = 0, var = 0;
-      for (int64_t j = 0; j < len; ++j)
-        mu += xv[r * len + j] / len;
-      for (int64_t j = 0; j < len; ++j)
-        var += std::pow(xv[r * len + j] - mu, 2) / len;
+      auto [mu, var] = rowMoments(xv, r, len);
       double is = 1 / std::sqrt(var + 1e-5), mg = 0, mgx = 0;
       for (int64_t j = 0; j < len; ++j) {
         double xh = (xv[r * len + j] - mu) * is, g = dv[r * len + j] * sv[j];
@@ -383,11 +352,7 @@ TEST(NormKernels, F32StatisticsOfOffsetData) {
   auto xv = x.values();
   std::vector<double> ry(rows * len), rm(rows), ri(rows);
   for (int64_t r = 0; r < rows; ++r) {
-    double mu = 0, var = 0;
-    for (int64_t j = 0; j < len; ++j)
-      mu += xv[r * len + j] / len;
-    for (int64_t j = 0; j < len; ++j)
-      var += std::pow(xv[r * len + j] - mu, 2) / len;
+    auto [mu, var] = rowMoments(xv, r, len);
     rm[r] = mu;
     ri[r] = 1 / std::sqrt(var + 1e-5);
     for (int64_t j = 0; j < len; ++j)
@@ -455,9 +420,9 @@ void checkBatchNorm(DType dt, std::vector<int64_t> xs, bool training,
   SCOPED_TRACE(::testing::Message() << nameOf(dt) << " x "
                                     << ::testing::PrintToString(xs)
                                     << " training " << training << " unbiased " << unbiased);
-  int64_t n = xs[0], c = xs[1], sp = count(xs, 2);
+  int64_t n = xs[0], c = xs[1], sp = numel(xs, 2);
   double eps = setAttrs ? 0.1 : 1e-5, mom = setAttrs ? 0.7 : 0.9;
-  TestTensor x(dt, xs, randomValues(count(xs), 71, -1, 3));
+  TestTensor x(dt, xs, randomValues(numel(xs), 71, -1, 3));
   TestTensor s(dt, {c}, randomValues(c, 72)), b(dt, {c}, randomValues(c, 73)),
       im(dt, {c}, randomValues(c, 74)), iv(dt, {c}, randomValues(c, 75, 0.5, 2));
   TestTensor y(dt, xs), rm(dt, {c}), rv(dt, {c});
@@ -535,10 +500,10 @@ TEST(NormKernels, BatchNormGradMatchesFiniteDifferences) {
     SCOPED_TRACE(::testing::PrintToString(xs));
     DType dt = DType::F64;
     int64_t c = xs[1];
-    TestTensor x(dt, xs, randomValues(count(xs), 81, -1, 2));
+    TestTensor x(dt, xs, randomValues(numel(xs), 81, -1, 2));
     TestTensor s(dt, {c}, randomValues(c, 82)), b(dt, {c}, randomValues(c, 83));
     TestTensor im(dt, {c}), iv(dt, {c}, std::vector<double>(c, 1.0));
-    TestTensor w(dt, xs, randomValues(count(xs), 84));
+    TestTensor w(dt, xs, randomValues(numel(xs), 84));
     nlohmann::json attrs = {{"epsilon", 0.01}, {"training", true}};
     auto loss = [&] {
       TestTensor y(dt, xs), rm(dt, {c}), rv(dt, {c});
@@ -548,19 +513,7 @@ TEST(NormKernels, BatchNormGradMatchesFiniteDifferences) {
         l += w.get(i) * y.get(i);
       return l;
     };
-    auto fdOf = [&](TestTensor &t) {
-      std::vector<double> g(t.numElements());
-      for (int64_t i = 0; i < t.numElements(); ++i) {
-        double v = t.get(i);
-        t.set(i, v + 1e-6);
-        double lp = loss();
-        t.set(i, v - 1e-6);
-        double lm = loss();
-        t.set(i, v);
-        g[i] = (lp - lm) / 2e-6;
-      }
-      return g;
-    };
+    auto fdOf = [&](TestTensor &t) { return centralDifferences(t, loss); };
     for (int threads : {1, 2}) {
       TestTensor dx(dt, xs), ds(dt, {c}), db(dt, {c});
       ExecEnv env;
@@ -574,7 +527,7 @@ TEST(NormKernels, BatchNormGradMatchesFiniteDifferences) {
   }
   // f32 against f64 on a larger tensor.
   std::vector<int64_t> xs{4, 8, 6, 6};
-  auto xv = randomValues(count(xs), 91, -1, 2), dv = randomValues(count(xs), 92),
+  auto xv = randomValues(numel(xs), 91, -1, 2), dv = randomValues(numel(xs), 92),
        sv = randomValues(8, 93);
   std::vector<double> out[2][3];
   int k = 0;

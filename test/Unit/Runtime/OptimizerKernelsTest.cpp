@@ -104,6 +104,27 @@ std::vector<TestTensor> makeState(const Opt &o, DType dt,
   return st;
 }
 
+/// An optimizer's variable and state as the kernel updates them, and the
+/// reference's copies.
+struct OptRun {
+  TestTensor w;
+  std::vector<TestTensor> st;
+  std::vector<double> rw, r0, r1;
+};
+
+/// A random variable of `shape` (from `seed`) and state (from seed + 1).
+OptRun startRun(const Opt &o, DType dt, const std::vector<int64_t> &shape, uint64_t seed) {
+  OptRun r;
+  r.w = TestTensor(dt, shape, randomValues(numel(shape), seed));
+  r.st = makeState(o, dt, shape, seed + 1);
+  r.rw = r.w.values();
+  if (o.states() > 0)
+    r.r0 = r.st[0].values();
+  if (o.states() > 1)
+    r.r1 = r.st[1].values();
+  return r;
+}
+
 ExecEnv stepEnv(int64_t step, int threads = 1) {
   ExecEnv env;
   env.step = step;
@@ -152,13 +173,8 @@ TEST(OptimizerKernels, DenseMatchesTorchFormulas) {
   const int64_t n = 105;
   for (const Opt &o : optimizers())
     for (DType dt : {DType::F32, DType::F64}) {
-      TestTensor w(dt, shape, randomValues(n, seed += 5));
-      std::vector<TestTensor> st = makeState(o, dt, shape, seed + 1);
-      std::vector<double> rw = w.values(), r0, r1;
-      if (o.states() > 0)
-        r0 = st[0].values();
-      if (o.states() > 1)
-        r1 = st[1].values();
+      OptRun run = startRun(o, dt, shape, seed += 5);
+      auto &[w, st, rw, r0, r1] = run;
       for (int64_t t = 1; t <= 3; ++t) {
         TestTensor g(dt, shape, randomValues(n, seed + 10 * t));
         runOpt(o, w, st, {&g}, t);
@@ -179,13 +195,8 @@ TEST(OptimizerKernels, SparseMatchesTorchFormulas) {
   uint64_t seed = 200;
   for (const Opt &o : optimizers())
     for (DType dt : {DType::F32, DType::F64}) {
-      TestTensor w(dt, shape, randomValues(n, seed += 5));
-      std::vector<TestTensor> st = makeState(o, dt, shape, seed + 1);
-      std::vector<double> rw = w.values(), r0, r1;
-      if (o.states() > 0)
-        r0 = st[0].values();
-      if (o.states() > 1)
-        r1 = st[1].values();
+      OptRun run = startRun(o, dt, shape, seed += 5);
+      auto &[w, st, rw, r0, r1] = run;
       for (int64_t t = 1; t <= 3; ++t) {
         const std::vector<int64_t> &idx = indices[t - 1];
         int64_t k = idx.size();
@@ -240,13 +251,8 @@ TEST(OptimizerKernels, ManyThreads) {
     if (o.wd == 0 && o.op != "sgd")
       continue; // keep it fast: sgd without weight decay has its own path
     const int64_t rows = 3000, cols = 16, n = rows * cols;
-    TestTensor w(DType::F32, {rows, cols}, randomValues(n, seed += 3));
-    std::vector<TestTensor> st = makeState(o, DType::F32, {rows, cols}, seed + 1);
-    std::vector<double> rw = w.values(), r0, r1;
-    if (o.states() > 0)
-      r0 = st[0].values();
-    if (o.states() > 1)
-      r1 = st[1].values();
+    OptRun run = startRun(o, DType::F32, {rows, cols}, seed += 3);
+    auto &[w, st, rw, r0, r1] = run;
     TestTensor g(DType::F32, {rows, cols}, randomValues(n, seed + 2));
     runOpt(o, w, st, {&g}, 1, /*threads=*/2);
     refStep(o, rw, r0, r1, g.values(), std::vector<bool>(n, true), false, 1);

@@ -2,18 +2,16 @@
 // reduce_min and reduce_prod over
 // every axis pattern (trailing, leading, middle, general, none, all), and
 // densify, against naive references written here.
-#include "KernelTestUtil.h"
+#include "KernelTestCases.h"
 
 #include <cmath>
 #include <limits>
 
 using namespace parallax::rt;
 using namespace parallax::rt::test;
+using namespace parallax::rt::test::cases;
 
 namespace {
-
-using Shape = std::vector<int64_t>;
-
 
 bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64; }
 
@@ -39,15 +37,8 @@ void checkReduce(const std::string &op, DType t, const Shape &in, std::vector<in
                ::testing::PrintToString(axes) + " keepdims " + std::to_string(keepdims) +
                " threads " + std::to_string(threads));
   const int64_t rank = in.size();
-  std::vector<bool> red(rank, false);
-  for (int64_t a : axes)
-    red[a < 0 ? a + rank : a] = true;
-  Shape out;
-  for (int64_t d = 0; d < rank; ++d)
-    if (!red[d])
-      out.push_back(in[d]);
-    else if (keepdims != 0)
-      out.push_back(1);
+  std::vector<bool> red = reducedDims(rank, axes);
+  Shape out = reducedShape(in, axes, keepdims);
   const bool prod = op == "reduce_prod";
   std::vector<double> v = randomValues(numel(in), 21, -4, 4);
   if (prod) // near 1 (floats) or in {-1, 1, 2} (integers): finite, exact
@@ -110,21 +101,6 @@ void checkReduce(const std::string &op, DType t, const Shape &in, std::vector<in
   else
     ASSERT_EQ(y.values(), expected);
 }
-
-struct ReduceCase {
-  Shape in;
-  std::vector<int64_t> axes;
-};
-
-const std::vector<ReduceCase> kReduceCases = {
-    {{5, 7}, {1}},          {{5, 7}, {0}},           {{5, 7}, {0, 1}},
-    {{5, 7}, {-1}},         {{5, 7}, {}},            {{3, 4, 5}, {1}},
-    {{3, 4, 5}, {0, 2}},    {{3, 4, 5}, {2, 0}},     {{3, 4, 5}, {-3, -2}},
-    {{2, 3, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 2}},  {{2, 3, 4, 5}, {1, 2}},
-    {{1, 5, 1, 3}, {0, 2}}, {{1, 5, 1, 3}, {1}},     {{2, 1, 3}, {1, 2}},
-    {{9}, {0}},             {{}, {}},                {{4, 300}, {0}},
-    {{3, 2, 600}, {1}},     {{600, 2, 3}, {0, 2}},
-};
 
 TEST(ReductionReduce, FloatsEveryPattern) {
   for (const char *op : {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"})

@@ -23,6 +23,14 @@ struct Case {
   std::string direction = "forward";
   bool bias = true, initialH = true, initialC = true, lbr = true;
 
+  /// An LSTM or GRU layer in direction `dir`, the other fields defaulted.
+  static Case layer(bool lstm, std::string dir) {
+    Case c;
+    c.lstm = lstm;
+    c.direction = std::move(dir);
+    return c;
+  }
+
   int64_t d() const { return direction == "bidirectional" ? 2 : 1; }
   int64_t g() const { return lstm ? 4 : 3; }
   std::string name() const {
@@ -175,6 +183,31 @@ Forward runForward(const Case &c, const Values &v, DType dt, int threads) {
   return f;
 }
 
+/// The gradients lstm_grad (gru_grad: no dc0) writes.
+struct Grads {
+  TestTensor dx, dw, dr, db, dh0, dc0;
+};
+
+/// Runs the layer's gradient kernel after `f` with the output gradients
+/// dy, dyh and dyc (LSTM only).
+Grads runBackward(const Case &c, Forward &f, DType dt, TestTensor &dy, TestTensor &dyh,
+                  TestTensor &dyc, int threads) {
+  int64_t D = c.d(), G = c.g() * c.h;
+  Grads g{TestTensor(dt, {c.t, c.b, c.i}), TestTensor(dt, {D, G, c.i}),
+          TestTensor(dt, {D, G, c.h}),     TestTensor(dt, {D, 2 * G}),
+          TestTensor(dt, {D, c.b, c.h}),   TestTensor(dt, {D, c.b, c.h})};
+  ExecEnv env;
+  env.threads = threads;
+  if (c.lstm)
+    runKernel("lstm_grad",
+              {&f.x, &f.w, &f.r, &f.h0, &f.c0, &f.y, &f.gates, &f.cells, &dy, &dyh, &dyc},
+              {&g.dx, &g.dw, &g.dr, &g.db, &g.dh0, &g.dc0}, attrsOf(c), env);
+  else
+    runKernel("gru_grad", {&f.x, &f.w, &f.r, &f.h0, &f.y, &f.gates, &dy, &dyh},
+              {&g.dx, &g.dw, &g.dr, &g.db, &g.dh0}, attrsOf(c), env);
+  return g;
+}
+
 double tolR(DType dt) { return dt == DType::F32 ? 2e-5 : 1e-12; }
 double tolA(DType dt) { return dt == DType::F32 ? 2e-6 : 1e-13; }
 
@@ -199,7 +232,7 @@ void checkBackward(const Case &c, DType dt, int threads, uint64_t seed,
                (withDy ? " dy" : "") + (withDyH ? " dy_h" : "") +
                (c.lstm && withDyC ? " dy_c" : ""));
   Values v = caseValues(c, seed);
-  int64_t D = c.d(), G = c.g() * c.h;
+  int64_t D = c.d();
   std::vector<double> ry = test::randomValues(c.t * D * c.b * c.h, seed + 7),
                       rh = test::randomValues(D * c.b * c.h, seed + 8),
                       rc = test::randomValues(D * c.b * c.h, seed + 9);
@@ -220,17 +253,8 @@ void checkBackward(const Case &c, DType dt, int threads, uint64_t seed,
   TestTensor dy(dt, {c.t, D, c.b, c.h}, withDy ? ry : std::vector<double>{});
   TestTensor dyh(dt, {D, c.b, c.h}, withDyH ? rh : std::vector<double>{});
   TestTensor dyc(dt, {D, c.b, c.h}, useC ? rc : std::vector<double>{});
-  TestTensor dx(dt, {c.t, c.b, c.i}), dw(dt, {D, G, c.i}), dr(dt, {D, G, c.h}),
-      db(dt, {D, 2 * G}), dh0(dt, {D, c.b, c.h}), dc0(dt, {D, c.b, c.h});
-  ExecEnv env;
-  env.threads = threads;
-  if (c.lstm)
-    runKernel("lstm_grad",
-              {&f.x, &f.w, &f.r, &f.h0, &f.c0, &f.y, &f.gates, &f.cells, &dy, &dyh, &dyc},
-              {&dx, &dw, &dr, &db, &dh0, &dc0}, attrsOf(c), env);
-  else
-    runKernel("gru_grad", {&f.x, &f.w, &f.r, &f.h0, &f.y, &f.gates, &dy, &dyh},
-              {&dx, &dw, &dr, &db, &dh0}, attrsOf(c), env);
+  Grads g = runBackward(c, f, dt, dy, dyh, dyc, threads);
+  TestTensor &dx = g.dx, &dw = g.dw, &dr = g.dr, &db = g.db, &dh0 = g.dh0, &dc0 = g.dc0;
 
   // f32 kernels are checked against double differences with a looser bound.
   double rtol = dt == DType::F32 ? 2e-3 : 1e-6, atol = dt == DType::F32 ? 2e-4 : 1e-8;
@@ -264,9 +288,7 @@ std::vector<Case> cases() {
   for (bool lstm : {true, false})
     for (const char *dir : {"forward", "reverse", "bidirectional"})
       for (int variant = 0; variant < (lstm ? 2 : 4); ++variant) {
-        Case c;
-        c.lstm = lstm;
-        c.direction = dir;
+        Case c = Case::layer(lstm, dir);
         // Variants: all operands; no bias and no initial states (GRU also
         // both without linear_before_reset).
         bool full = variant % 2 == 0;
@@ -291,9 +313,7 @@ TEST(RnnKernels, ForwardThreadedMatchesReference) {
   uint64_t seed = 200;
   for (bool lstm : {true, false})
     for (const char *dir : {"forward", "bidirectional"}) {
-      Case c;
-      c.lstm = lstm;
-      c.direction = dir;
+      Case c = Case::layer(lstm, dir);
       c.t = 6;
       c.b = 33;
       c.i = 40;
@@ -312,9 +332,7 @@ TEST(RnnKernels, BackwardF32AndThreads) {
   uint64_t seed = 400;
   for (bool lstm : {true, false})
     for (const char *dir : {"reverse", "bidirectional"}) {
-      Case c;
-      c.lstm = lstm;
-      c.direction = dir;
+      Case c = Case::layer(lstm, dir);
       checkBackward(c, DType::F32, 1, seed++);
       checkBackward(c, DType::F64, 3, seed++);
     }
@@ -338,7 +356,7 @@ TEST(RnnKernels, BackwardThreadedMatchesOneThread) {
       c.h = 40;
       SCOPED_TRACE(c.name());
       Values v = caseValues(c, seed++);
-      int64_t D = c.d(), G = c.g() * c.h;
+      int64_t D = c.d();
       std::vector<double> ry = test::randomValues(c.t * D * c.b * c.h, seed++),
                           rh = test::randomValues(D * c.b * c.h, seed++);
       std::map<int, std::vector<std::vector<double>>> results;
@@ -346,20 +364,9 @@ TEST(RnnKernels, BackwardThreadedMatchesOneThread) {
         Forward f = runForward(c, v, DType::F32, threads);
         TestTensor dy(DType::F32, {c.t, D, c.b, c.h}, ry), dyh(DType::F32, {D, c.b, c.h}, rh),
             dyc(DType::F32, {D, c.b, c.h}, rh);
-        TestTensor dx(DType::F32, {c.t, c.b, c.i}), dw(DType::F32, {D, G, c.i}),
-            dr(DType::F32, {D, G, c.h}), db(DType::F32, {D, 2 * G}),
-            dh0(DType::F32, {D, c.b, c.h}), dc0(DType::F32, {D, c.b, c.h});
-        ExecEnv env;
-        env.threads = threads;
-        if (lstm)
-          runKernel("lstm_grad",
-                    {&f.x, &f.w, &f.r, &f.h0, &f.c0, &f.y, &f.gates, &f.cells, &dy, &dyh, &dyc},
-                    {&dx, &dw, &dr, &db, &dh0, &dc0}, attrsOf(c), env);
-        else
-          runKernel("gru_grad", {&f.x, &f.w, &f.r, &f.h0, &f.y, &f.gates, &dy, &dyh},
-                    {&dx, &dw, &dr, &db, &dh0}, attrsOf(c), env);
-        results[threads] = {f.y.values(), dx.values(), dw.values(), dr.values(),
-                            db.values(), dh0.values(), dc0.values()};
+        Grads g = runBackward(c, f, DType::F32, dy, dyh, dyc, threads);
+        results[threads] = {f.y.values(), g.dx.values(), g.dw.values(), g.dr.values(),
+                            g.db.values(), g.dh0.values(), g.dc0.values()};
       }
       const char *names[] = {"y", "dx", "dw", "dr", "db", "dinitial_h", "dinitial_c"};
       for (size_t k = 0; k < results[1].size(); ++k)
@@ -372,9 +379,7 @@ TEST(RnnKernels, BackwardWithSomeGradientsAbsent) {
   // classifier), only y (an LM), only y_c.
   uint64_t seed = 500;
   for (bool lstm : {true, false}) {
-    Case c;
-    c.lstm = lstm;
-    c.direction = "bidirectional";
+    Case c = Case::layer(lstm, "bidirectional");
     checkBackward(c, DType::F64, 1, seed++, false, true, false);
     checkBackward(c, DType::F64, 1, seed++, true, false, false);
     if (lstm)

@@ -1,16 +1,14 @@
 // Tests of the Shape kernels: transpose, concat, expand, slice and
 // slice_grad, against naive index arithmetic written here.
-#include "KernelTestUtil.h"
+#include "KernelTestCases.h"
 
 #include <numeric>
 
 using namespace parallax::rt;
 using namespace parallax::rt::test;
+using namespace parallax::rt::test::cases;
 
 namespace {
-
-using Shape = std::vector<int64_t>;
-
 
 std::vector<int64_t> unravel(int64_t flat, const Shape &s) {
   std::vector<int64_t> idx(s.size());
@@ -28,32 +26,10 @@ int64_t ravel(const std::vector<int64_t> &idx, const Shape &s) {
   return flat;
 }
 
-/// Distinct values that every type holds exactly (i8: small, wrapping ok).
-std::vector<double> distinct(DType t, int64_t n) {
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i) {
-    switch (t) {
-    case DType::Bool: v[i] = (i * 7 + i / 3) % 2; break;
-    case DType::I8: v[i] = (i % 251) - 125; break;
-    case DType::U8: v[i] = i % 251; break;
-    case DType::I16: v[i] = (i % 30011) - 15000; break;
-    case DType::I32:
-    case DType::I64: v[i] = (double)i * 3 - 1000; break;
-    default: v[i] = (double)i * 0.5 - 7.25; break;
-    }
-  }
-  return v;
-}
-
-const std::vector<DType> kAllTypes = {DType::F32, DType::F64, DType::I64, DType::I32,
-                                      DType::I16, DType::I8,  DType::U8,  DType::Bool};
-
 void checkTranspose(DType t, const Shape &in, const Shape &perm, int threads = 1) {
   SCOPED_TRACE(std::string(nameOf(t)) + " " + ::testing::PrintToString(in) + " perm " +
                ::testing::PrintToString(perm));
-  Shape out(in.size());
-  for (size_t i = 0; i < in.size(); ++i)
-    out[i] = in[perm[i]];
+  Shape out = transposedShape({in, perm});
   TestTensor x(t, in, distinct(t, numel(in))), y(t, out);
   ExecEnv env;
   env.threads = threads;
@@ -69,25 +45,12 @@ void checkTranspose(DType t, const Shape &in, const Shape &perm, int threads = 1
 }
 
 TEST(ShapeTranspose, AllTypesAndPaths) {
-  for (DType t : kAllTypes) {
-    checkTranspose(t, {}, {});
-    checkTranspose(t, {5}, {0});
-    checkTranspose(t, {3, 4}, {1, 0});
-    checkTranspose(t, {37, 70}, {1, 0});       // tiled 2-d, partial tiles
-    checkTranspose(t, {2, 3, 45, 33}, {0, 1, 3, 2}); // swap the last two (tiled)
-    checkTranspose(t, {2, 3, 4, 5}, {0, 2, 1, 3});   // last dim stays: row copies
-    checkTranspose(t, {4, 9, 10}, {2, 0, 1});
-    checkTranspose(t, {4, 9, 10}, {1, 2, 0});
-    checkTranspose(t, {2, 1, 3, 1, 4}, {4, 3, 0, 2, 1}); // size-1 dims
-    checkTranspose(t, {2, 3, 2, 3, 2, 2}, {5, 1, 3, 0, 4, 2});
-    checkTranspose(t, {3, 0, 4}, {2, 1, 0}); // empty
-  }
-  for (int threads : {2, 4}) {
-    checkTranspose(DType::F32, {300, 513}, {1, 0}, threads);
-    checkTranspose(DType::F64, {4, 8, 64, 100}, {0, 1, 3, 2}, threads);
-    checkTranspose(DType::I64, {8, 128, 8, 64}, {0, 2, 1, 3}, threads);
-    checkTranspose(DType::F32, {20, 30, 40}, {2, 0, 1}, threads);
-  }
+  for (DType t : kAllTypes)
+    for (const TransposeCase &c : kTransposeCases)
+      checkTranspose(t, c.in, c.perm);
+  for (int threads : {2, 4})
+    for (const auto &[t, c] : kLargeTransposeCases)
+      checkTranspose(t, c.in, c.perm, threads);
 }
 
 TEST(ShapeTranspose, Errors) {
@@ -110,24 +73,12 @@ void checkConcat(DType t, const std::vector<Shape> &ins, int64_t axis, int threa
   SCOPED_TRACE(std::string(nameOf(t)) + " axis " + std::to_string(axis));
   int64_t rank = ins[0].size();
   int64_t a = axis < 0 ? axis + rank : axis;
-  Shape out = ins[0];
-  out[a] = 0;
-  for (const Shape &s : ins)
-    out[a] += s[a];
-  std::vector<TestTensor> xs;
-  int64_t seed = 0;
-  for (const Shape &s : ins) {
-    std::vector<double> v = distinct(t, numel(s) + seed);
-    xs.emplace_back(t, s, std::vector<double>(v.begin() + seed, v.end()));
-    seed += 17;
-  }
-  std::vector<TestTensor *> ptrs;
-  for (TestTensor &x : xs)
-    ptrs.push_back(&x);
+  Shape out = concatShape(ins, axis);
+  std::vector<TestTensor> xs = concatInputs(t, ins);
   TestTensor y(t, out);
   ExecEnv env;
   env.threads = threads;
-  runKernel("concat", ptrs, {&y}, {{"axis", axis}}, env);
+  runKernel("concat", pointersTo(xs), {&y}, {{"axis", axis}}, env);
   std::vector<double> expected(numel(out));
   for (int64_t o = 0; o < numel(out); ++o) {
     std::vector<int64_t> idx = unravel(o, out);
@@ -140,13 +91,9 @@ void checkConcat(DType t, const std::vector<Shape> &ins, int64_t axis, int threa
 }
 
 TEST(ShapeConcat, AxesAndTypes) {
-  for (DType t : kAllTypes) {
-    checkConcat(t, {{2, 3}, {4, 3}}, 0);
-    checkConcat(t, {{2, 3}, {2, 1}, {2, 5}}, 1);
-    checkConcat(t, {{2, 3}, {2, 1}, {2, 5}}, -1);
-    checkConcat(t, {{2, 3, 4}, {2, 2, 4}, {2, 0, 4}, {2, 1, 4}}, -2);
-    checkConcat(t, {{5}}, 0);
-  }
+  for (DType t : kAllTypes)
+    for (const ConcatCase &c : kConcatCases)
+      checkConcat(t, c.ins, c.axis);
   checkConcat(DType::F32, {{400, 64}, {400, 200}}, 1, 4);
 }
 
@@ -185,15 +132,9 @@ void checkExpand(DType t, const Shape &in, const Shape &out, int threads = 1) {
 }
 
 TEST(ShapeExpand, Broadcasts) {
-  for (DType t : kAllTypes) {
-    checkExpand(t, {}, {2, 3});
-    checkExpand(t, {3}, {4, 3});
-    checkExpand(t, {4, 1}, {4, 5});
-    checkExpand(t, {1, 3, 1}, {2, 3, 4});
-    checkExpand(t, {2, 3}, {2, 3});
-    checkExpand(t, {3, 1}, {2, 2, 3, 5});
-    checkExpand(t, {1}, {0, 3});
-  }
+  for (DType t : kAllTypes)
+    for (const auto &[in, out] : kExpandCases)
+      checkExpand(t, in, out);
   checkExpand(DType::F32, {1, 300, 1}, {8, 300, 64}, 4);
 }
 
@@ -203,22 +144,13 @@ TEST(ShapeExpand, Errors) {
   EXPECT_NE(kernelError("expand", {&z}, {&x}).find("higher rank"), std::string::npos);
 }
 
-struct SliceCase {
-  Shape in, out, starts, steps;
-};
-
-const std::vector<SliceCase> kSliceCases = {
-    {{10}, {3}, {2}, {1}},
-    {{10}, {4}, {9}, {-2}},
-    {{10}, {10}, {9}, {-1}},                // reverse
-    {{6, 8}, {2, 8}, {3, 0}, {1, 1}},       // rows: contiguous
-    {{6, 8}, {6, 3}, {0, 1}, {1, 3}},
-    {{6, 8}, {3, 4}, {5, 7}, {-2, -2}},
-    {{4, 5, 6}, {2, 5, 3}, {1, 0, 5}, {2, 1, -2}},
-    {{4, 5, 6}, {4, 0, 6}, {0, 0, 0}, {1, 1, 1}}, // empty
-    {{2, 1, 7}, {2, 1, 2}, {0, 0, 6}, {1, 1, -5}},
-    {{}, {}, {}, {}},
-};
+/// The flat index into the input of element `o` of a slice's output.
+int64_t sliceSourceOf(int64_t o, const SliceCase &c) {
+  std::vector<int64_t> idx = unravel(o, c.out);
+  for (size_t d = 0; d < idx.size(); ++d)
+    idx[d] = c.starts[d] + idx[d] * c.steps[d];
+  return ravel(idx, c.in);
+}
 
 TEST(ShapeSlice, StridedAndNegativeSteps) {
   for (DType t : kAllTypes) {
@@ -229,12 +161,8 @@ TEST(ShapeSlice, StridedAndNegativeSteps) {
       TestTensor x(t, c.in, distinct(t, numel(c.in))), y(t, c.out);
       runKernel("slice", {&x}, {&y}, {{"starts", c.starts}, {"steps", c.steps}});
       std::vector<double> expected(numel(c.out));
-      for (int64_t o = 0; o < numel(c.out); ++o) {
-        std::vector<int64_t> idx = unravel(o, c.out);
-        for (size_t d = 0; d < idx.size(); ++d)
-          idx[d] = c.starts[d] + idx[d] * c.steps[d];
-        expected[o] = x.get(ravel(idx, c.in));
-      }
+      for (int64_t o = 0; o < numel(c.out); ++o)
+        expected[o] = x.get(sliceSourceOf(o, c));
       ASSERT_EQ(y.values(), expected);
     }
   }
@@ -249,12 +177,8 @@ TEST(ShapeSlice, GradScattersIntoZeros) {
       TestTensor dx(t, c.in, std::vector<double>(numel(c.in), 1)); // garbage: must be zeroed
       runKernel("slice_grad", {&dy}, {&dx}, {{"starts", c.starts}, {"steps", c.steps}});
       std::vector<double> expected(numel(c.in), 0.0);
-      for (int64_t o = 0; o < numel(c.out); ++o) {
-        std::vector<int64_t> idx = unravel(o, c.out);
-        for (size_t d = 0; d < idx.size(); ++d)
-          idx[d] = c.starts[d] + idx[d] * c.steps[d];
-        expected[ravel(idx, c.in)] = dy.get(o);
-      }
+      for (int64_t o = 0; o < numel(c.out); ++o)
+        expected[sliceSourceOf(o, c)] = dy.get(o);
       ASSERT_EQ(dx.values(), expected);
     }
   }
@@ -310,19 +234,17 @@ int64_t padSource(int64_t o, int64_t n, int64_t begin, const std::string &mode) 
   return i < 0 ? -i : 2 * (n - 1) - i; // reflect
 }
 
-struct PadCase {
-  Shape in;
-  std::vector<int64_t> pads;
-};
-
-const std::vector<PadCase> kPadCases = {
-    {{5}, {2, 3}},
-    {{3, 4}, {1, 2, 2, 1}},
-    {{2, 3, 4}, {0, 1, 2, 0, 2, 3}},
-    {{2, 3, 5, 6}, {0, 0, 1, 1, 0, 0, 1, 1}}, // what AvgPool's padding looks like
-    {{3, 6}, {-1, 2, 0, -3}},                 // negative pads crop
-    {{4, 4}, {0, 0, 0, 0}},
-};
+/// The flat index into the input of what element `o` of the padded output
+/// holds, or -1 for the fill value.
+int64_t padSourceOf(int64_t o, const Shape &out, const PadCase &c, const std::string &mode) {
+  std::vector<int64_t> idx = unravel(o, out);
+  bool filled = false;
+  for (size_t d = 0; d < c.in.size(); ++d) {
+    idx[d] = padSource(idx[d], c.in[d], c.pads[d], mode);
+    filled |= idx[d] < 0;
+  }
+  return filled ? -1 : ravel(idx, c.in);
+}
 
 TEST(ShapePad, ModesAndTypes) {
   for (const char *mode : {"constant", "reflect", "edge"})
@@ -331,10 +253,7 @@ TEST(ShapePad, ModesAndTypes) {
         SCOPED_TRACE(std::string(mode) + " " + nameOf(t) + " " +
                      ::testing::PrintToString(c.in) + " pads " +
                      ::testing::PrintToString(c.pads));
-        const size_t rank = c.in.size();
-        Shape out(rank);
-        for (size_t d = 0; d < rank; ++d)
-          out[d] = c.in[d] + c.pads[d] + c.pads[rank + d];
+        Shape out = paddedShape(c);
         TestTensor x(t, c.in, distinct(t, numel(c.in))), y(t, out);
         const double fill = t == DType::Bool ? 1 : 7;
         ExecEnv env;
@@ -342,13 +261,8 @@ TEST(ShapePad, ModesAndTypes) {
         runKernel("pad", {&x}, {&y}, {{"pads", c.pads}, {"mode", mode}, {"value", fill}}, env);
         std::vector<double> expected(numel(out));
         for (int64_t o = 0; o < numel(out); ++o) {
-          std::vector<int64_t> idx = unravel(o, out);
-          bool filled = false;
-          for (size_t d = 0; d < rank; ++d) {
-            idx[d] = padSource(idx[d], c.in[d], c.pads[d], mode);
-            filled |= idx[d] < 0;
-          }
-          expected[o] = filled ? fill : x.get(ravel(idx, c.in));
+          int64_t src = padSourceOf(o, out, c, mode);
+          expected[o] = src < 0 ? fill : x.get(src);
         }
         ASSERT_EQ(y.values(), expected);
       }
@@ -360,10 +274,7 @@ TEST(ShapePad, GradAddsBackToTheSource) {
       for (int threads : {1, 3}) {
         SCOPED_TRACE(std::string(mode) + " " + ::testing::PrintToString(c.in) + " pads " +
                      ::testing::PrintToString(c.pads));
-        const size_t rank = c.in.size();
-        Shape out(rank);
-        for (size_t d = 0; d < rank; ++d)
-          out[d] = c.in[d] + c.pads[d] + c.pads[rank + d];
+        Shape out = paddedShape(c);
         TestTensor dy(DType::F64, out, distinct(DType::F64, numel(out)));
         TestTensor dx(DType::F64, c.in, std::vector<double>(numel(c.in), 5)); // must be zeroed
         ExecEnv env;
@@ -371,14 +282,9 @@ TEST(ShapePad, GradAddsBackToTheSource) {
         runKernel("pad_grad", {&dy}, {&dx}, {{"pads", c.pads}, {"mode", mode}}, env);
         std::vector<double> expected(numel(c.in), 0.0);
         for (int64_t o = 0; o < numel(out); ++o) {
-          std::vector<int64_t> idx = unravel(o, out);
-          bool filled = false;
-          for (size_t d = 0; d < rank; ++d) {
-            idx[d] = padSource(idx[d], c.in[d], c.pads[d], mode);
-            filled |= idx[d] < 0;
-          }
-          if (!filled)
-            expected[ravel(idx, c.in)] += dy.get(o);
+          int64_t src = padSourceOf(o, out, c, mode);
+          if (src >= 0)
+            expected[src] += dy.get(o);
         }
         expectNear(dx.values(), expected, 1e-12, 1e-12);
       }
