@@ -22,7 +22,8 @@ struct Span {
 
 /// The spans covering `views` (overlapping ranges merged) and each view's
 /// place in them.
-std::vector<Span> spansOf(std::vector<TensorView *> &views, std::vector<bool> isOutput) {
+std::vector<Span> spansOf(const Device &device, std::vector<TensorView *> &views,
+                          std::vector<bool> isOutput) {
   struct Range {
     char *begin;
     int64_t bytes;
@@ -38,10 +39,16 @@ std::vector<Span> spansOf(std::vector<TensorView *> &views, std::vector<bool> is
   std::vector<Span> spans;
   std::vector<std::pair<size_t, int64_t>> placeOf(views.size(), {0, -1});
   for (const Range &r : ranges) {
-    // Tensors less than an alignment apart share a span too: a bucket's
-    // tensors, which an in-place all_reduce wants back to back in one
-    // buffer, are laid out at aligned offsets (the gap is padding).
-    if (spans.empty() || r.begin >= spans.back().device + spans.back().bytes + kPlanAlignment)
+    // Tensors less than an alignment apart in one allocation share a span
+    // too: a bucket's tensors, which an in-place all_reduce wants back to
+    // back in one buffer, are laid out at aligned offsets (the gap is
+    // padding). Separate allocations can lie that close as well (two small
+    // variables), but a copy cannot cross from one into the other.
+    bool apart = spans.empty() ||
+                 r.begin >= spans.back().device + spans.back().bytes + kPlanAlignment ||
+                 (r.begin >= spans.back().device + spans.back().bytes &&
+                  device.allocationOf(r.begin) != device.allocationOf(spans.back().device));
+    if (apart)
       spans.push_back({r.begin, r.bytes, nullptr, false});
     else
       spans.back().bytes =
@@ -78,7 +85,7 @@ KernelFactory hostStaged(KernelFactory cpuFactory) {
       views.push_back(&t);
       isOutput.push_back(true);
     }
-    auto spans = std::make_shared<std::vector<Span>>(spansOf(views, isOutput));
+    auto spans = std::make_shared<std::vector<Span>>(spansOf(*device, views, isOutput));
     KernelArgs hostArgs(args.kernel, ins, outs, args.env);
     hostArgs.index = args.index;
     KernelFn run = cpuFactory(hostArgs);

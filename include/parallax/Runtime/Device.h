@@ -100,6 +100,15 @@ public:
   }
   virtual void copy(void *dst, const void *src, int64_t bytes) = 0;
 
+  /// The start of the allocation (made by allocate()) that holds `p`, or
+  /// null when none does: host-staged copies (HostStaged.h) may span
+  /// several tensors only inside one allocation, as a device copy may not
+  /// cross from one allocation into the next.
+  virtual const void *allocationOf(const void *p) const {
+    (void)p;
+    return nullptr;
+  }
+
   /// A point in the device's queue (everything queued so far), and a wait
   /// of the host until the device has passed it: how the host knows that an
   /// uploadAsync's host memory may be written again without waiting for

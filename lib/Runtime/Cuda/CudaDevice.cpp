@@ -154,6 +154,7 @@ void *CudaDevice::allocate(int64_t bytes) {
                              cudaGetErrorString(e) + ")");
   }
   check(cudaMemsetAsync(p, 0, (size_t)bytes, stream_), "cudaMemsetAsync");
+  allocations_[static_cast<const char *>(p)] = bytes;
   return p;
 }
 
@@ -161,7 +162,17 @@ void CudaDevice::deallocate(void *p) noexcept {
   if (p) {
     cudaStreamSynchronize(stream_);
     cudaFree(p);
+    allocations_.erase(static_cast<const char *>(p));
   }
+}
+
+const void *CudaDevice::allocationOf(const void *p) const {
+  const char *c = static_cast<const char *>(p);
+  auto it = allocations_.upper_bound(c);
+  if (it == allocations_.begin())
+    return nullptr;
+  --it;
+  return c < it->first + it->second ? it->first : nullptr;
 }
 
 void *CudaDevice::allocateHost(int64_t bytes) {

@@ -73,6 +73,7 @@ public:
   void uploadAsync(void *device, const void *host, int64_t bytes) override;
   void download(void *host, const void *device, int64_t bytes) override;
   void copy(void *dst, const void *src, int64_t bytes) override;
+  const void *allocationOf(const void *p) const override;
   uint64_t mark() override;
   void waitFor(uint64_t mark) override;
   void synchronize() override;
@@ -141,6 +142,8 @@ private:
   std::vector<std::function<void()>> stepHooks_;
   /// mark()'s events, reused in turn: waiting for an older mark whose
   /// event was recorded again waits for a later point, which is safe.
+  /// Every allocation's start and size (allocationOf).
+  std::map<const char *, int64_t> allocations_;
   cudaEvent_t markEvents_[4] = {};
   uint64_t marks_ = 0;
 };

@@ -4,9 +4,12 @@
 #include "parallax/Runtime/Plan.h"
 #include "parallax/Runtime/Session.h"
 
+#include "../../../lib/Runtime/HostStaged.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <stdexcept>
 
 namespace parallax::rt {
 namespace {
@@ -95,6 +98,74 @@ TEST(DeviceSeam, NamesWhyThereIsNoCudaDevice) {
     // No GPU here: the message says so and what to do instead.
     EXPECT_NE(std::string(e.what()).find("--device=cpu"), std::string::npos) << e.what();
   }
+}
+
+/// Host memory posing as a device with two allocations side by side (as
+/// small cudaMallocs may lie), whose copies may not cross from one into the
+/// other (CUDA refuses them: "invalid argument").
+class AdjacentAllocations final : public Device {
+public:
+  AdjacentAllocations() : Device(DeviceKind::Cuda, MemorySpace::Cuda) {}
+  alignas(64) char memory[512] = {};
+
+  std::string description() const override { return "two adjacent allocations"; }
+  int64_t memoryBytes() const override { return sizeof memory; }
+  void *allocate(int64_t) override { throw std::logic_error("not used"); }
+  void deallocate(void *) noexcept override {}
+  void upload(void *d, const void *h, int64_t n) override {
+    within(d, n);
+    std::memcpy(d, h, n);
+  }
+  void download(void *h, const void *d, int64_t n) override {
+    within(d, n);
+    std::memcpy(h, d, n);
+  }
+  void copy(void *dst, const void *src, int64_t n) override {
+    within(src, n);
+    within(dst, n);
+    std::memmove(dst, src, n);
+  }
+  void synchronize() override {}
+  const KernelRegistry &kernels() const override { return KernelRegistry::global(); }
+  const void *allocationOf(const void *p) const override {
+    const char *c = static_cast<const char *>(p);
+    if (c < memory || c >= memory + sizeof memory)
+      return nullptr;
+    return c < memory + 256 ? memory : memory + 256;
+  }
+
+private:
+  void within(const void *p, int64_t n) const {
+    if (n > 0 && allocationOf(p) != allocationOf(static_cast<const char *>(p) + n - 1))
+      throw std::runtime_error("a copy crosses from one allocation into the next");
+  }
+};
+
+// A synchronized batch norm's scale and bias are two small variables that
+// the GPU may place back to back: staged through the host, each keeps a
+// copy of its own (one copy across both was "CUDA: download: invalid
+// argument" on the H200).
+TEST(DeviceSeam, HostStagingKeepsAdjacentAllocationsApart) {
+  AdjacentAllocations dev;
+  float *a = reinterpret_cast<float *>(dev.memory);
+  float *b = reinterpret_cast<float *>(dev.memory + 256);
+  for (int i = 0; i < 64; ++i) {
+    a[i] = (float)i;
+    b[i] = 100.0f;
+  }
+  TensorView ta{a, DType::F32, {64}, MemorySpace::Cuda};
+  TensorView tb{b, DType::F32, {64}, MemorySpace::Cuda};
+  ExecEnv env;
+  env.device = &dev;
+  PlanKernel kernel;
+  kernel.op = "add";
+  KernelArgs args(kernel, {ta, tb}, {ta}, env); // in place on a
+  KernelFn run = hostStaged(*KernelRegistry::global().find("add"))(args);
+  run();
+  for (int i = 0; i < 64; ++i)
+    ASSERT_EQ(a[i], 100.0f + (float)i) << i;
+  for (int i = 0; i < 64; ++i)
+    ASSERT_EQ(b[i], 100.0f) << i;
 }
 
 } // namespace
