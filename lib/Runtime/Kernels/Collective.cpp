@@ -192,8 +192,8 @@ KernelFn allGather(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
   Group &group = groupOf(args);
   int g = group.size();
-  AxisSlices slices = allGatherSlicesOf(args);
-  int64_t outer = slices.outer, inner = slices.inner;
+  std::vector<PitchedCopy> placement =
+      allGatherPlacement(allGatherSlicesOf(args), g, x.bytes());
   auto send = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
   auto recv = std::make_shared<Bytes>(std::max<int64_t>(x.bytes() * g, 1));
   auto names = variablesOf(args, 1);
@@ -203,12 +203,8 @@ KernelFn allGather(KernelArgs &args) {
   auto job = [=, &group] {
     std::vector<int64_t> sizes(g, xin.bytes());
     comm->allgatherv(group, send->data(), xin.bytes(), recv->data(), sizes);
-    // recv is [g][outer][inner]; y is [outer][g][inner].
-    char *out = static_cast<char *>(yout.data);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int r = 0; r < g; ++r)
-        std::memcpy(out + (o * g + r) * inner,
-                    recv->data() + (int64_t)r * xin.bytes() + o * inner, inner);
+    for (const PitchedCopy &c : placement)
+      copyOnHost(c, static_cast<char *>(yout.data), recv->data());
     comm->traffic.add(names[0], xin.bytes() * (g - 1), xin.bytes() * (g - 1));
   };
   return launch(args, prepare, job);
@@ -219,8 +215,7 @@ KernelFn reduceScatter(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
   Group &group = groupOf(args);
   int g = group.size();
-  AxisSlices slices = reduceScatterSlicesOf(args, g);
-  int64_t outer = slices.outer, slice = slices.inner;
+  PitchedCopy slice = reduceScatterSlice(reduceScatterSlicesOf(args, g), g, group.rank());
   ReduceOp op = reduceOpOf(args);
   auto staging = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
   auto names = variablesOf(args, 1);
@@ -229,10 +224,7 @@ KernelFn reduceScatter(KernelArgs &args) {
   auto prepare = [=] { std::memcpy(staging->data(), xin.data, xin.bytes()); };
   auto job = [=, &group] {
     comm->allreduce(group, staging->data(), xin.numElements(), xin.dtype, op);
-    int r = group.rank();
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(static_cast<char *>(yout.data) + o * slice,
-                  staging->data() + (o * g + r) * slice, slice);
+    copyOnHost(slice, static_cast<char *>(yout.data), staging->data());
     int64_t v = xin.bytes() * (g - 1) / g; // as a ring reduce-scatter
     comm->traffic.add(names[0], v, v);
   };
@@ -245,59 +237,22 @@ KernelFn allToAll(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
   Group &group = groupOf(args);
   int g = group.size();
-  int64_t split = args.i64("split_axis"), concat = args.i64("concat_axis");
-  if (split < 0 || split >= x.rank() || concat < 0 || concat >= x.rank() ||
-      x.dim(split) % g != 0)
-    args.fail("split/concat axis out of range or not divisible by the group");
-  int64_t elem = (int64_t)sizeOf(x.dtype);
-  auto xs = stridesOf(x.shape);
-  // Piece i is x with dimension `split` restricted to [i*s/g, (i+1)*s/g).
-  std::vector<int64_t> piece = x.shape;
-  piece[split] /= g;
-  int64_t pieceElems = 1;
-  for (int64_t d : piece)
-    pieceElems *= d;
+  AllToAllLayout layout = allToAllLayoutOf(args, g);
   auto send = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
   auto recv = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
   auto names = variablesOf(args, 1);
   Comm *comm = args.env.comm;
   TensorView xin = x, yout = y;
-  auto ps = stridesOf(piece);
-  auto ys = stridesOf(y.shape);
   auto prepare = [=] {
-    // Pack piece i contiguously at send[i].
-    for (int i = 0; i < g; ++i)
-      for (int64_t e = 0; e < pieceElems; ++e) {
-        int64_t src = 0, rem = e;
-        for (size_t d = 0; d < piece.size(); ++d) {
-          int64_t c = rem / ps[d];
-          rem %= ps[d];
-          if ((int64_t)d == split)
-            c += i * piece[split];
-          src += c * xs[d];
-        }
-        std::memcpy(send->data() + (i * pieceElems + e) * elem,
-                    static_cast<const char *>(xin.data) + src * elem, elem);
-      }
+    for (const PitchedCopy &c : layout.pack)
+      copyOnHost(c, send->data(), static_cast<const char *>(xin.data));
   };
   auto job = [=, &group] {
-    std::vector<int64_t> sizes(g, pieceElems * elem);
+    std::vector<int64_t> sizes(g, layout.pieceBytes);
     comm->alltoallv(group, send->data(), sizes, recv->data(), sizes);
-    // Received piece j goes to y with dimension `concat` offset by j*piece.
-    for (int j = 0; j < g; ++j)
-      for (int64_t e = 0; e < pieceElems; ++e) {
-        int64_t dst = 0, rem = e;
-        for (size_t d = 0; d < piece.size(); ++d) {
-          int64_t c = rem / ps[d];
-          rem %= ps[d];
-          if ((int64_t)d == concat)
-            c += j * piece[concat];
-          dst += c * ys[d];
-        }
-        std::memcpy(static_cast<char *>(yout.data) + dst * elem,
-                    recv->data() + (j * pieceElems + e) * elem, elem);
-      }
-    int64_t v = pieceElems * elem * (g - 1);
+    for (const PitchedCopy &c : layout.unpack)
+      copyOnHost(c, static_cast<char *>(yout.data), recv->data());
+    int64_t v = layout.pieceBytes * (g - 1);
     comm->traffic.add(names[0], v, v);
   };
   return launch(args, prepare, job);
@@ -345,12 +300,9 @@ KernelFn allGatherV(KernelArgs &args) {
     int64_t block = i0.bytes() + v0.bytes();
     comm->allgatherv(group, send->data(), block, recv->data(),
                      std::vector<int64_t>(g, block));
-    for (int r = 0; r < g; ++r) {
-      std::memcpy(static_cast<char *>(i1.data) + r * i0.bytes(),
-                  recv->data() + r * block, i0.bytes());
-      std::memcpy(static_cast<char *>(v1.data) + r * v0.bytes(),
-                  recv->data() + r * block + i0.bytes(), v0.bytes());
-    }
+    auto [indices, rows] = allGatherVSplit(i0.bytes(), v0.bytes(), g);
+    copyOnHost(indices, static_cast<char *>(i1.data), recv->data());
+    copyOnHost(rows, static_cast<char *>(v1.data), recv->data());
     comm->traffic.add(names[0], block * (g - 1), block * (g - 1));
   };
   return launch(args, prepare, job);

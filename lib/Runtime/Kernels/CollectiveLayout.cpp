@@ -5,6 +5,7 @@
 #include "parallax/Runtime/Plan.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace parallax::rt {
 
@@ -118,6 +119,63 @@ AxisSlices allGatherSlicesOf(KernelArgs &args) {
 
 AxisSlices reduceScatterSlicesOf(KernelArgs &args, int groupSize) {
   return slicesAlong(args, "scatter_axis", groupSize, args.out(0));
+}
+
+void copyOnHost(const PitchedCopy &c, char *dst, const char *src) {
+  if (c.width <= 0)
+    return;
+  for (int64_t r = 0; r < c.rows; ++r)
+    std::memcpy(dst + c.dstOffset + r * c.dstPitch, src + c.srcOffset + r * c.srcPitch,
+                c.width);
+}
+
+std::vector<PitchedCopy> allGatherPlacement(const AxisSlices &s, int groupSize,
+                                            int64_t blockBytes) {
+  std::vector<PitchedCopy> copies;
+  for (int r = 0; r < groupSize; ++r)
+    copies.push_back({r * s.inner, groupSize * s.inner, r * blockBytes, s.inner, s.inner,
+                      s.outer});
+  return copies;
+}
+
+PitchedCopy reduceScatterSlice(const AxisSlices &s, int groupSize, int rank) {
+  return {0, s.inner, rank * s.inner, groupSize * s.inner, s.inner, s.outer};
+}
+
+std::pair<PitchedCopy, PitchedCopy> allGatherVSplit(int64_t indexBytes, int64_t rowBytes,
+                                                    int groupSize) {
+  int64_t block = indexBytes + rowBytes;
+  return {{0, indexBytes, 0, block, indexBytes, groupSize},
+          {0, rowBytes, indexBytes, block, rowBytes, groupSize}};
+}
+
+AllToAllLayout allToAllLayoutOf(KernelArgs &args, int groupSize) {
+  const TensorView &x = args.in(0);
+  int64_t split = args.i64("split_axis"), concat = args.i64("concat_axis");
+  if (split < 0 || split >= x.rank() || concat < 0 || concat >= x.rank() ||
+      x.dim(split) % groupSize != 0)
+    args.fail("split/concat axis out of range or not divisible by the group");
+  std::vector<int64_t> piece = x.shape;
+  piece[split] /= groupSize;
+  // A piece as [outer][rows along `axis`][inner bytes].
+  auto rowBytes = [&](int64_t axis, int64_t &outer) {
+    int64_t inner = (int64_t)sizeOf(x.dtype);
+    outer = 1;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= piece[d];
+    for (size_t d = axis + 1; d < piece.size(); ++d)
+      inner *= piece[d];
+    return piece[axis] * inner;
+  };
+  int64_t sOuter, cOuter;
+  int64_t sRow = rowBytes(split, sOuter), cRow = rowBytes(concat, cOuter);
+  AllToAllLayout l;
+  l.pieceBytes = x.bytes() / groupSize;
+  for (int i = 0; i < groupSize; ++i) {
+    l.pack.push_back({i * l.pieceBytes, sRow, i * sRow, groupSize * sRow, sRow, sOuter});
+    l.unpack.push_back({i * cRow, groupSize * cRow, i * l.pieceBytes, cRow, cRow, cOuter});
+  }
+  return l;
 }
 
 Group &batchNormGroup(KernelArgs &args) {

@@ -74,6 +74,38 @@ AxisSlices reduceScatterSlicesOf(KernelArgs &args, int groupSize);
 /// all_gatherv's outputs hold the G members' indices and rows.
 void checkAllGatherV(KernelArgs &args, int groupSize);
 
+/// A pitched copy (cudaMemcpy2D's shape): `rows` rows of `width` bytes from
+/// src + srcOffset, rows srcPitch apart, to dst + dstOffset, rows dstPitch
+/// apart. The collectives' layouts are lists of them, which the CPU runs
+/// with memcpy (copyOnHost) and the GPU with cudaMemcpy2DAsync, so both
+/// lay out G members' data the same way (and tests check it for G > 1,
+/// which one GPU cannot run).
+struct PitchedCopy {
+  int64_t dstOffset = 0, dstPitch = 0, srcOffset = 0, srcPitch = 0, width = 0, rows = 0;
+};
+void copyOnHost(const PitchedCopy &c, char *dst, const char *src);
+
+/// all_gather: member r's block (`blockBytes`, s.outer rows of s.inner)
+/// of the gathered [G][block] buffer into the output [outer][G][inner].
+std::vector<PitchedCopy> allGatherPlacement(const AxisSlices &s, int groupSize,
+                                            int64_t blockBytes);
+/// reduce_scatter: group rank r's slice of the reduced [outer][G][inner]
+/// tensor into the output [outer][inner].
+PitchedCopy reduceScatterSlice(const AxisSlices &s, int groupSize, int rank);
+/// all_gatherv: the indices and the rows of G blocks [indices | rows] into
+/// the outputs [G][indices] and [G][rows].
+std::pair<PitchedCopy, PitchedCopy> allGatherVSplit(int64_t indexBytes, int64_t rowBytes,
+                                                    int groupSize);
+
+/// all_to_all: piece i of x (x split along split_axis) packed at
+/// i * pieceBytes for member i, and the piece received from member j
+/// unpacked into y at offset j along concat_axis.
+struct AllToAllLayout {
+  int64_t pieceBytes = 0;
+  std::vector<PitchedCopy> pack, unpack;
+};
+AllToAllLayout allToAllLayoutOf(KernelArgs &args, int groupSize);
+
 /// The group a synchronized batch norm (a "grid" attribute) sums its
 /// statistics over: every axis of its grid.
 Group &batchNormGroup(KernelArgs &args);

@@ -85,13 +85,12 @@ struct Nccl {
     return std::make_shared<Buffer>(std::max<int64_t>(bytes, 1), dev);
   }
 
-  /// Copies `height` rows of `width` bytes between pitched layouts on the
-  /// compute stream.
-  void copy2d(void *dst, int64_t dpitch, const void *src, int64_t spitch, int64_t width,
-              int64_t height) const {
-    if (width > 0 && height > 0)
-      checkCuda(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height,
-                                  cudaMemcpyDeviceToDevice, dev->stream()),
+  /// `c` on the compute stream (CollectiveLayout.h).
+  void copy(const PitchedCopy &c, void *dst, const void *src) const {
+    if (c.width > 0 && c.rows > 0)
+      checkCuda(cudaMemcpy2DAsync(static_cast<char *>(dst) + c.dstOffset, c.dstPitch,
+                                  static_cast<const char *>(src) + c.srcOffset, c.srcPitch,
+                                  c.width, c.rows, cudaMemcpyDeviceToDevice, dev->stream()),
                 "cudaMemcpy2DAsync");
   }
 };
@@ -167,37 +166,35 @@ KernelFn allGatherVariables(KernelArgs &args, const Nccl &n) {
 /// Concatenation of the group's tensors along gather_axis: gathered as
 /// [G][outer][inner], then laid out as [outer][G][inner].
 KernelFn allGather(KernelArgs &args, const Nccl &n) {
-  AxisSlices s = allGatherSlicesOf(args);
   TensorView x = args.in(0), y = args.out(0);
   int64_t xb = x.bytes();
+  std::vector<PitchedCopy> placement = allGatherPlacement(allGatherSlicesOf(args), n.g, xb);
   n.countEveryStep(variablesOf(args, 1), {{xb * (n.g - 1), xb * (n.g - 1)}});
   auto send = n.scratch(xb), recv = n.scratch(xb * n.g);
-  return [n, s, x, y, xb, send, recv] {
+  return [n, placement, x, y, xb, send, recv] {
     n.dev->copy(send->data(), x.data, xb);
     char *got = static_cast<char *>(recv->data());
-    n.finish(n.coll->allGather(send->data(), got, xb), [n, s, y, xb, got] {
-      for (int r = 0; r < n.g; ++r)
-        n.copy2d(static_cast<char *>(y.data) + r * s.inner, n.g * s.inner,
-                 got + r * xb, s.inner, s.inner, s.outer);
+    n.finish(n.coll->allGather(send->data(), got, xb), [n, placement, y, got] {
+      for (const PitchedCopy &c : placement)
+        n.copy(c, y.data, got);
     });
   };
 }
 
 /// Reduce over the group, then keep this rank's slice along scatter_axis.
 KernelFn reduceScatter(KernelArgs &args, const Nccl &n) {
-  AxisSlices s = reduceScatterSlicesOf(args, n.g);
+  PitchedCopy slice =
+      reduceScatterSlice(reduceScatterSlicesOf(args, n.g), n.g, n.coll->group().rank());
   ReduceOp op = reduceOpOf(args);
   TensorView x = args.in(0), y = args.out(0);
   int64_t v = x.bytes() * (n.g - 1) / n.g; // as a ring reduce-scatter
   n.countEveryStep(variablesOf(args, 1), {{v, v}});
   auto staging = n.scratch(x.bytes());
-  int r = n.coll->group().rank();
-  return [n, s, op, x, y, staging, r] {
+  return [n, slice, op, x, y, staging] {
     char *buffer = static_cast<char *>(staging->data());
     n.dev->copy(buffer, x.data, x.bytes());
-    n.finish(n.coll->allReduce(buffer, x.numElements(), x.dtype, op), [n, s, y, buffer, r] {
-      n.copy2d(y.data, s.inner, buffer + r * s.inner, n.g * s.inner, s.inner, s.outer);
-    });
+    n.finish(n.coll->allReduce(buffer, x.numElements(), x.dtype, op),
+             [n, slice, y, buffer] { n.copy(slice, y.data, buffer); });
   };
 }
 
@@ -214,9 +211,10 @@ KernelFn allGatherV(KernelArgs &args, const Nccl &n) {
     n.dev->copy(out, i0.data, ib);
     n.dev->copy(out + ib, v0.data, vb);
     char *got = static_cast<char *>(recv->data());
-    n.finish(n.coll->allGather(out, got, block), [n, i1, v1, ib, vb, block, got] {
-      n.copy2d(i1.data, ib, got, block, ib, n.g);
-      n.copy2d(v1.data, vb, got + ib, block, vb, n.g);
+    n.finish(n.coll->allGather(out, got, block), [n, i1, v1, ib, vb, got] {
+      auto split = allGatherVSplit(ib, vb, n.g);
+      n.copy(split.first, i1.data, got);
+      n.copy(split.second, v1.data, got);
     });
   };
 }
@@ -226,38 +224,18 @@ KernelFn allGatherV(KernelArgs &args, const Nccl &n) {
 /// one pitched copy, and the exchange is NCCL's grouped send/receive.
 KernelFn allToAll(KernelArgs &args, const Nccl &n) {
   const TensorView &x = args.in(0), &y = args.out(0);
-  int64_t split = args.i64("split_axis"), concat = args.i64("concat_axis");
-  if (split < 0 || split >= x.rank() || concat < 0 || concat >= x.rank() ||
-      x.dim(split) % n.g != 0)
-    args.fail("split/concat axis out of range or not divisible by the group");
-  std::vector<int64_t> piece = x.shape;
-  piece[split] /= n.g;
-  int64_t eb = (int64_t)sizeOf(x.dtype);
-  // [outer][dim][inner] views: a piece's rows along the split axis of x,
-  // and along the concat axis of y.
-  auto rowsAround = [&](int64_t axis) {
-    int64_t outer = 1, inner = eb;
-    for (int64_t d = 0; d < axis; ++d)
-      outer *= piece[d];
-    for (size_t d = axis + 1; d < piece.size(); ++d)
-      inner *= piece[d];
-    return std::pair<int64_t, int64_t>{outer, inner};
-  };
-  std::pair<int64_t, int64_t> sRows = rowsAround(split), cRows = rowsAround(concat);
-  int64_t sOuter = sRows.first, sInner = sRows.second;
-  int64_t cOuter = cRows.first, cInner = cRows.second;
-  int64_t pieceBytes = x.bytes() / n.g;
-  int64_t sRow = piece[split] * sInner, cRow = piece[concat] * cInner;
-  n.countEveryStep(variablesOf(args, 1), {{pieceBytes * (n.g - 1), pieceBytes * (n.g - 1)}});
+  AllToAllLayout layout = allToAllLayoutOf(args, n.g);
+  int64_t moved = layout.pieceBytes * (n.g - 1);
+  n.countEveryStep(variablesOf(args, 1), {{moved, moved}});
   auto send = n.scratch(x.bytes()), recv = n.scratch(x.bytes());
-  char *xp = static_cast<char *>(x.data), *yp = static_cast<char *>(y.data);
-  return [=] {
+  void *xp = x.data, *yp = y.data;
+  return [n, layout, send, recv, xp, yp] {
     char *out = static_cast<char *>(send->data()), *got = static_cast<char *>(recv->data());
-    for (int i = 0; i < n.g; ++i)
-      n.copy2d(out + i * pieceBytes, sRow, xp + i * sRow, n.g * sRow, sRow, sOuter);
-    n.finish(n.coll->allToAll(out, got, pieceBytes), [=] {
-      for (int j = 0; j < n.g; ++j)
-        n.copy2d(yp + j * cRow, n.g * cRow, got + j * pieceBytes, cRow, cRow, cOuter);
+    for (const PitchedCopy &c : layout.pack)
+      n.copy(c, out, xp);
+    n.finish(n.coll->allToAll(out, got, layout.pieceBytes), [n, layout, got, yp] {
+      for (const PitchedCopy &c : layout.unpack)
+        n.copy(c, yp, got);
     });
   };
 }
