@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
+#include <vector>
 #include <stdexcept>
 
 namespace parallax::rt {
@@ -166,6 +168,82 @@ TEST(DeviceSeam, HostStagingKeepsAdjacentAllocationsApart) {
     ASSERT_EQ(a[i], 100.0f + (float)i) << i;
   for (int i = 0; i < 64; ++i)
     ASSERT_EQ(b[i], 100.0f) << i;
+}
+
+/// Host memory posing as a GPU whose queue runs only when the host waits
+/// for it: uploads, kernels and copies are queued in order and run at
+/// waitFor (up to its mark), synchronize, or a download.
+class DeferredQueue final : public Device {
+public:
+  DeferredQueue() : Device(DeviceKind::Cuda, MemorySpace::Cuda) {}
+
+  std::string description() const override { return "a deferred queue"; }
+  int64_t memoryBytes() const override { return 0; }
+  void *allocate(int64_t bytes) override { return allocateAlignedHost(bytes); }
+  void deallocate(void *p) noexcept override { std::free(p); }
+  void upload(void *d, const void *h, int64_t n) override {
+    synchronize();
+    std::memcpy(d, h, n);
+  }
+  void uploadAsync(void *d, const void *h, int64_t n) override {
+    queue.push_back([d, h, n] { std::memcpy(d, h, n); });
+  }
+  void download(void *h, const void *d, int64_t n) override {
+    synchronize();
+    std::memcpy(h, d, n);
+  }
+  void copy(void *dst, const void *src, int64_t n) override {
+    queue.push_back([dst, src, n] { std::memmove(dst, src, n); });
+  }
+  void synchronize() override { runUpTo(queue.size()); }
+  const KernelRegistry &kernels() const override { return KernelRegistry::global(); }
+  void runStep(const std::function<void()> &step) override { queue.push_back(step); }
+  uint64_t mark() override { return queue.size(); }
+  void waitFor(uint64_t m) override { runUpTo(m); }
+
+private:
+  void runUpTo(size_t end) {
+    for (; done < end; ++done)
+      queue[done]();
+  }
+  std::vector<std::function<void()>> queue;
+  size_t done = 0;
+};
+
+// A GPU session hands out the other staging buffer while a step's upload
+// may still be queued, so that the host fills the next batch meanwhile
+// (parallax-run's loop): every step must still compute on its own batch.
+TEST(DeviceSeam, DoubleBufferedInputsKeepEachStepsBatch) {
+  Plan p;
+  p.mode = Plan::Mode::Inference;
+  p.target = "cuda";
+  p.inputs.push_back(PlanInput{"x", DType::F32, {4}, 0, "normal", 0});
+  p.tensors.push_back({"x", DType::F32, {4}, PlanTensor::Kind::Input, 0, 0});
+  p.tensors.push_back({"y", DType::F32, {4}, PlanTensor::Kind::Arena, 0, -1});
+  p.arenaBytes = kPlanAlignment;
+  PlanKernel add;
+  add.op = "add";
+  add.inputs = {0, 0};
+  add.outputs = {1};
+  p.kernels.push_back(add);
+  p.outputs.push_back({"y", 1});
+  DeferredQueue dev;
+  SessionOptions o;
+  o.device = &dev;
+  Session session(p, o);
+  auto fill = [&](int step) {
+    float *x = session.input(0).as<float>();
+    for (int i = 0; i < 4; ++i)
+      x[i] = (float)(10 * step + i);
+  };
+  fill(0);
+  for (int step = 0; step < 5; ++step) {
+    session.runStep();
+    fill(step + 1); // while the step is (still) queued
+    const float *y = session.output(0).as<float>();
+    for (int i = 0; i < 4; ++i)
+      ASSERT_EQ(y[i], 2.0f * (float)(10 * step + i)) << "step " << step << ", element " << i;
+  }
 }
 
 } // namespace
