@@ -336,8 +336,20 @@ void CudaDevice::setStep(int64_t step, uint64_t seed) {
   // that step is done.
   stepHost_->step = step;
   stepHost_->seed = seed;
-  for (const auto &hook : stepHooks_)
-    hook();
+  if (!stepTraffic_.empty()) {
+    Comm *comm = trafficComm_;
+    const std::vector<StepTraffic> *counts = &stepTraffic_;
+    comm->submit([comm, counts] {
+          for (const StepTraffic &t : *counts)
+            comm->traffic.add(t.variable, t.sent, t.received);
+        })->wait();
+  }
+}
+
+void CudaDevice::countTrafficEveryStep(Comm &comm, std::string variable, int64_t sent,
+                                       int64_t received) {
+  trafficComm_ = &comm;
+  stepTraffic_.push_back({std::move(variable), sent, received});
 }
 
 void CudaDevice::runStep(const std::function<void()> &step) {

@@ -106,10 +106,13 @@ public:
   /// CUDA graph cannot capture them, so the step is not captured.
   void markHostSynchronizing(const std::string &why);
   const std::string &hostSyncReason() const { return hostSyncReason_; }
-  /// Host work for every step, run as it begins (setStep), whether its
-  /// kernels run, are captured or replayed (a replay runs no closure): the
-  /// traffic NCCL collectives count.
-  void everyStep(std::function<void()> hook) { stepHooks_.push_back(std::move(hook)); }
+  /// Bytes a kernel's NCCL collectives move each step, added to comm's
+  /// traffic under `variable` as every step begins (setStep), whether its
+  /// kernels run, are captured or replayed (a replay runs no closure): in
+  /// one job on the communication thread, where the host transports count
+  /// theirs.
+  void countTrafficEveryStep(Comm &comm, std::string variable, int64_t sent,
+                             int64_t received);
   /// Whether the last step ran as a replay of a captured graph.
   bool replaying() const { return graphExec_ != nullptr; }
 
@@ -139,7 +142,12 @@ private:
   std::optional<std::string> ncclRefused_;
   double collectiveTimeout_ = 0;
   std::map<const Group *, std::unique_ptr<Collectives>> nccl_;
-  std::vector<std::function<void()>> stepHooks_;
+  struct StepTraffic {
+    std::string variable;
+    int64_t sent, received;
+  };
+  Comm *trafficComm_ = nullptr;
+  std::vector<StepTraffic> stepTraffic_;
   /// mark()'s events, reused in turn: waiting for an older mark whose
   /// event was recorded again waits for a later point, which is safe.
   /// Every allocation's start and size (allocationOf).

@@ -243,13 +243,8 @@ std::unique_ptr<Collectives> makeNcclCollectives(CudaDevice &device, Comm &comm,
 
 void countTrafficEveryStep(CudaDevice &device, Comm &comm, std::vector<std::string> names,
                            std::vector<std::pair<int64_t, int64_t>> bytes) {
-  Comm *c = &comm;
-  device.everyStep([c, names, bytes] {
-    c->submit([c, names, bytes] {
-       for (size_t i = 0; i < names.size() && i < bytes.size(); ++i)
-         c->traffic.add(names[i], bytes[i].first, bytes[i].second);
-     })->wait();
-  });
+  for (size_t i = 0; i < names.size() && i < bytes.size(); ++i)
+    device.countTrafficEveryStep(comm, names[i], bytes[i].first, bytes[i].second);
 }
 
 std::string ncclAsyncError(Collectives &nccl) {

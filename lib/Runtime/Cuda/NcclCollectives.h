@@ -38,9 +38,7 @@ std::unique_ptr<Collectives> makeNcclCollectives(CudaDevice &device, Comm &comm,
                                                  Group &group);
 
 /// Adds bytes[i] (sent, received) under variable names[i] to comm's
-/// traffic every step, whether the step ran its kernels or replayed a graph
-/// (which runs no kernel closure), on the communication thread where the
-/// host transports count theirs.
+/// traffic every step (CudaDevice::countTrafficEveryStep).
 void countTrafficEveryStep(CudaDevice &device, Comm &comm, std::vector<std::string> names,
                            std::vector<std::pair<int64_t, int64_t>> bytes);
 
