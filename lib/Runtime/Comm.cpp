@@ -30,11 +30,6 @@ Work::~Work() = default;
 
 namespace {
 
-class DoneWork final : public Work {
-public:
-  void wait() override {}
-};
-
 class ThenWork final : public Work {
 public:
   ThenWork(std::shared_ptr<Work> first, std::function<void()> after)
@@ -51,8 +46,6 @@ private:
 };
 
 } // namespace
-
-std::shared_ptr<Work> completedWork() { return std::make_shared<DoneWork>(); }
 
 std::shared_ptr<Work> thenRun(std::shared_ptr<Work> work, std::function<void()> after) {
   return std::make_shared<ThenWork>(std::move(work), std::move(after));

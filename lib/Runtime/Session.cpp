@@ -208,8 +208,8 @@ void Session::allocate() {
   for (const auto &in : plan_.inputs) {
     int64_t bytes = bytesOf(in.dtype, in.shape);
     inputs_.emplace_back(bytes, d);
-    for (auto &set : hostInputs_)
-      if (!onHost())
+    if (!onHost())
+      for (auto &set : hostInputs_)
         set.emplace_back(d->allocateHost(bytes), [d](void *p) { d->deallocateHost(p); });
   }
   outputMirrors_.resize(plan_.outputs.size());

@@ -80,9 +80,6 @@ public:
   virtual void wait() = 0;
 };
 
-/// Work that is already complete (a collective that ran inline).
-std::shared_ptr<Work> completedWork();
-
 /// `work`, then `after` (on the waiting thread, once work completed): how
 /// a GPU uploads the results of a collective staged through host memory.
 std::shared_ptr<Work> thenRun(std::shared_ptr<Work> work, std::function<void()> after);

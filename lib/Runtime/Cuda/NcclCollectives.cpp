@@ -241,12 +241,6 @@ std::unique_ptr<Collectives> makeNcclCollectives(CudaDevice &device, Comm &comm,
   return std::make_unique<NcclCollectives>(device, group, c);
 }
 
-void countTrafficEveryStep(CudaDevice &device, Comm &comm, std::vector<std::string> names,
-                           std::vector<std::pair<int64_t, int64_t>> bytes) {
-  for (size_t i = 0; i < names.size() && i < bytes.size(); ++i)
-    device.countTrafficEveryStep(comm, names[i], bytes[i].first, bytes[i].second);
-}
-
 std::string ncclAsyncError(Collectives &nccl) {
   ncclComm_t c = static_cast<NcclCollectives &>(nccl).communicator();
   ncclResult_t state = ncclSuccess;

@@ -21,8 +21,6 @@
 
 #include <memory>
 #include <string>
-#include <utility>
-#include <vector>
 
 namespace parallax::rt {
 
@@ -36,11 +34,6 @@ std::string ncclRefusal(CudaDevice &device, Comm &comm);
 /// throws CommError with NCCL's message when it cannot be made.
 std::unique_ptr<Collectives> makeNcclCollectives(CudaDevice &device, Comm &comm,
                                                  Group &group);
-
-/// Adds bytes[i] (sent, received) under variable names[i] to comm's
-/// traffic every step (CudaDevice::countTrafficEveryStep).
-void countTrafficEveryStep(CudaDevice &device, Comm &comm, std::vector<std::string> names,
-                           std::vector<std::pair<int64_t, int64_t>> bytes);
 
 /// Whether any NCCL communicator reported an asynchronous error (a peer
 /// gone): its message, or "". After a timeout, abortNccl ends them so

@@ -60,9 +60,7 @@ KernelFn launch(KernelArgs &args, std::function<void()> prepare,
                 std::function<void()> job) {
   Comm *comm = args.env.comm;
   ExecEnv *env = &args.env;
-  int64_t token = args.i64Or("token", -1);
-  if (token >= (int64_t)env->pending.size())
-    args.fail("token " + std::to_string(token) + " out of range");
+  int64_t token = tokenOf(args);
   auto info = std::make_shared<JobInfo>(jobInfoOf(args));
   return [=] {
     if (prepare)
@@ -156,8 +154,7 @@ KernelFn allReduce(KernelArgs &args) {
       else if (!inPlace)
         std::memcpy(outs[i].data, from, outs[i].bytes());
       // The ring algorithm's volume: 2 (G-1)/G of the buffer each way.
-      auto [scatter, gather] = ringHalves(outs[i].bytes(), g);
-      int64_t ring = scatter + gather;
+      int64_t ring = ringBytes(outs[i].bytes(), g);
       comm->traffic.add(names[i], ring, ring);
     }
   };

@@ -26,9 +26,18 @@ std::vector<std::string> variablesOf(KernelArgs &args, size_t n) {
   return names;
 }
 
+int64_t tokenOf(KernelArgs &args) {
+  int64_t token = args.i64Or("token", -1);
+  if (token >= (int64_t)args.env.pending.size())
+    args.fail("token " + std::to_string(token) + " out of range");
+  return token;
+}
+
+int64_t ringBytes(int64_t bytes, int g) { return 2 * bytes * (g - 1) / g; }
+
 std::pair<int64_t, int64_t> ringHalves(int64_t bytes, int g) {
   int64_t scatter = bytes * (g - 1) / g;
-  return {scatter, 2 * bytes * (g - 1) / g - scatter};
+  return {scatter, ringBytes(bytes, g) - scatter};
 }
 
 BucketLayout bucketLayoutOf(KernelArgs &args, int groupSize) {

@@ -453,7 +453,7 @@ std::function<void(std::vector<double> &)> groupSum(KernelArgs &args) {
                         ReduceOp::Sum);
         // Counted as all-reduces are: the ring volume, 2 (G-1)/G of it.
         int64_t g = group->size(), bytes = (int64_t)(v.size() * sizeof(double));
-        int64_t ring = g > 1 ? 2 * bytes * (g - 1) / g : 0;
+        int64_t ring = ringBytes(bytes, (int)g);
         comm->traffic.add("(batchnorm)", ring, ring);
       }, info.get());
     } catch (const CommError &e) {

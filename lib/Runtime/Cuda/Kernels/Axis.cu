@@ -39,10 +39,6 @@ constexpr int kLineThreads = 256;
 /// Whether a thread per line (the CPU's loop) keeps the GPU busy enough.
 bool threadPerLine(const Lines &g) { return g.n <= 64 || g.count() >= 8192; }
 
-unsigned lineBlocks(int64_t lines) {
-  return (unsigned)std::min<int64_t>(std::max<int64_t>(lines, 1), 65535 * 8);
-}
-
 #define PX_FOR_LINES(l, lines)                                                 \
   for (int64_t l = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;            \
        l < (lines); l += (int64_t)gridDim.x * blockDim.x)
@@ -94,7 +90,7 @@ KernelFn bindCumsum(CudaDevice &dev, const TensorView &x, const TensorView &y,
       cumsumPerThread<T><<<blocksFor(g.count()), kThreads, 0, d->stream()>>>(
           in, out, g, exclusive, reverse);
     else
-      cumsumPerBlock<T><<<lineBlocks(g.count()), kLineThreads, 0, d->stream()>>>(
+      cumsumPerBlock<T><<<blocksFor(g.count(), 1), kLineThreads, 0, d->stream()>>>(
           in, out, g, exclusive, reverse);
     PX_CUDA_LAUNCHED();
   };
@@ -169,7 +165,7 @@ KernelFn bindArg(CudaDevice &dev, const TensorView &x, int64_t *out,
       argPerThread<Max, T><<<blocksFor(g.count()), kThreads, 0, d->stream()>>>(
           in, out, g, last);
     else
-      argPerBlock<Max, T><<<lineBlocks(g.count()), kLineThreads, 0, d->stream()>>>(
+      argPerBlock<Max, T><<<blocksFor(g.count(), 1), kLineThreads, 0, d->stream()>>>(
           in, out, g, last);
     PX_CUDA_LAUNCHED();
   };

@@ -12,14 +12,12 @@
 // Otherwise (ranks sharing one GPU, which NCCL refuses, or
 // --collectives=mpi) and for the parameter server's pull and push, whose
 // exchange is sized on the host, the CPU kernels run over MPI through host
-// staging
-// (HostStaged.h) and the step is not captured. Kernel attributes are read
+// staging (HostStaged.h) and the step is not captured. Kernel attributes are read
 // as the CPU kernels read them (CollectiveLayout.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "../CudaDevice.h"
-#include "../NcclCollectives.h"
 
 #include "../../HostStaged.h"
 #include "../../Kernels/CollectiveLayout.h"
@@ -77,7 +75,8 @@ struct Nccl {
   /// Counts `sent`/`received` bytes per variable every step.
   void countEveryStep(std::vector<std::string> names,
                       std::vector<std::pair<int64_t, int64_t>> bytes) const {
-    countTrafficEveryStep(*dev, *env->comm, std::move(names), std::move(bytes));
+    for (size_t i = 0; i < names.size(); ++i)
+      dev->countTrafficEveryStep(*env->comm, names[i], bytes[i].first, bytes[i].second);
   }
 
   /// Device scratch for the kernel's lifetime (never per step).
@@ -111,10 +110,7 @@ KernelFactory overNccl(const std::string &op,
     }
     if (!coll)
       return fallback(args);
-    int64_t token = args.i64Or("token", -1);
-    if (token >= (int64_t)args.env.pending.size())
-      args.fail("token " + std::to_string(token) + " out of range");
-    return make(args, Nccl{&dev, coll, &args.env, token, group.size()});
+    return make(args, Nccl{&dev, coll, &args.env, tokenOf(args), group.size()});
   };
 }
 
@@ -124,8 +120,7 @@ KernelFn allReduce(KernelArgs &args, const Nccl &n) {
   auto names = variablesOf(args, args.ins.size());
   std::vector<std::pair<int64_t, int64_t>> bytes;
   for (const TensorView &t : args.outs) {
-    auto [scatter, gather] = ringHalves(t.bytes(), n.g);
-    int64_t v = b.shardBytes > 0 ? scatter : scatter + gather;
+    int64_t v = b.shardBytes > 0 ? ringHalves(t.bytes(), n.g).first : ringBytes(t.bytes(), n.g);
     bytes.push_back({v, v});
   }
   n.countEveryStep(names, bytes);

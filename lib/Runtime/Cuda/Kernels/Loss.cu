@@ -189,8 +189,7 @@ KernelFn lossTyped(KernelArgs &args, const LossSetup &setup) {
     lineW = lineLoss + s.lines;
   }
   unsigned blockThreads = s.c <= 256 ? 32 : s.c <= 4096 ? 256 : 1024;
-  unsigned lineBlocks =
-      (unsigned)std::min<int64_t>(std::max<int64_t>(s.lines, 1), 65535 * 8);
+  unsigned lineBlocks = blocksFor(s.lines, 1); // a block per line
   DeviceFault *fault = dev.fault();
   cudaStream_t stream = dev.stream();
   return [=] {

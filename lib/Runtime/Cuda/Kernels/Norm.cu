@@ -25,7 +25,6 @@
 #include "../../Kernels/CollectiveLayout.h"
 #include "../../Kernels/KernelUtil.h"
 #include "../../Kernels/NormLayout.h"
-#include "../NcclCollectives.h"
 #include "parallax/Runtime/Collectives.h"
 
 #include <math_constants.h>
@@ -563,12 +562,10 @@ SyncStats syncStatsOf(KernelArgs &args, const std::vector<int64_t> &doubles) {
     args.fail(e.what());
   }
   if (st.coll) {
-    int64_t g = st.groupSize, ring = 0;
-    for (int64_t n : doubles) {
-      int64_t bytes = n * (int64_t)sizeof(double);
-      ring += g > 1 ? 2 * bytes * (g - 1) / g : 0;
-    }
-    countTrafficEveryStep(dev, *comm, {"(batchnorm)"}, {{ring, ring}});
+    int64_t ring = 0;
+    for (int64_t n : doubles)
+      ring += ringBytes(n * (int64_t)sizeof(double), st.groupSize);
+    dev.countTrafficEveryStep(*comm, "(batchnorm)", ring, ring);
   }
   return st;
 }
@@ -655,9 +652,8 @@ template <typename T> KernelFn batchNormTyped(KernelArgs &args, const SyncStats 
   Scratch statsBuf = scratch(dev, synced ? 2 * s.c * (int64_t)sizeof(double) : 1);
   double *stats = static_cast<double *>(statsBuf->data());
   int64_t c = s.c, spatial = s.spatial, elements = s.n * s.c * s.spatial;
-  unsigned chBlocks =
-      (unsigned)std::min<int64_t>(std::max<int64_t>(c, 1), 65535 * 8);
-  unsigned chThreads = channelThreads(count);
+  // A block per channel (grid-stride past the grid's limit).
+  unsigned chBlocks = blocksFor(c, 1), chThreads = channelThreads(count);
   cudaStream_t stream = dev.stream();
   return [=] {
     (void)coefBuf;
@@ -814,9 +810,8 @@ KernelFn batchNormGradTyped(KernelArgs &args, const SyncStats &sync) {
   int64_t c = s.c, spatial = s.spatial, count = s.n * s.spatial,
           elements = s.n * s.c * s.spatial;
   double total = (double)count * sync.groupSize;
-  unsigned chBlocks =
-      (unsigned)std::min<int64_t>(std::max<int64_t>(c, 1), 65535 * 8);
-  unsigned chThreads = channelThreads(count);
+  // A block per channel (grid-stride past the grid's limit).
+  unsigned chBlocks = blocksFor(c, 1), chThreads = channelThreads(count);
   cudaStream_t stream = dev.stream();
   return [=] {
     (void)coefBuf;
