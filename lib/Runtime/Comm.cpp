@@ -178,35 +178,10 @@ void Comm::loop() {
   }
 }
 
-//===----------------------------------------------------------------------===//
-// Group membership from a grid (shard semantics)
-//===----------------------------------------------------------------------===//
-
 namespace {
 
-/// (color, key) of `rank` for the group over `axes`: the color numbers the
-/// coordinates on the other axes, the key the coordinates on `axes`.
-std::pair<int, int> colorAndKey(int rank, const std::vector<int64_t> &shape,
-                                const std::vector<int64_t> &axes) {
-  std::vector<int64_t> coord(shape.size());
-  int64_t r = rank;
-  for (int i = (int)shape.size() - 1; i >= 0; --i) {
-    coord[i] = r % shape[i];
-    r /= shape[i];
-  }
-  std::vector<bool> inGroup(shape.size(), false);
-  for (int64_t a : axes)
-    inGroup.at(a) = true;
-  int64_t color = 0, key = 0;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (inGroup[i])
-      key = key * shape[i] + coord[i];
-    else
-      color = color * shape[i] + coord[i];
-  }
-  return {(int)color, (int)key};
-}
-
+/// Where a communicator caches its group over `axes` of a grid of `shape`
+/// (membership: placeInGroup, Grid.h).
 std::string cacheKey(const std::vector<int64_t> &shape,
                      const std::vector<int64_t> &axes) {
   std::string k;
@@ -217,58 +192,6 @@ std::string cacheKey(const std::vector<int64_t> &shape,
     k += std::to_string(a) + ",";
   return k;
 }
-
-std::string gridString(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-/// A grid of `shape` over `world` ranks, and `axes` some of its axes, each
-/// once: anything else (a plan's attributes are not trusted) is a CommError
-/// before any coordinate is computed.
-void checkGrid(int world, const std::vector<int64_t> &shape,
-               const std::vector<int64_t> &axes) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 1)
-      throw CommError("grid " + gridString(shape) + " has a dimension below 1");
-    n = d > world / n ? int64_t(world) + 1 : n * d; // past the world: no overflow
-  }
-  if (n != world)
-    throw CommError("a grid " + gridString(shape) + " does not hold the " +
-                    std::to_string(world) + " ranks running");
-  std::vector<bool> seen(shape.size(), false);
-  for (int64_t a : axes) {
-    if (a < 0 || a >= (int64_t)shape.size())
-      throw CommError("grid axis " + std::to_string(a) + " is not an axis of grid " +
-                      gridString(shape));
-    if (seen[a])
-      throw CommError("grid axis " + std::to_string(a) + " is named twice");
-    seen[a] = true;
-  }
-}
-
-} // namespace
-
-GroupPlace placeInGroup(int world, int rank, const std::vector<int64_t> &shape,
-                        const std::vector<int64_t> &axes) {
-  checkGrid(world, shape, axes);
-  GroupPlace place;
-  auto [color, key] = colorAndKey(rank, shape, axes);
-  for (int r = 0; r < world; ++r)
-    if (colorAndKey(r, shape, axes).first == color)
-      place.members.push_back(r);
-  std::sort(place.members.begin(), place.members.end(), [&](int a, int b) {
-    return colorAndKey(a, shape, axes).second < colorAndKey(b, shape, axes).second;
-  });
-  place.rank = key;
-  place.color = color;
-  return place;
-}
-
-namespace {
 
 //===----------------------------------------------------------------------===//
 // A world of one
@@ -284,7 +207,7 @@ public:
   const char *transport() const override { return "local"; }
   Group &group(const std::vector<int64_t> &shape,
                const std::vector<int64_t> &axes) override {
-    checkGrid(1, shape, axes);
+    placeInGroup(1, 0, shape, axes); // checks the grid
     return self;
   }
   void allreduce(Group &, void *, int64_t, DType, ReduceOp) override {}

@@ -9,6 +9,7 @@
 
 #include "parallax/Runtime/Plan.h"
 #include "parallax/Runtime/FramedFile.h"
+#include "parallax/Runtime/Grid.h"
 
 #include <zlib.h>
 
@@ -359,13 +360,12 @@ void validateShardedUpdates(const Plan &p, const Reader &r) {
       continue;
     std::string ctx = "kernel " + std::to_string(k) + " (" + kernel.op + ")";
     try {
-      std::vector<int64_t> shape =
-          kernel.attrs.value("grid_shape", std::vector<int64_t>{p.worldSize});
-      std::vector<int64_t> axes = kernel.attrs.value("grid_axes", std::vector<int64_t>{});
-      int64_t g = 1;
-      for (size_t a = 0; a < shape.size(); ++a)
-        if (axes.empty() || std::find(axes.begin(), axes.end(), (int64_t)a) != axes.end())
-          g *= shape[a];
+      int64_t g;
+      try {
+        g = kernelGridOf(kernel.attrs, p.worldSize).groupSize();
+      } catch (const CommError &e) {
+        r.fail(ctx + ": " + e.what());
+      }
       int64_t shard = kernel.attrs.at("shard_bytes").get<int64_t>();
       if (g < 1 || g > p.worldSize || shard <= 0 || shard > INT_MAX)
         r.fail(ctx + ": shard_bytes " + std::to_string(shard) + " for a group of " +

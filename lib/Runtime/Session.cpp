@@ -3,6 +3,7 @@
 #include "parallax/Runtime/Session.h"
 #include "HostStaged.h"
 #include "parallax/Runtime/Finite.h"
+#include "parallax/Runtime/Grid.h"
 #include "parallax/Runtime/MachineMemory.h"
 #include "parallax/Runtime/Random.h"
 #include "parallax/Runtime/RowPartition.h"
@@ -433,13 +434,8 @@ namespace {
 
 /// The group a parameter-server pull serves its table's rows in.
 Group &pullGroup(const PlanKernel &pull, Comm &comm, int worldSize) {
-  std::vector<int64_t> shape =
-      pull.attrs.value("grid_shape", std::vector<int64_t>{worldSize});
-  std::vector<int64_t> axes = pull.attrs.value("grid_axes", std::vector<int64_t>{});
-  if (axes.empty())
-    for (int64_t a = 0; a < (int64_t)shape.size(); ++a)
-      axes.push_back(a);
-  return comm.group(shape, axes);
+  KernelGrid grid = kernelGridOf(pull.attrs, worldSize);
+  return comm.group(grid.shape, grid.axes);
 }
 
 /// Rows [begin, end) of a table of `rows` rows that group rank `q` serves,

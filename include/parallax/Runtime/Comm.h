@@ -1,10 +1,7 @@
 //===- Comm.h - collectives between ranks (MPI) ----------------*- C++ -*-===//
 //
 // The runtime's view of the other ranks. Groups follow the upstream shard
-// dialect: ranks are numbered row-major over a grid's shape, and the group
-// of a rank over a list of grid axes is every rank that shares its
-// coordinates on the other axes (on a machines x local-ranks grid, axes [1]
-// are the ranks of one machine, axes [0, 1] everybody).
+// dialect (Grid.h: placeInGroup says which ranks a group holds).
 //
 // Every MPI call happens on one communication thread, in submission order
 // (the same order on every rank, because every rank runs the same plan), so
@@ -31,6 +28,7 @@
 #define PARALLAX_RUNTIME_COMM_H
 
 #include "parallax/Runtime/DType.h"
+#include "parallax/Runtime/Grid.h"
 
 #include <condition_variable>
 #include <cstdint>
@@ -46,11 +44,6 @@
 #include <vector>
 
 namespace parallax::rt {
-
-class CommError : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
 
 class Trace;
 
@@ -116,18 +109,6 @@ protected:
   int rank_ = 0;
   std::vector<int> members_;
 };
-
-/// A rank's group over `axes` of a grid of `shape` (the group every
-/// Comm::group forms): its world ranks in group-rank order, the rank's place
-/// among them, and which of the grid's groups it is (MPI_Comm_split's
-/// color). Throws CommError when the grid does not hold `world` ranks.
-struct GroupPlace {
-  std::vector<int> members;
-  int rank = 0;
-  int color = 0;
-};
-GroupPlace placeInGroup(int world, int rank, const std::vector<int64_t> &shape,
-                        const std::vector<int64_t> &axes);
 
 /// Bytes sent and received per variable since the last reset.
 struct Traffic {

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Runtime/Comm.h"
+#include "parallax/Runtime/Grid.h"
 #include "parallax/Runtime/Kernel.h"
 #include "parallax/Runtime/RowPartition.h"
 #include "parallax/Runtime/Plan.h"
@@ -31,29 +32,20 @@
 
 namespace parallax::rt {
 
-namespace {
-
-using Bytes = std::vector<char>;
-
-/// The group of a sync kernel (grid_shape, grid_axes; no axes = the whole
-/// grid, as in the px dialect).
-Group &groupOf(KernelArgs &args) {
+Group &collectiveGroup(KernelArgs &args) {
   if (!args.env.comm)
     args.fail("no communicator");
-  std::vector<int64_t> shape = args.has("grid_shape")
-                                   ? args.i64s("grid_shape")
-                                   : std::vector<int64_t>{args.env.worldSize};
-  std::vector<int64_t> axes = args.has("grid_axes") ? args.i64s("grid_axes")
-                                                    : std::vector<int64_t>{};
-  if (axes.empty())
-    for (int64_t a = 0; a < (int64_t)shape.size(); ++a)
-      axes.push_back(a);
   try {
-    return args.env.comm->group(shape, axes);
+    KernelGrid grid = kernelGridOf(args.kernel.attrs, args.env.worldSize);
+    return args.env.comm->group(grid.shape, grid.axes);
   } catch (const CommError &e) {
     args.fail(e.what());
   }
 }
+
+namespace {
+
+using Bytes = std::vector<char>;
 
 /// Runs `job` on the communication thread: started (token) or awaited now.
 KernelFn launch(KernelArgs &args, std::function<void()> prepare,
@@ -100,7 +92,7 @@ void divideInto(const TensorView &out, const char *in, int by) {
 /// collective runs on the bucket's memory; otherwise the inputs are copied
 /// into a staging buffer and the results out of it.
 KernelFn allReduce(KernelArgs &args) {
-  Group &group = groupOf(args);
+  Group &group = collectiveGroup(args);
   BucketLayout layout = bucketLayoutOf(args, group.size());
   DType dtype = layout.dtype;
   bool inPlace = layout.inPlace;
@@ -166,7 +158,7 @@ KernelFn allReduce(KernelArgs &args) {
 /// into G blocks of shard_bytes; group rank r has just updated block r, and
 /// an in-place all-gather gives every rank every block.
 KernelFn allGatherVariables(KernelArgs &args) {
-  Group &group = groupOf(args);
+  Group &group = collectiveGroup(args);
   int g = group.size();
   VariableBlockLayout layout = variableBlockOf(args, g);
   char *block = layout.block;
@@ -187,7 +179,7 @@ KernelFn allGatherVariables(KernelArgs &args) {
 /// Concatenation of the group's tensors along gather_axis.
 KernelFn allGather(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
-  Group &group = groupOf(args);
+  Group &group = collectiveGroup(args);
   int g = group.size();
   std::vector<PitchedCopy> placement =
       allGatherPlacement(allGatherSlicesOf(args), g, x.bytes());
@@ -210,7 +202,7 @@ KernelFn allGather(KernelArgs &args) {
 /// Reduce over the group, then keep this rank's slice along scatter_axis.
 KernelFn reduceScatter(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
-  Group &group = groupOf(args);
+  Group &group = collectiveGroup(args);
   int g = group.size();
   PitchedCopy slice = reduceScatterSlice(reduceScatterSlicesOf(args, g), g, group.rank());
   ReduceOp op = reduceOpOf(args);
@@ -232,7 +224,7 @@ KernelFn reduceScatter(KernelArgs &args) {
 /// received pieces along concat_axis.
 KernelFn allToAll(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
-  Group &group = groupOf(args);
+  Group &group = collectiveGroup(args);
   int g = group.size();
   AllToAllLayout layout = allToAllLayoutOf(args, g);
   auto send = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
@@ -281,7 +273,7 @@ KernelFn wait(KernelArgs &args) {
 KernelFn allGatherV(KernelArgs &args) {
   const TensorView &idx = args.in(0), &vals = args.in(1);
   const TensorView &outIdx = args.out(0), &outVals = args.out(1);
-  Group &group = groupOf(args);
+  Group &group = collectiveGroup(args);
   int g = group.size();
   checkAllGatherV(args, g);
   auto send = std::make_shared<Bytes>(std::max<int64_t>(idx.bytes() + vals.bytes(), 1));
@@ -393,7 +385,7 @@ KernelFn psPull(KernelArgs &args) {
     args.fail("ids must be i32 or i64");
   if (table.rank() < 1)
     args.fail("the table must have rows");
-  Group &group = groupOf(args);
+  Group &group = collectiveGroup(args);
   RowPartition part = partitioningOf(args, table.dim(0), group.size());
   int64_t rowBytes = table.bytes() / std::max<int64_t>(table.dim(0), 1);
   if (rows.bytes() != ids.numElements() * rowBytes)
@@ -519,7 +511,7 @@ template <typename T>
 KernelFn psPushTyped(KernelArgs &args) {
   const TensorView &idx = args.in(0), &vals = args.in(1);
   const TensorView &outIdx = args.out(0), &outVals = args.out(1);
-  Group &group = groupOf(args);
+  Group &group = collectiveGroup(args);
   int64_t rows = 0;
   if (!args.has("table_rows"))
     args.fail("missing attribute 'table_rows'");
@@ -675,8 +667,6 @@ KernelFn psPush(KernelArgs &args) {
 }
 
 } // namespace
-
-Group &collectiveGroup(KernelArgs &args) { return groupOf(args); }
 
 JobInfo jobInfoOf(const KernelArgs &args) {
   JobInfo info;

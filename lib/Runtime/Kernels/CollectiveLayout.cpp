@@ -188,20 +188,9 @@ AllToAllLayout allToAllLayoutOf(KernelArgs &args, int groupSize) {
 }
 
 Group &batchNormGroup(KernelArgs &args) {
-  Comm *comm = args.env.comm;
-  if (!comm)
+  if (!args.env.comm)
     args.fail("a synchronized batch norm needs a communicator");
-  std::vector<int64_t> shape = args.has("grid_shape")
-                                   ? args.i64s("grid_shape")
-                                   : std::vector<int64_t>{args.env.worldSize};
-  std::vector<int64_t> axes(shape.size());
-  for (size_t a = 0; a < axes.size(); ++a)
-    axes[a] = (int64_t)a;
-  try {
-    return comm->group(shape, axes);
-  } catch (const CommError &e) {
-    args.fail(e.what());
-  }
+  return collectiveGroup(args);
 }
 
 void checkAllGatherV(KernelArgs &args, int groupSize) {

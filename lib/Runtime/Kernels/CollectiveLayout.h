@@ -113,7 +113,7 @@ struct AllToAllLayout {
 AllToAllLayout allToAllLayoutOf(KernelArgs &args, int groupSize);
 
 /// The group a synchronized batch norm (a "grid" attribute) sums its
-/// statistics over: every axis of its grid.
+/// statistics over: its grid_axes of its grid_shape, as collectiveGroup.
 Group &batchNormGroup(KernelArgs &args);
 
 } // namespace parallax::rt

@@ -436,8 +436,8 @@ void channelStats(const T *x, const BatchShape &s, int64_t ch, double &mean,
 }
 
 /// Synchronized batch norm: sums over channels are added up over the group
-/// of the op's grid (every rank), so statistics are those of the global
-/// batch. Returns null for a local batch norm.
+/// of the op's grid (its grid_axes), so statistics are those of the group's
+/// whole batch. Returns null for a local batch norm.
 std::function<void(std::vector<double> &)> groupSum(KernelArgs &args) {
   if (!args.has("grid"))
     return nullptr;
@@ -491,13 +491,9 @@ void batchStats(const T *x, const BatchShape &s, int threads, int64_t grain,
     v /= count;
 }
 
+/// Ranks whose batches a synchronized batch norm's statistics cover.
 int groupSizeOf(KernelArgs &args) {
-  if (!args.has("grid"))
-    return 1;
-  int64_t n = 1;
-  for (int64_t d : args.i64s("grid_shape"))
-    n *= d;
-  return (int)n;
+  return args.has("grid") ? batchNormGroup(args).size() : 1;
 }
 
 template <typename T> KernelFn batchNormTyped(KernelArgs &args) {

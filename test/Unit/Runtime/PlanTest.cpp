@@ -181,6 +181,19 @@ TEST(Plan, ChecksShardedUpdatesFitTheirBuffers) {
   EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[3].attrs.erase("shard_bytes"); }))
                 .find("kernel 3 (all_reduce): bad sharding attributes"),
             std::string::npos);
+  // The group is the one grid_axes names: 1 rank of a [1, 2] grid's axis 0.
+  EXPECT_EQ(errorOf(withProgram(p, [](Plan &q) {
+              q.kernels[3].attrs["shard_bytes"] = 32;
+              q.kernels[3].attrs["grid_shape"] = {1, 2};
+              q.kernels[3].attrs["grid_axes"] = {0};
+            })),
+            "");
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[3].attrs["grid_axes"] = {5}; }))
+                .find("kernel 3 (all_reduce): grid axis 5 is not an axis of grid [2]"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &q) { q.kernels[3].attrs["grid_shape"] = "2"; }))
+                .find("kernel 3 (all_reduce): attribute 'grid_shape' has the wrong type"),
+            std::string::npos);
   // The update reads block r at the bucket's start, relative to where its
   // gradient lies: that place must be right, and the block in the bucket.
   const char *misplaced = "kernel 4 (sgd): its gradient is not at byte shard_offset";

@@ -526,7 +526,7 @@ KernelFn syncBatchNorm(KernelArgs &args, const char *op) {
   return hostStaged(*KernelRegistry::global().find(op))(args);
 }
 
-/// A synchronized batch norm's statistics across its group (every axis of
+/// A synchronized batch norm's statistics across its group (grid_axes of
 /// its grid, as the CPU's groupSum): per-channel double sums all-reduced
 /// through NCCL. Null `coll`: a local batch norm.
 struct SyncStats {
