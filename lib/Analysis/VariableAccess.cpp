@@ -16,7 +16,7 @@ std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
   module.walk([&](px::VariableOp var) {
     // Optimizer slots are reported with the memory figures, not as model
     // variables.
-    if (var->hasAttr("px.optimizer_state_of"))
+    if (px::hasAttr<px::PxDialect::OptimizerStateOfAttrHelper>(var))
       return;
     VariableInfo info;
     auto type = var.getType();
@@ -28,6 +28,7 @@ std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
                  ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
     info.trainable = var.getTrainable();
     bool any = false, onlyRowGather = true;
+    auto accessAttr = px::getAttr<px::PxDialect::AccessAttrHelper>(var);
     for (OpOperand &use : var->getUses()) {
       // Updates write the variable; they do not read it in the step's graph.
       if (isa<px::GradientOp, px::AssignOp, px::SgdOp, px::MomentumOp,
@@ -42,8 +43,7 @@ std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
       if (gather && use.getOperandNumber() == 0 && axis == 0)
         info.rowsReadPerStep += gather.getIndices().getType().getNumElements();
       else if (pull && use.getOperandNumber() == 0 &&
-               var->getAttrOfType<StringAttr>("px.access") &&
-               var->getAttrOfType<StringAttr>("px.access").getValue() == "sparse")
+               accessAttr && accessAttr.getValue() == "sparse")
         // After px-sync a sparse variable's gathers are parameter-server
         // pulls; a dense variable on servers is pulled whole (not sparse).
         info.rowsReadPerStep += pull.getIds().getType().getNumElements();
@@ -55,20 +55,20 @@ std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
                                   : VariableAccess::Dense;
     if (info.access != VariableAccess::RowGather)
       info.rowsReadPerStep = 0;
-    if (auto sync = var->getAttrOfType<StringAttr>("px.sync"))
+    if (auto sync = px::getAttr<px::PxDialect::SyncAttrHelper>(var))
       info.sync = sync.getValue().str();
-    if (auto place = var->getAttrOfType<DenseI64ArrayAttr>("px.placement"))
+    if (auto place = px::getAttr<px::PxDialect::PlacementAttrHelper>(var))
       if (info.sync == "ps")
         info.placement.assign(place.asArrayRef().begin(), place.asArrayRef().end());
-    if (auto bytes = var->getAttrOfType<IntegerAttr>("px.bytes_per_step"))
+    if (auto bytes = px::getAttr<px::PxDialect::BytesPerStepAttrHelper>(var))
       info.bytesPerStep = bytes.getInt();
-    if (auto exact = var->getAttrOfType<BoolAttr>("px.bytes_exact"))
+    if (auto exact = px::getAttr<px::PxDialect::BytesExactAttrHelper>(var))
       info.bytesExact = exact.getValue();
-    if (auto source = var->getAttrOfType<StringAttr>("px.bytes_source"))
+    if (auto source = px::getAttr<px::PxDialect::BytesSourceAttrHelper>(var))
       info.bytesProfiled = source.getValue() == "profile";
-    if (auto rows = var->getAttrOfType<IntegerAttr>("px.rows_per_step"))
+    if (auto rows = px::getAttr<px::PxDialect::RowsPerStepAttrHelper>(var))
       info.rowsTouched = rows.getInt();
-    if (auto source = var->getAttrOfType<StringAttr>("px.alpha_source"))
+    if (auto source = px::getAttr<px::PxDialect::AlphaSourceAttrHelper>(var))
       info.alphaMeasured = source.getValue() == "profile";
     result.push_back(std::move(info));
   });

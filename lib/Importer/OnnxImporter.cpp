@@ -363,11 +363,11 @@ llvm::Error GraphImporter::importOutputs() {
   func.setFunctionType(
       b.getFunctionType({}, ValueRange(results).getTypes()));
   if (lossIndex >= 0)
-    func->setAttr("px.loss", b.getI64IntegerAttr(lossIndex));
+    px::setAttr<px::PxDialect::LossAttrHelper>(func, b.getI64IntegerAttr(lossIndex));
   SmallVector<Attribute> names;
   for (const auto &output : graph.output())
     names.push_back(b.getStringAttr(output.name()));
-  module->setAttr("px.outputs", b.getArrayAttr(names));
+  px::setAttr<px::PxDialect::OutputsAttrHelper>(module, b.getArrayAttr(names));
   return llvm::Error::success();
 }
 
@@ -697,10 +697,10 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
   Location fileLoc = FileLineColLoc::get(&ctx, path, 0, 0);
   OwningOpRef<ModuleOp> owned = ModuleOp::create(fileLoc);
   module = *owned;
-  module->setAttr("px.source", b.getStringAttr(path));
-  module->setAttr("px.opset", b.getI64IntegerAttr(opset));
+  px::setAttr<px::PxDialect::SourceAttrHelper>(module, b.getStringAttr(path));
+  px::setAttr<px::PxDialect::OpsetAttrHelper>(module, b.getI64IntegerAttr(opset));
   if (!graph.name().empty())
-    module->setAttr("px.graph", b.getStringAttr(graph.name()));
+    px::setAttr<px::PxDialect::GraphAttrHelper>(module, b.getStringAttr(graph.name()));
   b.setInsertionPointToEnd(module.getBody());
   func = func::FuncOp::create(b, fileLoc, "main", b.getFunctionType({}, {}));
   b.setInsertionPointToStart(func.addEntryBlock());

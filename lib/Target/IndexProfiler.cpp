@@ -93,11 +93,11 @@ llvm::Expected<RowProfile> profileRows(ModuleOp module,
     op->dropAllUses();
     op->erase();
   }
-  func->removeAttr("px.loss");
+  px::removeAttr<px::PxDialect::LossAttrHelper>(func);
   func.setFunctionType(b.getFunctionType({}, ValueRange(indices).getTypes()));
-  (*clone)->removeAttr("px.outputs");
-  (*clone)->removeAttr("px.world_size");
-  (*clone)->removeAttr("px.ranks_per_machine");
+  px::removeAttr<px::PxDialect::OutputsAttrHelper>(*clone);
+  px::removeAttr<px::PxDialect::WorldSizeAttrHelper>(*clone);
+  px::removeAttr<px::PxDialect::RanksPerMachineAttrHelper>(*clone);
   for (auto grid : llvm::make_early_inc_range(clone->getOps<shard::GridOp>()))
     grid.erase();
 

@@ -889,7 +889,7 @@ struct AutodiffPass : parallax::impl::PxAutodiffBase<AutodiffPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     func::FuncOp func = getEntryFunction(module);
-    if (!func || !func->hasAttr("px.loss")) {
+    if (!func || !px::hasAttr<px::PxDialect::LossAttrHelper>(func)) {
       module.emitError("px-autodiff: no function with a px.loss attribute "
                        "(import a training graph, not an inference one)");
       return signalPassFailure();
@@ -903,7 +903,7 @@ struct AutodiffPass : parallax::impl::PxAutodiffBase<AutodiffPass> {
       return signalPassFailure();
     }
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-    int64_t lossIndex = func->getAttrOfType<IntegerAttr>("px.loss").getInt();
+    int64_t lossIndex = px::getAttr<px::PxDialect::LossAttrHelper>(func).getInt();
     if (lossIndex < 0 || lossIndex >= (int64_t)ret.getNumOperands()) {
       func.emitError("px-autodiff: px.loss names no result");
       return signalPassFailure();
@@ -917,7 +917,7 @@ struct AutodiffPass : parallax::impl::PxAutodiffBase<AutodiffPass> {
     // before each sparse push or gather): about 4% of the lm example's step
     // on 4 ranks. px.gradient_scale tells px-sync it was done.
     int64_t world = 1;
-    if (auto w = module->getAttrOfType<IntegerAttr>("px.world_size"))
+    if (auto w = px::getAttr<px::PxDialect::WorldSizeAttrHelper>(module))
       world = std::max<int64_t>(1, w.getInt());
     double seed = 1.0 / (double)world;
     OpBuilder b(func.getContext());
@@ -925,7 +925,7 @@ struct AutodiffPass : parallax::impl::PxAutodiffBase<AutodiffPass> {
     if (failed(d.run(ret.getOperand(lossIndex), seed)))
       return signalPassFailure();
     if (world > 1)
-      module->setAttr("px.gradient_scale", b.getF64FloatAttr(seed));
+      px::setAttr<px::PxDialect::GradientScaleAttrHelper>(module, b.getF64FloatAttr(seed));
   }
 };
 

@@ -36,13 +36,13 @@ namespace parallax {
 
 ClusterModel ClusterModel::fromModule(ModuleOp module) {
   ClusterModel c;
-  if (auto n = module->getAttrOfType<IntegerAttr>("px.world_size"))
+  if (auto n = px::getAttr<px::PxDialect::WorldSizeAttrHelper>(module))
     c.worldSize = n.getInt();
-  if (auto r = module->getAttrOfType<IntegerAttr>("px.ranks_per_machine"))
+  if (auto r = px::getAttr<px::PxDialect::RanksPerMachineAttrHelper>(module))
     c.ranksPerMachine = r.getInt();
   else
     c.ranksPerMachine = c.worldSize;
-  if (auto d = module->getAttrOfType<DictionaryAttr>("px.cluster")) {
+  if (auto d = px::getAttr<px::PxDialect::ClusterAttrHelper>(module)) {
     auto get = [&](StringRef k, double &v) {
       if (auto f = d.getAs<FloatAttr>(k))
         v = f.getValueAsDouble();
@@ -178,10 +178,11 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
     if (failed(readCluster(c)) || failed(readProfile(c)))
       return signalPassFailure();
     OpBuilder b(module.getContext());
-    module->setAttr("px.world_size", b.getI64IntegerAttr(c.worldSize));
-    module->setAttr("px.ranks_per_machine", b.getI64IntegerAttr(c.ranksPerMachine));
-    module->setAttr(
-        "px.cluster",
+    px::setAttr<px::PxDialect::WorldSizeAttrHelper>(module, b.getI64IntegerAttr(c.worldSize));
+    px::setAttr<px::PxDialect::RanksPerMachineAttrHelper>(
+        module, b.getI64IntegerAttr(c.ranksPerMachine));
+    px::setAttr<px::PxDialect::ClusterAttrHelper>(
+        module,
         b.getDictionaryAttr({
             b.getNamedAttr("intra_bandwidth", b.getF64FloatAttr(c.intraBandwidth)),
             b.getNamedAttr("intra_latency", b.getF64FloatAttr(c.intraLatency)),

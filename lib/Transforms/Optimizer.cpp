@@ -24,10 +24,6 @@ using namespace parallax;
 
 namespace {
 
-/// Attribute that marks an optimizer's state variable with its parameter
-/// (the plan and the report count these as optimizer state).
-constexpr llvm::StringLiteral kStateOf = "px.optimizer_state_of";
-
 struct OptimizerPass : parallax::impl::PxOptimizerBase<OptimizerPass> {
   using PxOptimizerBase::PxOptimizerBase;
 
@@ -102,7 +98,8 @@ struct OptimizerPass : parallax::impl::PxOptimizerBase<OptimizerPass> {
         b, var.getLoc(), type, b.getStringAttr(name),
         DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), init)),
         UnitAttr());
-    state->setAttr(kStateOf, var.getNameAttr());
+    // The plan and the report count these as optimizer state.
+    px::setAttr<px::PxDialect::OptimizerStateOfAttrHelper>(state, var.getNameAttr());
     return state.getOutput();
   }
 

@@ -56,7 +56,7 @@ struct PartitionPass : parallax::impl::PxPartitionBase<PartitionPass> {
     };
     std::vector<Part> parts;
     for (auto var : func.getOps<px::VariableOp>()) {
-      auto access = var->getAttrOfType<StringAttr>("px.access");
+      auto access = px::getAttr<px::PxDialect::AccessAttrHelper>(var);
       if (!access || access.getValue() != "sparse")
         continue;
       auto type = var.getOutput().getType();
@@ -64,7 +64,7 @@ struct PartitionPass : parallax::impl::PxPartitionBase<PartitionPass> {
       double rowBytes = (double)type.getNumElements() / std::max<int64_t>(rows, 1) *
                         (type.getElementTypeBitWidth() / 8);
       int64_t u = rows;
-      if (auto r = var->getAttrOfType<IntegerAttr>("px.rows_per_step"))
+      if (auto r = px::getAttr<px::PxDialect::RowsPerStepAttrHelper>(var))
         u = r.getInt();
       double n = (double)c.worldSize;
       double theta1 = n * u * 2 * (rowBytes + 8) / c.bandwidth() +
@@ -82,9 +82,9 @@ struct PartitionPass : parallax::impl::PxPartitionBase<PartitionPass> {
       }
       if (forced > 0)
         best = std::min<int64_t>(forced, std::max<int64_t>(rows, 1));
-      var->setAttr("px.partitions", b.getI64IntegerAttr(best));
-      var->setAttr("px.partition_cost",
-                   b.getDenseF64ArrayAttr({theta1, theta2}));
+      px::setAttr<px::PxDialect::PartitionsAttrHelper>(var, b.getI64IntegerAttr(best));
+      px::setAttr<px::PxDialect::PartitionCostAttrHelper>(
+          var, b.getDenseF64ArrayAttr({theta1, theta2}));
       for (int64_t p = 0; p < best; ++p)
         parts.push_back({var, p, (double)type.getNumElements() *
                                      (type.getElementTypeBitWidth() / 8) / best});
@@ -121,11 +121,11 @@ struct PartitionPass : parallax::impl::PxPartitionBase<PartitionPass> {
       machineLoad[m] += p.bytes;
       rankLoad[r] += p.bytes;
       auto &list = placement[p.var];
-      list.resize(p.var->getAttrOfType<IntegerAttr>("px.partitions").getInt());
+      list.resize(px::getAttr<px::PxDialect::PartitionsAttrHelper>(p.var).getInt());
       list[p.index] = r;
     }
     for (auto &[op, ranks] : placement)
-      op->setAttr("px.placement", b.getDenseI64ArrayAttr(ranks));
+      px::setAttr<px::PxDialect::PlacementAttrHelper>(op, b.getDenseI64ArrayAttr(ranks));
   }
 };
 

@@ -45,14 +45,16 @@ struct SparsityPass : parallax::impl::PxSparsityBase<SparsityPass> {
         continue;
       const VariableInfo &info = infos[var.getName().str()];
       bool isSparse = info.access == VariableAccess::RowGather;
-      var->setAttr("px.access", b.getStringAttr(isSparse ? "sparse" : "dense"));
+      px::setAttr<px::PxDialect::AccessAttrHelper>(
+          var, b.getStringAttr(isSparse ? "sparse" : "dense"));
       if (!isSparse)
         continue;
       int64_t rows = info.shape.empty() ? 1 : info.shape[0];
       int64_t touched = std::min(info.rowsReadPerStep, rows);
-      var->setAttr("px.rows_per_step", b.getI64IntegerAttr(touched));
-      var->setAttr("px.alpha", b.getF64FloatAttr((double)touched / std::max<int64_t>(rows, 1)));
-      var->setAttr("px.alpha_source", b.getStringAttr("bound"));
+      px::setAttr<px::PxDialect::RowsPerStepAttrHelper>(var, b.getI64IntegerAttr(touched));
+      px::setAttr<px::PxDialect::AlphaAttrHelper>(
+          var, b.getF64FloatAttr((double)touched / std::max<int64_t>(rows, 1)));
+      px::setAttr<px::PxDialect::AlphaSourceAttrHelper>(var, b.getStringAttr("bound"));
       sparse.push_back(info.name);
     }
     if (profileData.empty() || sparse.empty())
@@ -70,8 +72,8 @@ struct SparsityPass : parallax::impl::PxSparsityBase<SparsityPass> {
     }
     // px-sync re-runs the profile to predict parameter-server traffic
     // exactly for this data.
-    module->setAttr("px.profile_data", b.getStringAttr(profileData));
-    module->setAttr("px.profile_steps", b.getI64IntegerAttr(profileSteps));
+    px::setAttr<px::PxDialect::ProfileDataAttrHelper>(module, b.getStringAttr(profileData));
+    px::setAttr<px::PxDialect::ProfileStepsAttrHelper>(module, b.getI64IntegerAttr(profileSteps));
     for (auto var : func.getOps<px::VariableOp>()) {
       auto it = profile->rows.find(var.getName().str());
       if (it == profile->rows.end() || it->second.empty())
@@ -81,9 +83,11 @@ struct SparsityPass : parallax::impl::PxSparsityBase<SparsityPass> {
         total += (double)set.size();
       double mean = total / (double)it->second.size();
       int64_t rows = var.getOutput().getType().getDimSize(0);
-      var->setAttr("px.rows_per_step", b.getI64IntegerAttr((int64_t)std::ceil(mean)));
-      var->setAttr("px.alpha", b.getF64FloatAttr(mean / std::max<int64_t>(rows, 1)));
-      var->setAttr("px.alpha_source", b.getStringAttr("profile"));
+      px::setAttr<px::PxDialect::RowsPerStepAttrHelper>(
+          var, b.getI64IntegerAttr((int64_t)std::ceil(mean)));
+      px::setAttr<px::PxDialect::AlphaAttrHelper>(
+          var, b.getF64FloatAttr(mean / std::max<int64_t>(rows, 1)));
+      px::setAttr<px::PxDialect::AlphaSourceAttrHelper>(var, b.getStringAttr("profile"));
     }
   }
 };

@@ -90,7 +90,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     double rowBytes = (double)bytesOf(type) / std::max<int64_t>(rows, 1);
     int64_t capacity = cast<px::SparseGradType>(grad.getType()).getRows();
     int64_t u = rows;
-    if (auto r = var->getAttrOfType<IntegerAttr>("px.rows_per_step"))
+    if (auto r = px::getAttr<px::PxDialect::RowsPerStepAttrHelper>(var))
       u = r.getInt();
     double tAr = allReduceTime((double)bytesOf(type));
     double tAgv = capacity * (rowBytes + 8) * (n - 1) / cluster.bandwidth() +
@@ -139,8 +139,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
   /// partition per rank).
   std::pair<int64_t, SmallVector<int64_t>> partitioning(px::VariableOp var) {
     int64_t rows = var.getOutput().getType().getDimSize(0);
-    if (auto p = var->getAttrOfType<IntegerAttr>("px.partitions"))
-      if (auto place = var->getAttrOfType<DenseI64ArrayAttr>("px.placement"))
+    if (auto p = px::getAttr<px::PxDialect::PartitionsAttrHelper>(var))
+      if (auto place = px::getAttr<px::PxDialect::PlacementAttrHelper>(var))
         return {p.getInt(), SmallVector<int64_t>(place.asArrayRef())};
     int64_t p = std::max<int64_t>(1, std::min<int64_t>(cluster.worldSize, rows));
     SmallVector<int64_t> place;
@@ -220,7 +220,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     int64_t rows = type.getDimSize(0);
     auto [parts, place] = partitioning(var);
     auto common = [&](Operation *op) {
-      op->setAttr("px.variables", variables(b, var.getName()));
+      px::setAttr<px::PxDialect::VariablesAttrHelper>(op, variables(b, var.getName()));
     };
     Value grad = g.getGrad();
     PxBuilder pb(b, g.getLoc());
@@ -280,8 +280,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         localAggregation ? b.getUnitAttr() : UnitAttr());
     common(push);
     g.getGradMutable().assign(push.getServed());
-    var->setAttr("px.partitions", b.getI64IntegerAttr(parts));
-    var->setAttr("px.placement", b.getDenseI64ArrayAttr(place));
+    px::setAttr<px::PxDialect::PartitionsAttrHelper>(var, b.getI64IntegerAttr(parts));
+    px::setAttr<px::PxDialect::PlacementAttrHelper>(var, b.getDenseI64ArrayAttr(place));
     double rowBytes = (double)bytesOf(type) / std::max<int64_t>(rows, 1);
     if (succeeded(predictFromProfile(var, parts, place, (int64_t)rowBytes)))
       return success();
@@ -289,7 +289,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     // the others with probability (N-1)/N, pulled and pushed once each).
     double n = cluster.worldSize;
     int64_t u = rows;
-    if (auto r = var->getAttrOfType<IntegerAttr>("px.rows_per_step"))
+    if (auto r = px::getAttr<px::PxDialect::RowsPerStepAttrHelper>(var))
       u = r.getInt();
     setBytes(var, (int64_t)std::llround(2 * u * (rowBytes + 8) * (n - 1) / n), false);
     return success();
@@ -302,8 +302,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
   LogicalResult predictFromProfile(px::VariableOp var, int64_t parts,
                                    ArrayRef<int64_t> place, int64_t rowBytes) {
     ModuleOp module = getOperation();
-    auto dir = module->getAttrOfType<StringAttr>("px.profile_data");
-    auto steps = module->getAttrOfType<IntegerAttr>("px.profile_steps");
+    auto dir = px::getAttr<px::PxDialect::ProfileDataAttrHelper>(module);
+    auto steps = px::getAttr<px::PxDialect::ProfileStepsAttrHelper>(module);
     if (!dir || !steps || cluster.machines() > 1)
       return failure();
     // The profile of this variable's reads; px-sync has replaced its gathers
@@ -347,12 +347,12 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
                8 + rowBytes, 0);
     }
     OpBuilder b(var);
-    var->setAttr("px.bytes_profiled", b.getDenseI64ArrayAttr(sent));
+    px::setAttr<px::PxDialect::BytesProfiledAttrHelper>(var, b.getDenseI64ArrayAttr(sent));
     int64_t total = 0;
     for (int64_t v : sent)
       total += v;
     setBytes(var, total / (n * k), false);
-    var->setAttr("px.bytes_source", b.getStringAttr("profile"));
+    px::setAttr<px::PxDialect::BytesSourceAttrHelper>(var, b.getStringAttr("profile"));
     return success();
   }
 
@@ -365,7 +365,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         b.getContext(), in.getRows() * cluster.worldSize, in.getDenseType());
     auto gather = px::AllGatherVOp::create(b, g.getLoc(), outType, gridRef(),
                                            b.getDenseI16ArrayAttr(axes), avg);
-    gather->setAttr("px.variables", variables(b, var.getName()));
+    px::setAttr<px::PxDialect::VariablesAttrHelper>(gather, variables(b, var.getName()));
     g.getGradMutable().assign(gather.getOutput());
     // Exact: a fixed-size block of indices and rows to every other rank.
     int64_t rowBytes = bytesOf(in.getValuesType()) / std::max<int64_t>(in.getRows(), 1);
@@ -375,8 +375,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
 
   void setBytes(px::VariableOp var, int64_t bytes, bool exact) {
     OpBuilder b(var);
-    var->setAttr("px.bytes_per_step", b.getI64IntegerAttr(bytes));
-    var->setAttr("px.bytes_exact", b.getBoolAttr(exact));
+    px::setAttr<px::PxDialect::BytesPerStepAttrHelper>(var, b.getI64IntegerAttr(bytes));
+    px::setAttr<px::PxDialect::BytesExactAttrHelper>(var, b.getBoolAttr(exact));
   }
 
   /// Fuses the dense gradients into buckets, in the order the backward pass
@@ -411,7 +411,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
             b.getDenseI16ArrayAttr(axes), g.getGrad(),
             shard::ReductionKindAttr::get(b.getContext(), gradientReduction()),
             b.getI64IntegerAttr(bucket));
-        ar->setAttr("px.variables", variables(b, var.getName()));
+        px::setAttr<px::PxDialect::VariablesAttrHelper>(ar, variables(b, var.getName()));
         g.getGradMutable().assign(ar.getOutput());
       }
       current.clear();
@@ -448,11 +448,11 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     for (int16_t a = 0; a < (int16_t)grid.getShape().size(); ++a)
       axes.push_back(a);
     func::FuncOp func = getEntryFunction(module);
-    if (!func || !func->hasAttr("px.loss")) {
+    if (!func || !px::hasAttr<px::PxDialect::LossAttrHelper>(func)) {
       module.emitError("px-sync: no training step (px.loss) to synchronize");
       return signalPassFailure();
     }
-    if (auto scale = module->getAttrOfType<FloatAttr>("px.gradient_scale")) {
+    if (auto scale = px::getAttr<px::PxDialect::GradientScaleAttrHelper>(module)) {
       double expected = 1.0 / (double)cluster.worldSize;
       if (scale.getValueAsDouble() != expected) {
         module.emitError("px-sync: px.gradient_scale is ")
@@ -470,7 +470,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     for (px::GradientOp g : llvm::to_vector(func.getOps<px::GradientOp>())) {
       auto var = g.getVariable().getDefiningOp<px::VariableOp>();
       std::string chosen = choose(var, g.getGrad());
-      var->setAttr("px.sync", b.getStringAttr(chosen));
+      px::setAttr<px::PxDialect::SyncAttrHelper>(var, b.getStringAttr(chosen));
       if (chosen == "ps") {
         if (failed(toParameterServer(var, g, b)))
           return signalPassFailure();
@@ -517,11 +517,12 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
             }
       });
     if (bnBytes)
-      module->setAttr("px.batchnorm_bytes_per_step", b.getI64IntegerAttr(bnBytes));
+      px::setAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(
+          module, b.getI64IntegerAttr(bnBytes));
 
     // The reported loss is the mean over the whole batch.
     auto ret = cast<func::ReturnOp>(block.getTerminator());
-    int64_t lossIndex = func->getAttrOfType<IntegerAttr>("px.loss").getInt();
+    int64_t lossIndex = px::getAttr<px::PxDialect::LossAttrHelper>(func).getInt();
     Value loss = ret.getOperand(lossIndex);
     if (lossInBucket && rideFirstBucket(block, loss, ret, lossIndex, b))
       return;
@@ -530,7 +531,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         b, loss.getLoc(), loss.getType(), gridRef(), b.getDenseI16ArrayAttr(axes),
         loss, shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Average),
         IntegerAttr());
-    avg->setAttr("px.variables", b.getStrArrayAttr({"(loss)"}));
+    px::setAttr<px::PxDialect::VariablesAttrHelper>(avg, b.getStrArrayAttr({"(loss)"}));
     ret.setOperand(lossIndex, avg.getOutput());
   }
 
@@ -575,7 +576,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         b, loss.getLoc(), loss.getType(), gridRef(), b.getDenseI16ArrayAttr(axes),
         share, shard::ReductionKindAttr::get(b.getContext(), gradientReduction()),
         b.getI64IntegerAttr(0));
-    avg->setAttr("px.variables", b.getStrArrayAttr({"(loss)"}));
+    px::setAttr<px::PxDialect::VariablesAttrHelper>(avg, b.getStrArrayAttr({"(loss)"}));
     ret.setOperand(lossIndex, avg.getOutput());
     return true;
   }

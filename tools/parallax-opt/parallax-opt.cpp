@@ -36,6 +36,7 @@
 
 using namespace mlir;
 namespace cl = llvm::cl;
+namespace px = parallax::px;
 
 static cl::OptionCategory parallaxCategory("Parallax options");
 
@@ -464,7 +465,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       llvm::outs() << parallax::describeBatch(*batch);
     parallax::printVariableReport(parallax::analyzeVariables(*module),
                                   llvm::outs());
-    if (auto bn = (*module)->getAttrOfType<IntegerAttr>("px.batchnorm_bytes_per_step"))
+    if (auto bn = px::getAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(*module))
       llvm::outs() << "synchronized batch norm statistics: " << bn.getInt()
                    << " B per rank and step, each way\n";
     if (plan) {

@@ -36,6 +36,106 @@ def Px_Dialect : Dialect {
   // the parser infers result types (InferTypeOpAdaptor) from `attr-dict`
   // attributes before it would move them into properties.
   let usePropertiesForAttributes = 0;
+
+  // verifyOperationAttribute checks the discardableAttrs below.
+  let hasOperationAttrVerify = 1;
+
+  // The `px.*` attributes the importer, the passes, the analyses and the plan
+  // emitter hand to each other. Each gets a generated
+  // PxDialect::<Name>AttrHelper (px::getAttr and friends in PxDialect.h wrap
+  // them), and verifyOperationAttribute (PxDialect.cpp) rejects a px.* name
+  // not listed here or a value of another type. Set by / read by, and on
+  // which op; docs/dialect.md has the same list.
+  let discardableAttrs = (ins
+    // --- The imported module (OnnxImporter) ---
+    // module: the ONNX file; #px.onnx_initializer resolves against it. Read
+    // by the plan emitter (the plan's source path, size and CRC).
+    "::mlir::StringAttr":$source,
+    // module: the model's default-domain opset. Informational.
+    "::mlir::IntegerAttr":$opset,
+    // module: the ONNX graph's name, when it has one. Informational.
+    "::mlir::StringAttr":$graph,
+    // module: the ONNX names of the entry function's results (an array of
+    // strings). Read by the plan emitter (the plan's output names); the
+    // index profiler drops it.
+    "::mlir::ArrayAttr":$outputs,
+    // func.func: the index of the scalar loss among the results; absent in
+    // an inference module. Marks the entry function (getEntryFunction);
+    // read by px-autodiff, px-sync and the plan emitter (training mode).
+    "::mlir::IntegerAttr":$loss,
+
+    // --- The cluster (px-cluster) ---
+    // module: the number of ranks. Read by ClusterModel::fromModule, by
+    // px-autodiff (the 1/N seed) and the plan emitter.
+    "::mlir::IntegerAttr":$world_size,
+    // module: ranks per machine. Read as px.world_size.
+    "::mlir::IntegerAttr":$ranks_per_machine,
+    // module: the link model ({intra,inter}_{bandwidth,latency} and
+    // update_seconds_per_byte, f64). Read by ClusterModel::fromModule.
+    "::mlir::DictionaryAttr":$cluster,
+
+    // --- Differentiation (px-autodiff) ---
+    // module: the backward seed 1/N when px.world_size > 1; px-sync then
+    // sums the gradients instead of averaging them (and checks the N).
+    "::mlir::FloatAttr":$gradient_scale,
+
+    // --- Optimizer (px-optimizer) ---
+    // px.variable: marks an optimizer slot with its parameter's name. Read
+    // by the variable analysis (not a model variable) and the plan emitter
+    // (optimizer-state role).
+    "::mlir::StringAttr":$optimizer_state_of,
+
+    // --- Sparsity (px-sparsity) ---
+    // px.variable: "sparse" (read only by row gathers) or "dense". Read by
+    // px-partition and the variable analysis.
+    "::mlir::StringAttr":$access,
+    // px.variable: rows one rank's step touches (a bound, or measured with
+    // --profile-data). Read by px-partition, px-sync, the report.
+    "::mlir::IntegerAttr":$rows_per_step,
+    // px.variable: px.rows_per_step over the variable's rows. Informational.
+    "::mlir::FloatAttr":$alpha,
+    // px.variable: "bound" or "profile", how px.rows_per_step was found.
+    // Read by the variable analysis (the report's `<=` or `~ measured`).
+    "::mlir::StringAttr":$alpha_source,
+    // module: the --profile-data directory and --profile-steps, set when
+    // rows were measured; px-sync re-runs the profile to predict
+    // parameter-server bytes exactly.
+    "::mlir::StringAttr":$profile_data,
+    "::mlir::IntegerAttr":$profile_steps,
+
+    // --- Partitioning (px-partition, px-sync) ---
+    // px.variable: the parameter-server partition count. Set by
+    // px-partition (and px-sync when it had none); read by px-sync.
+    "::mlir::IntegerAttr":$partitions,
+    // px.variable: the rank serving each partition. As px.partitions; also
+    // read by the variable analysis (the report).
+    "::mlir::DenseI64ArrayAttr":$placement,
+    // px.variable: [theta1, theta2] of the partition cost model at the
+    // chosen count (docs/sync.md). Informational.
+    "::mlir::DenseF64ArrayAttr":$partition_cost,
+
+    // --- Synchronization (px-sync) ---
+    // px.variable: the chosen scheme, "allreduce", "allgatherv" or "ps".
+    // Read by the variable analysis (the report).
+    "::mlir::StringAttr":$sync,
+    // px.all_reduce, px.all_gatherv, px.ps_pull, px.ps_push: the names of
+    // the variables (or "(loss)") the collective carries (an array of
+    // strings). Read by the plan emitter (per-variable traffic).
+    "::mlir::ArrayAttr":$variables,
+    // px.variable: predicted bytes one rank sends per step, and whether the
+    // figure is exact. Read by the variable analysis (the report).
+    "::mlir::IntegerAttr":$bytes_per_step,
+    "::mlir::BoolAttr":$bytes_exact,
+    // px.variable: "profile" when px.bytes_per_step was replayed from
+    // --profile-data. Read by the variable analysis.
+    "::mlir::StringAttr":$bytes_source,
+    // px.variable: each rank's bytes sent over the px.profile_steps profiled
+    // steps. Read by test/Distributed/check_bytes.py.
+    "::mlir::DenseI64ArrayAttr":$bytes_profiled,
+    // module: bytes per rank and step of synchronized batch-norm
+    // statistics. Read by parallax-opt --report.
+    "::mlir::IntegerAttr":$batchnorm_bytes_per_step
+  );
 }
 
 class Px_Op<string mnemonic, list<Trait> traits = []>

@@ -35,7 +35,7 @@ void PxDialect::initialize() {
 func::FuncOp parallax::getEntryFunction(ModuleOp module) {
   func::FuncOp found;
   module.walk([&](func::FuncOp f) {
-    if (!found && f->hasAttr("px.loss"))
+    if (!found && px::hasAttr<PxDialect::LossAttrHelper>(f))
       found = f;
   });
   if (!found)
@@ -65,6 +65,105 @@ Operation *PxDialect::materializeConstant(OpBuilder &builder, Attribute value,
       cast<TypedAttr>(value).getType() != type)
     return nullptr;
   return ConstantOp::create(builder, loc, type, value);
+}
+
+//===----------------------------------------------------------------------===//
+// The px.* discardable attributes (PxBase.td)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// What a px.* attribute whose helper holds an `AttrT` must be, in messages.
+template <typename AttrT>
+constexpr llvm::StringLiteral expectedKind() {
+  if constexpr (std::is_same_v<AttrT, BoolAttr>)
+    return "a bool";
+  else if constexpr (std::is_same_v<AttrT, IntegerAttr>)
+    return "an integer";
+  else if constexpr (std::is_same_v<AttrT, FloatAttr>)
+    return "a float";
+  else if constexpr (std::is_same_v<AttrT, StringAttr>)
+    return "a string";
+  else if constexpr (std::is_same_v<AttrT, ArrayAttr>)
+    return "an array of strings";
+  else if constexpr (std::is_same_v<AttrT, DenseI64ArrayAttr>)
+    return "an array<i64>";
+  else if constexpr (std::is_same_v<AttrT, DenseF64ArrayAttr>)
+    return "an array<f64>";
+  else if constexpr (std::is_same_v<AttrT, DictionaryAttr>)
+    return "a dictionary";
+  else
+    static_assert(!sizeof(AttrT), "describe this px.* attribute type");
+}
+
+/// Whether `value` has the type `AttrT`; every px.* ArrayAttr is a list of
+/// names.
+template <typename AttrT>
+bool isKind(Attribute value) {
+  if constexpr (std::is_same_v<AttrT, ArrayAttr>) {
+    auto array = dyn_cast<ArrayAttr>(value);
+    return array && llvm::all_of(array, llvm::IsaPred<StringAttr>);
+  } else {
+    return isa<AttrT>(value);
+  }
+}
+
+struct PxAttrRule {
+  llvm::StringLiteral name;
+  bool (*valid)(Attribute);
+  llvm::StringLiteral expected;
+};
+
+/// The name and type of the px.* attribute `AttrHelper` manages.
+template <typename AttrHelper>
+constexpr PxAttrRule rule() {
+  using AttrT = decltype(std::declval<AttrHelper>().getAttr(nullptr));
+  return {AttrHelper::getNameStr(), isKind<AttrT>, expectedKind<AttrT>()};
+}
+
+/// Every discardableAttrs entry of PxBase.td.
+constexpr PxAttrRule kPxAttrs[] = {
+    rule<PxDialect::SourceAttrHelper>(),
+    rule<PxDialect::OpsetAttrHelper>(),
+    rule<PxDialect::GraphAttrHelper>(),
+    rule<PxDialect::OutputsAttrHelper>(),
+    rule<PxDialect::LossAttrHelper>(),
+    rule<PxDialect::WorldSizeAttrHelper>(),
+    rule<PxDialect::RanksPerMachineAttrHelper>(),
+    rule<PxDialect::ClusterAttrHelper>(),
+    rule<PxDialect::GradientScaleAttrHelper>(),
+    rule<PxDialect::OptimizerStateOfAttrHelper>(),
+    rule<PxDialect::AccessAttrHelper>(),
+    rule<PxDialect::RowsPerStepAttrHelper>(),
+    rule<PxDialect::AlphaAttrHelper>(),
+    rule<PxDialect::AlphaSourceAttrHelper>(),
+    rule<PxDialect::ProfileDataAttrHelper>(),
+    rule<PxDialect::ProfileStepsAttrHelper>(),
+    rule<PxDialect::PartitionsAttrHelper>(),
+    rule<PxDialect::PlacementAttrHelper>(),
+    rule<PxDialect::PartitionCostAttrHelper>(),
+    rule<PxDialect::SyncAttrHelper>(),
+    rule<PxDialect::VariablesAttrHelper>(),
+    rule<PxDialect::BytesPerStepAttrHelper>(),
+    rule<PxDialect::BytesExactAttrHelper>(),
+    rule<PxDialect::BytesSourceAttrHelper>(),
+    rule<PxDialect::BytesProfiledAttrHelper>(),
+    rule<PxDialect::BatchnormBytesPerStepAttrHelper>(),
+};
+
+} // namespace
+
+LogicalResult PxDialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  const PxAttrRule *rule = llvm::find_if(
+      kPxAttrs, [&](const PxAttrRule &r) { return r.name == name; });
+  if (rule == std::end(kPxAttrs))
+    return op->emitOpError() << "unknown px attribute '" << name << "'";
+  if (!rule->valid(attr.getValue()))
+    return op->emitOpError() << "attribute '" << name << "' must be "
+                             << rule->expected << ", got " << attr.getValue();
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

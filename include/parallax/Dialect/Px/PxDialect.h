@@ -37,6 +37,47 @@ class Elementwise : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {
 #define GET_OP_CLASSES
 #include "parallax/Dialect/Px/PxOps.h.inc"
 
+namespace parallax::px {
+
+// The px.* attributes the importer, the passes and the plan emitter hand to
+// each other are declared in PxBase.td (discardableAttrs); ODS generates a
+// PxDialect::<Name>AttrHelper for each, which knows the name and the type:
+//
+//   if (auto n = px::getAttr<px::PxDialect::WorldSizeAttrHelper>(module))
+//     ...n.getInt()...  // an IntegerAttr, null when absent
+//   px::setAttr<px::PxDialect::WorldSizeAttrHelper>(module, b.getI64IntegerAttr(4));
+//
+// The helper is built from the op's context, so these work whether or not
+// the px dialect is loaded.
+
+/// The attribute `AttrHelper` manages on `op`; null when absent or not of
+/// its type (which the verifier reports).
+template <typename AttrHelper>
+auto getAttr(mlir::Operation *op) {
+  return AttrHelper(op->getContext()).getAttr(op);
+}
+
+/// Sets the attribute `AttrHelper` manages on `op` to `value`, which must be
+/// of its type.
+template <typename AttrHelper, typename AttrT>
+void setAttr(mlir::Operation *op, AttrT value) {
+  AttrHelper(op->getContext()).setAttr(op, value);
+}
+
+/// Whether `op` has the attribute `AttrHelper` manages, of its type.
+template <typename AttrHelper>
+bool hasAttr(mlir::Operation *op) {
+  return AttrHelper(op->getContext()).isAttrPresent(op);
+}
+
+/// Removes the attribute `AttrHelper` manages from `op`, if it is there.
+template <typename AttrHelper>
+void removeAttr(mlir::Operation *op) {
+  op->removeAttr(AttrHelper(op->getContext()).getName());
+}
+
+} // namespace parallax::px
+
 namespace parallax {
 
 /// The function a training step is built in: the one with `px.loss` (or
