@@ -7,6 +7,8 @@
 
 #include "parallax/Runtime/Grid.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <climits>
 #include <string>

@@ -1,6 +1,7 @@
 //===- PlanEmitter.cpp - px IR -> executable plan -------------------------===//
 
 #include "parallax/Target/PlanEmitter.h"
+#include "parallax/Runtime/Grid.h"
 
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Runtime/MachineMemory.h"
@@ -109,17 +110,11 @@ private:
   }
   void planMemory();
   /// Inserts before[j] ahead of kernel j (before[size]: at the end of the
-  /// step) and recomputes definedBy.
+  /// step) and recomputes definedBy and bucketOffsets.
   void insertKernels(std::vector<std::vector<rt::PlanKernel>> before);
   void scheduleWaits();
-  void bucketsInPlace();
-  void shardWeightUpdates();
-  /// Per tensor, the kernels that read it directly.
-  using Readers = std::vector<std::vector<int64_t>>;
-  void shardOptimizerState(const std::vector<int64_t> &updates, int64_t shard, int64_t eb,
-                           int32_t block, const Readers &readers,
-                           const llvm::DenseSet<int32_t> &aliased, std::vector<bool> &dead);
-  void removeVariables(const std::vector<bool> &dead);
+  llvm::Error layOutBuckets();
+  llvm::Error emitVariableBlock(px::AllGatherVariablesOp op);
   llvm::Error emitGrids();
   llvm::Expected<std::vector<int64_t>> gridShape(Operation *op);
 
@@ -132,6 +127,8 @@ private:
   int64_t dropoutStreams = 0;
   /// All-reduce bucket id -> the kernel that carries the bucket.
   std::map<int64_t, size_t> buckets;
+  /// In-place bucket kernel -> its members' offsets (px-bucket-in-place).
+  std::map<size_t, std::vector<int64_t>> bucketOffsets;
   std::vector<int32_t> gradientTensors;
 };
 
@@ -253,7 +250,7 @@ llvm::Error Emitter::emitVariable(px::VariableOp op) {
   var.shape.assign(type.getShape().begin(), type.getShape().end());
   if (op.getTrainable()) {
     var.role = rt::PlanVariable::Role::Parameter;
-  } else if (auto of = op->getAttrOfType<StringAttr>("px.optimizer_state_of")) {
+  } else if (auto of = px::getAttr<px::PxDialect::OptimizerStateOfAttrHelper>(op)) {
     var.role = rt::PlanVariable::Role::OptimizerState;
     var.parameter = of.getValue().str();
   } else {
@@ -408,7 +405,12 @@ llvm::Error Emitter::emitKernel(Operation *op) {
       return out.takeError();
     fused.inputs.push_back(*in);
     fused.outputs.push_back(*out);
-    if (auto names = op->getAttrOfType<ArrayAttr>("px.variables"))
+    if (ar.getInPlace() != fused.attrs.value("in_place", false))
+      return fail(op, "all-reduce bucket " + llvm::Twine(bucket->first) +
+                          " is in place for some members only");
+    if (ar.getInPlace())
+      bucketOffsets[bucket->second].push_back(*ar.getOffset());
+    if (auto names = px::getAttr<px::PxDialect::VariablesAttrHelper>(op))
       for (Attribute n : names)
         fused.attrs["variables"].push_back(cast<StringAttr>(n).getValue().str());
     return llvm::Error::success();
@@ -463,7 +465,7 @@ llvm::Error Emitter::emitKernel(Operation *op) {
       return shape.takeError();
     k.attrs["grid_shape"] = *shape;
   }
-  if (auto names = op->getAttrOfType<ArrayAttr>("px.variables")) {
+  if (auto names = px::getAttr<px::PxDialect::VariablesAttrHelper>(op)) {
     k.attrs["variables"] = json::array();
     for (Attribute n : names)
       k.attrs["variables"].push_back(cast<StringAttr>(n).getValue().str());
@@ -474,6 +476,8 @@ llvm::Error Emitter::emitKernel(Operation *op) {
   for (NamedAttribute a : op->getAttrs()) {
     if (a.getName().getValue().contains('.'))
       continue; // discardable annotations, not kernel parameters
+    if (ar && a.getName() == ar.getOffsetAttrName())
+      continue; // the bucket's layout, lowered by layOutBuckets
     auto j = attrToJson(op, a.getValue());
     if (!j)
       return j.takeError();
@@ -485,12 +489,14 @@ llvm::Error Emitter::emitKernel(Operation *op) {
     k.attrs["nonnegative_ids"] = true;
   if (ar && ar.getBucket())
     buckets[(int64_t)*ar.getBucket()] = plan.kernels.size();
+  if (ar && ar.getInPlace())
+    bucketOffsets[plan.kernels.size()].push_back(*ar.getOffset());
   plan.kernels.push_back(std::move(k));
   return llvm::Error::success();
 }
 
 llvm::Error Emitter::emitReturn(func::ReturnOp op) {
-  auto names = module->getAttrOfType<ArrayAttr>("px.outputs");
+  auto names = px::getAttr<px::PxDialect::OutputsAttrHelper>(module);
   for (auto [i, v] : llvm::enumerate(op.getOperands())) {
     auto id = tensorFor(op, v);
     if (!id)
@@ -509,6 +515,7 @@ llvm::Error Emitter::emitOp(Operation *op) {
       .Case([&](px::VariableOp o) { return emitVariable(o); })
       .Case([&](px::InputOp o) { return emitInput(o); })
       .Case([&](px::ConstantOp o) { return emitConstant(o); })
+      .Case([&](px::AllGatherVariablesOp o) { return emitVariableBlock(o); })
       .Case([&](px::ReshapeOp o) -> llvm::Error {
         // Row-major data does not move: the result aliases the input.
         auto base = tensorFor(o, o.getInput());
@@ -631,13 +638,18 @@ void Emitter::scheduleWaits() {
 void Emitter::insertKernels(std::vector<std::vector<rt::PlanKernel>> before) {
   std::vector<rt::PlanKernel> kernels = std::move(plan.kernels);
   plan.kernels.clear();
+  std::map<size_t, std::vector<int64_t>> offsets;
   for (size_t j = 0; j <= kernels.size(); ++j) {
     if (j < before.size())
       for (rt::PlanKernel &k : before[j])
         plan.kernels.push_back(std::move(k));
-    if (j < kernels.size())
+    if (j < kernels.size()) {
+      if (auto it = bucketOffsets.find(j); it != bucketOffsets.end())
+        offsets[plan.kernels.size()] = std::move(it->second);
       plan.kernels.push_back(std::move(kernels[j]));
+    }
   }
+  bucketOffsets = std::move(offsets);
   // Defining kernels moved: recompute them.
   std::fill(definedBy.begin(), definedBy.end(), -1);
   for (size_t k = 0; k < plan.kernels.size(); ++k)
@@ -645,64 +657,44 @@ void Emitter::insertKernels(std::vector<std::vector<rt::PlanKernel>> before) {
       definedBy[id] = k;
 }
 
-/// Gradient buckets in place, as PyTorch DDP's gradient_as_bucket_view: the
-/// gradients of a fused all_reduce are laid out back to back (each at an
-/// aligned offset) in one arena buffer, the collective reduces that buffer
-/// where it lies, and its results are the same slices. Without this the
-/// kernel copies every gradient into a staging buffer before the
-/// collective and every result out of it after: two passes over all dense
-/// gradients a step. A gradient qualifies when it is a whole arena tensor
-/// (or an alias of all of one) that only the all_reduce reads and no other
-/// bucket holds; a bucket goes in place when all its tensors qualify. The
-/// kernel gets "in_place", and the runtime checks the layout.
-void Emitter::bucketsInPlace() {
-  auto aliasOffset = [&](int32_t id) {
-    int64_t off = 0;
-    for (; plan.tensors[id].kind == rt::PlanTensor::Kind::Alias; id = plan.tensors[id].ref)
-      off += plan.tensors[id].offset;
-    return off;
-  };
+/// Lowers px-bucket-in-place's layout: the bucket is one arena buffer (of
+/// G blocks of shard_bytes when px-shard-weight-update shards it), each
+/// member's input and result an alias at the member's offset. The pass
+/// checked the IR; this checks what the plan made of it.
+llvm::Error Emitter::layOutBuckets() {
   // The kernels reading each base tensor (-2: more than one, or read after
   // the step).
   std::vector<int64_t> reader(plan.tensors.size(), -1);
-  auto read = [&](int32_t b, int64_t k) {
-    reader[b] = reader[b] == -1 || reader[b] == k ? k : -2;
-  };
   for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k)
     for (int32_t id : plan.kernels[k].inputs)
-      if (id >= 0)
-        read(baseOf(id), k);
+      if (id >= 0) {
+        int64_t &r = reader[baseOf(id)];
+        r = r == -1 || r == k ? k : -2;
+      }
   for (const rt::PlanOutput &o : plan.outputs)
     reader[baseOf(o.tensor)] = -2;
-  for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k) {
+  for (auto &[k, offsets] : bucketOffsets) {
     rt::PlanKernel &kernel = plan.kernels[k];
-    if (kernel.op != "all_reduce" || kernel.inputs.empty() ||
-        kernel.inputs.size() != kernel.outputs.size())
-      continue;
     const rt::PlanTensor &first = plan.tensors[kernel.inputs[0]];
-    bool ok = true;
-    llvm::DenseSet<int32_t> seen;
-    for (size_t i = 0; i < kernel.inputs.size() && ok; ++i) {
-      int32_t in = kernel.inputs[i], out = kernel.outputs[i];
-      if (in < 0 || out < 0) {
-        ok = false;
-        break;
-      }
-      int32_t b = baseOf(in);
-      const rt::PlanTensor &t = plan.tensors[in];
-      ok = plan.tensors[b].kind == rt::PlanTensor::Kind::Arena &&
-           plan.tensors[b].bytes() == t.bytes() && aliasOffset(in) == 0 &&
-           reader[b] == k && seen.insert(b).second &&
-           plan.tensors[out].kind == rt::PlanTensor::Kind::Arena &&
-           t.dtype == first.dtype && plan.tensors[out].bytes() == t.bytes();
-    }
-    if (!ok)
-      continue;
-    std::vector<int64_t> offsets;
     int64_t total = 0;
-    for (int32_t in : kernel.inputs) {
-      offsets.push_back(total);
-      total += rt::alignToPlan(std::max<int64_t>(plan.tensors[in].bytes(), 1));
+    for (size_t i = 0; i < kernel.inputs.size(); ++i) {
+      int32_t in = kernel.inputs[i], out = kernel.outputs[i];
+      const rt::PlanTensor &t = plan.tensors[in];
+      int32_t b = baseOf(in);
+      if (plan.tensors[b].kind != rt::PlanTensor::Kind::Arena ||
+          plan.tensors[b].bytes() != t.bytes() || reader[b] != (int64_t)k ||
+          plan.tensors[out].kind != rt::PlanTensor::Kind::Arena ||
+          t.dtype != first.dtype || offsets[i] != total)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "cannot lay out all-reduce bucket " + kernel.loc + " in place: tensor " +
+                std::to_string(in) + " is not a buffer of its own at offset " +
+                std::to_string(offsets[i]));
+      total += rt::alignToPlan(std::max<int64_t>(t.bytes(), 1));
+    }
+    if (kernel.attrs.value("shard_update", false)) {
+      int64_t g = rt::kernelGridOf(kernel.attrs, plan.worldSize).groupSize();
+      total = std::max(total, kernel.attrs.value("shard_bytes", int64_t(0)) * g);
     }
     rt::PlanTensor bucket;
     bucket.name = "gradient bucket of " + kernel.loc;
@@ -718,219 +710,27 @@ void Emitter::bucketsInPlace() {
       }
     plan.tensors.push_back(std::move(bucket));
     definedBy.push_back(-1);
-    kernel.attrs["in_place"] = true;
   }
+  return llvm::Error::success();
 }
 
-/// Weight-update sharding (Xu et al., "Automatic Cross-Replica Sharding of
-/// Weight Update in Data-Parallel Training", 2020; the optimizer half of
-/// ZeRO): an all-reduce is a reduce-scatter followed by an all-gather, and
-/// when every gradient of an in-place bucket is read only by a dense
-/// optimizer update, the update can run between the two halves on 1/G of
-/// the bucket per rank, and the all-gather can move updated parameters
-/// instead of summed gradients. The bytes on the wire are the all-reduce's;
-/// each rank's optimizer work and its passes over parameters and gradients
-/// shrink G-fold, and replicas stay bitwise identical. For that the
-/// bucket's parameters share one variable block, laid out as their
-/// gradients are in the bucket, and the bucket is padded to G blocks of
-/// S bytes (S aligned): the all_reduce kernel gets "shard_update" (it only
-/// reduce-scatters), each optimizer kernel "shard_offset" (it updates the
-/// part of its variable in this rank's block), and an all_gather_variables
-/// kernel after the bucket's last update hands every rank every block.
-void Emitter::shardWeightUpdates() {
-  auto stateCount = [](const std::string &op) {
-    return op == "sgd" ? 0 : op == "momentum" || op == "adagrad" ? 1 : op == "adam" ? 2 : -1;
-  };
-  // Per tensor, the kernels that read it directly (waits left out: they
-  // only order) and the last kernel reading any view of each variable.
-  Readers readers(plan.tensors.size());
-  std::vector<int64_t> lastVariableRead(plan.variables.size(), -1);
-  for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k) {
-    if (plan.kernels[k].op == "wait")
-      continue;
-    for (int32_t id : plan.kernels[k].inputs) {
-      if (id < 0)
-        continue;
-      readers[id].push_back(k);
-      const rt::PlanTensor &b = plan.tensors[baseOf(id)];
-      if (b.kind == rt::PlanTensor::Kind::Variable)
-        lastVariableRead[b.ref] = k;
-    }
+/// The variables a px.all_gather_variables hands round share one block of
+/// G * shard_bytes, each at its offset (blocks numbered in step order).
+llvm::Error Emitter::emitVariableBlock(px::AllGatherVariablesOp op) {
+  if (auto err = emitKernel(op))
+    return err;
+  const rt::PlanKernel &k = plan.kernels.back();
+  int64_t g = rt::kernelGridOf(k.attrs, plan.worldSize).groupSize();
+  int32_t block = plan.variableBlocks.size();
+  plan.variableBlocks.push_back(op.getShardBytes() * g);
+  for (auto [id, offset] : llvm::zip(k.inputs, op.getOffsets())) {
+    const rt::PlanTensor &t = plan.tensors[id];
+    if (t.kind != rt::PlanTensor::Kind::Variable || plan.variables[t.ref].block >= 0)
+      return fail(op, "gathers a variable that is not one or already in a block");
+    plan.variables[t.ref].block = block;
+    plan.variables[t.ref].blockOffset = offset;
   }
-  llvm::DenseSet<int32_t> aliased; // tensors some alias names
-  for (const rt::PlanTensor &t : plan.tensors)
-    if (t.kind == rt::PlanTensor::Kind::Alias)
-      aliased.insert(t.ref);
-  for (const rt::PlanOutput &o : plan.outputs)
-    aliased.insert(o.tensor); // read after the step
-
-  std::vector<std::pair<int64_t, rt::PlanKernel>> gathers; // insert before
-  std::vector<bool> deadVariables(plan.variables.size(), false);
-  for (int64_t k = 0; k < (int64_t)plan.kernels.size(); ++k) {
-    rt::PlanKernel &ar = plan.kernels[k];
-    if (ar.op != "all_reduce" || !ar.attrs.value("in_place", false))
-      continue;
-    int64_t g = 1;
-    std::vector<int64_t> shape = ar.attrs.value("grid_shape", std::vector<int64_t>{plan.worldSize});
-    std::vector<int64_t> axes = ar.attrs.value("grid_axes", std::vector<int64_t>{});
-    for (size_t a = 0; a < shape.size(); ++a)
-      if (axes.empty() || llvm::is_contained(axes, (int64_t)a))
-        g *= shape[a];
-    std::string reduction = ar.attrs.value("reduction", std::string("sum"));
-    // A group of g ranks spans several machines when a machine has fewer
-    // (ranks are placed machine by machine).
-    bool acrossMachines = plan.ranksPerMachine < g;
-    if (g <= 1 || g < options.shardMinRanks ||
-        (acrossMachines && !options.shardAcrossMachines) ||
-        (reduction != "sum" && reduction != "average"))
-      continue;
-    int32_t bucket = plan.tensors[ar.outputs[0]].ref;
-    std::vector<int64_t> updates;
-    std::vector<int32_t> vars, varTensors;
-    bool ok = true;
-    for (int32_t out : ar.outputs) {
-      const rt::PlanTensor &t = plan.tensors[out];
-      ok = t.kind == rt::PlanTensor::Kind::Alias && t.ref == bucket && t.bytes() > 0 &&
-           readers[out].size() == 1 && !aliased.contains(out);
-      if (!ok)
-        break;
-      int64_t q = readers[out][0];
-      const rt::PlanKernel &u = plan.kernels[q];
-      int ns = stateCount(u.op);
-      ok = ns >= 0 && u.inputs.size() == (size_t)(2 + ns) && u.inputs[1 + ns] == out &&
-           u.inputs[0] >= 0 && q > k;
-      if (!ok)
-        break;
-      const rt::PlanTensor &v = plan.tensors[u.inputs[0]];
-      ok = v.kind == rt::PlanTensor::Kind::Variable && v.dtype == t.dtype &&
-           plan.variables[v.ref].block < 0 && lastVariableRead[v.ref] == q &&
-           !llvm::is_contained(vars, v.ref);
-      if (!ok)
-        break;
-      updates.push_back(q);
-      vars.push_back(v.ref);
-      varTensors.push_back(u.inputs[0]);
-    }
-    if (!ok)
-      continue;
-    int64_t total = plan.tensors[bucket].bytes();
-    int64_t eb = (int64_t)rt::sizeOf(plan.tensors[bucket].dtype);
-    int64_t shard = rt::alignToPlan((total + g - 1) / g);
-    if (shard > INT_MAX) // MPI counts blocks in ints
-      continue;
-    plan.tensors[bucket].shape = {shard * g / eb};
-    int32_t block = plan.variableBlocks.size();
-    plan.variableBlocks.push_back(shard * g);
-    ar.attrs["shard_update"] = true;
-    ar.attrs["shard_bytes"] = shard;
-    rt::PlanKernel gather;
-    gather.op = "all_gather_variables";
-    gather.loc = ar.loc;
-    gather.attrs["shard_bytes"] = shard;
-    std::vector<int64_t> offsets;
-    for (const char *a : {"grid", "grid_shape", "grid_axes", "variables"})
-      if (ar.attrs.contains(a))
-        gather.attrs[a] = ar.attrs[a];
-    for (size_t i = 0; i < ar.outputs.size(); ++i) {
-      int64_t offset = plan.tensors[ar.outputs[i]].offset;
-      rt::PlanKernel &u = plan.kernels[updates[i]];
-      u.attrs["shard_offset"] = offset;
-      u.attrs["shard_bytes"] = shard;
-      for (const char *a : {"grid", "grid_shape", "grid_axes"}) {
-        u.attrs.erase(a);
-        if (ar.attrs.contains(a))
-          u.attrs[a] = ar.attrs[a];
-      }
-      plan.variables[vars[i]].block = block;
-      plan.variables[vars[i]].blockOffset = offset;
-      gather.inputs.push_back(varTensors[i]);
-      offsets.push_back(offset);
-    }
-    gather.attrs["offsets"] = offsets;
-    gathers.push_back({*std::max_element(updates.begin(), updates.end()) + 1,
-                       std::move(gather)});
-    shardOptimizerState(updates, shard, eb, block, readers, aliased, deadVariables);
-  }
-  removeVariables(deadVariables);
-  if (gathers.empty())
-    return;
-  std::vector<std::vector<rt::PlanKernel>> before(plan.kernels.size() + 1);
-  for (auto &[at, kernel] : gathers)
-    before[at].push_back(std::move(kernel));
-  insertKernels(std::move(before));
-}
-
-/// The optimizer-state half of a sharded update (ZeRO stage 1): rank r only
-/// ever updates the elements of block r, so each state of the bucket's
-/// updates (momentum's velocity, Adam's m and v, Adagrad's sum) needs one
-/// block of `shard` bytes, not a full copy per parameter. When every
-/// member's state j is a whole variable that only its update reads (and no
-/// alias or output names), starting
-/// from one splat value, the members' state-j tensors become views of one
-/// variable of shard/eb elements (the first member's, renamed); the others'
-/// variables die. The updates get "shard_state": they index the state by
-/// the element's place in block r.
-void Emitter::shardOptimizerState(const std::vector<int64_t> &updates, int64_t shard,
-                                  int64_t eb, int32_t block, const Readers &readers,
-                                  const llvm::DenseSet<int32_t> &aliased,
-                                  std::vector<bool> &dead) {
-  const rt::PlanKernel &first = plan.kernels[updates[0]];
-  int ns = (int)first.inputs.size() - 2; // variable, states..., gradient
-  if (ns <= 0)
-    return;
-  for (int j = 1; j <= ns; ++j) {
-    std::optional<double> splat;
-    bool ok = true;
-    for (int64_t q : updates) {
-      const rt::PlanKernel &u = plan.kernels[q];
-      int32_t id = u.op == first.op && (int)u.inputs.size() == ns + 2 ? u.inputs[j] : -1;
-      const rt::PlanTensor *t = id >= 0 ? &plan.tensors[id] : nullptr;
-      const rt::PlanVariable *v =
-          t && t->kind == rt::PlanTensor::Kind::Variable ? &plan.variables[t->ref] : nullptr;
-      ok = v && readers[id].size() == 1 && !aliased.contains(id) &&
-           v->role == rt::PlanVariable::Role::OptimizerState &&
-           v->init.kind == rt::InitialValue::Kind::Splat && (!splat || *splat == v->init.splat);
-      if (!ok)
-        break;
-      splat = v->init.splat;
-    }
-    if (!ok)
-      return; // the kernels take all their states sharded or none
-  }
-  for (int j = 1; j <= ns; ++j) {
-    int32_t keep = plan.tensors[plan.kernels[updates[0]].inputs[j]].ref;
-    rt::PlanVariable &v = plan.variables[keep];
-    v.name = "optimizer state " + std::to_string(j - 1) + " of variable block " +
-             std::to_string(block) + " (" + v.name + "...)";
-    v.shape = {shard / eb};
-    for (int64_t q : updates) {
-      rt::PlanTensor &t = plan.tensors[plan.kernels[q].inputs[j]];
-      if (t.ref != keep)
-        dead[t.ref] = true;
-      t.ref = keep;
-      t.shape = {shard / eb};
-    }
-  }
-  for (int64_t q : updates)
-    plan.kernels[q].attrs["shard_state"] = true;
-}
-
-/// Drops the variables marked dead (no tensor names them any more) and
-/// renumbers the tensors' references to the others.
-void Emitter::removeVariables(const std::vector<bool> &dead) {
-  if (std::find(dead.begin(), dead.end(), true) == dead.end())
-    return;
-  std::vector<int32_t> index(plan.variables.size(), -1);
-  std::vector<rt::PlanVariable> kept;
-  for (size_t i = 0; i < plan.variables.size(); ++i)
-    if (!dead[i]) {
-      index[i] = kept.size();
-      kept.push_back(std::move(plan.variables[i]));
-    }
-  plan.variables = std::move(kept);
-  for (rt::PlanTensor &t : plan.tensors)
-    if (t.kind == rt::PlanTensor::Kind::Variable)
-      t.ref = index[t.ref];
+  return llvm::Error::success();
 }
 
 void Emitter::planMemory() {
@@ -1012,13 +812,13 @@ llvm::Expected<rt::Plan> Emitter::run() {
   plan.worldSize = options.worldSize;
   plan.target = options.target;
   plan.options = options.description;
-  if (auto loss = func->getAttrOfType<IntegerAttr>("px.loss")) {
+  if (auto loss = px::getAttr<px::PxDialect::LossAttrHelper>(func)) {
     plan.mode = rt::Plan::Mode::Train;
     plan.lossOutput = loss.getInt();
   } else {
     plan.mode = rt::Plan::Mode::Inference;
   }
-  if (auto source = module->getAttrOfType<StringAttr>("px.source")) {
+  if (auto source = px::getAttr<px::PxDialect::SourceAttrHelper>(module)) {
     std::error_code ec;
     auto path = std::filesystem::absolute(source.getValue().str(), ec);
     plan.sourcePath = ec ? source.getValue().str() : path.string();
@@ -1026,9 +826,9 @@ llvm::Expected<rt::Plan> Emitter::run() {
     plan.sourceBytes = ec ? 0 : size;
     plan.sourceCrc32 = ec ? 0 : rt::crc32OfFile(plan.sourcePath).value_or(0);
   }
-  if (auto n = module->getAttrOfType<IntegerAttr>("px.world_size"))
+  if (auto n = px::getAttr<px::PxDialect::WorldSizeAttrHelper>(module))
     plan.worldSize = n.getInt();
-  if (auto r = module->getAttrOfType<IntegerAttr>("px.ranks_per_machine"))
+  if (auto r = px::getAttr<px::PxDialect::RanksPerMachineAttrHelper>(module))
     plan.ranksPerMachine = r.getInt();
   else
     plan.ranksPerMachine = plan.worldSize;
@@ -1038,9 +838,8 @@ llvm::Expected<rt::Plan> Emitter::run() {
     if (auto err = emitOp(&op))
       return std::move(err);
   scheduleWaits();
-  bucketsInPlace();
-  if (options.shardMinRanks > 0)
-    shardWeightUpdates();
+  if (auto err = layOutBuckets())
+    return std::move(err);
   planMemory();
   return std::move(plan);
 }

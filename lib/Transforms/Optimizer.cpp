@@ -146,19 +146,23 @@ struct OptimizerPass : parallax::impl::PxOptimizerBase<OptimizerPass> {
     Value w = var.getOutput(), grad = g.getGrad();
     FloatAttr lrAttr = b.getF64FloatAttr(lr),
               wd = b.getF64FloatAttr(weightDecay);
+    // Unsharded: px-shard-weight-update sets grid, grid_axes, shard_offset,
+    // shard_bytes and shard_state where it shards.
+    auto update = [&](auto op, auto... args) {
+      decltype(op)::create(b, loc, args..., FlatSymbolRefAttr(), DenseI16ArrayAttr(),
+                           IntegerAttr(), IntegerAttr(), UnitAttr());
+    };
     if (kind == "sgd")
-      px::SgdOp::create(b, loc, w, grad, lrAttr, wd);
+      update(px::SgdOp(), w, grad, lrAttr, wd);
     else if (kind == "momentum")
-      px::MomentumOp::create(b, loc, w, state[0], grad, lrAttr, wd,
-                             b.getF64FloatAttr(momentum),
-                             nesterov ? b.getUnitAttr() : UnitAttr());
+      update(px::MomentumOp(), w, state[0], grad, lrAttr, wd, b.getF64FloatAttr(momentum),
+             nesterov ? b.getUnitAttr() : UnitAttr());
     else if (kind == "adam")
-      px::AdamOp::create(b, loc, w, state[0], state[1], grad, lrAttr, wd,
-                         b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
-                         b.getF64FloatAttr(epsilon >= 0 ? epsilon : 1e-8));
+      update(px::AdamOp(), w, state[0], state[1], grad, lrAttr, wd, b.getF64FloatAttr(beta1),
+             b.getF64FloatAttr(beta2), b.getF64FloatAttr(epsilon >= 0 ? epsilon : 1e-8));
     else
-      px::AdagradOp::create(b, loc, w, state[0], grad, lrAttr, wd,
-                            b.getF64FloatAttr(epsilon >= 0 ? epsilon : 1e-10));
+      update(px::AdagradOp(), w, state[0], grad, lrAttr, wd,
+             b.getF64FloatAttr(epsilon >= 0 ? epsilon : 1e-10));
     g.erase();
     return success();
   }

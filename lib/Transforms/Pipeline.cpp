@@ -20,4 +20,15 @@ void parallax::addTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(createPxOptimizer(options.optimizer));
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  if (options.distributed)
+    addPlanLayoutPasses(pm, options.layout);
+}
+
+void parallax::addPlanLayoutPasses(mlir::OpPassManager &pm,
+                                   const PlanLayoutOptions &options) {
+  pm.addPass(createPxBucketInPlace());
+  if (options.shardWeightUpdate) {
+    pm.addPass(createPxShardWeightUpdate(options.shard));
+    pm.addPass(createPxShardOptimizerState());
+  }
 }

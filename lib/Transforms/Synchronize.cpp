@@ -29,6 +29,7 @@
 #include "parallax/Transforms/Cluster.h"
 #include "parallax/Runtime/RowPartition.h"
 
+#include "Buckets.h"
 #include "PxBuilder.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -46,10 +47,6 @@ using namespace mlir;
 using namespace parallax;
 
 namespace {
-
-int64_t bytesOf(RankedTensorType t) {
-  return t.getNumElements() * (t.getElementTypeBitWidth() / 8);
-}
 
 struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
   using PxSyncBase::PxSyncBase;

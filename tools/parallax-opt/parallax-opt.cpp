@@ -234,6 +234,17 @@ static int64_t worldSize() {
 }
 
 /// --lr, or torch.optim's default for the chosen optimizer.
+/// --shard-weight-update as the layout passes' options: auto shards groups
+/// of 4 ranks or more on one machine (docs/sync.md measures why), on every
+/// group of 2 or more.
+static parallax::PlanLayoutOptions planLayout() {
+  parallax::PlanLayoutOptions layout;
+  layout.shardWeightUpdate = shardWeightUpdate != ShardMode::Off;
+  layout.shard.minRanks = shardWeightUpdate == ShardMode::On ? 2 : 4;
+  layout.shard.acrossMachines = shardWeightUpdate == ShardMode::On;
+  return layout;
+}
+
 static double learningRate() {
   if (lr >= 0)
     return lr;
@@ -382,10 +393,12 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     // The loss in bucket 0 keeps that bucket's update whole: asked for
     // sharding everywhere, the loss goes on its own.
     sync.lossInBucket = !lossAlone && shardWeightUpdate != ShardMode::On;
+    pipeline.layout = planLayout();
     parallax::addTrainingPipeline(pm, pipeline);
   } else if (emit == EmitKind::Plan) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
+    parallax::addPlanLayoutPasses(pm, planLayout());
   }
   if (failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
     return 1;
@@ -400,10 +413,6 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       return 1;
     }
     planOptions.target = target;
-    planOptions.shardMinRanks = shardWeightUpdate == ShardMode::Off  ? 0
-                                : shardWeightUpdate == ShardMode::On ? 2
-                                                                     : 4;
-    planOptions.shardAcrossMachines = shardWeightUpdate == ShardMode::On;
     planOptions.allowNegativeIds = allowNegativeIds;
     auto &d = planOptions.description;
     d["source"] = inputFilename.str();

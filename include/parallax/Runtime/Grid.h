@@ -16,7 +16,7 @@
 #ifndef PARALLAX_RUNTIME_GRID_H
 #define PARALLAX_RUNTIME_GRID_H
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <stdexcept>

@@ -28,6 +28,7 @@
 #define PARALLAX_RUNTIME_PLAN_H
 
 #include "parallax/Runtime/DType.h"
+#include "parallax/Runtime/PlanAlignment.h"
 
 #include <nlohmann/json.hpp>
 
@@ -48,17 +49,6 @@ namespace parallax::rt {
 /// Version 4: the source model's CRC-32 ("source": {"crc32"}), so that a
 /// model edited in place without changing its size is noticed.
 constexpr uint32_t kPlanFormatVersion = 4;
-
-/// Alignment of every arena offset and buffer (a cache line; also what
-/// AVX-512 loads like).
-constexpr int64_t kPlanAlignment = 64;
-
-/// `bytes` rounded up to kPlanAlignment: the arena planner's and an in-place
-/// all-reduce bucket's layout (the plan emitter writes it, the kernel checks
-/// it).
-constexpr int64_t alignToPlan(int64_t bytes) {
-  return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
-}
 
 /// Where a variable's or constant's initial value comes from.
 struct InitialValue {

@@ -23,19 +23,6 @@ struct PlanEmitOptions {
   int worldSize = 1;
   /// The device kind the plan is for ("cpu" or "cuda": --target).
   std::string target = "cpu";
-  /// Split each eligible all-reduce bucket's optimizer update over its
-  /// G ranks (reduce-scatter, update 1/G, all-gather the parameters) when
-  /// G >= shardMinRanks; 0: never. From 4 by default: with Open MPI 4.1's
-  /// reduce-scatter, which copies its whole buffer, sharding measured
-  /// slower at 2 ranks, even at 3 and faster at 4 (docs/sync.md).
-  int shardMinRanks = 4;
-  /// Also shard groups whose ranks are on several machines. Off by default:
-  /// between machines over TCP the reduce-scatter and the all-gather took
-  /// longer than the ring all-reduce they replace (lm, 4 machines of one
-  /// rank at 1 Gbit/s: 146 against 130 ms a step; at 100 Mbit/s: 1.4-1.6
-  /// against 1.2 s), and there the update work it saves is small next to
-  /// the link's time.
-  bool shardAcrossMachines = false;
   /// Let a gather from a trainable table wrap negative ids, as ONNX's
   /// Gather does, instead of refusing them as PyTorch's nn.Embedding does
   /// (the kernel's "nonnegative_ids" attribute).

@@ -191,4 +191,69 @@ def PxSync : Pass<"px-sync", "mlir::ModuleOp"> {
   ];
 }
 
+def PxBucketInPlace : Pass<"px-bucket-in-place", "mlir::ModuleOp"> {
+  let summary = "Lay each all-reduce bucket out in one buffer, reduced where it lies";
+  let description = [{
+    Gradient buckets in place, as PyTorch DDP's gradient_as_bucket_view:
+    the inputs of one all-reduce bucket (the `px.all_reduce` ops sharing a
+    `bucket` id, or one all-reduce without) are placed back to back in one
+    buffer, each at a 64-byte aligned `offset`, the collective reduces the
+    buffer where it lies and each result shares its input's memory. Without
+    this the runtime copies every gradient into a staging buffer before the
+    collective and every result out of it after: two passes over all dense
+    gradients a step. A bucket goes in place (`in_place`, `offset` on each
+    member) when every input has one element type and is computed by the
+    step (not a variable, input or constant) and read by nothing but its
+    all-reduce, directly or through reshapes (which the plan makes views).
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect"];
+}
+
+def PxShardWeightUpdate : Pass<"px-shard-weight-update", "mlir::ModuleOp"> {
+  let summary = "Update 1/G of each in-place bucket's parameters per rank";
+  let description = [{
+    Weight-update sharding (Xu et al., "Automatic Cross-Replica Sharding of
+    Weight Update in Data-Parallel Training", 2020; the optimizer half of
+    ZeRO): an all-reduce is a reduce-scatter followed by an all-gather, and
+    when every result of an in-place bucket is read only by a dense
+    optimizer update that is its variable's last reader, the update can run
+    between the two halves on 1/G of the bucket per rank, and the all-gather
+    can move updated parameters instead of summed gradients. The bytes on
+    the wire are the all-reduce's; each rank's optimizer work and passes
+    over parameters and gradients shrink G-fold, and replicas stay bitwise
+    identical. The bucket is padded to G blocks of `shard_bytes` (aligned)
+    and its members get `shard_update`; each update gets `shard_offset` (its
+    gradient's offset: the variables share one block laid out as the bucket)
+    and the bucket's grid; a `px.all_gather_variables` after the bucket's
+    last update hands every rank every block. Groups of fewer than
+    `min-ranks` ranks, and groups spanning machines unless
+    `across-machines`, keep the full all-reduce.
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect"];
+  let options = [
+    Option<"minRanks", "min-ranks", "int64_t", /*default=*/"4",
+           "shard groups of at least this many ranks (from 4: with Open MPI "
+           "4.1's reduce-scatter, sharding measured slower at 2 ranks)">,
+    Option<"acrossMachines", "across-machines", "bool", /*default=*/"false",
+           "also shard groups whose ranks are on several machines (measured "
+           "slower between machines over TCP)">,
+  ];
+}
+
+def PxShardOptimizerState : Pass<"px-shard-optimizer-state", "mlir::ModuleOp"> {
+  let summary = "Keep one block of optimizer state per sharded bucket (ZeRO stage 1)";
+  let description = [{
+    Rank r of a sharded update (px-shard-weight-update) only ever updates
+    the elements of block r, so each optimizer state of the bucket's updates
+    (momentum's velocity, Adam's m and v, Adagrad's sum) needs one block of
+    `shard_bytes`, not a full copy per parameter. When every update of a
+    bucket has the same kind and each of its state-j operands is a
+    variable only that update reads, all starting from one splat value, the
+    state-j variables are replaced by one variable of one block, named
+    `optimizer state j of variable block B (first...)`, B counting the
+    `px.all_gather_variables` ops in order; the updates get `shard_state`.
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect"];
+}
+
 #endif // PARALLAX_TRANSFORMS_PASSES_TD

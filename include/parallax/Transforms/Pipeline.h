@@ -14,6 +14,18 @@
 
 namespace parallax {
 
+/// How buckets become buffers: in place always; weight updates sharded
+/// when `shardWeightUpdate`, with `shard`'s thresholds.
+struct PlanLayoutOptions {
+  bool shardWeightUpdate = true;
+  PxShardWeightUpdateOptions shard;
+};
+
+/// Adds px-bucket-in-place, then (if asked) px-shard-weight-update and
+/// px-shard-optimizer-state: the rewrites that decide how the plan lays out
+/// all-reduce buckets, parameters and optimizer state.
+void addPlanLayoutPasses(mlir::OpPassManager &pm, const PlanLayoutOptions &options);
+
 struct TrainingPipelineOptions {
   PxOptimizerOptions optimizer;
   /// Data parallelism: px-cluster, px-sparsity, px-partition and px-sync
@@ -23,10 +35,13 @@ struct TrainingPipelineOptions {
   PxSparsityOptions sparsity;
   PxPartitionOptions partition;
   PxSyncOptions sync;
+  /// The plan layout passes (addPlanLayoutPasses) after the rest.
+  PlanLayoutOptions layout;
 };
 
 /// Adds canonicalize, [px-cluster], px-autodiff, [px-sparsity, px-partition,
-/// px-sync], px-optimizer, canonicalize and cse to `pm`.
+/// px-sync], px-optimizer, canonicalize, cse [and the plan layout passes] to
+/// `pm`.
 void addTrainingPipeline(mlir::OpPassManager &pm,
                          const TrainingPipelineOptions &options);
 

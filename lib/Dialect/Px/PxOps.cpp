@@ -262,6 +262,30 @@ static void printInitialValue(OpAsmPrinter &p, Attribute value, Type) {
   p.printAttribute(value);
 }
 
+/// An optimizer's state types: the variable's, or after `state` the one
+/// type of a sharded update's blocks (px-shard-optimizer-state).
+static ParseResult parseStateTypes(OpAsmParser &parser, Type variable,
+                                   ArrayRef<Type *> states) {
+  Type type = variable;
+  if (succeeded(parser.parseOptionalKeyword("state")) && parser.parseType(type))
+    return failure();
+  for (Type *s : states)
+    *s = type;
+  return success();
+}
+static ParseResult parseStateTypes(OpAsmParser &parser, Type variable, Type &s0) {
+  return parseStateTypes(parser, variable, {&s0});
+}
+static ParseResult parseStateTypes(OpAsmParser &parser, Type variable, Type &s0,
+                                   Type &s1) {
+  return parseStateTypes(parser, variable, {&s0, &s1});
+}
+static void printStateTypes(OpAsmPrinter &p, Operation *, Type variable, Type s0,
+                            Type = {}) {
+  if (s0 != variable)
+    p << " state " << s0;
+}
+
 // px.variable "name" [trainable] = <value> [: type] [attr-dict]
 ParseResult VariableOp::parse(OpAsmParser &parser, OperationState &result) {
   std::string name;

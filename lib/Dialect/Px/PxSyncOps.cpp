@@ -54,6 +54,36 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
   return verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
 }
 
+LogicalResult AllReduceOp::verify() {
+  if (getInPlace() != getOffset().has_value())
+    return emitOpError("in_place and offset go together");
+  if (getShardUpdate() != getShardBytes().has_value())
+    return emitOpError("shard_update and shard_bytes go together");
+  if (getShardUpdate() && !getInPlace())
+    return emitOpError("a sharded update reduces its bucket in place");
+  if (getShardUpdate() && getReduction() != shard::ReductionKind::Sum &&
+      getReduction() != shard::ReductionKind::Average)
+    return emitOpError("a sharded update needs a sum or average reduction");
+  return success();
+}
+
+LogicalResult
+AllGatherVariablesOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
+}
+
+LogicalResult AllGatherVariablesOp::verify() {
+  if (getOffsets().size() != getVariables().size())
+    return emitOpError("needs one offset per variable, got ")
+           << getOffsets().size() << " for " << getVariables().size();
+  for (Value v : getVariables()) {
+    auto var = v.getDefiningOp<VariableOp>();
+    if (!var || !var.getTrainable())
+      return emitOpError("gathers trainable px.variable values only");
+  }
+  return success();
+}
+
 /// Shape of the result of an exchange that multiplies dimension `grow` and
 /// divides dimension `shrink` by the group size (either may be absent).
 static LogicalResult verifyExchange(Operation *op, RankedTensorType in,

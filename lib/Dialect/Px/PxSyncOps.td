@@ -35,15 +35,63 @@ def Px_AllReduceOp : Px_CollectiveOp<"all_reduce", [Pure, SameOperandsAndResultT
     ```mlir
     %g = px.all_reduce %dw on @world reduction = <average> bucket = 0 : tensor<256x256xf32>
     ```
+
+    The layout passes add what the runtime needs to run a bucket without
+    copies: `in_place` (px-bucket-in-place) lays the bucket's inputs out back
+    to back in one buffer, this member at byte `offset`, and reduces that
+    buffer where it lies, each result sharing its input's memory.
+    `shard_update` (px-shard-weight-update) only reduce-scatters the bucket,
+    padded to one block of `shard_bytes` per rank of the group: each rank
+    gets the reduced block it updates, and `px.all_gather_variables` hands
+    the updated blocks round.
   }];
   let arguments = !con(commonArgs, (ins Px_NumericTensor:$input,
       DefaultValuedAttr<Shard_ReductionKindAttr, "::mlir::shard::ReductionKind::Sum">:$reduction,
-      OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$bucket));
+      OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$bucket,
+      UnitAttr:$in_place,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$offset,
+      UnitAttr:$shard_update,
+      OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$shard_bytes));
   let results = (outs Px_NumericTensor:$output);
+  let hasVerifier = 1;
+  // As px-sync builds it: the layout passes add the rest.
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "::mlir::FlatSymbolRefAttr":$grid,
+                   "::mlir::DenseI16ArrayAttr":$grid_axes, "::mlir::Value":$input,
+                   "::mlir::shard::ReductionKindAttr":$reduction,
+                   "::mlir::IntegerAttr":$bucket), [{
+      build($_builder, $_state, type, grid, grid_axes, input, reduction, bucket,
+            {}, {}, {}, {});
+    }]>
+  ];
   let assemblyFormat = [{
     $input `on` $grid (`grid_axes` `=` $grid_axes^)? (`reduction` `=` $reduction^)?
     (`bucket` `=` $bucket^)? attr-dict `:` type($input)
   }];
+}
+
+def Px_AllGatherVariablesOp : Px_CollectiveOp<"all_gather_variables",
+    [MemoryEffects<[MemWrite]>]> {
+  let summary = "Hand every rank the blocks of a sharded update's variables";
+  let description = [{
+    The second half of a sharded weight update (px-shard-weight-update):
+    the variables of one all-reduce bucket share one block of
+    `G * shard_bytes` bytes, each variable at its bucket offset `offsets[i]`,
+    and rank r of the group has just updated bytes
+    `[r * shard_bytes, (r + 1) * shard_bytes)` of it. After this op every
+    rank holds every block. The block's order is the order of these ops.
+
+    ```mlir
+    px.all_gather_variables %w, %b on @world offsets = [0, 512] shard_bytes = 256 : tensor<8x16xf32>, tensor<8xf32>
+    ```
+  }];
+  let arguments = !con(commonArgs, (ins Variadic<Px_FloatTensor>:$variables,
+      DenseI64ArrayAttr:$offsets, ConfinedAttr<I64Attr, [IntPositive]>:$shard_bytes));
+  let assemblyFormat = [{
+    $variables `on` $grid (`grid_axes` `=` $grid_axes^)? `offsets` `=` $offsets
+    `shard_bytes` `=` $shard_bytes attr-dict `:` type($variables)
+  }];
+  let hasVerifier = 1;
 }
 
 def Px_AllGatherOp : Px_CollectiveOp<"all_gather", [Pure]> {

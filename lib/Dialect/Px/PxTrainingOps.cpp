@@ -114,12 +114,30 @@ LogicalResult verifyUpdate(Operation *op, Value variable, Value grad,
   if (failed(variableOf(op, variable, "variable", /*trainable=*/true)) ||
       failed(checkGradient(op, variable, grad)))
     return failure();
+  auto shardBytes = op->getAttrOfType<IntegerAttr>("shard_bytes");
+  bool shardState = op->hasAttr("shard_state");
+  if ((op->hasAttr("shard_offset") || shardState) && !shardBytes)
+    return op->emitOpError("a sharded update needs shard_bytes");
+  if (shardBytes && (!op->hasAttr("shard_offset") || !op->hasAttr("grid")))
+    return op->emitOpError("a sharded update needs shard_offset and grid");
+  if (shardBytes && isa<SparseGradType>(grad.getType()))
+    return op->emitOpError("a sparse update cannot be sharded");
+  auto varType = cast<RankedTensorType>(variable.getType());
   for (Value s : state) {
     if (failed(variableOf(op, s, "optimizer state", /*trainable=*/false)))
       return failure();
-    if (s.getType() != variable.getType())
+    if (shardState) {
+      // One block of the bucket: shard_bytes of the variable's elements.
+      int64_t bits = varType.getElementTypeBitWidth();
+      auto type = RankedTensorType::get({shardBytes.getInt() * 8 / bits},
+                                        varType.getElementType());
+      if (s.getType() != type)
+        return op->emitOpError("sharded optimizer state must be one block ")
+               << type << ", got " << s.getType();
+    } else if (s.getType() != variable.getType()) {
       return op->emitOpError("optimizer state must have the variable's type ")
              << variable.getType() << ", got " << s.getType();
+    }
   }
   if (auto lr = op->getAttrOfType<FloatAttr>("lr"))
     if (!(lr.getValueAsDouble() >= 0))

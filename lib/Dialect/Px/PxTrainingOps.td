@@ -19,6 +19,7 @@
 
 include "PxAttrsAndTypes.td"
 include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Dialect/Shard/IR/ShardBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -376,20 +377,33 @@ def Px_AssignOp : Px_UpdateOp<"assign",
 defvar Px_OptimizerCommonArgs = (ins F64Attr:$lr,
     DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
 
+// A dense update of a sharded weight update (px-shard-weight-update): the
+// rank updates only the bytes of its variable that fall in its block of the
+// bucket (`shard_offset`: the variable's offset in the bucket; blocks of
+// `shard_bytes` per rank of the group of `grid`/`grid_axes`). With
+// `shard_state` (px-shard-optimizer-state) each state operand is one block
+// of `shard_bytes`, shared by the bucket's updates, indexed by the element's
+// place in the rank's block; its type then follows the op's types after
+// `state` (`: tensor<64x8xf32>, tensor<64x8xf32> state tensor<128xf32>`).
+defvar Px_ShardedUpdateArgs = (ins OptionalAttr<FlatSymbolRefAttr>:$grid,
+    OptionalAttr<Shard_GridAxesAttr>:$grid_axes,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$shard_offset,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$shard_bytes,
+    UnitAttr:$shard_state);
+
 def Px_SgdOp : Px_UpdateOp<"sgd"> {
   let summary = "Plain SGD: w -= lr * g";
   let description = [{
     With a sparse gradient only the listed rows change; repeated rows add.
   }];
   let arguments = !con((ins Px_FloatTensor:$variable, Px_FloatOrSparseGrad:$grad),
-                       Px_OptimizerCommonArgs);
+                       Px_OptimizerCommonArgs, Px_ShardedUpdateArgs);
   let assemblyFormat = [{
     $variable `,` $grad attr-dict `:` type($variable) `,` qualified(type($grad))
   }];
 }
 
-def Px_MomentumOp : Px_UpdateOp<"momentum",
-    [AllTypesMatch<["variable", "velocity"]>]> {
+def Px_MomentumOp : Px_UpdateOp<"momentum"> {
   let summary = "SGD with momentum (torch.optim.SGD, dampening 0)";
   let description = [{
     buf = momentum * buf + g; w -= lr * (nesterov ? g + momentum * buf : buf).
@@ -399,14 +413,14 @@ def Px_MomentumOp : Px_UpdateOp<"momentum",
   let arguments = !con((ins Px_FloatTensor:$variable, Px_FloatTensor:$velocity,
                             Px_FloatOrSparseGrad:$grad),
                        Px_OptimizerCommonArgs,
-                       (ins F64Attr:$momentum, UnitAttr:$nesterov));
+                       (ins F64Attr:$momentum, UnitAttr:$nesterov), Px_ShardedUpdateArgs);
   let assemblyFormat = [{
     $variable `,` $velocity `,` $grad attr-dict `:` type($variable) `,` qualified(type($grad))
+    custom<StateTypes>(ref(type($variable)), type($velocity))
   }];
 }
 
-def Px_AdamOp : Px_UpdateOp<"adam",
-    [AllTypesMatch<["variable", "m", "v"]>]> {
+def Px_AdamOp : Px_UpdateOp<"adam"> {
   let summary = "Adam (torch.optim.Adam; lazy torch.optim.SparseAdam for sparse gradients)";
   let description = [{
     With t the step number (1 for the first step):
@@ -418,14 +432,15 @@ def Px_AdamOp : Px_UpdateOp<"adam",
   let arguments = !con((ins Px_FloatTensor:$variable, Px_FloatTensor:$m,
                             Px_FloatTensor:$v, Px_FloatOrSparseGrad:$grad),
                        Px_OptimizerCommonArgs,
-                       (ins F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon));
+                       (ins F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon),
+                       Px_ShardedUpdateArgs);
   let assemblyFormat = [{
     $variable `,` $m `,` $v `,` $grad attr-dict `:` type($variable) `,` qualified(type($grad))
+    custom<StateTypes>(ref(type($variable)), type($m), type($v))
   }];
 }
 
-def Px_AdagradOp : Px_UpdateOp<"adagrad",
-    [AllTypesMatch<["variable", "sum"]>]> {
+def Px_AdagradOp : Px_UpdateOp<"adagrad"> {
   let summary = "Adagrad (torch.optim.Adagrad, lr_decay 0)";
   let description = [{
     sum += g^2; w -= lr * g / (sqrt(sum) + eps). A sparse gradient updates
@@ -433,9 +448,10 @@ def Px_AdagradOp : Px_UpdateOp<"adagrad",
   }];
   let arguments = !con((ins Px_FloatTensor:$variable, Px_FloatTensor:$sum,
                             Px_FloatOrSparseGrad:$grad),
-                       Px_OptimizerCommonArgs, (ins F64Attr:$epsilon));
+                       Px_OptimizerCommonArgs, (ins F64Attr:$epsilon), Px_ShardedUpdateArgs);
   let assemblyFormat = [{
     $variable `,` $sum `,` $grad attr-dict `:` type($variable) `,` qualified(type($grad))
+    custom<StateTypes>(ref(type($variable)), type($sum))
   }];
 }
 

@@ -116,7 +116,7 @@ KernelFn allReduce(KernelArgs &args) {
   // while the result is copied out (or, in place, in one pass after).
   bool divideOut = op == ReduceOp::Average && (dtype == DType::F32 || dtype == DType::F64);
   if (layout.shardBytes > 0) {
-    // Weight-update sharding (the plan emitter's shardWeightUpdates): only
+    // Weight-update sharding (px-shard-weight-update): only
     // the reduce-scatter half of the all-reduce. Group rank r's block
     // [r*S, (r+1)*S) of the bucket ends up reduced in the bucket's first S
     // bytes (where MPI_IN_PLACE leaves it); the
