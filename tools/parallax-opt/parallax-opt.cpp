@@ -10,11 +10,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "parallax/Analysis/Layers.h"
 #include "parallax/Analysis/VariableAccess.h"
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Importer/OnnxImporter.h"
 #include "parallax/Runtime/MachineMemory.h"
 #include "parallax/Target/PlanEmitter.h"
+#include "parallax/Transforms/Cluster.h"
 #include "parallax/Transforms/Passes.h"
 #include "parallax/Transforms/Pipeline.h"
 #include "parallax/Transforms/SplitBatch.h"
@@ -173,6 +175,11 @@ static cl::opt<bool>
                     "read) and totals; without an explicit --emit, print only "
                     "the table"),
            cl::cat(parallaxCategory));
+static cl::opt<bool> gridCosts(
+    "grid-costs",
+    cl::desc("Print the predicted cost of every Pr x Pc grid of the --np "
+             "ranks (Pr splits the model, Pc the batch; SPAA'18) and exit"),
+    cl::cat(parallaxCategory));
 static cl::opt<int64_t> batchSize(
     "batch-size",
     cl::desc("The global batch: binds dimension 0 of inputs whose batch "
@@ -287,7 +294,8 @@ static llvm::Expected<parallax::ImportOptions> importOptions() {
   options.freeze.insert(freeze.begin(), freeze.end());
   options.loss = loss;
   options.requireLoss = !inference;
-  options.ranks = distributed() ? worldSize() : 1;
+  // --grid-costs models the global batch: nothing is split yet.
+  options.ranks = distributed() && !gridCosts ? worldSize() : 1;
   if (batchnormVariance != BatchnormVariance::Default)
     options.unbiasedBatchnormVariance = batchnormVariance == BatchnormVariance::Unbiased;
   return options;
@@ -314,6 +322,27 @@ static void warnIfTooLargeHere(const parallax::rt::Plan &plan, StringRef input) 
   llvm::errs() << ", more than this machine's " << text((double)usable)
                << "; parallax-run will refuse to start it on a machine like "
                   "this one\n";
+}
+
+/// --grid-costs: the link model as px-cluster records it (--np, --cluster,
+/// --profile), the optimizer's state per parameter, the model's layers.
+static int printGridCosts(ModuleOp module) {
+  PassManager pm(module.getContext());
+  parallax::PxClusterOptions cluster;
+  cluster.np = numRanks;
+  cluster.clusterFile = clusterFile;
+  cluster.profileFile = profileFile;
+  pm.addPass(parallax::createPxCluster(cluster));
+  if (failed(pm.run(module)))
+    return 1;
+  parallax::ClusterModel c = parallax::ClusterModel::fromModule(module);
+  parallax::grid::Machine m;
+  m.intra = {c.intraLatency, 1.0 / c.intraBandwidth};
+  m.inter = {c.interLatency, 1.0 / c.interBandwidth};
+  m.ranksPerMachine = c.ranksPerMachine;
+  m.optimizerSlots = optimizerKind == "adam" ? 2 : optimizerKind == "sgd" ? 0 : 1;
+  parallax::printGridReport(parallax::layersOf(module), c.worldSize, m, llvm::outs());
+  return 0;
 }
 
 /// Imports or parses, runs the pass pipeline, writes IR and the report.
@@ -343,6 +372,8 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     if (!decided)
       return fail(inputFilename + ": " + llvm::toString(decided.takeError()));
     batch = std::move(*decided);
+    if (gridCosts)
+      return printGridCosts(*module);
   } else {
     std::string error;
     auto file = openInputFile(inputFilename, &error);

@@ -1,0 +1,151 @@
+//===- GridCost.cpp - a layer's cost on a Pr x Pc grid (SPAA'18) ----------===//
+
+#include "parallax/Analysis/GridCost.h"
+#include "parallax/Runtime/Grid.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace parallax::grid {
+
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / std::max<int64_t>(b, 1); }
+
+double ceilLog2(int64_t p) { return p <= 1 ? 0.0 : std::ceil(std::log2((double)p)); }
+
+bool spans(const Grid &g, std::vector<int64_t> axes, int64_t perMachine) {
+  return rt::groupsSpanMachines({g.pc, g.pr}, axes, (int)std::min<int64_t>(perMachine, 1 << 30));
+}
+
+} // namespace
+
+std::string Grid::str() const { return std::to_string(pr) + "x" + std::to_string(pc); }
+
+std::vector<Grid> gridsOf(int64_t p) {
+  std::vector<Grid> grids;
+  for (int64_t pr = 1; pr <= p; ++pr)
+    if (p % pr == 0)
+      grids.push_back({pr, p / pr});
+  return grids;
+}
+
+double allGatherBytes(int64_t p, double bytes) { return p <= 1 ? 0 : (double)(p - 1) / p * bytes; }
+double allReduceBytes(int64_t p, double bytes) { return 2 * allGatherBytes(p, bytes); }
+
+double allGatherSeconds(int64_t p, double bytes, const Link &link) {
+  return p <= 1 ? 0 : link.alpha * ceilLog2(p) + link.beta * allGatherBytes(p, bytes);
+}
+double allReduceSeconds(int64_t p, double bytes, const Link &link) {
+  return p <= 1 ? 0 : 2 * link.alpha * ceilLog2(p) + link.beta * allReduceBytes(p, bytes);
+}
+
+// The model axis is the grid's inner axis (Grid's rank numbering).
+const Link &Machine::modelLink(const Grid &g) const {
+  return spans(g, {1}, ranksPerMachine) ? inter : intra;
+}
+const Link &Machine::batchLink(const Grid &g) const {
+  return spans(g, {0}, ranksPerMachine) ? inter : intra;
+}
+const Link &Machine::worldLink(const Grid &g) const {
+  return spans(g, {}, ranksPerMachine) ? inter : intra;
+}
+
+int64_t Layer::inElements() const {
+  return kind == Kind::Dense ? in : in * inHeight * inWidth;
+}
+int64_t Layer::outElements() const {
+  return kind == Kind::Dense ? out : out * outHeight * outWidth;
+}
+double Layer::flops() const {
+  // Two per multiply-add: each output element takes one per weight it
+  // sees (a dense layer's row of W, a convolution's filter).
+  double perOutput = kind == Kind::Dense ? (double)in
+                                         : (double)weightElements / std::max<int64_t>(out, 1);
+  return 2.0 * (double)batch * (double)outElements() * perOutput;
+}
+
+const char *nameOf(Split s) { return s == Split::Model ? "model" : "domain"; }
+
+Cost &Cost::operator+=(const Cost &o) {
+  forwardBytes += o.forwardBytes;
+  backwardBytes += o.backwardBytes;
+  gradientBytes += o.gradientBytes;
+  forwardSeconds += o.forwardSeconds;
+  backwardSeconds += o.backwardSeconds;
+  gradientSeconds += o.gradientSeconds;
+  computeSeconds += o.computeSeconds;
+  weightBytes += o.weightBytes;
+  activationBytes += o.activationBytes;
+  return *this;
+}
+
+Cost costOf(const Layer &layer, const Grid &grid, Split split, const Machine &m) {
+  Cost c;
+  c.split = split;
+  const double eb = (double)layer.elementBytes;
+  const int64_t samples = ceilDiv(layer.batch, grid.pc);
+  const int64_t weights = layer.kind == Layer::Kind::Dense ? layer.in * layer.out
+                                                           : layer.weightElements;
+  const int64_t stateCopies = 2 + m.optimizerSlots; // value, gradient, state
+  // Forward, and the two products of the backward pass.
+  c.computeSeconds = 3.0 * layer.flops() / (double)grid.size() / m.flopsPerSecond;
+  if (split == Split::Model) {
+    const Link &col = m.modelLink(grid), &row = m.batchLink(grid);
+    double y = (double)samples * layer.outElements() * eb;
+    double dx = (double)samples * layer.inElements() * eb;
+    double dw = (double)ceilDiv(weights, grid.pr) * eb;
+    c.forwardBytes = allGatherBytes(grid.pr, y);
+    c.forwardSeconds = allGatherSeconds(grid.pr, y, col);
+    if (layer.inputGradient) {
+      c.backwardBytes = allReduceBytes(grid.pr, dx);
+      c.backwardSeconds = allReduceSeconds(grid.pr, dx, col);
+    }
+    c.gradientBytes = allReduceBytes(grid.pc, dw);
+    c.gradientSeconds = allReduceSeconds(grid.pc, dw, row);
+    c.weightBytes = (int64_t)dw * stateCopies;
+    c.activationBytes = (int64_t)y;
+    return c;
+  }
+  // Domain: each rank holds ceil(H / Pr) rows of every feature map and
+  // trades floor(k / 2) rows with each of its two neighbours.
+  const Link &col = m.modelLink(grid), &world = m.worldLink(grid);
+  int64_t halo = grid.pr > 1 ? layer.kernelHeight / 2 : 0;
+  double xHalo = (double)halo * layer.inWidth * layer.in * samples * eb;
+  double dyHalo = (double)halo * layer.outWidth * layer.out * samples * eb;
+  if (halo > 0) {
+    c.forwardBytes = 2 * xHalo;
+    c.forwardSeconds = 2 * (col.alpha + col.beta * xHalo);
+    if (layer.inputGradient) {
+      c.backwardBytes = 2 * dyHalo;
+      c.backwardSeconds = 2 * (col.alpha + col.beta * dyHalo);
+    }
+  }
+  double dw = (double)weights * eb;
+  c.gradientBytes = allReduceBytes(grid.size(), dw);
+  c.gradientSeconds = allReduceSeconds(grid.size(), dw, world);
+  c.weightBytes = (int64_t)dw * stateCopies;
+  c.activationBytes = (int64_t)((double)samples * layer.out * layer.outWidth *
+                                ceilDiv(layer.outHeight, grid.pr) * eb);
+  return c;
+}
+
+Cost bestCostOf(const Layer &layer, const Grid &grid, const Machine &m) {
+  Cost model = costOf(layer, grid, Split::Model, m);
+  if (layer.kind != Layer::Kind::Conv || grid.pr == 1)
+    return model;
+  Cost domain = costOf(layer, grid, Split::Domain, m);
+  return domain.seconds() < model.seconds() ? domain : model;
+}
+
+GridCost costOf(const std::vector<Layer> &layers, const Grid &grid, const Machine &m) {
+  GridCost g;
+  g.grid = grid;
+  for (const Layer &l : layers) {
+    g.layers.push_back(bestCostOf(l, grid, m));
+    g.total += g.layers.back();
+  }
+  return g;
+}
+
+} // namespace parallax::grid

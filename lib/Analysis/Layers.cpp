@@ -1,0 +1,169 @@
+//===- Layers.cpp - the layers of a px step, as the grid model sees them --===//
+
+#include "parallax/Analysis/Layers.h"
+#include "parallax/Dialect/Px/PxDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+
+using namespace mlir;
+
+namespace parallax {
+
+namespace {
+
+/// The trainable variable `v` reads, through reshapes and transposes (a
+/// linear layer's x W^T is a matmul of the transposed weight).
+px::VariableOp weightOf(Value v) {
+  for (;;) {
+    if (auto r = v.getDefiningOp<px::ReshapeOp>())
+      v = r.getInput();
+    else if (auto t = v.getDefiningOp<px::TransposeOp>())
+      v = t.getInput();
+    else
+      break;
+  }
+  auto var = v.getDefiningOp<px::VariableOp>();
+  return var && var.getTrainable() ? var : px::VariableOp();
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+} // namespace
+
+std::vector<grid::Layer> layersOf(ModuleOp module) {
+  std::vector<grid::Layer> layers;
+  func::FuncOp func = getEntryFunction(module);
+  if (!func || func.getBody().empty())
+    return layers;
+  // Values computed from a trainable variable: a layer whose input is one
+  // needs dX.
+  llvm::DenseSet<Value> active;
+  for (Operation &op : func.getBody().front()) {
+    auto var = dyn_cast<px::VariableOp>(op);
+    bool on = var ? var.getTrainable()
+                  : llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); });
+    if (on)
+      for (Value r : op.getResults())
+        active.insert(r);
+  }
+  auto add = [&](grid::Layer l, Value input, Type elem) {
+    l.inputGradient = active.contains(input);
+    l.elementBytes = std::max<int64_t>(1, elem.getIntOrFloatBitWidth() / 8);
+    layers.push_back(std::move(l));
+  };
+  for (Operation &op : func.getBody().front()) {
+    llvm::TypeSwitch<Operation *>(&op)
+        .Case([&](px::GemmOp g) {
+          px::VariableOp w = weightOf(g.getB());
+          auto a = typeOf(g.getA()), b = typeOf(g.getB());
+          if (!w || a.getRank() != 2 || b.getRank() != 2)
+            return;
+          grid::Layer l;
+          l.name = w.getName().str();
+          l.batch = a.getDimSize(g.getTransA() ? 1 : 0);
+          l.in = b.getDimSize(g.getTransB() ? 1 : 0);
+          l.out = b.getDimSize(g.getTransB() ? 0 : 1);
+          add(l, g.getA(), a.getElementType());
+        })
+        .Case([&](px::MatMulOp m) {
+          px::VariableOp w = weightOf(m.getRhs());
+          auto a = typeOf(m.getLhs()), b = typeOf(m.getRhs());
+          if (!w || b.getRank() != 2 || a.getRank() < 2)
+            return;
+          grid::Layer l;
+          l.name = w.getName().str();
+          l.batch = product(a.getShape().drop_back());
+          l.in = b.getDimSize(0);
+          l.out = b.getDimSize(1);
+          add(l, m.getLhs(), a.getElementType());
+        })
+        .Case([&](px::ConvOp c) {
+          px::VariableOp w = weightOf(c.getW());
+          auto x = typeOf(c.getX()), wt = typeOf(c.getW()), y = typeOf(c.getY());
+          if (!w || x.getRank() < 3 || x.getRank() > 4)
+            return;
+          bool twoD = x.getRank() == 4;
+          grid::Layer l;
+          l.kind = grid::Layer::Kind::Conv;
+          l.name = w.getName().str();
+          l.batch = x.getDimSize(0);
+          l.in = x.getDimSize(1);
+          l.out = y.getDimSize(1);
+          l.inHeight = x.getDimSize(2);
+          l.inWidth = twoD ? x.getDimSize(3) : 1;
+          l.outHeight = y.getDimSize(2);
+          l.outWidth = twoD ? y.getDimSize(3) : 1;
+          l.kernelHeight = wt.getDimSize(2);
+          l.kernelWidth = twoD ? wt.getDimSize(3) : 1;
+          l.weightElements = wt.getNumElements();
+          add(l, c.getX(), x.getElementType());
+        });
+  }
+  return layers;
+}
+
+namespace {
+
+std::string mib(double bytes) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.2f", bytes / (1 << 20));
+  return buf;
+}
+
+} // namespace
+
+void printGridReport(const std::vector<grid::Layer> &layers, int64_t ranks,
+                     const grid::Machine &machine, llvm::raw_ostream &os) {
+  std::vector<grid::GridCost> costs;
+  for (const grid::Grid &g : grid::gridsOf(ranks))
+    costs.push_back(grid::costOf(layers, g, machine));
+  if (costs.empty() || layers.empty()) {
+    os << "grid costs: no layer with a trainable weight\n";
+    return;
+  }
+  size_t best = 0;
+  for (size_t i = 1; i < costs.size(); ++i)
+    if (costs[i].total.seconds() < costs[best].total.seconds())
+      best = i;
+  os << "grid costs of " << ranks << " ranks (Pr x Pc: Pr splits the model, Pc the batch; "
+     << layers.size() << (layers.size() == 1 ? " layer" : " layers")
+     << "; per rank and step, SPAA'18 model):\n";
+  os << llvm::format("  %-9s %12s %12s %12s %10s %10s %10s %12s\n", "grid", "fwd MiB",
+                     "bwd MiB", "grad MiB", "comm ms", "comp ms", "total ms", "memory MiB");
+  for (size_t i = 0; i < costs.size(); ++i) {
+    const grid::Cost &t = costs[i].total;
+    os << llvm::format("  %-9s %12s %12s %12s %10.3f %10.3f %10.3f %12s", costs[i].grid.str().c_str(),
+                       mib(t.forwardBytes).c_str(), mib(t.backwardBytes).c_str(),
+                       mib(t.gradientBytes).c_str(), t.commSeconds() * 1e3,
+                       t.computeSeconds * 1e3, t.seconds() * 1e3,
+                       mib((double)t.memoryBytes()).c_str());
+    os << (i == best ? "  <- cheapest" : "") << "\n";
+  }
+  double data = costs.front().total.seconds(), chosen = costs[best].total.seconds();
+  os << llvm::format("cheapest: %s, %.2fx the speed of pure data parallelism (1x%lld)\n",
+                     costs[best].grid.str().c_str(), chosen > 0 ? data / chosen : 1.0,
+                     (long long)ranks);
+  os << "layers on " << costs[best].grid.str() << ":\n";
+  os << llvm::format("  %-28s %-6s %8s %8s %8s %12s %10s\n", "layer", "split", "batch", "in",
+                     "out", "comm MiB", "comm ms");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const grid::Cost &c = costs[best].layers[i];
+    os << llvm::format("  %-28s %-6s %8lld %8lld %8lld %12s %10.3f\n", layers[i].name.c_str(),
+                       grid::nameOf(c.split), (long long)layers[i].batch,
+                       (long long)layers[i].inElements(), (long long)layers[i].outElements(),
+                       mib(c.bytes()).c_str(), c.commSeconds() * 1e3);
+  }
+}
+
+} // namespace parallax

@@ -1,0 +1,161 @@
+//===- GridCostTest.cpp - the SPAA'18 closed forms ------------------------===//
+//
+// Checked against the paper's own numbers and derivations: the AlexNet
+// fully-connected stack (9216 -> 4096 -> 4096 -> 1000, B = 256) on 512
+// ranks, bandwidth term only, and the bandwidth-optimal Pr of a uniform
+// stack, Pr* ~ sqrt(2 d P / (3 B)).
+//
+//===----------------------------------------------------------------------===//
+
+#include "parallax/Analysis/GridCost.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace parallax::grid;
+
+namespace {
+
+/// One word per element and beta = 1: cost in words, as the paper counts.
+Machine wordCounter() {
+  Machine m;
+  m.intra = m.inter = {0.0, 1.0};
+  m.flopsPerSecond = 1e300;
+  return m;
+}
+
+std::vector<Layer> denseStack(const std::vector<int64_t> &d, int64_t batch) {
+  std::vector<Layer> layers;
+  for (size_t i = 1; i < d.size(); ++i) {
+    Layer l;
+    l.name = "fc" + std::to_string(i);
+    l.batch = batch;
+    l.in = d[i - 1];
+    l.out = d[i];
+    l.inputGradient = i > 1;
+    l.elementBytes = 1;
+    layers.push_back(l);
+  }
+  return layers;
+}
+
+/// The paper's sum, written out independently of GridCost.cpp.
+double paperWords(const std::vector<int64_t> &d, int64_t batch, int64_t pr, int64_t pc) {
+  double t = 0, fr = (double)(pr - 1) / pr, fc = (double)(pc - 1) / pc;
+  for (size_t i = 1; i < d.size(); ++i) {
+    t += fr * batch / pc * d[i];
+    if (i >= 2)
+      t += 2 * fr * batch / pc * d[i - 1];
+    t += 2 * fc * d[i] * d[i - 1] / pr;
+  }
+  return t;
+}
+
+TEST(GridCost, AlexNetFullyConnectedMatchesThePaper) {
+  std::vector<int64_t> d = {9216, 4096, 4096, 1000};
+  auto layers = denseStack(d, 256);
+  Machine m = wordCounter();
+  double data = costOf(layers, {1, 512}, m).total.seconds();
+  double best = data;
+  Grid bestGrid{1, 512};
+  for (const Grid &g : gridsOf(512)) {
+    double words = costOf(layers, g, m).total.seconds();
+    EXPECT_NEAR(words, paperWords(d, 256, g.pr, g.pc), 1e-6 * words) << g.str();
+    if (words < best) {
+      best = words;
+      bestGrid = g;
+    }
+  }
+  // "about 50x fewer words than pure data parallelism", at 128 x 4.
+  EXPECT_EQ(bestGrid.pr, 128);
+  EXPECT_EQ(bestGrid.pc, 4);
+  EXPECT_NEAR(data / best, 50.6, 0.1);
+  // Pure model parallelism is no better than the best integrated grid.
+  EXPECT_GT(costOf(layers, {512, 1}, m).total.seconds(), 2 * best);
+}
+
+TEST(GridCost, BandwidthOptimalModelSplitOfAUniformStack) {
+  // d_i = d: the bandwidth-only optimum is near sqrt(2 d P / (3 B)).
+  const int64_t d = 8192, p = 1024, batch = 64;
+  auto layers = denseStack(std::vector<int64_t>(9, d), batch);
+  Machine m = wordCounter();
+  Grid best{1, p};
+  for (const Grid &g : gridsOf(p))
+    if (costOf(layers, g, m).total.seconds() < costOf(layers, best, m).total.seconds())
+      best = g;
+  double predicted = std::sqrt(2.0 * d * p / (3.0 * batch));
+  EXPECT_GE(best.pr, predicted / 2) << best.str();
+  EXPECT_LE(best.pr, predicted * 2) << best.str();
+}
+
+TEST(GridCost, CollectivesFollowAlphaBeta) {
+  Link l{1e-5, 1e-9};
+  EXPECT_DOUBLE_EQ(allGatherSeconds(1, 1e6, l), 0.0);
+  EXPECT_DOUBLE_EQ(allReduceSeconds(1, 1e6, l), 0.0);
+  // p = 4: 2 latency steps; (p-1)/p of n on the wire (twice for all-reduce).
+  EXPECT_DOUBLE_EQ(allGatherSeconds(4, 1e6, l), 2e-5 + 0.75e-3);
+  EXPECT_DOUBLE_EQ(allReduceSeconds(4, 1e6, l), 4e-5 + 1.5e-3);
+  // p = 5 rounds the latency steps up.
+  EXPECT_DOUBLE_EQ(allGatherSeconds(5, 0, l), 3e-5);
+}
+
+TEST(GridCost, DataParallelismOnlyReducesGradients) {
+  Layer l;
+  l.batch = 32;
+  l.in = 100;
+  l.out = 10;
+  Machine m = wordCounter();
+  m.intra = m.inter = {0.0, 1.0};
+  Cost c = costOf(l, {1, 4}, Split::Model, m);
+  EXPECT_EQ(c.forwardBytes, 0);
+  EXPECT_EQ(c.backwardBytes, 0);
+  // 2 (p-1)/p |W| elements of 4 bytes.
+  EXPECT_DOUBLE_EQ(c.gradientBytes, 2 * 0.75 * 1000 * 4);
+  // Value, gradient, and with Adam two states, all whole.
+  m.optimizerSlots = 2;
+  EXPECT_EQ(costOf(l, {1, 4}, Split::Model, m).weightBytes, 1000 * 4 * 4);
+  // Model parallelism over 2 splits the weight and the memory.
+  EXPECT_EQ(costOf(l, {2, 2}, Split::Model, m).weightBytes, 500 * 4 * 4);
+}
+
+TEST(GridCost, DomainSplitTradesHalosInsteadOfActivations) {
+  // A 3x3 convolution of a 64-channel 56x56 map: one halo row each way.
+  Layer l;
+  l.kind = Layer::Kind::Conv;
+  l.batch = 16;
+  l.in = l.out = 64;
+  l.inHeight = l.inWidth = l.outHeight = l.outWidth = 56;
+  l.kernelHeight = l.kernelWidth = 3;
+  l.weightElements = 64 * 64 * 9;
+  l.elementBytes = 1;
+  Machine m = wordCounter();
+  Cost domain = costOf(l, {4, 2}, Split::Domain, m);
+  // Forward: one row (56 x 64 channels x 8 samples) to each of 2 neighbours.
+  EXPECT_DOUBLE_EQ(domain.forwardBytes, 2 * 56 * 64 * 8);
+  EXPECT_DOUBLE_EQ(domain.backwardBytes, 2 * 56 * 64 * 8);
+  // dW is all-reduced over all 8 ranks.
+  EXPECT_DOUBLE_EQ(domain.gradientBytes, 2 * 7.0 / 8 * 64 * 64 * 9);
+  // Splitting channels instead gathers whole feature maps: far more.
+  Cost model = costOf(l, {4, 2}, Split::Model, m);
+  EXPECT_GT(model.bytes(), 10 * domain.bytes());
+  EXPECT_EQ(bestCostOf(l, {4, 2}, m).split, Split::Domain);
+  // A 1x1 convolution has no halo.
+  l.kernelHeight = l.kernelWidth = 1;
+  EXPECT_EQ(costOf(l, {4, 2}, Split::Domain, m).forwardBytes, 0);
+}
+
+TEST(GridCost, GroupsOnOneMachineUseItsLink) {
+  Machine m;
+  m.intra = {0, 1.0};
+  m.inter = {0, 10.0};
+  m.ranksPerMachine = 4;
+  // 4 x 2 on machines of 4: model groups (4 consecutive ranks) stay on one
+  // machine, batch groups cross machines.
+  EXPECT_EQ(&m.modelLink({4, 2}), &m.intra);
+  EXPECT_EQ(&m.batchLink({4, 2}), &m.inter);
+  EXPECT_EQ(&m.batchLink({1, 4}), &m.intra);
+  EXPECT_EQ(&m.modelLink({8, 1}), &m.inter);
+}
+
+} // namespace
