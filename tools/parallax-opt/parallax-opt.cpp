@@ -13,6 +13,7 @@
 #include "parallax/Analysis/Layers.h"
 #include "parallax/Analysis/VariableAccess.h"
 #include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Dialect/Px/PxShardingInterface.h"
 #include "parallax/Importer/OnnxImporter.h"
 #include "parallax/Runtime/MachineMemory.h"
 #include "parallax/Target/PlanEmitter.h"
@@ -23,6 +24,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -520,8 +522,12 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registry.insert<parallax::px::PxDialect, func::FuncDialect,
                   shard::ShardDialect>();
+  parallax::px::registerShardingInterfaceModels(registry);
   registerTransformsPasses();
   parallax::registerParallaxPasses();
+  // Upstream's SPMD passes, which the px ops' ShardingInterface models serve.
+  shard::registerShardingPropagation();
+  shard::registerPartition();
 
   auto [inputFilename, outputFilename] = registerAndParseCLIOptions(
       argc, argv, "Parallax compiler driver: ONNX or px IR in, px IR out",

@@ -1,0 +1,234 @@
+//===- PxShardingInterface.cpp - upstream shard models of px ops ----------===//
+//
+// As upstream's linalg models: an op is a loop nest whose iterators are
+// parallel or reductions, each operand and result an affine map of the
+// iterators. A sharded reduction iterator leaves each rank a partial sum:
+// partition sums it with shard.all_reduce over those grid axes (MLIR 22's
+// shardings carry no partial state), and only then adds a gemm's bias.
+//
+//===----------------------------------------------------------------------===//
+
+#include "parallax/Dialect/Px/PxShardingInterface.h"
+#include "parallax/Dialect/Px/PxDialect.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterfaceImpl.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/IRMapping.h"
+
+using namespace mlir;
+using namespace mlir::shard;
+using namespace parallax::px;
+
+namespace {
+
+using utils::IteratorType;
+
+/// The map of an operand of `type` broadcast (ONNX style: aligned to the
+/// trailing dimensions) into an iteration space of `shape`; a dimension of
+/// size 1 broadcast to more reads element 0.
+AffineMap broadcastMap(RankedTensorType type, ArrayRef<int64_t> shape, MLIRContext *ctx) {
+  int64_t lead = (int64_t)shape.size() - type.getRank();
+  SmallVector<AffineExpr> exprs;
+  for (int64_t i = 0; i < type.getRank(); ++i)
+    exprs.push_back(type.getDimSize(i) == shape[lead + i] || shape[lead + i] == 1
+                        ? getAffineDimExpr(lead + i, ctx)
+                        : getAffineConstantExpr(0, ctx));
+  return AffineMap::get(shape.size(), 0, exprs, ctx);
+}
+
+/// Whether every operand of `op` reaches the iteration space without a
+/// size-1 dimension broadcast (those maps are not projected permutations,
+/// which propagation needs).
+bool plainBroadcast(Operation *op) {
+  auto out = cast<RankedTensorType>(op->getResult(0).getType());
+  for (Value v : op->getOperands()) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || t.getRank() > out.getRank())
+      return false;
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      if (t.getDimSize(i) != out.getDimSize(out.getRank() - t.getRank() + i))
+        return false;
+  }
+  return true;
+}
+
+template <typename Op>
+struct ElementwiseSharding
+    : public ShardingInterface::ExternalModel<ElementwiseSharding<Op>, Op> {
+  SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
+    auto out = cast<RankedTensorType>(op->getResult(0).getType());
+    return SmallVector<IteratorType>(out.getRank(), IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    if (op->getNumResults() != 1 || !plainBroadcast(op))
+      return {};
+    auto out = cast<RankedTensorType>(op->getResult(0).getType());
+    SmallVector<AffineMap> maps;
+    for (Value v : op->getOperands())
+      maps.push_back(broadcastMap(cast<RankedTensorType>(v.getType()), out.getShape(),
+                                  op->getContext()));
+    maps.push_back(AffineMap::getMultiDimIdentityMap(out.getRank(), op->getContext()));
+    return maps;
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
+    partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
+                                         resultShardings, partitionMap, symbolTable,
+                                         builder);
+    return success();
+  }
+};
+
+/// Shared by the products: (m..., n, k) with k summed. `lhs` indexes
+/// (m..., k) or (k, m) when transposed, `rhs` (k, n) or (n, k).
+struct Product {
+  int64_t batchDims; ///< the m dimensions: rank(lhs) - 1
+  bool transLhs, transRhs;
+
+  SmallVector<IteratorType> iterators() const {
+    SmallVector<IteratorType> it(batchDims + 1, IteratorType::parallel);
+    it.push_back(IteratorType::reduction);
+    return it;
+  }
+  AffineExpr n(MLIRContext *ctx) const { return getAffineDimExpr(batchDims, ctx); }
+  AffineExpr k(MLIRContext *ctx) const { return getAffineDimExpr(batchDims + 1, ctx); }
+  AffineMap lhs(MLIRContext *ctx) const {
+    SmallVector<AffineExpr> e;
+    for (int64_t i = 0; i < batchDims; ++i)
+      e.push_back(getAffineDimExpr(i, ctx));
+    if (transLhs)
+      e.insert(e.begin(), k(ctx));
+    else
+      e.push_back(k(ctx));
+    return AffineMap::get(batchDims + 2, 0, e, ctx);
+  }
+  AffineMap rhs(MLIRContext *ctx) const {
+    return AffineMap::get(batchDims + 2, 0,
+                          transRhs ? SmallVector<AffineExpr>{n(ctx), k(ctx)}
+                                   : SmallVector<AffineExpr>{k(ctx), n(ctx)},
+                          ctx);
+  }
+  AffineMap result(MLIRContext *ctx) const {
+    SmallVector<AffineExpr> e;
+    for (int64_t i = 0; i <= batchDims; ++i)
+      e.push_back(getAffineDimExpr(i, ctx));
+    return AffineMap::get(batchDims + 2, 0, e, ctx);
+  }
+};
+
+Product productOf(Operation *op) {
+  if (auto g = dyn_cast<GemmOp>(op))
+    return {1, g.getTransA(), g.getTransB()};
+  auto m = cast<MatMulOp>(op);
+  return {cast<RankedTensorType>(m.getLhs().getType()).getRank() - 1, false, false};
+}
+
+/// The grid axes that split the product's k.
+SmallVector<GridAxis> reductionAxes(Operation *op, ArrayRef<Sharding> operandShardings,
+                                    ArrayRef<Sharding> resultShardings) {
+  auto sharding = cast<ShardingInterface>(op);
+  ShardingArray axes = getGridAxisAssignmentForLoopIterators(
+      operandShardings, resultShardings, sharding.getLoopIteratorTypes(),
+      sharding.getIndexingMaps());
+  return getReductionGridAxes(sharding.getLoopIteratorTypes(), axes);
+}
+
+template <typename Op>
+struct ProductSharding : public ShardingInterface::ExternalModel<ProductSharding<Op>, Op> {
+  SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return productOf(op).iterators();
+  }
+  SmallVector<ReductionKind> getReductionLoopIteratorKinds(Operation *) const {
+    return {ReductionKind::Sum};
+  }
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    MLIRContext *ctx = op->getContext();
+    Product p = productOf(op);
+    if (isa<MatMulOp>(op) && cast<RankedTensorType>(op->getOperand(1).getType()).getRank() != 2)
+      return {};
+    SmallVector<AffineMap> maps{p.lhs(ctx), p.rhs(ctx)};
+    if (auto g = dyn_cast<GemmOp>(op); g && g.getC()) {
+      auto c = cast<RankedTensorType>(g.getC().getType());
+      auto out = cast<RankedTensorType>(g.getType());
+      // C broadcasts over (m, n); the iteration space has k as well.
+      AffineMap m = broadcastMap(c, out.getShape(), ctx);
+      maps.push_back(AffineMap::get(3, 0, m.getResults(), ctx));
+    }
+    maps.push_back(p.result(ctx));
+    return maps;
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
+    SmallVector<GridAxis> reduce = reductionAxes(op, operandShardings, resultShardings);
+    auto gemm = dyn_cast<GemmOp>(op);
+    if (reduce.empty() || !gemm || !gemm.getC()) {
+      // The product of the local blocks (then the sum of the partials).
+      partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
+                                           resultShardings, partitionMap, symbolTable,
+                                           builder);
+      if (!reduce.empty())
+        partitionMap.map(op->getResult(0),
+                         shard::AllReduceOp::create(builder, op->getLoc(),
+                                                    partitionMap.lookup(op->getResult(0)),
+                                                    resultShardings[0].getGrid(), reduce,
+                                                    ReductionKind::Sum)
+                             .getResult());
+      return success();
+    }
+    // The bias is added once, after the partial products are summed.
+    auto product = GemmOp::create(builder, op->getLoc(), partitionedOperands[0],
+                                  partitionedOperands[1], Value(), gemm.getAlphaAttr(),
+                                  gemm.getBetaAttr(), gemm.getTransAAttr(),
+                                  gemm.getTransBAttr());
+    Value sum = shard::AllReduceOp::create(builder, op->getLoc(), product.getOutput(),
+                                           resultShardings[0].getGrid(), reduce,
+                                           ReductionKind::Sum)
+                    .getResult();
+    Value c = partitionedOperands[2];
+    if (gemm.getBeta().convertToDouble() != 1.0) {
+      auto type = cast<RankedTensorType>(c.getType());
+      auto scale = ConstantOp::create(
+          builder, op->getLoc(),
+          DenseElementsAttr::get(RankedTensorType::get({}, type.getElementType()),
+                                 builder.getFloatAttr(type.getElementType(),
+                                                      gemm.getBeta().convertToDouble())));
+      c = MulOp::create(builder, op->getLoc(), c, scale).getOutput();
+    }
+    partitionMap.map(op->getResult(0),
+                     AddOp::create(builder, op->getLoc(), sum, c).getOutput());
+    return success();
+  }
+};
+
+template <typename Op>
+void attachIfElementwise(MLIRContext *ctx) {
+  if constexpr (Op::template hasTrait<parallax::px::OpTrait::Elementwise>())
+    Op::template attachInterface<ElementwiseSharding<Op>>(*ctx);
+}
+
+template <typename... Ops>
+void attachElementwise(MLIRContext *ctx) {
+  (attachIfElementwise<Ops>(ctx), ...);
+}
+
+} // namespace
+
+void parallax::px::registerShardingInterfaceModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, PxDialect *) {
+    GemmOp::attachInterface<ProductSharding<GemmOp>>(*ctx);
+    MatMulOp::attachInterface<ProductSharding<MatMulOp>>(*ctx);
+    attachElementwise<
+#define GET_OP_LIST
+#include "parallax/Dialect/Px/PxOps.cpp.inc"
+        >(ctx);
+  });
+}
