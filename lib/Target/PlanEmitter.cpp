@@ -240,6 +240,10 @@ Emitter::initialValue(Operation *op, Attribute value, rt::DType dtype) {
 }
 
 llvm::Error Emitter::emitVariable(px::VariableOp op) {
+  if (op.getSplitAxes())
+    return fail(op, "'" + op.getName() + "' is a block of a variable split over grid " +
+                        op.getGridAttr().getValue() +
+                        ": plans cannot hold split variables yet (docs/grid.md)");
   auto type = op.getOutput().getType();
   auto dtype = dtypeOf(op, type.getElementType());
   if (!dtype)

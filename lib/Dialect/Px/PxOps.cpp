@@ -240,7 +240,28 @@ using namespace parallax::px::detail;
 LogicalResult VariableOp::verify() {
   if (getName().empty())
     return emitOpError("variable name must not be empty");
+  if (getGrid().has_value() != getSplitAxes().has_value())
+    return emitOpError("grid and split_axes go together");
+  if (getSplitAxes())
+    return success(); // the block's type: verifySymbolUses
   return verifyInitialValue(*this, getInit(), getType());
+}
+
+LogicalResult VariableOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (!getSplitAxes())
+    return success();
+  shard::GridOp grid = shard::getGridOrNull(*this, getGridAttr(), symbols);
+  if (!grid)
+    return emitOpError("grid ") << getGridAttr() << " is not a shard.grid";
+  auto whole = cast<RankedTensorType>(cast<TypedAttr>(getInit()).getType());
+  if ((int64_t)getSplitAxes()->size() > whole.getRank())
+    return emitOpError("splits more dimensions than the variable has");
+  auto sharding = shard::Sharding::get(getGridAttr(), getSplitAxes()->getAxes());
+  Type block = shard::shardType(whole, grid, sharding);
+  if (block != getType())
+    return emitOpError("a block of ") << whole << " split as " << *getSplitAxes()
+                                      << " is " << block << ", not " << getType();
+  return success();
 }
 
 /// Initial values are typed attributes (`dense<...> : T` or
@@ -298,8 +319,12 @@ ParseResult VariableOp::parse(OpAsmParser &parser, OperationState &result) {
   if (succeeded(parser.parseOptionalKeyword("trainable")))
     result.addAttribute(getTrainableAttrName(result.name),
                         parser.getBuilder().getUnitAttr());
-  if (parser.parseEqual() || parseInitialValue(parser, init, type) ||
-      parser.parseOptionalAttrDict(result.attributes))
+  if (parser.parseEqual() || parseInitialValue(parser, init, type))
+    return failure();
+  // A block of a split variable: its own type.
+  if (succeeded(parser.parseOptionalArrow()) && parser.parseType(type))
+    return failure();
+  if (parser.parseOptionalAttrDict(result.attributes))
     return failure();
   result.addAttribute(getInitAttrName(result.name), init);
   result.addTypes(type);
@@ -313,6 +338,8 @@ void VariableOp::print(OpAsmPrinter &p) {
     p << " trainable";
   p << " = ";
   printInitialValue(p, getInit(), getType());
+  if (cast<TypedAttr>(getInit()).getType() != getType())
+    p << " -> " << getType();
   p.printOptionalAttrDict((*this)->getAttrs(),
                           {"name", "init", "trainable"});
 }

@@ -168,6 +168,8 @@ struct ProductSharding : public ShardingInterface::ExternalModel<ProductSharding
                           ArrayRef<Sharding> operandShardings,
                           ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable, OpBuilder &builder) const {
+    if (!resultShardings[0])
+      return op->emitOpError("has no sharding for its result (is it used?)");
     SmallVector<GridAxis> reduce = reductionAxes(op, operandShardings, resultShardings);
     auto gemm = dyn_cast<GemmOp>(op);
     if (reduce.empty() || !gemm || !gemm.getC()) {
@@ -209,6 +211,128 @@ struct ProductSharding : public ShardingInterface::ExternalModel<ProductSharding
   }
 };
 
+/// A variable is parallel over its dimensions; partitioned, it becomes
+/// this rank's block of the whole value, which its init still describes.
+struct VariableSharding : public ShardingInterface::ExternalModel<VariableSharding, VariableOp> {
+  SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
+    auto t = cast<RankedTensorType>(op->getResult(0).getType());
+    return SmallVector<IteratorType>(t.getRank(), IteratorType::parallel);
+  }
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto t = cast<RankedTensorType>(op->getResult(0).getType());
+    return {AffineMap::getMultiDimIdentityMap(t.getRank(), op->getContext())};
+  }
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
+    partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
+                                         resultShardings, partitionMap, symbolTable,
+                                         builder);
+    const Sharding &s = resultShardings[0];
+    bool split = s && llvm::any_of(s.getSplitAxes(),
+                                   [](GridAxesAttr a) { return !a.empty(); });
+    if (split) {
+      auto block = cast<VariableOp>(partitionMap.lookup(op->getResult(0)).getDefiningOp());
+      block.setGridAttr(s.getGridAttr());
+      block.setSplitAxesAttr(GridAxesArrayAttr::get(op->getContext(), s.getSplitAxes()));
+    }
+    return success();
+  }
+};
+
+/// Ops without results that take tensors of one shape (a variable, its
+/// optimizer state, its gradient): they follow the variable's sharding.
+template <typename Op>
+struct SameShapeOperandsSharding
+    : public ShardingInterface::ExternalModel<SameShapeOperandsSharding<Op>, Op> {
+  SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
+    auto t = cast<RankedTensorType>(op->getOperand(0).getType());
+    return SmallVector<IteratorType>(t.getRank(), IteratorType::parallel);
+  }
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto t = cast<RankedTensorType>(op->getOperand(0).getType());
+    for (Value v : op->getOperands())
+      if (v.getType() != t)
+        return {}; // a sparse gradient, or sharded state: not these maps
+    return SmallVector<AffineMap>(op->getNumOperands(),
+                                  AffineMap::getMultiDimIdentityMap(t.getRank(),
+                                                                    op->getContext()));
+  }
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
+    partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
+                                         resultShardings, partitionMap, symbolTable,
+                                         builder);
+    return success();
+  }
+};
+
+/// A sum or mean over `axes` that drops them (keepdims = false: a kept
+/// size-1 dimension would have to be indexed by a constant). A split
+/// reduced dimension leaves partial results: sums are all-reduced; a mean
+/// is the all-reduced sum of partial means divided by the ranks it spans.
+template <typename Op>
+struct ReductionSharding : public ShardingInterface::ExternalModel<ReductionSharding<Op>, Op> {
+  SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
+    auto r = cast<Op>(op);
+    auto t = cast<RankedTensorType>(r.getInput().getType());
+    SmallVector<IteratorType> it(t.getRank(), IteratorType::parallel);
+    for (int64_t a : r.getAxes())
+      it[a < 0 ? a + t.getRank() : a] = IteratorType::reduction;
+    return it;
+  }
+  SmallVector<ReductionKind> getReductionLoopIteratorKinds(Operation *op) const {
+    return SmallVector<ReductionKind>(cast<Op>(op).getAxes().size(), ReductionKind::Sum);
+  }
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto r = cast<Op>(op);
+    if (r.getKeepdims())
+      return {};
+    MLIRContext *ctx = op->getContext();
+    auto t = cast<RankedTensorType>(r.getInput().getType());
+    SmallVector<IteratorType> it = getLoopIteratorTypes(op);
+    SmallVector<AffineExpr> kept;
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      if (it[i] == IteratorType::parallel)
+        kept.push_back(getAffineDimExpr(i, ctx));
+    return {AffineMap::getMultiDimIdentityMap(t.getRank(), ctx),
+            AffineMap::get(t.getRank(), 0, kept, ctx)};
+  }
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
+    SmallVector<GridAxis> reduce = reductionAxes(op, operandShardings, resultShardings);
+    partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
+                                         resultShardings, partitionMap, symbolTable,
+                                         builder);
+    if (reduce.empty())
+      return success();
+    Value local = partitionMap.lookup(op->getResult(0));
+    Value sum = shard::AllReduceOp::create(builder, op->getLoc(), local,
+                                           resultShardings[0].getGrid(), reduce,
+                                           ReductionKind::Sum)
+                    .getResult();
+    if (isa<ReduceMeanOp>(op)) {
+      auto grid = getGrid(op, resultShardings[0].getGridAttr(), symbolTable);
+      int64_t ranks = 1;
+      for (GridAxis a : reduce)
+        ranks *= grid.getShape()[a];
+      auto type = cast<RankedTensorType>(local.getType());
+      auto scale = ConstantOp::create(
+          builder, op->getLoc(),
+          DenseElementsAttr::get(RankedTensorType::get({}, type.getElementType()),
+                                 builder.getFloatAttr(type.getElementType(), 1.0 / ranks)));
+      sum = MulOp::create(builder, op->getLoc(), sum, scale).getOutput();
+    }
+    partitionMap.map(op->getResult(0), sum);
+    return success();
+  }
+};
+
 template <typename Op>
 void attachIfElementwise(MLIRContext *ctx) {
   if constexpr (Op::template hasTrait<parallax::px::OpTrait::Elementwise>())
@@ -226,6 +350,14 @@ void parallax::px::registerShardingInterfaceModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, PxDialect *) {
     GemmOp::attachInterface<ProductSharding<GemmOp>>(*ctx);
     MatMulOp::attachInterface<ProductSharding<MatMulOp>>(*ctx);
+    VariableOp::attachInterface<VariableSharding>(*ctx);
+    GradientOp::attachInterface<SameShapeOperandsSharding<GradientOp>>(*ctx);
+    SgdOp::attachInterface<SameShapeOperandsSharding<SgdOp>>(*ctx);
+    MomentumOp::attachInterface<SameShapeOperandsSharding<MomentumOp>>(*ctx);
+    AdamOp::attachInterface<SameShapeOperandsSharding<AdamOp>>(*ctx);
+    AdagradOp::attachInterface<SameShapeOperandsSharding<AdagradOp>>(*ctx);
+    ReduceSumOp::attachInterface<ReductionSharding<ReduceSumOp>>(*ctx);
+    ReduceMeanOp::attachInterface<ReductionSharding<ReduceMeanOp>>(*ctx);
     attachElementwise<
 #define GET_OP_LIST
 #include "parallax/Dialect/Px/PxOps.cpp.inc"

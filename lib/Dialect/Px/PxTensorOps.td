@@ -13,6 +13,8 @@
 
 include "PxAttrsAndTypes.td"
 include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Dialect/Shard/IR/ShardBase.td"
+include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -20,7 +22,8 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 // Graph leaves: variables, data inputs, constants.
 //===----------------------------------------------------------------------===//
 
-def Px_VariableOp : Px_Op<"variable", [Pure]> {
+def Px_VariableOp : Px_Op<"variable",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "A named model variable and its initial value";
   let description = [{
     Reads a model variable. `trainable` variables are what the autodiff pass
@@ -33,10 +36,26 @@ def Px_VariableOp : Px_Op<"variable", [Pure]> {
     ```mlir
     %emb = px.variable "emb" trainable = #px.onnx_initializer<"emb"> : tensor<100000x256xf32>
     ```
+
+    A variable split over a grid (`grid`, `split_axes` as upstream shard's
+    shardings; shard-partition makes them) is this rank's block of the
+    value `init` describes whole: its type, written after `->`, is the
+    block's.
+
+    ```mlir
+    %w = px.variable "w" trainable = #px.onnx_initializer<"w"> : tensor<128x64xf32> -> tensor<64x64xf32> {grid = @g, split_axes = #shard<axisarray[[0]]>}
+    ```
   }];
   let arguments = (ins StrAttr:$name, Px_InitialValueAttr:$init,
-                       UnitAttr:$trainable);
+                       UnitAttr:$trainable, OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<Shard_GridAxesArrayAttr>:$split_axes);
   let results = (outs Px_AnyTensor:$output);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "::mlir::StringAttr":$name,
+                   "::mlir::Attribute":$init, "::mlir::UnitAttr":$trainable), [{
+      build($_builder, $_state, type, name, init, trainable, {}, {});
+    }]>
+  ];
   // Custom: a typed literal carries the type once, as in arith.constant.
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;

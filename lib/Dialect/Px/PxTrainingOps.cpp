@@ -78,9 +78,13 @@ LogicalResult checkLossGrad(Operation *op, RankedTensorType scores,
   return success();
 }
 
-/// The px.variable an update names, or an error.
+/// The px.variable an update names, or an error. Sharding annotations
+/// (shard.shard, between sharding-propagation and shard-partition) may
+/// stand between them.
 FailureOr<VariableOp> variableOf(Operation *op, Value v, StringRef what,
                                  bool trainable) {
+  while (auto annotation = v.getDefiningOp<shard::ShardOp>())
+    v = annotation.getSrc();
   auto var = v.getDefiningOp<VariableOp>();
   if (!var)
     return op->emitOpError(what) << " must be the result of a px.variable";
