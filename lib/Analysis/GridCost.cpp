@@ -110,7 +110,7 @@ Cost costOf(const Layer &layer, const Grid &grid, Split split, const Machine &m)
   // Domain: each rank holds ceil(H / Pr) rows of every feature map and
   // trades floor(k / 2) rows with each of its two neighbours.
   const Link &col = m.modelLink(grid), &world = m.worldLink(grid);
-  int64_t halo = grid.pr > 1 ? layer.kernelHeight / 2 : 0;
+  int64_t halo = grid.pr > 1 ? layer.dilationHeight * (layer.kernelHeight / 2) : 0;
   double xHalo = (double)halo * layer.inWidth * layer.in * samples * eb;
   double dyHalo = (double)halo * layer.outWidth * layer.out * samples * eb;
   if (halo > 0) {
@@ -141,9 +141,24 @@ Cost bestCostOf(const Layer &layer, const Grid &grid, const Machine &m) {
 GridCost costOf(const std::vector<Layer> &layers, const Grid &grid, const Machine &m) {
   GridCost g;
   g.grid = grid;
+  Split previous = Split::Model;
   for (const Layer &l : layers) {
-    g.layers.push_back(bestCostOf(l, grid, m));
-    g.total += g.layers.back();
+    Cost model = costOf(l, grid, Split::Model, m);
+    if (previous == Split::Domain && grid.pr > 1) {
+      // The input arrives split by rows of its feature maps.
+      double x = (double)ceilDiv(l.batch, grid.pc) * l.inElements() * l.elementBytes;
+      model.forwardBytes += allGatherBytes(grid.pr, x);
+      model.forwardSeconds += allGatherSeconds(grid.pr, x, m.modelLink(grid));
+    }
+    Cost best = model;
+    if (l.kind == Layer::Kind::Conv && grid.pr > 1) {
+      Cost domain = costOf(l, grid, Split::Domain, m);
+      if (domain.seconds() < model.seconds())
+        best = domain;
+    }
+    previous = best.split;
+    g.layers.push_back(best);
+    g.total += best;
   }
   return g;
 }

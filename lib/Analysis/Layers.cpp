@@ -106,6 +106,7 @@ std::vector<grid::Layer> layersOf(ModuleOp module) {
           l.outWidth = twoD ? y.getDimSize(3) : 1;
           l.kernelHeight = wt.getDimSize(2);
           l.kernelWidth = twoD ? wt.getDimSize(3) : 1;
+          l.dilationHeight = c.getDilations().empty() ? 1 : c.getDilations()[0];
           l.weightElements = wt.getNumElements();
           add(l, c.getX(), x.getElementType());
         });

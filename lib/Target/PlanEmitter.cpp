@@ -12,6 +12,7 @@
 #include "llvm/Support/Format.h"
 
 #include <climits>
+#include <set>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -127,6 +128,9 @@ private:
   int64_t dropoutStreams = 0;
   /// All-reduce bucket id -> the kernel that carries the bucket.
   std::map<int64_t, size_t> buckets;
+  /// Kernels of collectives that run on the communication thread
+  /// (runsOnCommThread), by index before scheduleWaits inserts the waits.
+  std::set<size_t> asyncKernels;
   /// In-place bucket kernel -> its members' offsets (px-bucket-in-place).
   std::map<size_t, std::vector<int64_t>> bucketOffsets;
   std::vector<int32_t> gradientTensors;
@@ -491,6 +495,8 @@ llvm::Error Emitter::emitKernel(Operation *op) {
     k.attrs["stream"] = dropoutStreams++;
   if (!options.allowNegativeIds && readsTrainableTableWithData(op))
     k.attrs["nonnegative_ids"] = true;
+  if (runsOnCommThread(op))
+    asyncKernels.insert(plan.kernels.size());
   if (ar && ar.getBucket())
     buckets[(int64_t)*ar.getBucket()] = plan.kernels.size();
   if (ar && ar.getInPlace())
@@ -591,11 +597,7 @@ llvm::Error Emitter::emitGrids() {
 /// or updates a variable the collective reads while it runs. Everything in
 /// between overlaps the communication.
 void Emitter::scheduleWaits() {
-  auto isAsync = [](const std::string &op) {
-    return op == "all_reduce" || op == "all_gatherv" || op == "ps_push" ||
-           op == "ps_pull" || op == "all_gather" || op == "reduce_scatter" ||
-           op == "all_to_all";
-  };
+
   auto isUpdate = [](const std::string &op) {
     return op == "sgd" || op == "momentum" || op == "adam" ||
            op == "adagrad" || op == "assign";
@@ -606,7 +608,7 @@ void Emitter::scheduleWaits() {
   std::vector<std::vector<rt::PlanKernel>> waitBefore(kernels.size() + 1);
   int64_t token = 0;
   for (size_t k = 0; k < kernels.size(); ++k) {
-    if (!isAsync(kernels[k].op))
+    if (!asyncKernels.count(k))
       continue;
     llvm::DenseSet<int32_t> outs, lazyIns;
     for (int32_t id : kernels[k].outputs)

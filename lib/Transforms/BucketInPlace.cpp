@@ -3,8 +3,8 @@
 // A bucket's inputs become views of one buffer (the plan emitter makes each
 // input, and each result, an alias at its member's offset), so an input must
 // be a buffer of its own that nothing else reads: computed by a kernel of
-// the step, read only by its all-reduce, directly or through reshapes
-// (views too).
+// the step (not a collective, whose wait reads it too), read only by its
+// all-reduce, directly or through reshapes (views too).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,8 +34,10 @@ bool ownsItsBuffer(Value v) {
     if (!v.hasOneUse())
       return false;
     Operation *def = v.getDefiningOp();
-    if (!def || isa<px::VariableOp, px::InputOp, px::ConstantOp,
-                    px::SparseGradIndicesOp, px::SparseGradValuesOp>(def))
+    // A collective's result is read by the wait that joins it as well.
+    if (!def || runsOnCommThread(def) ||
+        isa<px::VariableOp, px::InputOp, px::ConstantOp, px::SparseGradIndicesOp,
+            px::SparseGradValuesOp>(def))
       return false;
     auto reshape = dyn_cast<px::ReshapeOp>(def);
     if (!reshape)

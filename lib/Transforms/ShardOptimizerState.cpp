@@ -61,7 +61,7 @@ struct ShardOptimizerStatePass
     SmallVector<Operation *> updates;
     for (Value var : gather.getVariables()) {
       Operation *u = shardedUpdateOf(var);
-      if (!u)
+      if (!u || u->hasAttr("shard_state")) // none, or sharded already
         return;
       updates.push_back(u);
     }

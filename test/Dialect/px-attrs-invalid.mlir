@@ -70,3 +70,9 @@ func.func @unknown_on_op(%g: tensor<4xf32>) -> tensor<4xf32> {
   %s = px.all_reduce %g on @world {px.variable = ["w"]} : tensor<4xf32>
   return %s : tensor<4xf32>
 }
+
+// -----
+
+// expected-error @+1 {{'builtin.module' op attribute 'px.ranks_per_machine' must be at least 1, got 0 : i64}}
+module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 0 : i64} {
+}

@@ -141,3 +141,35 @@ func.func @reductions(%x: tensor<4x6xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %ms = shard.shard %m to %none annotate_for_users : tensor<4xf32>
   return %ss, %ms : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// What a model cannot describe is computed whole: a size-1 broadcast
+// (each row scaled by its own factor) gathers its split operand first.
+// CHECK-LABEL: func.func @size_one_broadcast(
+// CHECK: %[[G:.*]] = shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 1 : tensor<8x8xf32> -> tensor<8x16xf32>
+// CHECK: px.mul %{{.*}}, %{{.*}} : tensor<8x16xf32>, tensor<8x1xf32>
+shard.grid @g(shape = 2)
+func.func @size_one_broadcast(%x: tensor<8x16xf32>, %s: tensor<8x1xf32>) -> tensor<8x16xf32> {
+  %cols = shard.sharding @g split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %cols : tensor<8x16xf32>
+  %m = px.mul %xs, %s : tensor<8x16xf32>, tensor<8x1xf32>
+  return %m : tensor<8x16xf32>
+}
+
+// -----
+
+// A batched matmul (attention's scores) splits over its batch: each rank
+// multiplies its own heads.
+// CHECK-LABEL: func.func @heads(
+// CHECK-NEXT: %[[S:.*]] = px.matmul %{{.*}}, %{{.*}} : tensor<2x5x8xf32>, tensor<2x8x5xf32>
+// CHECK-NEXT: return %[[S]] : tensor<2x5x5xf32>
+shard.grid @g(shape = 2)
+func.func @heads(%q: tensor<4x5x8xf32>, %k: tensor<4x8x5xf32>) -> tensor<4x5x5xf32> {
+  %heads = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %qs = shard.shard %q to %heads : tensor<4x5x8xf32>
+  %ks = shard.shard %k to %heads : tensor<4x8x5xf32>
+  %s = px.matmul %qs, %ks : tensor<4x5x8xf32>, tensor<4x8x5xf32>
+  %ss = shard.shard %s to %heads annotate_for_users : tensor<4x5x5xf32>
+  return %ss : tensor<4x5x5xf32>
+}

@@ -72,9 +72,12 @@ func.func @empty_grid(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// Only the axes acted over need a static size.
+// Every axis of the grid must be static, not only the group's: ranks are
+// numbered over all of them (and the group helpers of Grid.h refuse such a
+// grid).
 shard.grid @d(shape = 2x?)
 func.func @dynamic_other_axis(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'px.all_reduce' op grid @d must have a static shape}}
   %0 = px.all_reduce %x on @d grid_axes = [0] : tensor<4xf32>
   return %0 : tensor<4xf32>
 }

@@ -59,3 +59,21 @@ module {
     return %ra, %rb : tensor<4xf32>, tensor<4xf64>
   }
 }
+
+// -----
+
+// A collective's result is read by the wait that joins it too: a bucket of
+// it keeps its staging copy (the plan emitter would refuse the layout).
+// CHECK-LABEL: func.func @main
+// CHECK: px.all_reduce %{{.*}} on @world {in_place, offset = 0 : i64} : tensor<4xf32>
+// CHECK-NEXT: px.all_reduce %{{.*}} on @world : tensor<4xf32>
+module attributes {px.world_size = 2 : i64} {
+  shard.grid @world(shape = 2)
+  func.func @main() -> tensor<4xf32> {
+    %x = px.input "x" : tensor<4xf32>
+    %a = px.neg %x : tensor<4xf32>
+    %r1 = px.all_reduce %a on @world : tensor<4xf32>
+    %r2 = px.all_reduce %r1 on @world : tensor<4xf32>
+    return %r2 : tensor<4xf32>
+  }
+}

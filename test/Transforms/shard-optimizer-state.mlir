@@ -2,6 +2,8 @@
 // one block each (ZeRO stage 1), named after the bucket's variable block; a
 // bucket whose states start from different values keeps them whole.
 // RUN: parallax-opt %s --split-input-file --px-shard-optimizer-state | FileCheck %s
+// Run again on its own output, it changes nothing (the names stay).
+// RUN: parallax-opt %s --split-input-file --px-shard-optimizer-state | parallax-opt --split-input-file --px-shard-optimizer-state | FileCheck %s
 
 // CHECK-LABEL: func.func @main
 // CHECK: %[[W:.*]] = px.variable "w" trainable

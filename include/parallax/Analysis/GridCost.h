@@ -11,8 +11,8 @@
 //                 backward  all-reduce of dX in the column, (B/Pc) d_in
 //                           (not for a layer whose input is data)
 //                 gradient  all-reduce of dW in the row (Pc ranks), |W| / Pr
-//   domain split  forward   halo of floor(k/2) input rows from each of two
-//                           neighbours (point to point)
+//   domain split  forward   halo of d floor(k/2) input rows (d: dilation)
+//                           from each of two neighbours (point to point)
 //                 backward  the same halo of dY
 //                 gradient  all-reduce of dW over all P ranks
 //
@@ -84,7 +84,7 @@ struct Layer {
   /// Conv: input and output feature map (height, width), the kernel's
   /// height and width, and the weight's elements (channels x group).
   int64_t inHeight = 1, inWidth = 1, outHeight = 1, outWidth = 1;
-  int64_t kernelHeight = 1, kernelWidth = 1;
+  int64_t kernelHeight = 1, kernelWidth = 1, dilationHeight = 1;
   int64_t weightElements = 0;
   /// Whether dX is needed (the layer's input depends on a trainable
   /// variable); the first layer's input is data.
@@ -108,7 +108,8 @@ struct Cost {
   double forwardSeconds = 0, backwardSeconds = 0, gradientSeconds = 0;
   double computeSeconds = 0;
   /// Parameters, gradients and optimizer state, and the activations kept
-  /// for the backward pass (the layer's input and output).
+  /// for the backward pass (the layer's output: its input is the previous
+  /// layer's output, or data).
   int64_t weightBytes = 0, activationBytes = 0;
 
   double bytes() const { return forwardBytes + backwardBytes + gradientBytes; }
@@ -127,7 +128,9 @@ Cost costOf(const Layer &layer, const Grid &grid, Split split, const Machine &m)
 /// The cheaper of the layer's splits on `grid`.
 Cost bestCostOf(const Layer &layer, const Grid &grid, const Machine &m);
 
-/// A whole model on one grid: each layer's cheaper split, summed.
+/// A whole model on one grid: each layer's cheaper split, in step order,
+/// summed. A model-split layer after a domain-split one first gathers its
+/// input over the Pr ranks (the opposite change is a local slice).
 struct GridCost {
   Grid grid;
   std::vector<Cost> layers;

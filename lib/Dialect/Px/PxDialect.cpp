@@ -32,6 +32,11 @@ void PxDialect::initialize() {
       >();
 }
 
+bool parallax::runsOnCommThread(Operation *op) {
+  return isa<px::AllReduceOp, px::AllGatherOp, px::ReduceScatterOp, px::AllToAllOp,
+             px::AllGatherVOp, px::PsPullOp, px::PsPushOp>(op);
+}
+
 func::FuncOp parallax::getEntryFunction(ModuleOp module) {
   func::FuncOp found;
   module.walk([&](func::FuncOp f) {
@@ -163,6 +168,12 @@ LogicalResult PxDialect::verifyOperationAttribute(Operation *op,
   if (!rule->valid(attr.getValue()))
     return op->emitOpError() << "attribute '" << name << "' must be "
                              << rule->expected << ", got " << attr.getValue();
+  // Counts of ranks: the group helpers (parallax/Runtime/Grid.h) divide by them.
+  if (name == WorldSizeAttrHelper::getNameStr() ||
+      name == RanksPerMachineAttrHelper::getNameStr())
+    if (cast<IntegerAttr>(attr.getValue()).getInt() < 1)
+      return op->emitOpError() << "attribute '" << name << "' must be at least 1, got "
+                               << attr.getValue();
   return success();
 }
 

@@ -41,22 +41,99 @@ AffineMap broadcastMap(RankedTensorType type, ArrayRef<int64_t> shape, MLIRConte
 /// Whether every operand of `op` reaches the iteration space without a
 /// size-1 dimension broadcast (those maps are not projected permutations,
 /// which propagation needs).
-bool plainBroadcast(Operation *op) {
-  auto out = cast<RankedTensorType>(op->getResult(0).getType());
-  for (Value v : op->getOperands()) {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
-    if (!t || t.getRank() > out.getRank())
+bool plainBroadcast(RankedTensorType t, RankedTensorType out) {
+  if (t.getRank() > out.getRank())
+    return false;
+  for (int64_t i = 0; i < t.getRank(); ++i)
+    if (t.getDimSize(i) != out.getDimSize(out.getRank() - t.getRank() + i))
       return false;
-    for (int64_t i = 0; i < t.getRank(); ++i)
-      if (t.getDimSize(i) != out.getDimSize(out.getRank() - t.getRank() + i))
-        return false;
-  }
   return true;
 }
+bool plainBroadcast(Operation *op) {
+  auto out = cast<RankedTensorType>(op->getResult(0).getType());
+  return llvm::all_of(op->getOperandTypes(), [&](Type t) {
+    auto r = dyn_cast<RankedTensorType>(t);
+    return r && plainBroadcast(r, out);
+  });
+}
+
+bool replicated(const Sharding &s) {
+  return !s || llvm::all_of(s.getSplitAxes(), [](GridAxesAttr a) { return a.empty(); });
+}
+
+/// Clones `op` on its partitioned operands after checking the shardings the
+/// passes chose: a result without one (an unused value), or any split of an
+/// instance the model cannot describe (no indexing maps), is an error
+/// naming the op rather than a crash in upstream's partition.
+LogicalResult partitionAsIs(Operation *op, ArrayRef<Value> partitionedOperands,
+                            ArrayRef<Sharding> operandShardings,
+                            ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                            SymbolTableCollection &symbolTable, OpBuilder &builder) {
+  for (const Sharding &r : resultShardings)
+    if (!r)
+      return op->emitOpError("has no sharding for a result (is it used?)");
+  if (cast<ShardingInterface>(op).getIndexingMaps().empty() &&
+      !(llvm::all_of(operandShardings, replicated) &&
+        llvm::all_of(resultShardings, replicated)))
+    return op->emitOpError("cannot be split: its sharding model does not describe "
+                           "this instance (a size-1 broadcast, or batch dimensions "
+                           "that broadcast)");
+  partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
+                                       resultShardings, partitionMap, symbolTable, builder);
+  return success();
+}
+
+/// The px models' common part: an instance the model cannot describe (no
+/// indexing maps) is offered whole (every operand and result replicated),
+/// so propagation reshards around it instead of failing.
+template <typename Derived, typename Op>
+struct PxShardingModel : public ShardingInterface::ExternalModel<Derived, Op> {
+  bool described(Operation *op) const {
+    return !static_cast<const Derived *>(this)->getIndexingMaps(op).empty();
+  }
+
+  FailureOr<ShardingOption> getShardingOption(Operation *op,
+                                              ArrayRef<Sharding> operandShardings,
+                                              ArrayRef<Sharding> resultShardings) const {
+    if (described(op))
+      return shard::detail::defaultGetShardingOption(op, operandShardings, resultShardings);
+    for (ArrayRef<Sharding> list : {operandShardings, resultShardings})
+      for (const Sharding &sh : list)
+        if (sh)
+          return ShardingOption(
+              ShardingArray(static_cast<const Derived *>(this)->getLoopIteratorTypes(op).size()),
+              sh.getGridAttr());
+    return ShardingOption::makeEmpty();
+  }
+
+  FailureOr<std::vector<Sharding>> getShardingAnnotations(Operation *op,
+                                                          const ShardingOption &option) const {
+    if (described(op))
+      return shard::detail::defaultGetShardingAnnotations(op, option);
+    std::vector<Sharding> all;
+    for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+      all.push_back(isa<RankedTensorType>(t) ? Sharding::get(option.grid, {}) : Sharding());
+    return all;
+  }
+
+  LogicalResult addShardingAnnotations(Operation *op, OpBuilder &b,
+                                       const ShardingOption &option) const {
+    if (described(op))
+      return shard::detail::defaultAddShardingAnnotations(op, b, option);
+    Sharding whole = Sharding::get(option.grid, {});
+    for (OpResult r : op->getResults())
+      if (isa<RankedTensorType>(r.getType()))
+        maybeInsertTargetShardingAnnotation(whole, r, b);
+    for (OpOperand &o : op->getOpOperands())
+      if (isa<RankedTensorType>(o.get().getType()))
+        maybeInsertSourceShardingAnnotation(whole, o, b);
+    return success();
+  }
+};
 
 template <typename Op>
 struct ElementwiseSharding
-    : public ShardingInterface::ExternalModel<ElementwiseSharding<Op>, Op> {
+    : public PxShardingModel<ElementwiseSharding<Op>, Op> {
   SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
     auto out = cast<RankedTensorType>(op->getResult(0).getType());
     return SmallVector<IteratorType>(out.getRank(), IteratorType::parallel);
@@ -78,10 +155,8 @@ struct ElementwiseSharding
                           ArrayRef<Sharding> operandShardings,
                           ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
-                                         resultShardings, partitionMap, symbolTable,
-                                         builder);
-    return success();
+    return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                         partitionMap, symbolTable, builder);
   }
 };
 
@@ -90,6 +165,9 @@ struct ElementwiseSharding
 struct Product {
   int64_t batchDims; ///< the m dimensions: rank(lhs) - 1
   bool transLhs, transRhs;
+  /// Leading m dimensions that index rhs too (a batched matmul: attention's
+  /// scores), 0 for a weight.
+  int64_t shared = 0;
 
   SmallVector<IteratorType> iterators() const {
     SmallVector<IteratorType> it(batchDims + 1, IteratorType::parallel);
@@ -109,10 +187,12 @@ struct Product {
     return AffineMap::get(batchDims + 2, 0, e, ctx);
   }
   AffineMap rhs(MLIRContext *ctx) const {
-    return AffineMap::get(batchDims + 2, 0,
-                          transRhs ? SmallVector<AffineExpr>{n(ctx), k(ctx)}
-                                   : SmallVector<AffineExpr>{k(ctx), n(ctx)},
-                          ctx);
+    SmallVector<AffineExpr> e;
+    for (int64_t i = 0; i < shared; ++i)
+      e.push_back(getAffineDimExpr(i, ctx));
+    e.append(transRhs ? SmallVector<AffineExpr>{n(ctx), k(ctx)}
+                      : SmallVector<AffineExpr>{k(ctx), n(ctx)});
+    return AffineMap::get(batchDims + 2, 0, e, ctx);
   }
   AffineMap result(MLIRContext *ctx) const {
     SmallVector<AffineExpr> e;
@@ -126,7 +206,23 @@ Product productOf(Operation *op) {
   if (auto g = dyn_cast<GemmOp>(op))
     return {1, g.getTransA(), g.getTransB()};
   auto m = cast<MatMulOp>(op);
-  return {cast<RankedTensorType>(m.getLhs().getType()).getRank() - 1, false, false};
+  int64_t lhs = cast<RankedTensorType>(m.getLhs().getType()).getRank();
+  int64_t rhs = cast<RankedTensorType>(m.getRhs().getType()).getRank();
+  return {lhs - 1, false, false, rhs > 2 ? rhs - 2 : 0};
+}
+
+/// Products the model describes: a 2-D weight, or batched operands with
+/// the same batch dimensions (no broadcasting between them).
+bool describedProduct(Operation *op) {
+  auto m = dyn_cast<MatMulOp>(op);
+  if (!m)
+    return true;
+  auto lhs = cast<RankedTensorType>(m.getLhs().getType());
+  auto rhs = cast<RankedTensorType>(m.getRhs().getType());
+  if (rhs.getRank() == 2)
+    return lhs.getRank() >= 2;
+  return lhs.getRank() == rhs.getRank() &&
+         lhs.getShape().drop_back(2) == rhs.getShape().drop_back(2);
 }
 
 /// The grid axes that split the product's k.
@@ -140,7 +236,7 @@ SmallVector<GridAxis> reductionAxes(Operation *op, ArrayRef<Sharding> operandSha
 }
 
 template <typename Op>
-struct ProductSharding : public ShardingInterface::ExternalModel<ProductSharding<Op>, Op> {
+struct ProductSharding : public PxShardingModel<ProductSharding<Op>, Op> {
   SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
     return productOf(op).iterators();
   }
@@ -150,12 +246,14 @@ struct ProductSharding : public ShardingInterface::ExternalModel<ProductSharding
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
     MLIRContext *ctx = op->getContext();
     Product p = productOf(op);
-    if (isa<MatMulOp>(op) && cast<RankedTensorType>(op->getOperand(1).getType()).getRank() != 2)
+    if (!describedProduct(op))
       return {};
     SmallVector<AffineMap> maps{p.lhs(ctx), p.rhs(ctx)};
     if (auto g = dyn_cast<GemmOp>(op); g && g.getC()) {
       auto c = cast<RankedTensorType>(g.getC().getType());
       auto out = cast<RankedTensorType>(g.getType());
+      if (!plainBroadcast(c, out))
+        return {}; // a [1, N] or [M, 1] bias: its map would be constant
       // C broadcasts over (m, n); the iteration space has k as well.
       AffineMap m = broadcastMap(c, out.getShape(), ctx);
       maps.push_back(AffineMap::get(3, 0, m.getResults(), ctx));
@@ -168,15 +266,16 @@ struct ProductSharding : public ShardingInterface::ExternalModel<ProductSharding
                           ArrayRef<Sharding> operandShardings,
                           ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    if (!resultShardings[0])
-      return op->emitOpError("has no sharding for its result (is it used?)");
+    if (getIndexingMaps(op).empty() || !resultShardings[0])
+      return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                           partitionMap, symbolTable, builder);
     SmallVector<GridAxis> reduce = reductionAxes(op, operandShardings, resultShardings);
     auto gemm = dyn_cast<GemmOp>(op);
     if (reduce.empty() || !gemm || !gemm.getC()) {
       // The product of the local blocks (then the sum of the partials).
-      partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
-                                           resultShardings, partitionMap, symbolTable,
-                                           builder);
+      if (failed(partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                               partitionMap, symbolTable, builder)))
+        return failure();
       if (!reduce.empty())
         partitionMap.map(op->getResult(0),
                          shard::AllReduceOp::create(builder, op->getLoc(),
@@ -213,7 +312,7 @@ struct ProductSharding : public ShardingInterface::ExternalModel<ProductSharding
 
 /// A variable is parallel over its dimensions; partitioned, it becomes
 /// this rank's block of the whole value, which its init still describes.
-struct VariableSharding : public ShardingInterface::ExternalModel<VariableSharding, VariableOp> {
+struct VariableSharding : public PxShardingModel<VariableSharding, VariableOp> {
   SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
     auto t = cast<RankedTensorType>(op->getResult(0).getType());
     return SmallVector<IteratorType>(t.getRank(), IteratorType::parallel);
@@ -226,9 +325,9 @@ struct VariableSharding : public ShardingInterface::ExternalModel<VariableShardi
                           ArrayRef<Sharding> operandShardings,
                           ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
-                                         resultShardings, partitionMap, symbolTable,
-                                         builder);
+    if (failed(partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                             partitionMap, symbolTable, builder)))
+      return failure();
     const Sharding &s = resultShardings[0];
     bool split = s && llvm::any_of(s.getSplitAxes(),
                                    [](GridAxesAttr a) { return !a.empty(); });
@@ -245,7 +344,7 @@ struct VariableSharding : public ShardingInterface::ExternalModel<VariableShardi
 /// optimizer state, its gradient): they follow the variable's sharding.
 template <typename Op>
 struct SameShapeOperandsSharding
-    : public ShardingInterface::ExternalModel<SameShapeOperandsSharding<Op>, Op> {
+    : public PxShardingModel<SameShapeOperandsSharding<Op>, Op> {
   SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
     auto t = cast<RankedTensorType>(op->getOperand(0).getType());
     return SmallVector<IteratorType>(t.getRank(), IteratorType::parallel);
@@ -263,10 +362,8 @@ struct SameShapeOperandsSharding
                           ArrayRef<Sharding> operandShardings,
                           ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
-                                         resultShardings, partitionMap, symbolTable,
-                                         builder);
-    return success();
+    return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                         partitionMap, symbolTable, builder);
   }
 };
 
@@ -275,7 +372,7 @@ struct SameShapeOperandsSharding
 /// reduced dimension leaves partial results: sums are all-reduced; a mean
 /// is the all-reduced sum of partial means divided by the ranks it spans.
 template <typename Op>
-struct ReductionSharding : public ShardingInterface::ExternalModel<ReductionSharding<Op>, Op> {
+struct ReductionSharding : public PxShardingModel<ReductionSharding<Op>, Op> {
   SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
     auto r = cast<Op>(op);
     auto t = cast<RankedTensorType>(r.getInput().getType());
@@ -305,10 +402,13 @@ struct ReductionSharding : public ShardingInterface::ExternalModel<ReductionShar
                           ArrayRef<Sharding> operandShardings,
                           ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable, OpBuilder &builder) const {
+    if (getIndexingMaps(op).empty() || !resultShardings[0])
+      return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                           partitionMap, symbolTable, builder);
     SmallVector<GridAxis> reduce = reductionAxes(op, operandShardings, resultShardings);
-    partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
-                                         resultShardings, partitionMap, symbolTable,
-                                         builder);
+    if (failed(partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                             partitionMap, symbolTable, builder)))
+      return failure();
     if (reduce.empty())
       return success();
     Value local = partitionMap.lookup(op->getResult(0));
@@ -335,7 +435,10 @@ struct ReductionSharding : public ShardingInterface::ExternalModel<ReductionShar
 
 template <typename Op>
 void attachIfElementwise(MLIRContext *ctx) {
-  if constexpr (Op::template hasTrait<parallax::px::OpTrait::Elementwise>())
+  // One result: px.dropout (two, and a random stream that a split would
+  // have to offset) gets no model, so its operands stay whole.
+  if constexpr (Op::template hasTrait<parallax::px::OpTrait::Elementwise>() &&
+                Op::template hasTrait<::mlir::OpTrait::OneResult>())
     Op::template attachInterface<ElementwiseSharding<Op>>(*ctx);
 }
 

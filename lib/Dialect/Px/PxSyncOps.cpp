@@ -21,6 +21,14 @@ static FailureOr<int64_t> verifyGroup(Operation *op, FlatSymbolRefAttr gridRef,
   if (!grid)
     return op->emitOpError("grid ") << gridRef << " is not a shard.grid";
   ArrayRef<int64_t> shape = grid.getShape();
+  // Every axis, not only the group's: the ranks are numbered over all of
+  // them.
+  for (int64_t size : shape) {
+    if (ShapedType::isDynamic(size))
+      return op->emitOpError("grid ") << gridRef << " must have a static shape";
+    if (size < 1)
+      return op->emitOpError("grid ") << gridRef << " has an empty axis";
+  }
   SmallVector<bool> seen(shape.size(), false);
   for (int16_t axis : axes) {
     if (axis < 0 || axis >= (int64_t)shape.size())

@@ -84,6 +84,11 @@ namespace parallax {
 /// `@main` in an inference module); null if there is none.
 mlir::func::FuncOp getEntryFunction(mlir::ModuleOp module);
 
+/// Whether `op` is a collective the runtime runs on its communication
+/// thread (joined by a `wait` the plan emitter places before the first
+/// reader of its results).
+bool runsOnCommThread(mlir::Operation *op);
+
 /// A short name for `loc` in messages: the ONNX node name when there is one,
 /// else file:line:col; empty if there is neither.
 std::string locationName(mlir::Location loc);
