@@ -916,9 +916,13 @@ struct AutodiffPass : parallax::impl::PxAutodiffBase<AutodiffPass> {
     // over every gradient (a division after each all-reduce, a scaling
     // before each sparse push or gather): about 4% of the lm example's step
     // on 4 ranks. px.gradient_scale tells px-sync it was done.
+    // On a Pr x Pc grid only the Pc ranks of the batch axis hold different
+    // samples: the model axis's ranks share theirs.
     int64_t world = 1;
     if (auto w = px::getAttr<px::PxDialect::WorldSizeAttrHelper>(module))
       world = std::max<int64_t>(1, w.getInt());
+    if (auto m = px::getAttr<px::PxDialect::ModelRanksAttrHelper>(module))
+      world = std::max<int64_t>(1, world / m.getInt());
     double seed = 1.0 / (double)world;
     OpBuilder b(func.getContext());
     Differentiator d(func, b);

@@ -38,6 +38,8 @@ ClusterModel ClusterModel::fromModule(ModuleOp module) {
   ClusterModel c;
   if (auto n = px::getAttr<px::PxDialect::WorldSizeAttrHelper>(module))
     c.worldSize = n.getInt();
+  if (auto m = px::getAttr<px::PxDialect::ModelRanksAttrHelper>(module))
+    c.modelRanks = m.getInt();
   if (auto r = px::getAttr<px::PxDialect::RanksPerMachineAttrHelper>(module))
     c.ranksPerMachine = r.getInt();
   else
@@ -177,6 +179,13 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
     ClusterModel c;
     if (failed(readCluster(c)) || failed(readProfile(c)))
       return signalPassFailure();
+    // A model group is Pr consecutive ranks of one machine.
+    if (modelRanks < 1 || c.ranksPerMachine % modelRanks != 0) {
+      (void)fail("model-ranks " + llvm::Twine(modelRanks) + " must divide the " +
+                 llvm::Twine(c.ranksPerMachine) + " ranks of a machine");
+      return signalPassFailure();
+    }
+    c.modelRanks = modelRanks;
     OpBuilder b(module.getContext());
     px::setAttr<px::PxDialect::WorldSizeAttrHelper>(module, b.getI64IntegerAttr(c.worldSize));
     px::setAttr<px::PxDialect::RanksPerMachineAttrHelper>(
@@ -196,9 +205,16 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
     b.setInsertionPointToStart(module.getBody());
     SmallVector<int64_t> shape;
     if (c.machines() > 1)
-      shape = {c.machines(), c.ranksPerMachine};
+      shape = {c.machines(), c.ranksPerMachine / c.modelRanks};
     else
-      shape = {c.worldSize};
+      shape = {c.worldSize / c.modelRanks};
+    if (c.modelRanks > 1) {
+      shape.push_back(c.modelRanks);
+      px::setAttr<px::PxDialect::ModelRanksAttrHelper>(module,
+                                                       b.getI64IntegerAttr(c.modelRanks));
+    } else {
+      px::removeAttr<px::PxDialect::ModelRanksAttrHelper>(module);
+    }
     shard::GridOp::create(b, module.getLoc(), kWorldGrid, shape);
   }
 };

@@ -67,7 +67,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
 
   /// Predicted seconds of one step's synchronization of a variable.
   double allReduceTime(double bytes) {
-    double n = cluster.worldSize;
+    double n = cluster.dataRanks();
     return 2 * bytes * (n - 1) / n / cluster.bandwidth() +
            2 * (n - 1) * cluster.latency();
   }
@@ -82,7 +82,11 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     }
     if (scheme != "hybrid")
       return scheme;
-    double n = cluster.worldSize;
+    // Not yet on a model-split grid: the parameter-server kernels find
+    // machines in a two-axis grid.
+    if (cluster.modelRanks > 1)
+      return "allreduce";
+    double n = cluster.dataRanks();
     int64_t rows = type.getDimSize(0);
     double rowBytes = (double)bytesOf(type) / std::max<int64_t>(rows, 1);
     int64_t capacity = cast<px::SparseGradType>(grad.getType()).getRows();
@@ -118,13 +122,13 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
   /// The gradient scaled by 1/N (ranks average their mean-loss gradients),
   /// unless it is already a share.
   Value averaged(PxBuilder &pb, Value grad) {
-    if (cluster.worldSize == 1 || shares)
+    if (cluster.dataRanks() == 1 || shares)
       return grad;
     auto type = cast<px::SparseGradType>(grad.getType());
     OpBuilder &b = pb.builder();
     Value idx = px::SparseGradIndicesOp::create(b, pb.location(), grad);
     Value vals = px::SparseGradValuesOp::create(b, pb.location(), grad);
-    Value scaled = pb.scale(vals, 1.0 / cluster.worldSize);
+    Value scaled = pb.scale(vals, 1.0 / cluster.dataRanks());
     return px::MakeSparseGradOp::create(b, pb.location(), type, idx, scaled);
   }
 
@@ -139,7 +143,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     if (auto p = px::getAttr<px::PxDialect::PartitionsAttrHelper>(var))
       if (auto place = px::getAttr<px::PxDialect::PlacementAttrHelper>(var))
         return {p.getInt(), SmallVector<int64_t>(place.asArrayRef())};
-    int64_t p = std::max<int64_t>(1, std::min<int64_t>(cluster.worldSize, rows));
+    int64_t p = std::max<int64_t>(1, std::min<int64_t>(cluster.dataRanks(), rows));
     SmallVector<int64_t> place;
     for (int64_t i = 0; i < p; ++i)
       place.push_back(i);
@@ -270,7 +274,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     Value avg = averaged(pb, grad);
     auto in = cast<px::SparseGradType>(avg.getType());
     auto servedType = px::SparseGradType::get(
-        b.getContext(), in.getRows() * cluster.worldSize, type);
+        b.getContext(), in.getRows() * cluster.dataRanks(), type);
     auto push = px::PsPushOp::create(
         b, g.getLoc(), servedType, gridRef(), b.getDenseI16ArrayAttr(axes),
         b.getI64IntegerAttr(parts), b.getDenseI64ArrayAttr(place), avg,
@@ -284,7 +288,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       return success();
     // Predicted traffic (an estimate: the rows one rank touches, owned by
     // the others with probability (N-1)/N, pulled and pushed once each).
-    double n = cluster.worldSize;
+    double n = cluster.dataRanks();
     int64_t u = rows;
     if (auto r = px::getAttr<px::PxDialect::RowsPerStepAttrHelper>(var))
       u = r.getInt();
@@ -308,7 +312,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     // copy where the pulls are gathers again is not needed, the profiler
     // follows px.ps_pull reads too.
     auto profile = profileRows(module, {var.getName().str()}, dir.getValue().str(),
-                               steps.getInt(), cluster.worldSize);
+                               steps.getInt(), cluster.dataRanks());
     if (!profile) {
       llvm::consumeError(profile.takeError());
       return failure();
@@ -319,7 +323,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       return failure();
     int64_t rows = var.getOutput().getType().getDimSize(0);
     parallax::rt::RowPartition partition(rows, std::vector<int64_t>(place.begin(), place.end()));
-    int64_t n = cluster.worldSize, k = profile->steps;
+    int64_t n = cluster.dataRanks(), k = profile->steps;
     std::vector<int64_t> sent(n, 0);
     // Bytes rank r sends when each rank q touches the rows in sets[q]: one
     // `toServer` message part per remote row it needs, one `fromServer` part
@@ -359,14 +363,14 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     Value avg = averaged(pb, g.getGrad());
     auto in = cast<px::SparseGradType>(avg.getType());
     auto outType = px::SparseGradType::get(
-        b.getContext(), in.getRows() * cluster.worldSize, in.getDenseType());
+        b.getContext(), in.getRows() * cluster.dataRanks(), in.getDenseType());
     auto gather = px::AllGatherVOp::create(b, g.getLoc(), outType, gridRef(),
                                            b.getDenseI16ArrayAttr(axes), avg);
     px::setAttr<px::PxDialect::VariablesAttrHelper>(gather, variables(b, var.getName()));
     g.getGradMutable().assign(gather.getOutput());
     // Exact: a fixed-size block of indices and rows to every other rank.
     int64_t rowBytes = bytesOf(in.getValuesType()) / std::max<int64_t>(in.getRows(), 1);
-    setBytes(var, in.getRows() * (8 + rowBytes) * (cluster.worldSize - 1), true);
+    setBytes(var, in.getRows() * (8 + rowBytes) * (cluster.dataRanks() - 1), true);
     return success();
   }
 
@@ -422,7 +426,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         flush();
       current.push_back({var, g});
       filled += bytes;
-      int64_t n = cluster.worldSize;
+      int64_t n = cluster.dataRanks();
       setBytes(var, n > 1 ? 2 * bytes * (n - 1) / n : 0, true);
     }
     flush();
@@ -442,18 +446,26 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       module.emitError("px-sync: no shard.grid @world: run px-cluster first");
       return signalPassFailure();
     }
-    for (int16_t a = 0; a < (int16_t)grid.getShape().size(); ++a)
+    // The data-parallel group: every axis but a Pr x Pc grid's model axis.
+    int16_t batchAxes = (int16_t)grid.getShape().size() - (cluster.modelRanks > 1 ? 1 : 0);
+    for (int16_t a = 0; a < batchAxes; ++a)
       axes.push_back(a);
+    if (cluster.modelRanks > 1 && scheme != "hybrid" && scheme != "allreduce") {
+      module.emitError("px-sync: on a grid that splits the model, every variable is "
+                       "synchronized by all-reduce (scheme '")
+          << scheme << "' is not supported there yet)";
+      return signalPassFailure();
+    }
     func::FuncOp func = getEntryFunction(module);
     if (!func || !px::hasAttr<px::PxDialect::LossAttrHelper>(func)) {
       module.emitError("px-sync: no training step (px.loss) to synchronize");
       return signalPassFailure();
     }
     if (auto scale = px::getAttr<px::PxDialect::GradientScaleAttrHelper>(module)) {
-      double expected = 1.0 / (double)cluster.worldSize;
+      double expected = 1.0 / (double)cluster.dataRanks();
       if (scale.getValueAsDouble() != expected) {
         module.emitError("px-sync: px.gradient_scale is ")
-            << scale.getValueAsDouble() << " but " << cluster.worldSize
+            << scale.getValueAsDouble() << " but " << cluster.dataRanks()
             << " ranks need " << expected
             << " (px-autodiff ran for another world size)";
         return signalPassFailure();
@@ -495,14 +507,21 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     // squared deviations (C doubles each), the backward pass those again and
     // the two gradient sums (2C doubles); each counted as a ring all-reduce.
     int64_t bnBytes = 0;
+    bool bnFailed = false;
     auto ring = [&](int64_t doubles) {
-      int64_t n = cluster.worldSize, bytes = 8 * doubles;
+      int64_t n = cluster.dataRanks(), bytes = 8 * doubles;
       return n > 1 ? 2 * bytes * (n - 1) / n : 0;
     };
     if (!localBatchnorm)
       func.walk([&](px::BatchNormOp bn) {
         if (!bn.getTraining())
           return;
+        if (cluster.modelRanks > 1) {
+          bn.emitError("px-sync: a synchronized batch norm on a grid that splits the "
+                       "model is not supported yet (use --local-batchnorm)");
+          bnFailed = true;
+          return;
+        }
         bn.setGridAttr(gridRef());
         int64_t c = bn.getScale().getType().getDimSize(0);
         bnBytes += 2 * ring(c);
@@ -513,6 +532,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
               bnBytes += 2 * ring(c) + ring(2 * c);
             }
       });
+    if (bnFailed)
+      return signalPassFailure();
     if (bnBytes)
       px::setAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(
           module, b.getI64IntegerAttr(bnBytes));
@@ -567,7 +588,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       return false;
     b.setInsertionPointAfterValue(loss);
     PxBuilder pb(b, loss.getLoc());
-    Value share = shares ? pb.scale(loss, 1.0 / (double)cluster.worldSize) : loss;
+    Value share = shares ? pb.scale(loss, 1.0 / (double)cluster.dataRanks()) : loss;
     b.setInsertionPointAfter(lastMember);
     auto avg = px::AllReduceOp::create(
         b, loss.getLoc(), loss.getType(), gridRef(), b.getDenseI16ArrayAttr(axes),

@@ -177,6 +177,12 @@ static cl::opt<bool>
                     "read) and totals; without an explicit --emit, print only "
                     "the table"),
            cl::cat(parallaxCategory));
+static cl::opt<std::string> gridSpec(
+    "grid",
+    cl::desc("PrxPc: split each layer's model over Pr consecutive ranks and the "
+             "batch over Pc (SPAA'18; Pr x Pc = --np). Compiles to IR; plans "
+             "cannot hold split variables yet"),
+    cl::cat(parallaxCategory));
 static cl::opt<bool> gridCosts(
     "grid-costs",
     cl::desc("Print the predicted cost of every Pr x Pc grid of the --np "
@@ -242,6 +248,23 @@ static int64_t worldSize() {
          obj->getInteger("ranks_per_machine").value_or(1);
 }
 
+/// Pr of --grid=PrxPc (1 without it), checked against the world size.
+static llvm::Expected<int64_t> modelRanks() {
+  if (gridSpec.empty())
+    return 1;
+  auto [pr, pc] = StringRef(gridSpec).split('x');
+  int64_t r = 0, c = 0;
+  if (pr.getAsInteger(10, r) || pc.getAsInteger(10, c) || r < 1 || c < 1)
+    return llvm::createStringError("--grid=" + gridSpec +
+                                   ": expected PrxPc, two positive counts (e.g. 2x4)");
+  if (!distributed() || r * c != worldSize())
+    return llvm::createStringError("--grid=" + gridSpec + " holds " +
+                                   std::to_string(r * c) + " ranks, the run has " +
+                                   std::to_string(distributed() ? worldSize() : 1) +
+                                   " (--np or --cluster)");
+  return r;
+}
+
 /// --lr, or torch.optim's default for the chosen optimizer.
 /// --shard-weight-update as the layout passes' options: auto shards groups
 /// of 4 ranks or more on one machine (docs/sync.md measures why), on every
@@ -296,8 +319,12 @@ static llvm::Expected<parallax::ImportOptions> importOptions() {
   options.freeze.insert(freeze.begin(), freeze.end());
   options.loss = loss;
   options.requireLoss = !inference;
-  // --grid-costs models the global batch: nothing is split yet.
-  options.ranks = distributed() && !gridCosts ? worldSize() : 1;
+  // --grid-costs models the global batch: nothing is split yet. On a grid
+  // the batch is split over Pc ranks.
+  auto model = modelRanks();
+  if (!model)
+    return model.takeError();
+  options.ranks = distributed() && !gridCosts ? worldSize() / *model : 1;
   if (batchnormVariance != BatchnormVariance::Default)
     options.unbiasedBatchnormVariance = batchnormVariance == BatchnormVariance::Unbiased;
   return options;
@@ -415,6 +442,10 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     pipeline.cluster.np = numRanks;
     pipeline.cluster.clusterFile = clusterFile;
     pipeline.cluster.profileFile = profileFile;
+    auto model = modelRanks();
+    if (!model)
+      return fail(llvm::toString(model.takeError()));
+    pipeline.cluster.modelRanks = *model;
     pipeline.sparsity.profileData = profileData;
     pipeline.sparsity.profileSteps = profileSteps;
     pipeline.partition.forced = forcedPartitions;

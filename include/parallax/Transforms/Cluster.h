@@ -26,7 +26,13 @@ struct ClusterModel {
   /// Seconds a server spends per byte of sparse gradient it applies.
   double updateSecondsPerByte = 2e-10;
 
+  /// Pr of a Pr x Pc grid (--grid): the ranks each layer's model is split
+  /// over, the grid's last axis; 1 for data parallelism.
+  int64_t modelRanks = 1;
+
   int64_t machines() const { return worldSize / ranksPerMachine; }
+  /// Pc: the ranks the batch is split over (the data-parallel group).
+  int64_t dataRanks() const { return worldSize / modelRanks; }
   /// The link that limits an exchange over the whole world.
   double bandwidth() const;
   double latency() const;

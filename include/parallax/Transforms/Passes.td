@@ -100,7 +100,11 @@ def PxCluster : Pass<"px-cluster", "mlir::ModuleOp"> {
     machines) on the module and declares the process grid the
     synchronization ops act over: `shard.grid @world(shape = N)` on one
     machine, `shard.grid @world(shape = M x R)` for M machines of R ranks
-    (axis 0 crosses machines, axis 1 stays inside one). The cluster comes
+    (axis 0 crosses machines, axis 1 stays inside one). With
+    `model-ranks=Pr` > 1 (a Pr x Pc grid, SPAA'18) the grid gains a last
+    axis of Pr consecutive ranks that split each layer's model
+    (`px.model_ranks`), and the other axes hold the Pc = N / Pr ranks the
+    batch is split over. The cluster comes
     from `cluster=FILE` (JSON) or `np=N` (one machine); link figures from
     `profile=FILE` (parallax-run --calibrate) override the file's and the
     defaults.
@@ -112,6 +116,9 @@ def PxCluster : Pass<"px-cluster", "mlir::ModuleOp"> {
            "cluster description (JSON)">,
     Option<"profileFile", "profile", "std::string", /*default=*/"\"\"",
            "calibration profile from parallax-run --calibrate (JSON)">,
+    Option<"modelRanks", "model-ranks", "int64_t", /*default=*/"1",
+           "Pr of a Pr x Pc grid: ranks each layer's model is split over "
+           "(consecutive ranks of one machine; the grid's last axis)">,
   ];
 }
 
@@ -254,6 +261,24 @@ def PxShardOptimizerState : Pass<"px-shard-optimizer-state", "mlir::ModuleOp"> {
     `px.all_gather_variables` ops in order; the updates get `shard_state`.
   }];
   let dependentDialects = ["::parallax::px::PxDialect"];
+}
+
+def PxShardModel : Pass<"px-shard-model", "mlir::ModuleOp"> {
+  let summary = "Split each layer's weight over the grid's model axis and partition the step";
+  let description = [{
+    On a Pr x Pc grid (px-cluster's `model-ranks`), after px-autodiff: each
+    layer (a px.gemm or px.matmul with a trainable weight) gets its weight
+    split over the model axis, Megatron-LM style: by output features, or
+    by input features when its input comes (through element-wise ops) from
+    a layer split by output features, so that a pair needs one all-reduce.
+    Upstream's `sharding-propagation` and `shard-partition` then carry the
+    splits through the forward and backward pass (the px ops' sharding
+    models), variables become their blocks, and the `shard` collectives
+    partition inserts become px collectives on the model axis. A no-op
+    without a model axis.
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect", "::mlir::shard::ShardDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 #endif // PARALLAX_TRANSFORMS_PASSES_TD

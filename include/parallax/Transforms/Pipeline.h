@@ -39,9 +39,9 @@ struct TrainingPipelineOptions {
   PlanLayoutOptions layout;
 };
 
-/// Adds canonicalize, [px-cluster], px-autodiff, [px-sparsity, px-partition,
-/// px-sync], px-optimizer, canonicalize, cse [and the plan layout passes] to
-/// `pm`.
+/// Adds canonicalize, [px-cluster], px-autodiff, [px-shard-model,
+/// px-sparsity, px-partition, px-sync], px-optimizer, canonicalize, cse [and
+/// the plan layout passes] to `pm`.
 void addTrainingPipeline(mlir::OpPassManager &pm,
                          const TrainingPipelineOptions &options);
 

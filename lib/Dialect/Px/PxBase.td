@@ -70,6 +70,11 @@ def Px_Dialect : Dialect {
     "::mlir::IntegerAttr":$world_size,
     // module: ranks per machine. Read as px.world_size.
     "::mlir::IntegerAttr":$ranks_per_machine,
+    // module: Pr, the ranks each layer's model is split over (--grid=PrxPc;
+    // absent: 1, data parallelism). The world grid's last axis. Read by
+    // ClusterModel::fromModule (px-autodiff's seed and px-sync use the
+    // world size over it), px-shard-model.
+    "::mlir::IntegerAttr":$model_ranks,
     // module: the link model ({intra,inter}_{bandwidth,latency} and
     // update_seconds_per_byte, f64). Read by ClusterModel::fromModule.
     "::mlir::DictionaryAttr":$cluster,

@@ -135,6 +135,7 @@ constexpr PxAttrRule kPxAttrs[] = {
     rule<PxDialect::LossAttrHelper>(),
     rule<PxDialect::WorldSizeAttrHelper>(),
     rule<PxDialect::RanksPerMachineAttrHelper>(),
+    rule<PxDialect::ModelRanksAttrHelper>(),
     rule<PxDialect::ClusterAttrHelper>(),
     rule<PxDialect::GradientScaleAttrHelper>(),
     rule<PxDialect::OptimizerStateOfAttrHelper>(),
@@ -170,7 +171,8 @@ LogicalResult PxDialect::verifyOperationAttribute(Operation *op,
                              << rule->expected << ", got " << attr.getValue();
   // Counts of ranks: the group helpers (parallax/Runtime/Grid.h) divide by them.
   if (name == WorldSizeAttrHelper::getNameStr() ||
-      name == RanksPerMachineAttrHelper::getNameStr())
+      name == RanksPerMachineAttrHelper::getNameStr() ||
+      name == ModelRanksAttrHelper::getNameStr())
     if (cast<IntegerAttr>(attr.getValue()).getInt() < 1)
       return op->emitOpError() << "attribute '" << name << "' must be at least 1, got "
                                << attr.getValue();

@@ -69,17 +69,31 @@ LogicalResult partitionAsIs(Operation *op, ArrayRef<Value> partitionedOperands,
                             ArrayRef<Sharding> operandShardings,
                             ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
                             SymbolTableCollection &symbolTable, OpBuilder &builder) {
-  for (const Sharding &r : resultShardings)
-    if (!r)
-      return op->emitOpError("has no sharding for a result (is it used?)");
   if (cast<ShardingInterface>(op).getIndexingMaps().empty() &&
       !(llvm::all_of(operandShardings, replicated) &&
         llvm::all_of(resultShardings, replicated)))
     return op->emitOpError("cannot be split: its sharding model does not describe "
                            "this instance (a size-1 broadcast, or batch dimensions "
                            "that broadcast)");
-  partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings,
-                                       resultShardings, partitionMap, symbolTable, builder);
+  // A result propagation left alone (unused, as batch norm's saved
+  // statistics can be) is whole.
+  FlatSymbolRefAttr grid;
+  for (ArrayRef<Sharding> list : {operandShardings, resultShardings})
+    for (const Sharding &sh : list)
+      if (sh && !grid)
+        grid = sh.getGridAttr();
+  if (!grid) {
+    Operation *clone = builder.clone(*op, partitionMap);
+    for (auto [from, to] : llvm::zip(op->getResults(), clone->getResults()))
+      partitionMap.map(from, to);
+    return success();
+  }
+  SmallVector<Sharding, 2> results(resultShardings.begin(), resultShardings.end());
+  for (auto [i, r] : llvm::enumerate(results))
+    if (!r && isa<RankedTensorType>(op->getResult(i).getType()))
+      r = Sharding::get(grid, {});
+  partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings, results,
+                                       partitionMap, symbolTable, builder);
   return success();
 }
 
@@ -310,6 +324,31 @@ struct ProductSharding : public PxShardingModel<ProductSharding<Op>, Op> {
   }
 };
 
+/// A transpose is parallel over its result; input dimension perm[i] is
+/// result dimension i.
+struct TransposeSharding : public PxShardingModel<TransposeSharding, TransposeOp> {
+  SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
+    auto t = cast<RankedTensorType>(op->getResult(0).getType());
+    return SmallVector<IteratorType>(t.getRank(), IteratorType::parallel);
+  }
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    ArrayRef<int64_t> perm = cast<TransposeOp>(op).getPerm();
+    MLIRContext *ctx = op->getContext();
+    SmallVector<AffineExpr> in(perm.size());
+    for (auto [i, p] : llvm::enumerate(perm))
+      in[p] = getAffineDimExpr(i, ctx);
+    return {AffineMap::get(perm.size(), 0, in, ctx),
+            AffineMap::getMultiDimIdentityMap(perm.size(), ctx)};
+  }
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
+    return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                         partitionMap, symbolTable, builder);
+  }
+};
+
 /// A variable is parallel over its dimensions; partitioned, it becomes
 /// this rank's block of the whole value, which its init still describes.
 struct VariableSharding : public PxShardingModel<VariableSharding, VariableOp> {
@@ -433,6 +472,28 @@ struct ReductionSharding : public PxShardingModel<ReductionSharding<Op>, Op> {
   }
 };
 
+/// Every other px op: computed whole. With a model of its own (rather than
+/// none) upstream's passes annotate and partition it like the rest,
+/// gathering what it reads.
+template <typename Op>
+struct WholeSharding : public PxShardingModel<WholeSharding<Op>, Op> {
+  SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
+    int64_t rank = 0;
+    for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
+      if (auto r = dyn_cast<RankedTensorType>(t))
+        rank = std::max(rank, r.getRank());
+    return SmallVector<IteratorType>(rank, IteratorType::parallel);
+  }
+  SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
+    return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                         partitionMap, symbolTable, builder);
+  }
+};
+
 template <typename Op>
 void attachIfElementwise(MLIRContext *ctx) {
   // One result: px.dropout (two, and a random stream that a split would
@@ -440,6 +501,10 @@ void attachIfElementwise(MLIRContext *ctx) {
   if constexpr (Op::template hasTrait<parallax::px::OpTrait::Elementwise>() &&
                 Op::template hasTrait<::mlir::OpTrait::OneResult>())
     Op::template attachInterface<ElementwiseSharding<Op>>(*ctx);
+  else if constexpr (!llvm::is_one_of<Op, GemmOp, MatMulOp, VariableOp, TransposeOp,
+                                      GradientOp, SgdOp, MomentumOp, AdamOp, AdagradOp,
+                                      ReduceSumOp, ReduceMeanOp>::value)
+    Op::template attachInterface<WholeSharding<Op>>(*ctx);
 }
 
 template <typename... Ops>
@@ -454,6 +519,7 @@ void parallax::px::registerShardingInterfaceModels(DialectRegistry &registry) {
     GemmOp::attachInterface<ProductSharding<GemmOp>>(*ctx);
     MatMulOp::attachInterface<ProductSharding<MatMulOp>>(*ctx);
     VariableOp::attachInterface<VariableSharding>(*ctx);
+    TransposeOp::attachInterface<TransposeSharding>(*ctx);
     GradientOp::attachInterface<SameShapeOperandsSharding<GradientOp>>(*ctx);
     SgdOp::attachInterface<SameShapeOperandsSharding<SgdOp>>(*ctx);
     MomentumOp::attachInterface<SameShapeOperandsSharding<MomentumOp>>(*ctx);

@@ -1,0 +1,219 @@
+//===- ShardModel.cpp - each layer's weight split over the model axis -----===//
+//
+// Integrated model and batch parallelism (SPAA'18) with upstream's SPMD
+// passes: this pass only chooses each layer's split and annotates its
+// weight; sharding-propagation carries the splits through the whole step
+// (forward and backward: autodiff ran before, as JAX differentiates before
+// GSPMD partitions, so the backward products get their collectives from
+// the same sharding rules as the forward ones) and shard-partition rewrites
+// it per rank. The shard collectives it inserts become px's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "parallax/Transforms/Passes.h"
+#include "parallax/Transforms/Cluster.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Pass/PassManager.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+namespace parallax {
+#define GEN_PASS_DEF_PXSHARDMODEL
+#include "parallax/Transforms/Passes.h.inc"
+} // namespace parallax
+
+using namespace mlir;
+using namespace parallax;
+
+namespace {
+
+enum class Split { OutputFeatures, InputFeatures };
+
+/// The weight operand of a layer and where its n (output) and k (input)
+/// dimensions are, or null.
+struct Weight {
+  Value value;
+  int64_t outDim = 0, inDim = 0;
+};
+
+Weight weightOf(Operation *op) {
+  auto trainable = [](Value v) {
+    while (auto t = v.getDefiningOp<px::TransposeOp>())
+      v = t.getInput();
+    auto var = v.getDefiningOp<px::VariableOp>();
+    return var && var.getTrainable();
+  };
+  if (auto g = dyn_cast<px::GemmOp>(op))
+    if (trainable(g.getB()) && !g.getTransA())
+      return {g.getB(), g.getTransB() ? 0 : 1, g.getTransB() ? 1 : 0};
+  if (auto m = dyn_cast<px::MatMulOp>(op))
+    if (trainable(m.getRhs()) && cast<RankedTensorType>(m.getRhs().getType()).getRank() == 2)
+      return {m.getRhs(), 1, 0};
+  return {};
+}
+
+/// The layer whose output `v` is, through element-wise ops on their first
+/// operand (an activation, a bias add), if any.
+Operation *producingLayer(Value v, const llvm::DenseMap<Operation *, Split> &layers) {
+  for (Operation *def = v.getDefiningOp(); def; def = def->getOperand(0).getDefiningOp()) {
+    if (layers.count(def))
+      return def;
+    if (!def->hasTrait<px::OpTrait::Elementwise>() || def->getNumOperands() == 0)
+      return nullptr;
+  }
+  return nullptr;
+}
+
+/// reshape(reduce(x, keepdims)) that only drops the kept dimensions: the
+/// reduction without keepdims (which the reductions' sharding model
+/// describes). px-autodiff's bias gradients are of this form.
+template <typename ReduceOp>
+void dropKeptDims(func::FuncOp func) {
+  for (auto reshape : llvm::make_early_inc_range(func.getOps<px::ReshapeOp>())) {
+    auto reduce = reshape.getInput().template getDefiningOp<ReduceOp>();
+    if (!reduce || !reduce.getKeepdims() || !reduce->hasOneUse())
+      continue;
+    OpBuilder b(reshape);
+    auto dropped = ReduceOp::create(b, reduce.getLoc(), reduce.getInput(), reduce.getAxesAttr(),
+                                    b.getBoolAttr(false));
+    if (dropped.getType() != reshape.getType()) {
+      dropped.erase();
+      continue;
+    }
+    reshape.replaceAllUsesWith(dropped.getOutput());
+    reshape.erase();
+    reduce.erase();
+  }
+}
+
+struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    ClusterModel cluster = ClusterModel::fromModule(module);
+    func::FuncOp func = getEntryFunction(module);
+    if (cluster.modelRanks <= 1 || !func || func.getBody().empty())
+      return;
+    auto grid = module.lookupSymbol<shard::GridOp>(kWorldGrid);
+    if (!grid || grid.getShape().back() != cluster.modelRanks) {
+      module.emitError("px-shard-model: no shard.grid @world whose last axis holds the ")
+          << cluster.modelRanks << " model ranks: run px-cluster with model-ranks first";
+      return signalPassFailure();
+    }
+    dropKeptDims<px::ReduceSumOp>(func);
+    dropKeptDims<px::ReduceMeanOp>(func);
+    annotateWeights(func, grid);
+
+    OpPassManager propagate(func::FuncOp::getOperationName());
+    propagate.addPass(shard::createShardingPropagation());
+    OpPassManager partition(func::FuncOp::getOperationName());
+    partition.addPass(shard::createPartition());
+    if (failed(runPipeline(propagate, func)))
+      return signalPassFailure();
+    annotateTheRest(func, grid);
+    if (failed(runPipeline(partition, func)) || failed(lowerCollectives(func)))
+      return signalPassFailure();
+  }
+
+  /// Propagation leaves values no sharding constrains (an unused result,
+  /// such as a batch norm's saved statistics) unannotated, and partition
+  /// needs every value annotated: those are whole.
+  void annotateTheRest(func::FuncOp func, shard::GridOp grid) {
+    shard::Sharding whole =
+        shard::Sharding::get(FlatSymbolRefAttr::get(grid.getSymNameAttr()), {});
+    OpBuilder b(func.getContext());
+    func.walk([&](Operation *op) {
+      if (isa<shard::ShardOp, shard::ShardingOp>(op) || op->getParentOp() != func)
+        return;
+      for (OpResult r : op->getResults()) {
+        if (!isa<RankedTensorType>(r.getType()))
+          continue;
+        bool annotated = llvm::any_of(r.getUsers(), [&](Operation *u) {
+          auto s = dyn_cast<shard::ShardOp>(u);
+          return s && !s.getAnnotateForUsers();
+        });
+        if (!annotated)
+          shard::maybeInsertTargetShardingAnnotation(whole, r, b);
+      }
+    });
+  }
+
+  /// Megatron-LM's pairing: a layer fed by a layer split by output features
+  /// takes its input features split (one all-reduce for the pair); any
+  /// other layer is split by output features.
+  void annotateWeights(func::FuncOp func, shard::GridOp grid) {
+    auto modelAxis = (shard::GridAxis)(grid.getShape().size() - 1);
+    llvm::DenseMap<Operation *, Split> layers;
+    OpBuilder b(func.getContext());
+    for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
+      Weight w = weightOf(&op);
+      if (!w.value)
+        continue;
+      Operation *from = producingLayer(op.getOperand(0), layers);
+      Split split = from && layers[from] == Split::OutputFeatures ? Split::InputFeatures
+                                                                  : Split::OutputFeatures;
+      layers[&op] = split;
+      int64_t dim = split == Split::OutputFeatures ? w.outDim : w.inDim;
+      SmallVector<SmallVector<shard::GridAxis>> axes(dim + 1);
+      axes[dim] = {modelAxis};
+      // Every reader of the weight (the forward product, the backward ones,
+      // its gradient marker) sees the annotation.
+      b.setInsertionPointAfterValue(w.value);
+      auto sharding = shard::ShardingOp::create(
+          b, op.getLoc(), shard::Sharding::get(FlatSymbolRefAttr::get(grid.getSymNameAttr()),
+                                               toGridAxesAttrs(axes)));
+      auto annotated = shard::ShardOp::create(b, op.getLoc(), w.value, sharding.getResult());
+      w.value.replaceAllUsesExcept(annotated.getResult(), annotated);
+    }
+  }
+
+  SmallVector<shard::GridAxesAttr> toGridAxesAttrs(ArrayRef<SmallVector<shard::GridAxis>> axes) {
+    SmallVector<shard::GridAxesAttr> attrs;
+    for (auto &a : axes)
+      attrs.push_back(shard::GridAxesAttr::get(&getContext(), a));
+    return attrs;
+  }
+
+  /// The shard collectives partition inserted, as px ops; anything else it
+  /// needs is refused, naming the op.
+  LogicalResult lowerCollectives(func::FuncOp func) {
+    WalkResult r = func.walk([&](Operation *op) -> WalkResult {
+      OpBuilder b(op);
+      if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
+        auto px = px::AllReduceOp::create(
+            b, ar.getLoc(), ar.getResult().getType(), ar.getGridAttr(), ar.getGridAxesAttr(),
+            ar.getInput(), shard::ReductionKindAttr::get(&getContext(), ar.getReduction()),
+            IntegerAttr());
+        ar.replaceAllUsesWith(px.getOutput());
+        ar.erase();
+        return WalkResult::advance();
+      }
+      if (auto ag = dyn_cast<shard::AllGatherOp>(op)) {
+        auto px = px::AllGatherOp::create(b, ag.getLoc(), ag.getResult().getType(),
+                                          ag.getGridAttr(), ag.getGridAxesAttr(), ag.getInput(),
+                                          b.getI64IntegerAttr(ag.getGatherAxis().getSExtValue()));
+        ag.replaceAllUsesWith(px.getOutput());
+        ag.erase();
+        return WalkResult::advance();
+      }
+      if (auto cast = dyn_cast<tensor::CastOp>(op); cast && cast.getSource().getType() == cast.getType()) {
+        cast.replaceAllUsesWith(cast.getSource());
+        cast.erase();
+        return WalkResult::advance();
+      }
+      if (isa<shard::ShardDialect, tensor::TensorDialect>(op->getDialect())) {
+        op->emitError("px-shard-model: the partitioned step needs '")
+            << op->getName() << "', which px cannot run yet (docs/grid.md)";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    return failure(r.wasInterrupted());
+  }
+};
+
+} // namespace
