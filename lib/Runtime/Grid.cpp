@@ -170,4 +170,24 @@ KernelGrid kernelGridOf(const nlohmann::json &attrs, int worldSize) {
   return grid;
 }
 
+std::vector<int64_t> blockOrigin(const std::vector<int64_t> &shape,
+                                 const std::vector<std::vector<int64_t>> &splitAxes,
+                                 const std::vector<int64_t> &blockShape, int rank) {
+  // Row-major coordinates of the rank on the grid.
+  std::vector<int64_t> coord(shape.size());
+  int64_t rest = rank;
+  for (size_t a = shape.size(); a-- > 0;) {
+    coord[a] = rest % shape[a];
+    rest /= shape[a];
+  }
+  std::vector<int64_t> origin(blockShape.size(), 0);
+  for (size_t d = 0; d < splitAxes.size() && d < blockShape.size(); ++d) {
+    int64_t index = 0;
+    for (int64_t a : splitAxes[d])
+      index = index * shape[a] + coord[a];
+    origin[d] = index * blockShape[d];
+  }
+  return origin;
+}
+
 } // namespace parallax::rt

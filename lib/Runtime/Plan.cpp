@@ -170,6 +170,7 @@ int64_t elementsOf(const std::vector<int64_t> &shape) {
 }
 
 void validateShardedUpdates(const Plan &p, const Reader &r);
+void checkSplit(const Plan &p, const PlanVariable &v, const Reader &r);
 
 void validate(const Plan &p, const Reader &r) {
   auto checkBlob = [&](const InitialValue &v, int64_t bytes,
@@ -187,7 +188,12 @@ void validate(const Plan &p, const Reader &r) {
     int64_t n = elementsOf(v.shape);
     if (n < 0)
       r.fail("variable '" + v.name + "' is too large");
-    checkBlob(v.init, n * (int64_t)sizeOf(v.dtype), "variable '" + v.name + "'");
+    if (v.split())
+      checkSplit(p, v, r);
+    int64_t whole = v.split() ? elementsOf(v.wholeShape) : n;
+    if (whole < 0)
+      r.fail("variable '" + v.name + "' is too large");
+    checkBlob(v.init, whole * (int64_t)sizeOf(v.dtype), "variable '" + v.name + "'");
   }
   // Variable blocks: every member inside its block, aligned, none overlapping.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> blockRanges(p.variableBlocks.size());
@@ -308,6 +314,9 @@ void validate(const Plan &p, const Reader &r) {
     r.fail("the world of " + std::to_string(p.worldSize) +
            " ranks does not divide into machines of " +
            std::to_string(p.ranksPerMachine));
+  if (p.modelRanks < 1 || p.ranksPerMachine % p.modelRanks != 0)
+    r.fail("model_ranks " + std::to_string(p.modelRanks) +
+           " does not divide a machine's " + std::to_string(p.ranksPerMachine) + " ranks");
   for (const PlanGrid &g : p.grids) {
     int64_t n = 1;
     for (int64_t d : g.shape)
@@ -405,6 +414,33 @@ void validateShardedUpdates(const Plan &p, const Reader &r) {
   }
 }
 
+/// A split variable: a grid the plan declares, distinct axes of it, and a
+/// block that divides the whole evenly along every dimension.
+void checkSplit(const Plan &p, const PlanVariable &v, const Reader &r) {
+  std::string ctx = "variable '" + v.name + "'";
+  auto grid = std::find_if(p.grids.begin(), p.grids.end(),
+                           [&](const PlanGrid &g) { return g.name == v.splitGrid; });
+  if (grid == p.grids.end())
+    r.fail(ctx + ": split over grid '" + v.splitGrid + "', which the plan does not declare");
+  if (v.wholeShape.size() != v.shape.size() || v.splitAxes.size() > v.shape.size())
+    r.fail(ctx + ": its block and whole shapes disagree in rank");
+  std::vector<bool> used(grid->shape.size(), false);
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    int64_t parts = 1;
+    if (d < v.splitAxes.size())
+      for (int64_t a : v.splitAxes[d]) {
+        if (a < 0 || a >= (int64_t)grid->shape.size() || used[a])
+          r.fail(ctx + ": split axis " + std::to_string(a) + " is not a free axis of grid '" +
+                 v.splitGrid + "'");
+        used[a] = true;
+        parts *= grid->shape[a];
+      }
+    if (v.shape[d] * parts != v.wholeShape[d])
+      r.fail(ctx + ": dimension " + std::to_string(d) + " of " + std::to_string(v.wholeShape[d]) +
+             " is not " + std::to_string(parts) + " blocks of " + std::to_string(v.shape[d]));
+  }
+}
+
 } // namespace
 
 int64_t PlanTensor::numElements() const { return elementsOf(shape); }
@@ -444,6 +480,8 @@ json planToJson(const Plan &p) {
   j["target"] = p.target;
   j["world_size"] = p.worldSize;
   j["ranks_per_machine"] = p.ranksPerMachine;
+  if (p.modelRanks > 1)
+    j["model_ranks"] = p.modelRanks;
   json grids = json::array();
   for (const auto &g : p.grids)
     grids.push_back({{"name", g.name}, {"shape", g.shape}});
@@ -461,6 +499,8 @@ json planToJson(const Plan &p) {
       e["block"] = v.block;
       e["block_offset"] = v.blockOffset;
     }
+    if (v.split())
+      e["split"] = {{"whole", v.wholeShape}, {"grid", v.splitGrid}, {"axes", v.splitAxes}};
     vars.push_back(e);
   }
   j["variables"] = vars;
@@ -543,6 +583,7 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
     r.fail("unknown target '" + p.target + "' (this parallax-run knows cpu and cuda)");
   p.worldSize = r.get<int>(j, "world_size", "plan");
   p.ranksPerMachine = r.get<int>(j, "ranks_per_machine", "plan");
+  p.modelRanks = j.contains("model_ranks") ? r.get<int>(j, "model_ranks", "plan") : 1;
   for (const json &g : r.get<json>(j, "grids", "plan"))
     p.grids.push_back({r.get<std::string>(g, "name", "grid"),
                        r.shape(g, "grid")});
@@ -575,6 +616,12 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
     if (v.contains("block")) {
       var.block = r.get<int32_t>(v, "block", ctx);
       var.blockOffset = r.get<int64_t>(v, "block_offset", ctx);
+    }
+    if (v.contains("split")) {
+      const json &split = r.field(v, "split", ctx);
+      var.wholeShape = r.get<std::vector<int64_t>>(split, "whole", ctx);
+      var.splitGrid = r.get<std::string>(split, "grid", ctx);
+      var.splitAxes = r.get<std::vector<std::vector<int64_t>>>(split, "axes", ctx);
     }
     p.variables.push_back(std::move(var));
   }

@@ -29,6 +29,51 @@ namespace parallax::rt {
 
 namespace {
 
+/// Visits the rows of the block of `blockShape` at element offsets
+/// `origin` of a row-major tensor of `wholeShape`: row(block byte offset,
+/// whole byte offset, bytes).
+template <typename Row>
+void forEachBlockRow(const std::vector<int64_t> &wholeShape,
+                     const std::vector<int64_t> &blockShape,
+                     const std::vector<int64_t> &origin, size_t elementBytes, Row row) {
+  size_t r = blockShape.size();
+  if (r == 0)
+    return row(0, 0, (int64_t)elementBytes);
+  int64_t rowBytes = blockShape[r - 1] * (int64_t)elementBytes;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < r; ++d)
+    rows *= blockShape[d];
+  std::vector<int64_t> index(r, 0);
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < r; ++d)
+      offset = offset * wholeShape[d] + origin[d] + index[d];
+    row(i * rowBytes, offset * (int64_t)elementBytes, rowBytes);
+    for (size_t d = r - 1; d-- > 0;) {
+      if (++index[d] < blockShape[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+/// The block at `origin` of `whole`, into `block`.
+void copyBlock(const char *whole, const std::vector<int64_t> &wholeShape, char *block,
+               const std::vector<int64_t> &blockShape, const std::vector<int64_t> &origin,
+               size_t elementBytes) {
+  forEachBlockRow(wholeShape, blockShape, origin, elementBytes,
+                  [&](int64_t b, int64_t w, int64_t n) { std::memcpy(block + b, whole + w, n); });
+}
+
+/// `block` into its place at `origin` of `whole`.
+void placeBlock(const char *block, const std::vector<int64_t> &blockShape, char *whole,
+                const std::vector<int64_t> &wholeShape, const std::vector<int64_t> &origin,
+                size_t elementBytes) {
+  forEachBlockRow(wholeShape, blockShape, origin, elementBytes,
+                  [&](int64_t b, int64_t w, int64_t n) { std::memcpy(whole + w, block + b, n); });
+}
+
+
 void fillSplat(const TensorView &t, double value) {
   int64_t n = t.numElements();
   auto fill = [&](auto *p, auto v) { std::fill(p, p + n, v); };
@@ -252,17 +297,44 @@ void Session::loadInitialValues() {
   };
   staged.reserve(plan_.variables.size() + plan_.constants.size());
   std::vector<const void *> variableHost;
+  // A block of a split variable: the whole value is loaded, then the
+  // rank's block copied out of it.
+  struct Whole {
+    std::vector<char> data;
+    TensorView view, block;
+    const PlanVariable *variable;
+  };
+  std::vector<Whole> wholes;
   for (size_t i = 0; i < plan_.variables.size(); ++i) {
     const PlanVariable &v = plan_.variables[i];
     TensorView dest = hostDest(variableData_[i], v.dtype, v.shape);
     variableHost.push_back(dest.data);
-    load(v.init, dest);
+    if (!v.split()) {
+      load(v.init, dest);
+      continue;
+    }
+    Whole w;
+    w.data.resize(std::max<size_t>(bytesOf(v.dtype, v.wholeShape), 1));
+    w.view = TensorView{w.data.data(), v.dtype, v.wholeShape};
+    w.block = dest;
+    w.variable = &v;
+    wholes.push_back(std::move(w));
+    load(v.init, TensorView{wholes.back().data.data(), v.dtype, v.wholeShape});
   }
   for (size_t i = 0; i < plan_.constants.size(); ++i) {
     const auto &c = plan_.constants[i];
     load(c.value, hostDest(constants_[i].data(), c.dtype, c.shape));
   }
   auto finish = [&](const std::string &onnxPath) {
+    for (Whole &w : wholes) {
+      const PlanVariable &v = *w.variable;
+      const PlanGrid *grid = nullptr;
+      for (const PlanGrid &g : plan_.grids)
+        if (g.name == v.splitGrid)
+          grid = &g;
+      copyBlock(w.data.data(), v.wholeShape, static_cast<char *>(w.block.data), v.shape,
+                blockOrigin(grid->shape, v.splitAxes, v.shape, env_.rank), sizeOf(v.dtype));
+    }
     checkInitialValuesFinite(onnxPath, variableHost);
     for (auto &[dest, host] : uploads)
       device_->upload(dest, host->data(), host->size());
@@ -507,6 +579,30 @@ void Session::gatherShardedVariables() {
       }
     commitVariable(table.ref);
   }
+}
+
+std::vector<char> Session::wholeVariable(size_t i) {
+  const PlanVariable &v = plan_.variables.at(i);
+  TensorView block = variable(i);
+  int64_t blockBytes = block.bytes();
+  std::vector<char> all(std::max<int64_t>(blockBytes * env_.worldSize, 1));
+  Comm *comm = env_.comm;
+  Group &world = comm->group({env_.worldSize}, {0});
+  comm->run([&] {
+    comm->allgatherv(world, block.data, blockBytes, all.data(),
+                     std::vector<int64_t>(env_.worldSize, blockBytes));
+  });
+  const PlanGrid *grid = nullptr;
+  for (const PlanGrid &g : plan_.grids)
+    if (g.name == v.splitGrid)
+      grid = &g;
+  std::vector<char> whole(std::max<size_t>(bytesOf(v.dtype, v.wholeShape), 1));
+  // Ranks that hold the same block (replicas along other axes) write the
+  // same bytes.
+  for (int q = 0; q < env_.worldSize; ++q)
+    placeBlock(all.data() + q * blockBytes, v.shape, whole.data(), v.wholeShape,
+               blockOrigin(grid->shape, v.splitAxes, v.shape, q), sizeOf(v.dtype));
+  return whole;
 }
 
 void Session::runKernel(size_t i) {

@@ -244,10 +244,6 @@ Emitter::initialValue(Operation *op, Attribute value, rt::DType dtype) {
 }
 
 llvm::Error Emitter::emitVariable(px::VariableOp op) {
-  if (op.getSplitAxes())
-    return fail(op, "'" + op.getName() + "' is a block of a variable split over grid " +
-                        op.getGridAttr().getValue() +
-                        ": plans cannot hold split variables yet (docs/grid.md)");
   auto type = op.getOutput().getType();
   auto dtype = dtypeOf(op, type.getElementType());
   if (!dtype)
@@ -263,6 +259,20 @@ llvm::Error Emitter::emitVariable(px::VariableOp op) {
     var.parameter = of.getValue().str();
   } else {
     var.role = rt::PlanVariable::Role::State;
+  }
+  if (op.getSplitAxes()) {
+    // A block: the plan keeps the whole initial value and how it is split;
+    // each rank takes its block when it loads it.
+    auto whole = cast<RankedTensorType>(cast<TypedAttr>(op.getInit()).getType());
+    var.wholeShape.assign(whole.getShape().begin(), whole.getShape().end());
+    var.splitGrid = op.getGridAttr().getValue().str();
+    for (shard::GridAxesAttr axes : op.getSplitAxes()->getAxes())
+      var.splitAxes.emplace_back(axes.asArrayRef().begin(), axes.asArrayRef().end());
+    for (size_t d = 0; d < var.shape.size(); ++d)
+      if (var.shape[d] == 0 || var.wholeShape[d] % var.shape[d] != 0)
+        return fail(op, "'" + op.getName() + "' does not split evenly (dimension " +
+                            llvm::Twine(d) + ": " + llvm::Twine(var.wholeShape[d]) +
+                            " over blocks of " + llvm::Twine(var.shape[d]) + ")");
   }
   auto init = initialValue(op, op.getInit(), *dtype);
   if (!init)
@@ -834,6 +844,8 @@ llvm::Expected<rt::Plan> Emitter::run() {
   }
   if (auto n = px::getAttr<px::PxDialect::WorldSizeAttrHelper>(module))
     plan.worldSize = n.getInt();
+  if (auto m = px::getAttr<px::PxDialect::ModelRanksAttrHelper>(module))
+    plan.modelRanks = m.getInt();
   if (auto r = px::getAttr<px::PxDialect::RanksPerMachineAttrHelper>(module))
     plan.ranksPerMachine = r.getInt();
   else

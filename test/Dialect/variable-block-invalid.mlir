@@ -1,8 +1,9 @@
 // A px.variable that is a block of a split variable must have the block's
-// type, on a grid that exists; and the plan cannot hold one yet.
+// type, on a grid that exists; and a plan needs even blocks (5 rows over 2
+// ranks are not).
 // RUN: parallax-opt %s --split-input-file --verify-diagnostics
 // RUN: not parallax-opt %S/Inputs/variable-block.mlir --inference --emit=plan -o %t.pxplan 2>&1 | FileCheck %s --check-prefix=PLAN
-// PLAN: error: cannot emit a plan for 'px.variable' {{.*}}: 'w' is a block of a variable split over grid g: plans cannot hold split variables yet (docs/grid.md)
+// PLAN: error: cannot emit a plan for 'px.variable' {{.*}}: 'w' does not split evenly (dimension 0: 5 over blocks of 2)
 
 shard.grid @g(shape = 2)
 func.func @wrong_block() -> tensor<32x16xf32> {

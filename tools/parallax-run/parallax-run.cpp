@@ -459,7 +459,10 @@ int main(int argc, char **argv) {
     if (trace)
       startTrace(*comm, *trace);
 
-    Sharding sharding{rank, world};
+    // On a Pr x Pc grid the Pr consecutive ranks of a model group share
+    // their samples: the batch is split over world / Pr.
+    int modelRanks = session.plan().modelRanks;
+    Sharding sharding{rank / modelRanks, world / modelRanks};
     std::unique_ptr<DataSource> data =
         args.count("data")
             ? openNpyData(session.plan(), args["data"].as<std::string>(), sharding,
@@ -571,6 +574,11 @@ int main(int argc, char **argv) {
     finishTrace();
     if (args.count("save")) {
       session.gatherShardedVariables();
+      // Split variables (--grid) whole, gathered on every rank.
+      std::map<size_t, std::vector<char>> wholes;
+      for (size_t i = 0; i < session.plan().variables.size(); ++i)
+        if (session.plan().variables[i].split())
+          wholes[i] = session.wholeVariable(i);
       if (rank == 0) {
         std::vector<std::string> names;
         std::vector<TensorView> values;
@@ -580,8 +588,11 @@ int main(int argc, char **argv) {
               v.init.kind != InitialValue::Kind::Onnx)
             continue;
           names.push_back(v.init.onnxName);
-          values.push_back(session.variable(i));
-          std::string bad = describeNonFinite(values.back().data, v.dtype, v.shape);
+          if (auto w = wholes.find(i); w != wholes.end())
+            values.push_back(TensorView{w->second.data(), v.dtype, v.wholeShape});
+          else
+            values.push_back(session.variable(i));
+          std::string bad = describeNonFinite(values.back().data, v.dtype, values.back().shape);
           if (!bad.empty())
             return failRank(args["save"].as<std::string>() + ": not written: the trained '" +
                             v.init.onnxName + "' holds " + bad);

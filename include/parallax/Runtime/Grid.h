@@ -61,6 +61,14 @@ GroupPlace placeInGroup(int world, int rank, const std::vector<int64_t> &shape,
 bool groupsSpanMachines(const std::vector<int64_t> &shape,
                         const std::vector<int64_t> &axes, int ranksPerMachine);
 
+/// The element offset, per dimension, of rank `rank`'s block of a variable
+/// of `blockShape` split over `splitAxes` (per dimension, grid axes) of a
+/// grid of `shape`: along each dimension, the block index counts the
+/// rank's coordinates on those axes in order, as upstream shard does.
+std::vector<int64_t> blockOrigin(const std::vector<int64_t> &shape,
+                                 const std::vector<std::vector<int64_t>> &splitAxes,
+                                 const std::vector<int64_t> &blockShape, int rank);
+
 /// A kernel's grid as the plan names it.
 struct KernelGrid {
   std::vector<int64_t> shape, axes;

@@ -48,7 +48,9 @@ namespace parallax::rt {
 /// sharding: a bucket's parameters laid out as its gradients are).
 /// Version 4: the source model's CRC-32 ("source": {"crc32"}), so that a
 /// model edited in place without changing its size is noticed.
-constexpr uint32_t kPlanFormatVersion = 4;
+/// Version 5: variables may be blocks of a variable split over a grid
+/// ("split"), and "model_ranks" says how many ranks share each sample.
+constexpr uint32_t kPlanFormatVersion = 5;
 
 /// Where a variable's or constant's initial value comes from.
 struct InitialValue {
@@ -74,6 +76,13 @@ struct PlanVariable {
   /// one in-place all-gather can hand every rank the updated bucket.
   int32_t block = -1;
   int64_t blockOffset = 0;
+  /// A block of a variable split over grid axes (--grid; shard semantics):
+  /// the whole variable's shape, which its initial value has, the grid, and
+  /// per dimension the grid axes that split it evenly. Empty when whole.
+  std::vector<int64_t> wholeShape;
+  std::string splitGrid;
+  std::vector<std::vector<int64_t>> splitAxes;
+  bool split() const { return !wholeShape.empty(); }
 };
 
 struct PlanConstant {
@@ -151,6 +160,9 @@ struct Plan {
   int worldSize = 1;
   /// Ranks per machine; ranks are numbered machine by machine.
   int ranksPerMachine = 1;
+  /// Pr of a Pr x Pc grid (--grid): consecutive ranks that share their
+  /// samples and split the model; the batch is split over worldSize / Pr.
+  int modelRanks = 1;
   std::vector<PlanGrid> grids;
   /// The ONNX model initial values are read from (as given to parallax-opt,
   /// made absolute), its size and the CRC-32 of its bytes, checked at load

@@ -114,6 +114,11 @@ public:
   /// on every rank, e.g. before saving the model).
   void gatherShardedVariables();
 
+  /// The whole value of variable `i`, a block of a variable split over the
+  /// grid (--grid): every rank's block gathered and put in its place (a
+  /// collective; call it on every rank). Row-major host bytes.
+  std::vector<char> wholeVariable(size_t i);
+
   /// The rows of variable `i` this rank keeps current, as [begin, end)
   /// ranges of its first dimension: all of them, except for a
   /// parameter-server table and its optimizer state, which only the ranks

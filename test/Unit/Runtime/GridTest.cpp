@@ -316,4 +316,20 @@ TEST(Grid, CollectiveGroupHonoursGridAxes) {
   }
 }
 
+TEST(Grid, BlockOriginFollowsTheRanksCoordinates) {
+  // A 2 x 2 grid (batch axis 0, model axis 1); rank = 2 * batch + model.
+  // A weight of 128 x 64 split by rows over the model axis: blocks of 64.
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_EQ(blockOrigin({2, 2}, {{1}}, {64, 64}, rank),
+              (std::vector<int64_t>{64 * (rank % 2), 0}))
+        << rank;
+  // Split by columns over the model axis.
+  EXPECT_EQ(blockOrigin({2, 2}, {{}, {1}}, {10, 64}, 3), (std::vector<int64_t>{0, 64}));
+  // Over both axes in order: block index = 2 * c0 + c1.
+  EXPECT_EQ(blockOrigin({2, 2}, {{0, 1}}, {8}, 2), (std::vector<int64_t>{16}));
+  EXPECT_EQ(blockOrigin({2, 2}, {{1, 0}}, {8}, 2), (std::vector<int64_t>{8}));
+  // Unsplit dimensions start at 0.
+  EXPECT_EQ(blockOrigin({4}, {}, {3, 5}, 3), (std::vector<int64_t>{0, 0}));
+}
+
 } // namespace
