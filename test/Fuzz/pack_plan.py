@@ -16,7 +16,7 @@ import sys
 import zlib
 
 MAGIC = b"PXPLAN\r\n"
-VERSION = 4
+VERSION = 5
 
 
 def main():

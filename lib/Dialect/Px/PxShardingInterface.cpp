@@ -143,6 +143,15 @@ struct PxShardingModel : public ShardingInterface::ExternalModel<Derived, Op> {
         maybeInsertSourceShardingAnnotation(whole, o, b);
     return success();
   }
+
+  /// The op on its local operands (what most models need).
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
+    return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                         partitionMap, symbolTable, builder);
+  }
 };
 
 template <typename Op>
@@ -165,13 +174,6 @@ struct ElementwiseSharding
     return maps;
   }
 
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                         partitionMap, symbolTable, builder);
-  }
 };
 
 /// Shared by the products: (m..., n, k) with k summed. `lhs` indexes
@@ -340,13 +342,6 @@ struct TransposeSharding : public PxShardingModel<TransposeSharding, TransposeOp
     return {AffineMap::get(perm.size(), 0, in, ctx),
             AffineMap::getMultiDimIdentityMap(perm.size(), ctx)};
   }
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                         partitionMap, symbolTable, builder);
-  }
 };
 
 /// A variable is parallel over its dimensions; partitioned, it becomes
@@ -396,13 +391,6 @@ struct SameShapeOperandsSharding
     return SmallVector<AffineMap>(op->getNumOperands(),
                                   AffineMap::getMultiDimIdentityMap(t.getRank(),
                                                                     op->getContext()));
-  }
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                         partitionMap, symbolTable, builder);
   }
 };
 
@@ -485,13 +473,6 @@ struct WholeSharding : public PxShardingModel<WholeSharding<Op>, Op> {
     return SmallVector<IteratorType>(rank, IteratorType::parallel);
   }
   SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                         partitionMap, symbolTable, builder);
-  }
 };
 
 template <typename Op>

@@ -240,7 +240,7 @@ TEST(Plan, RefusesOtherVersions) {
                 // version is checked first so the message says why
   EXPECT_EQ(errorOf(bytes),
             "p.pxplan: plan format version 7, but this parallax-run reads "
-            "version 4; recompile the model with this parallax-opt");
+            "version 5; recompile the model with this parallax-opt");
 }
 
 TEST(Plan, RefusesInconsistentPrograms) {
