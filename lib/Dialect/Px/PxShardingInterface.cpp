@@ -57,6 +57,12 @@ bool plainBroadcast(Operation *op) {
   });
 }
 
+/// Parallel iterators, one per dimension of `v`.
+SmallVector<IteratorType> parallelOver(Value v) {
+  return SmallVector<IteratorType>(cast<RankedTensorType>(v.getType()).getRank(),
+                                   IteratorType::parallel);
+}
+
 bool replicated(const Sharding &s) {
   return !s || llvm::all_of(s.getSplitAxes(), [](GridAxesAttr a) { return a.empty(); });
 }
@@ -158,8 +164,7 @@ template <typename Op>
 struct ElementwiseSharding
     : public PxShardingModel<ElementwiseSharding<Op>, Op> {
   SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
-    auto out = cast<RankedTensorType>(op->getResult(0).getType());
-    return SmallVector<IteratorType>(out.getRank(), IteratorType::parallel);
+    return parallelOver(op->getResult(0));
   }
 
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
@@ -330,8 +335,7 @@ struct ProductSharding : public PxShardingModel<ProductSharding<Op>, Op> {
 /// result dimension i.
 struct TransposeSharding : public PxShardingModel<TransposeSharding, TransposeOp> {
   SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
-    auto t = cast<RankedTensorType>(op->getResult(0).getType());
-    return SmallVector<IteratorType>(t.getRank(), IteratorType::parallel);
+    return parallelOver(op->getResult(0));
   }
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
     ArrayRef<int64_t> perm = cast<TransposeOp>(op).getPerm();
@@ -348,8 +352,7 @@ struct TransposeSharding : public PxShardingModel<TransposeSharding, TransposeOp
 /// this rank's block of the whole value, which its init still describes.
 struct VariableSharding : public PxShardingModel<VariableSharding, VariableOp> {
   SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
-    auto t = cast<RankedTensorType>(op->getResult(0).getType());
-    return SmallVector<IteratorType>(t.getRank(), IteratorType::parallel);
+    return parallelOver(op->getResult(0));
   }
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
     auto t = cast<RankedTensorType>(op->getResult(0).getType());
@@ -380,8 +383,7 @@ template <typename Op>
 struct SameShapeOperandsSharding
     : public PxShardingModel<SameShapeOperandsSharding<Op>, Op> {
   SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
-    auto t = cast<RankedTensorType>(op->getOperand(0).getType());
-    return SmallVector<IteratorType>(t.getRank(), IteratorType::parallel);
+    return parallelOver(op->getOperand(0));
   }
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
     auto t = cast<RankedTensorType>(op->getOperand(0).getType());
