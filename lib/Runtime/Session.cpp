@@ -175,8 +175,10 @@ Session::Session(Plan plan, SessionOptions options)
       localBatch = in.shape[0];
       break;
     }
-  env_.sampleOffset = (int64_t)options_.rank * localBatch;
-  env_.globalBatch = localBatch * options_.worldSize;
+  // On a Pr x Pc grid the Pr ranks of a model group share their samples.
+  int modelRanks = std::max(1, plan_.modelRanks);
+  env_.sampleOffset = (int64_t)(options_.rank / modelRanks) * localBatch;
+  env_.globalBatch = localBatch * (options_.worldSize / modelRanks);
   int64_t tokens = 0;
   for (const PlanKernel &k : plan_.kernels)
     if (k.attrs.contains("token"))
