@@ -178,7 +178,8 @@ Session::Session(Plan plan, SessionOptions options)
   // On a Pr x Pc grid the Pr ranks of a model group share their samples.
   int modelRanks = std::max(1, plan_.modelRanks);
   env_.sampleOffset = (int64_t)(options_.rank / modelRanks) * localBatch;
-  env_.globalBatch = localBatch * (options_.worldSize / modelRanks);
+  env_.dataRanks = std::max(1, options_.worldSize / modelRanks);
+  env_.globalBatch = localBatch * env_.dataRanks;
   int64_t tokens = 0;
   for (const PlanKernel &k : plan_.kernels)
     if (k.attrs.contains("token"))

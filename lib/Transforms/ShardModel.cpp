@@ -200,6 +200,14 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
         ag.erase();
         return WalkResult::advance();
       }
+      if (auto sl = dyn_cast<shard::AllSliceOp>(op)) {
+        auto px = px::AllSliceOp::create(b, sl.getLoc(), sl.getResult().getType(),
+                                         sl.getGridAttr(), sl.getGridAxesAttr(), sl.getInput(),
+                                         b.getI64IntegerAttr(sl.getSliceAxis().getSExtValue()));
+        sl.replaceAllUsesWith(px.getOutput());
+        sl.erase();
+        return WalkResult::advance();
+      }
       if (auto cast = dyn_cast<tensor::CastOp>(op); cast && cast.getSource().getType() == cast.getType()) {
         cast.replaceAllUsesWith(cast.getSource());
         cast.erase();

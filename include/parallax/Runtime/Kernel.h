@@ -77,6 +77,8 @@ struct ExecEnv {
   /// per-sample random stream (dropout) is the same whatever the rank count.
   int64_t sampleOffset = 0;
   int64_t globalBatch = 0;
+  /// Ranks the batch is split over: the world, or Pc of a Pr x Pc grid.
+  int dataRanks = 1;
   /// The device the kernels run on (null: the host, as in unit tests).
   Device *device = nullptr;
 };

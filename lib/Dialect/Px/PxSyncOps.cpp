@@ -138,6 +138,14 @@ ReduceScatterOp::verifySymbolUses(SymbolTableCollection &symbols) {
                         *group, std::nullopt, getScatterAxis());
 }
 
+LogicalResult AllSliceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto group = verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
+  if (failed(group))
+    return failure();
+  return verifyExchange(*this, getInput().getType(), getOutput().getType(), *group,
+                        std::nullopt, getSliceAxis());
+}
+
 LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
   auto group = verifyGroup(*this, getGridAttr(), getGridAxes(), symbols);
   if (failed(group))

@@ -115,6 +115,24 @@ def Px_ReduceScatterOp : Px_CollectiveOp<"reduce_scatter", [Pure]> {
   }];
 }
 
+def Px_AllSliceOp : Px_CollectiveOp<"all_slice", [Pure]> {
+  let summary = "Keep this rank's slice along `slice_axis` of a value the group shares";
+  let description = [{
+    Group rank i keeps the i-th of G equal slices of `input` along
+    `slice_axis` (upstream `shard.all_slice`; no communication).
+
+    ```mlir
+    %s = px.all_slice %x on @world grid_axes = [1] slice_axis = 1 : tensor<8x10xf32> -> tensor<8x5xf32>
+    ```
+  }];
+  let arguments = !con(commonArgs, (ins Px_AnyTensor:$input, I64Attr:$slice_axis));
+  let results = (outs Px_AnyTensor:$output);
+  let assemblyFormat = [{
+    $input `on` $grid (`grid_axes` `=` $grid_axes^)? `slice_axis` `=` $slice_axis
+    attr-dict `:` type($input) `->` type($output)
+  }];
+}
+
 def Px_AllToAllOp : Px_CollectiveOp<"all_to_all", [Pure]> {
   let summary = "Split along `split_axis`, exchange, concatenate along `concat_axis`";
   let arguments = !con(commonArgs, (ins Px_AnyTensor:$input, I64Attr:$split_axis,

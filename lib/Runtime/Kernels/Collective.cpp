@@ -199,6 +199,19 @@ KernelFn allGather(KernelArgs &args) {
   return launch(args, prepare, job);
 }
 
+/// This rank's slice along slice_axis of a value every rank holds whole:
+/// a local copy, no communication.
+KernelFn allSlice(KernelArgs &args) {
+  const TensorView &x = args.in(0), &y = args.out(0);
+  Group &group = collectiveGroup(args);
+  PitchedCopy slice = reduceScatterSlice(allSliceSlicesOf(args, group.size()), group.size(),
+                                         group.rank());
+  TensorView xin = x, yout = y;
+  return [=] {
+    copyOnHost(slice, static_cast<char *>(yout.data), static_cast<const char *>(xin.data));
+  };
+}
+
 /// Reduce over the group, then keep this rank's slice along scatter_axis.
 KernelFn reduceScatter(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
@@ -686,6 +699,7 @@ JobInfo jobInfoOf(const KernelArgs &args) {
 void registerCollectiveKernels(KernelRegistry &r) {
   r.add("all_reduce", allReduce);
   r.add("all_gather", allGather);
+  r.add("all_slice", allSlice);
   r.add("all_gather_variables", allGatherVariables);
   r.add("reduce_scatter", reduceScatter);
   r.add("all_to_all", allToAll);

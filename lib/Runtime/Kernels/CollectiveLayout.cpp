@@ -130,6 +130,10 @@ AxisSlices reduceScatterSlicesOf(KernelArgs &args, int groupSize) {
   return slicesAlong(args, "scatter_axis", groupSize, args.out(0));
 }
 
+AxisSlices allSliceSlicesOf(KernelArgs &args, int groupSize) {
+  return slicesAlong(args, "slice_axis", groupSize, args.out(0));
+}
+
 void copyOnHost(const PitchedCopy &c, char *dst, const char *src) {
   if (c.width <= 0)
     return;

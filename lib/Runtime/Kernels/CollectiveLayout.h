@@ -76,6 +76,8 @@ struct AxisSlices {
 };
 AxisSlices allGatherSlicesOf(KernelArgs &args);
 AxisSlices reduceScatterSlicesOf(KernelArgs &args, int groupSize);
+/// all_slice along slice_axis: rank r keeps slice r, as reduce_scatter's.
+AxisSlices allSliceSlicesOf(KernelArgs &args, int groupSize);
 
 /// all_gatherv's outputs hold the G members' indices and rows.
 void checkAllGatherV(KernelArgs &args, int groupSize);

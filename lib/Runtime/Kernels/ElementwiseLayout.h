@@ -276,7 +276,7 @@ inline DropoutLayout dropoutLayout(const KernelArgs &args) {
       args.has("sample_stride") ? args.i64Or("sample_stride", 0) : dim0 > 0 ? n / dim0 : 0;
   if (perSample < 0)
     args.fail("dropout: sample_stride must be >= 0");
-  const int64_t localBatch = args.env.globalBatch / std::max(args.env.worldSize, 1);
+  const int64_t localBatch = args.env.globalBatch / std::max(args.env.dataRanks, 1);
   l.n = n;
   l.perSample = perSample;
   l.run = args.has("sample_stride") && perSample > 0 && localBatch > 0 &&

@@ -341,6 +341,7 @@ TEST_F(CudaKernelTest, ElementwiseDropoutMatchesTheCpuMask) {
       env.sampleOffset = c.sampleOffset;
       env.globalBatch = c.globalBatch;
       env.worldSize = c.worldSize;
+      env.dataRanks = c.worldSize;
       expectCudaMatchesCpu("dropout", {tensorFor(t, c.shape, 31)},
                            {TestTensor(t, c.shape), TestTensor(DType::Bool, c.shape)}, c.attrs,
                            1e-6, 0, env);

@@ -703,6 +703,7 @@ TEST(ElementwiseDropout, SampleStrideNumbersTheGlobalBatch) {
         mh(DType::Bool, {T, b, H});
     ExecEnv e2 = env;
     e2.worldSize = 2;
+    e2.dataRanks = 2;
     e2.rank = r;
     e2.sampleOffset = b * r;
     runKernel("dropout", {&xh}, {&yh, &mh}, attrs, e2);
