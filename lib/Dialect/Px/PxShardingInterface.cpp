@@ -168,7 +168,7 @@ struct ElementwiseSharding
   }
 
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
-    if (op->getNumResults() != 1 || !plainBroadcast(op))
+    if (!plainBroadcast(op))
       return {};
     auto out = cast<RankedTensorType>(op->getResult(0).getType());
     SmallVector<AffineMap> maps;
