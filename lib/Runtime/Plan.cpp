@@ -418,9 +418,8 @@ void validateShardedUpdates(const Plan &p, const Reader &r) {
 /// block that divides the whole evenly along every dimension.
 void checkSplit(const Plan &p, const PlanVariable &v, const Reader &r) {
   std::string ctx = "variable '" + v.name + "'";
-  auto grid = std::find_if(p.grids.begin(), p.grids.end(),
-                           [&](const PlanGrid &g) { return g.name == v.splitGrid; });
-  if (grid == p.grids.end())
+  const PlanGrid *grid = p.grid(v.splitGrid);
+  if (!grid)
     r.fail(ctx + ": split over grid '" + v.splitGrid + "', which the plan does not declare");
   if (v.wholeShape.size() != v.shape.size() || v.splitAxes.size() > v.shape.size())
     r.fail(ctx + ": its block and whole shapes disagree in rank");
@@ -444,6 +443,13 @@ void checkSplit(const Plan &p, const PlanVariable &v, const Reader &r) {
 } // namespace
 
 int64_t PlanTensor::numElements() const { return elementsOf(shape); }
+
+const PlanGrid *Plan::grid(const std::string &name) const {
+  for (const PlanGrid &g : grids)
+    if (g.name == name)
+      return &g;
+  return nullptr;
+}
 
 json planDouble(double v) {
   if (std::isnan(v))

@@ -331,12 +331,8 @@ void Session::loadInitialValues() {
   auto finish = [&](const std::string &onnxPath) {
     for (Whole &w : wholes) {
       const PlanVariable &v = *w.variable;
-      const PlanGrid *grid = nullptr;
-      for (const PlanGrid &g : plan_.grids)
-        if (g.name == v.splitGrid)
-          grid = &g;
       copyBlock(w.data.data(), v.wholeShape, static_cast<char *>(w.block.data), v.shape,
-                blockOrigin(grid->shape, v.splitAxes, v.shape, env_.rank), sizeOf(v.dtype));
+                blockOriginOf(v, env_.rank), sizeOf(v.dtype));
     }
     checkInitialValuesFinite(onnxPath, variableHost);
     for (auto &[dest, host] : uploads)
@@ -595,17 +591,17 @@ std::vector<char> Session::wholeVariable(size_t i) {
     comm->allgatherv(world, block.data, blockBytes, all.data(),
                      std::vector<int64_t>(env_.worldSize, blockBytes));
   });
-  const PlanGrid *grid = nullptr;
-  for (const PlanGrid &g : plan_.grids)
-    if (g.name == v.splitGrid)
-      grid = &g;
   std::vector<char> whole(std::max<size_t>(bytesOf(v.dtype, v.wholeShape), 1));
   // Ranks that hold the same block (replicas along other axes) write the
   // same bytes.
   for (int q = 0; q < env_.worldSize; ++q)
     placeBlock(all.data() + q * blockBytes, v.shape, whole.data(), v.wholeShape,
-               blockOrigin(grid->shape, v.splitAxes, v.shape, q), sizeOf(v.dtype));
+               blockOriginOf(v, q), sizeOf(v.dtype));
   return whole;
+}
+
+std::vector<int64_t> Session::blockOriginOf(const PlanVariable &v, int rank) const {
+  return blockOrigin(plan_.grid(v.splitGrid)->shape, v.splitAxes, v.shape, rank);
 }
 
 void Session::runKernel(size_t i) {

@@ -31,11 +31,11 @@ int64_t bytesOf(RankedTensorType type) {
   return type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
 }
 
-GridGroup gridGroupOf(Operation *op, FlatSymbolRefAttr grid, ArrayRef<int16_t> axes) {
-  GridGroup g;
+rt::KernelGrid gridOf(Operation *op, FlatSymbolRefAttr grid, ArrayRef<int16_t> axes) {
+  rt::KernelGrid g;
   if (auto def = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, grid))
     g.shape = def.getShape().vec();
-  g.axes.assign(axes.begin(), axes.end());
+  g.axes = rt::groupAxes(g.shape, std::vector<int64_t>(axes.begin(), axes.end()));
   return g;
 }
 

@@ -10,6 +10,7 @@
 #define PARALLAX_LIB_TRANSFORMS_BUCKETS_H
 
 #include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Runtime/Grid.h"
 
 #include "llvm/ADT/SmallVector.h"
 
@@ -27,12 +28,9 @@ inline int64_t bytesOf(mlir::Value v) {
   return bytesOf(mlir::cast<mlir::RankedTensorType>(v.getType()));
 }
 
-/// The grid `op` names (its shard.grid's shape) and the axes it acts over
-/// (as written: empty means the whole grid).
-struct GridGroup {
-  std::vector<int64_t> shape, axes;
-};
-GridGroup gridGroupOf(mlir::Operation *op, mlir::FlatSymbolRefAttr grid,
+/// The grid `op` names (its shard.grid's shape; empty if there is none)
+/// and the axes it acts over, resolved as the plan's kernels are.
+rt::KernelGrid gridOf(mlir::Operation *op, mlir::FlatSymbolRefAttr grid,
                       llvm::ArrayRef<int16_t> axes);
 
 } // namespace parallax

@@ -79,13 +79,13 @@ struct ShardWeightUpdatePass
 
   void shard(ArrayRef<px::AllReduceOp> bucket, const ClusterModel &cluster) {
     px::AllReduceOp first = bucket.front(), last = bucket.back();
-    GridGroup grid = gridGroupOf(first, first.getGridAttr(), first.getGridAxes());
+    rt::KernelGrid grid = gridOf(first, first.getGridAttr(), first.getGridAxes());
     // The verifiers keep grids static and positive and machines non-empty;
     // the group helpers throw otherwise, which this code cannot catch.
     if (grid.shape.empty() || !first.getInPlace() || cluster.ranksPerMachine < 1 ||
         llvm::any_of(grid.shape, [](int64_t d) { return d < 1; }))
       return;
-    int64_t g = rt::groupSize(grid.shape, grid.axes);
+    int64_t g = grid.groupSize();
     if (g <= 1 || g < minRanks ||
         (!acrossMachines &&
          rt::groupsSpanMachines(grid.shape, grid.axes, (int)cluster.ranksPerMachine)) ||

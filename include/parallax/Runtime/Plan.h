@@ -164,6 +164,8 @@ struct Plan {
   /// samples and split the model; the batch is split over worldSize / Pr.
   int modelRanks = 1;
   std::vector<PlanGrid> grids;
+  /// The grid called `name`, or null.
+  const PlanGrid *grid(const std::string &name) const;
   /// The ONNX model initial values are read from (as given to parallax-opt,
   /// made absolute), its size and the CRC-32 of its bytes, checked at load
   /// time.

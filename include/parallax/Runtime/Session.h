@@ -141,6 +141,9 @@ public:
   TensorView tensor(int32_t id) const;
 
 private:
+  /// Where rank `rank`'s block of split variable `v` starts (the plan
+  /// checked its grid).
+  std::vector<int64_t> blockOriginOf(const PlanVariable &v, int rank) const;
   void allocate();
   void loadInitialValues();
   /// Refuses a NaN or infinity in any variable's initial value, naming the

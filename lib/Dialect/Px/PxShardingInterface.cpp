@@ -366,9 +366,7 @@ struct VariableSharding : public PxShardingModel<VariableSharding, VariableOp> {
                              partitionMap, symbolTable, builder)))
       return failure();
     const Sharding &s = resultShardings[0];
-    bool split = s && llvm::any_of(s.getSplitAxes(),
-                                   [](GridAxesAttr a) { return !a.empty(); });
-    if (split) {
+    if (!replicated(s)) {
       auto block = cast<VariableOp>(partitionMap.lookup(op->getResult(0)).getDefiningOp());
       block.setGridAttr(s.getGridAttr());
       block.setSplitAxesAttr(GridAxesArrayAttr::get(op->getContext(), s.getSplitAxes()));
