@@ -54,6 +54,7 @@ ClusterModel ClusterModel::fromModule(ModuleOp module) {
     get("inter_bandwidth", c.interBandwidth);
     get("inter_latency", c.interLatency);
     get("update_seconds_per_byte", c.updateSecondsPerByte);
+    get("flops_per_second", c.flopsPerSecond);
   }
   return c;
 }
@@ -171,6 +172,8 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
     link("inter_machine", c.interBandwidth, c.interLatency);
     if (auto u = obj->getNumber("update_seconds_per_byte"))
       c.updateSecondsPerByte = *u;
+    if (auto f = obj->getNumber("flops_per_second"))
+      c.flopsPerSecond = *f;
     return success();
   }
 
@@ -199,6 +202,7 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
             b.getNamedAttr("inter_latency", b.getF64FloatAttr(c.interLatency)),
             b.getNamedAttr("update_seconds_per_byte",
                            b.getF64FloatAttr(c.updateSecondsPerByte)),
+            b.getNamedAttr("flops_per_second", b.getF64FloatAttr(c.flopsPerSecond)),
         }));
     if (auto old = module.lookupSymbol<shard::GridOp>(kWorldGrid))
       old.erase();

@@ -27,6 +27,7 @@
 #include "parallax/Transforms/Passes.h"
 #include "parallax/Target/IndexProfiler.h"
 #include "parallax/Transforms/Cluster.h"
+#include "parallax/Runtime/CollectiveVolume.h"
 #include "parallax/Runtime/RowPartition.h"
 
 #include "Buckets.h"
@@ -426,8 +427,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         flush();
       current.push_back({var, g});
       filled += bytes;
-      int64_t n = cluster.dataRanks();
-      setBytes(var, n > 1 ? 2 * bytes * (n - 1) / n : 0, true);
+      setBytes(var, rt::ringBytes(bytes, cluster.dataRanks()), true);
     }
     flush();
   }

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Analysis/Layers.h"
+#include "parallax/Analysis/StepPrediction.h"
 #include "parallax/Analysis/VariableAccess.h"
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Dialect/Px/PxShardingInterface.h"
@@ -32,6 +33,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -180,8 +182,8 @@ static cl::opt<bool>
 static cl::opt<std::string> gridSpec(
     "grid",
     cl::desc("PrxPc: split each layer's model over Pr consecutive ranks and the "
-             "batch over Pc (SPAA'18; Pr x Pc = --np). Compiles to IR; plans "
-             "cannot hold split variables yet"),
+             "batch over Pc (SPAA'18; Pr x Pc = --np); auto: compile every grid "
+             "and keep the one whose predicted step is the shortest"),
     cl::cat(parallaxCategory));
 static cl::opt<bool> gridCosts(
     "grid-costs",
@@ -248,9 +250,14 @@ static int64_t worldSize() {
          obj->getInteger("ranks_per_machine").value_or(1);
 }
 
+/// The Pr --grid=auto is trying, then the one it chose.
+static std::optional<int64_t> chosenModelRanks;
+
 /// Pr of --grid=PrxPc (1 without it), checked against the world size.
 static llvm::Expected<int64_t> modelRanks() {
-  if (gridSpec.empty())
+  if (chosenModelRanks)
+    return *chosenModelRanks;
+  if (gridSpec.empty() || gridSpec == "auto")
     return 1;
   auto [pr, pc] = StringRef(gridSpec).split('x');
   int64_t r = 0, c = 0;
@@ -353,8 +360,19 @@ static void warnIfTooLargeHere(const parallax::rt::Plan &plan, StringRef input) 
                   "this one\n";
 }
 
-/// --grid-costs: the link model as px-cluster records it (--np, --cluster,
-/// --profile), the optimizer's state per parameter, the model's layers.
+/// The cost model's machine: px-cluster's links and rate (--np, --cluster,
+/// --profile) and the optimizer's state per parameter.
+static parallax::grid::Machine machineOf(const parallax::ClusterModel &c) {
+  parallax::grid::Machine m;
+  m.intra = {c.intraLatency, 1.0 / c.intraBandwidth};
+  m.inter = {c.interLatency, 1.0 / c.interBandwidth};
+  m.ranksPerMachine = c.ranksPerMachine;
+  m.flopsPerSecond = c.flopsPerSecond;
+  m.optimizerSlots = optimizerKind == "adam" ? 2 : optimizerKind == "sgd" ? 0 : 1;
+  return m;
+}
+
+/// --grid-costs: every grid's closed-form cost for the model's layers.
 static int printGridCosts(ModuleOp module) {
   PassManager pm(module.getContext());
   parallax::PxClusterOptions cluster;
@@ -365,68 +383,70 @@ static int printGridCosts(ModuleOp module) {
   if (failed(pm.run(module)))
     return 1;
   parallax::ClusterModel c = parallax::ClusterModel::fromModule(module);
-  parallax::grid::Machine m;
-  m.intra = {c.intraLatency, 1.0 / c.intraBandwidth};
-  m.inter = {c.interLatency, 1.0 / c.interBandwidth};
-  m.ranksPerMachine = c.ranksPerMachine;
-  m.optimizerSlots = optimizerKind == "adam" ? 2 : optimizerKind == "sgd" ? 0 : 1;
-  parallax::printGridReport(parallax::layersOf(module), c.worldSize, m, llvm::outs());
+  parallax::printGridReport(parallax::layersOf(module), c.worldSize, machineOf(c), llvm::outs());
   return 0;
 }
 
-/// Imports or parses, runs the pass pipeline, writes IR and the report.
-static int compile(DialectRegistry &registry, StringRef inputFilename,
-                   StringRef outputFilename) {
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
+namespace {
+/// A module through the pipeline, and how its batch was split.
+struct Built {
   OwningOpRef<ModuleOp> module;
   std::optional<parallax::BatchDecision> batch;
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+};
+} // namespace
+
+/// Imports (and splits the batch of) or parses `inputFilename`, then runs
+/// the pass pipeline on it. Errors go to `error` and the context's
+/// diagnostics.
+static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                                  StringRef inputFilename,
+                                  llvm::function_ref<void(const llvm::Twine &)> error) {
+  Built built;
   if (isOnnx(inputFilename)) {
     auto options = importOptions();
     if (!options)
-      return fail(llvm::toString(options.takeError()));
+      return error(llvm::toString(options.takeError())), std::nullopt;
     auto imported =
         parallax::importOnnxModel(context, inputFilename.str(), *options);
     if (!imported)
-      return fail(llvm::toString(imported.takeError()));
-    module = std::move(*imported);
+      return error(llvm::toString(imported.takeError())), std::nullopt;
+    built.module = std::move(*imported);
     parallax::SplitBatchOptions split;
     split.batchInputs.assign(batchInputs.begin(), batchInputs.end());
     split.sharedInputs.assign(sharedInputs.begin(), sharedInputs.end());
     split.globalBatch = batchSize.getNumOccurrences() ? (int64_t)batchSize : 0;
     split.ranks = options->ranks;
-    auto decided = parallax::splitBatch(*module, split);
+    auto decided = parallax::splitBatch(*built.module, split);
     if (!decided)
-      return fail(inputFilename + ": " + llvm::toString(decided.takeError()));
-    batch = std::move(*decided);
+      return error(inputFilename + ": " + llvm::toString(decided.takeError())), std::nullopt;
+    built.batch = std::move(*decided);
     if (gridCosts)
-      return printGridCosts(*module);
+      return built;
   } else {
-    std::string error;
-    auto file = openInputFile(inputFilename, &error);
+    std::string message;
+    auto file = openInputFile(inputFilename, &message);
     if (!file)
-      return fail(error);
+      return error(message), std::nullopt;
     sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-    if (!module)
-      return 1;
+    built.module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!built.module)
+      return std::nullopt;
   }
 
   bool training =
       !inference && (train || emit == EmitKind::Plan || distributed());
   if (inference && train)
-    return fail("--train and --inference exclude each other");
+    return error("--train and --inference exclude each other"), std::nullopt;
   if (numRanks < 1)
-    return fail("--np must be >= 1");
+    return error("--np must be >= 1"), std::nullopt;
   if (distributed() && !training && emit == EmitKind::Plan)
-    return fail("--np and --cluster make training plans; an --inference plan "
-                "runs on one process");
+    return error("--np and --cluster make training plans; an --inference plan "
+                 "runs on one process"),
+           std::nullopt;
   auto config = MlirOptMainConfig::createFromCLOptions();
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
-    return 1;
+    return std::nullopt;
   if (training) {
     parallax::TrainingPipelineOptions pipeline;
     parallax::PxOptimizerOptions &opt = pipeline.optimizer;
@@ -444,7 +464,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     pipeline.cluster.profileFile = profileFile;
     auto model = modelRanks();
     if (!model)
-      return fail(llvm::toString(model.takeError()));
+      return error(llvm::toString(model.takeError())), std::nullopt;
     pipeline.cluster.modelRanks = *model;
     pipeline.sparsity.profileData = profileData;
     pipeline.sparsity.profileSteps = profileSteps;
@@ -464,8 +484,112 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     pm.addPass(createCSEPass());
     parallax::addPlanLayoutPasses(pm, planLayout());
   }
-  if (failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+  if (failed(config.setupPassPipeline(pm)) || failed(pm.run(*built.module)))
+    return std::nullopt;
+  return built;
+}
+
+/// The step's prediction on the grid it was compiled for.
+static parallax::StepPrediction predict(ModuleOp module) {
+  return parallax::predictStep(
+      module, machineOf(parallax::ClusterModel::fromModule(module)));
+}
+
+/// --grid=auto: compiles the model for every Pr x Pc grid of the world
+/// whose model groups fit on a machine and keeps the one whose predicted
+/// step (StepPrediction.h) is the shortest. A grid the model cannot be
+/// split on (a layer that does not divide) is passed over; the error says
+/// why each failed when none compiles.
+static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
+                                                llvm::SourceMgr &sourceMgr,
+                                                StringRef inputFilename) {
+  if (!isOnnx(inputFilename) || !distributed() || emit != EmitKind::Plan) {
+    fail("--grid=auto compiles an ONNX model into a plan for --np or --cluster ranks");
+    return std::nullopt;
+  }
+  int64_t perMachine = worldSize();
+  if (!clusterFile.empty()) {
+    // px-cluster reads the file; its machines bound Pr.
+    chosenModelRanks = 1;
+    if (auto b = build(context, sourceMgr, inputFilename, [](const llvm::Twine &m) { fail(m); }))
+      perMachine = parallax::ClusterModel::fromModule(*b->module).ranksPerMachine;
+    else
+      return std::nullopt;
+  }
+  std::optional<Built> best;
+  parallax::grid::Grid chosen;
+  double bestSeconds = 0;
+  std::string why, tried;
+  for (const parallax::grid::Grid &g : parallax::grid::gridsOf(worldSize())) {
+    if (perMachine % g.pr != 0)
+      continue;
+    chosenModelRanks = g.pr;
+    std::string errors;
+    std::optional<Built> b;
+    {
+      // A grid that does not fit the model is an answer, not an error.
+      ScopedDiagnosticHandler quiet(&context, [&](Diagnostic &d) {
+        if (d.getSeverity() == DiagnosticSeverity::Error)
+          errors += d.str() + "; ";
+        return success();
+      });
+      b = build(context, sourceMgr, inputFilename,
+                [&](const llvm::Twine &m) { errors += m.str() + "; "; });
+      if (b) {
+        parallax::PlanEmitOptions check;
+        check.target = target;
+        if (auto plan = parallax::emitPlan(*b->module, check); !plan) {
+          errors += llvm::toString(plan.takeError());
+          b.reset();
+        }
+      }
+    }
+    if (!b) {
+      why += "\n  " + g.str() + ": " + StringRef(errors).rtrim("; ").str();
+      continue;
+    }
+    double seconds = predict(*b->module).seconds();
+    tried += llvm::formatv(" {0} {1:F3} ms,", g.str(), seconds * 1e3).str();
+    if (!best || seconds < bestSeconds) {
+      best = std::move(b);
+      bestSeconds = seconds;
+      chosen = g;
+    }
+  }
+  if (!best) {
+    fail(inputFilename + ": --grid=auto: no grid of " + llvm::Twine(worldSize()) +
+         " ranks compiles:" + why);
+    return std::nullopt;
+  }
+  chosenModelRanks = chosen.pr;
+  tried.pop_back();
+  llvm::errs() << "parallax-opt: --grid=auto chose " << chosen.str()
+               << " (predicted step:" << tried << ")\n";
+  return best;
+}
+
+/// Imports or parses, runs the pass pipeline, writes IR and the report.
+static int compile(DialectRegistry &registry, StringRef inputFilename,
+                   StringRef outputFilename) {
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  std::optional<Built> built =
+      gridSpec == "auto" && !gridCosts
+          ? buildOnCheapestGrid(context, sourceMgr, inputFilename)
+          : build(context, sourceMgr, inputFilename, [](const llvm::Twine &m) { fail(m); });
+  if (!built)
     return 1;
+  if (gridCosts) {
+    if (!isOnnx(inputFilename))
+      return fail("--grid-costs reads an ONNX model");
+    return printGridCosts(*built->module);
+  }
+  OwningOpRef<ModuleOp> module = std::move(built->module);
+  std::optional<parallax::BatchDecision> batch = std::move(built->batch);
+  bool training =
+      !inference && (train || emit == EmitKind::Plan || distributed());
 
   std::optional<parallax::rt::Plan> plan;
   if (emit == EmitKind::Plan) {
@@ -498,6 +622,16 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
         d["allow_negative_ids"] = true;
       if (distributed()) {
         d["sync"] = syncScheme;
+        // What --report predicts, for parallax-run's metrics to be held to.
+        parallax::StepPrediction predicted = predict(*module);
+        d["predicted"] = {{"bytes_per_step", predicted.bytes()},
+                          {"comm_seconds", predicted.commSeconds()},
+                          {"compute_seconds", predicted.computeSeconds()},
+                          {"step_seconds", predicted.seconds()}};
+        if (auto pr = modelRanks(); pr && *pr > 1)
+          d["grid"] = std::to_string(*pr) + "x" + std::to_string(worldSize() / *pr);
+        else if (!pr)
+          llvm::consumeError(pr.takeError());
         d["local_batchnorm"] = (bool)localBatchnorm;
         d["shard_weight_update"] = shardWeightUpdate == ShardMode::Off  ? "off"
                                    : shardWeightUpdate == ShardMode::On ? "on"
@@ -541,6 +675,13 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     if (auto bn = px::getAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(*module))
       llvm::outs() << "synchronized batch norm statistics: " << bn.getInt()
                    << " B per rank and step, each way\n";
+    if (!gridSpec.empty() && training) {
+      llvm::outs() << "\n";
+      if (gridSpec == "auto")
+        llvm::outs() << "--grid=auto chose " << *chosenModelRanks << "x"
+                     << worldSize() / *chosenModelRanks << "\n";
+      parallax::printStepPrediction(predict(*module), llvm::outs());
+    }
     if (plan) {
       llvm::outs() << "\n";
       parallax::printMemoryReport(*plan, llvm::outs());

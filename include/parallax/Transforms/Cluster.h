@@ -25,6 +25,10 @@ struct ClusterModel {
   double interBandwidth = 1.25e9, interLatency = 50e-6;
   /// Seconds a server spends per byte of sparse gradient it applies.
   double updateSecondsPerByte = 2e-10;
+  /// Sustained floating-point operations per second of one rank's matrix
+  /// products (parallax-run --calibrate measures it; a modest core's
+  /// figure by default).
+  double flopsPerSecond = 50e9;
 
   /// Pr of a Pr x Pc grid (--grid): the ranks each layer's model is split
   /// over, the grid's last axis; 1 for data parallelism.

@@ -75,8 +75,9 @@ def Px_Dialect : Dialect {
     // ClusterModel::fromModule (px-autodiff's seed and px-sync use the
     // world size over it), px-shard-model.
     "::mlir::IntegerAttr":$model_ranks,
-    // module: the link model ({intra,inter}_{bandwidth,latency} and
-    // update_seconds_per_byte, f64). Read by ClusterModel::fromModule.
+    // module: the link model ({intra,inter}_{bandwidth,latency},
+    // update_seconds_per_byte and flops_per_second, f64). Read by
+    // ClusterModel::fromModule.
     "::mlir::DictionaryAttr":$cluster,
 
     // --- Differentiation (px-autodiff) ---

@@ -194,7 +194,8 @@ KernelFn allGather(KernelArgs &args) {
     comm->allgatherv(group, send->data(), xin.bytes(), recv->data(), sizes);
     for (const PitchedCopy &c : placement)
       copyOnHost(c, static_cast<char *>(yout.data), recv->data());
-    comm->traffic.add(names[0], xin.bytes() * (g - 1), xin.bytes() * (g - 1));
+    int64_t v = allGatherBytes(xin.bytes(), g);
+    comm->traffic.add(names[0], v, v);
   };
   return launch(args, prepare, job);
 }
@@ -227,7 +228,7 @@ KernelFn reduceScatter(KernelArgs &args) {
   auto job = [=, &group] {
     comm->allreduce(group, staging->data(), xin.numElements(), xin.dtype, op);
     copyOnHost(slice, static_cast<char *>(yout.data), staging->data());
-    int64_t v = xin.bytes() * (g - 1) / g; // as a ring reduce-scatter
+    int64_t v = reduceScatterBytes(xin.bytes(), g);
     comm->traffic.add(names[0], v, v);
   };
   return launch(args, prepare, job);

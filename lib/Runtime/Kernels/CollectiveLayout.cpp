@@ -33,13 +33,6 @@ int64_t tokenOf(KernelArgs &args) {
   return token;
 }
 
-int64_t ringBytes(int64_t bytes, int g) { return 2 * bytes * (g - 1) / g; }
-
-std::pair<int64_t, int64_t> ringHalves(int64_t bytes, int g) {
-  int64_t scatter = bytes * (g - 1) / g;
-  return {scatter, ringBytes(bytes, g) - scatter};
-}
-
 BucketLayout bucketLayoutOf(KernelArgs &args, int groupSize) {
   if (args.ins.empty() || args.ins.size() != args.outs.size())
     args.fail("all_reduce needs as many outputs as inputs");

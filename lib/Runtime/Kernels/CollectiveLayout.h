@@ -10,6 +10,7 @@
 #ifndef PARALLAX_LIB_RUNTIME_KERNELS_COLLECTIVELAYOUT_H
 #define PARALLAX_LIB_RUNTIME_KERNELS_COLLECTIVELAYOUT_H
 
+#include "parallax/Runtime/CollectiveVolume.h"
 #include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Kernel.h"
 
@@ -31,12 +32,6 @@ std::vector<std::string> variablesOf(KernelArgs &args, size_t n);
 /// -1 without one; fails the kernel when the session has no such slot.
 int64_t tokenOf(KernelArgs &args);
 
-/// Bytes a member of a group of g sends (and receives) for `bytes` of
-/// all-reduce in a ring, 2 (g-1)/g of them (0 alone), and the same split
-/// into the reduce-scatter's half and the all-gather's rest (a sharded
-/// update counts them apart).
-int64_t ringBytes(int64_t bytes, int g);
-std::pair<int64_t, int64_t> ringHalves(int64_t bytes, int g);
 
 /// An all_reduce over one or more tensors of one element type (a fused
 /// bucket: one collective over a contiguous buffer). In place, the plan

@@ -1,0 +1,414 @@
+//===- StepPrediction.cpp - what a partitioned step costs, layer by layer -===//
+
+#include "parallax/Analysis/StepPrediction.h"
+#include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Runtime/CollectiveVolume.h"
+#include "parallax/Runtime/Grid.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Format.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace parallax {
+
+namespace {
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+int64_t bytesOf(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  if (!r || !r.hasStaticShape() || !r.getElementType().isIntOrFloat())
+    return 0;
+  return r.getNumElements() * std::max<int64_t>(1, r.getElementTypeBitWidth() / 8);
+}
+
+std::vector<int64_t> shapeOf(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r ? std::vector<int64_t>(r.getShape().begin(), r.getShape().end())
+           : std::vector<int64_t>();
+}
+
+/// The trainable variable `v` reads, through reshapes and transposes.
+px::VariableOp weightOf(Value v) {
+  for (;;) {
+    if (auto r = v.getDefiningOp<px::ReshapeOp>())
+      v = r.getInput();
+    else if (auto t = v.getDefiningOp<px::TransposeOp>())
+      v = t.getInput();
+    else
+      break;
+  }
+  auto var = v.getDefiningOp<px::VariableOp>();
+  return var && var.getTrainable() ? var : px::VariableOp();
+}
+
+/// The weight operand of a layer's forward op (not a gemm's bias: the
+/// layer is its weight's).
+Value layerWeightOperand(Operation *op) {
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case([](px::GemmOp g) { return weightOf(g.getB()) ? g.getB() : g.getA(); })
+      .Case([](px::MatMulOp m) { return weightOf(m.getRhs()) ? m.getRhs() : m.getLhs(); })
+      .Case([](px::ConvOp c) { return c.getW(); })
+      .Case([](px::GatherOp g) { return g.getData(); })
+      .Default([](Operation *) { return Value(); });
+}
+
+/// Multiply-adds times two of the products (forward and backward).
+double flopsOf(Operation *op) {
+  auto elems = [](Value v) { return (double)product(cast<RankedTensorType>(v.getType()).getShape()); };
+  auto dim = [](Value v, int64_t i) { return cast<RankedTensorType>(v.getType()).getDimSize(i); };
+  return llvm::TypeSwitch<Operation *, double>(op)
+      .Case([&](px::GemmOp g) {
+        return 2.0 * elems(g.getOutput()) * (double)dim(g.getA(), g.getTransA() ? 0 : 1);
+      })
+      .Case([&](px::MatMulOp m) {
+        auto lhs = cast<RankedTensorType>(m.getLhs().getType());
+        return 2.0 * elems(m.getOutput()) * (double)lhs.getDimSize(lhs.getRank() - 1);
+      })
+      .Case([&](px::ConvOp c) {
+        auto w = cast<RankedTensorType>(c.getW().getType());
+        return 2.0 * elems(c.getY()) * (double)product(w.getShape().drop_front());
+      })
+      .Case([&](px::ConvGradInputOp c) {
+        auto w = cast<RankedTensorType>(c.getW().getType());
+        return 2.0 * elems(c.getDy()) * (double)product(w.getShape().drop_front());
+      })
+      .Case([&](px::ConvGradFilterOp c) {
+        auto w = cast<RankedTensorType>(c.getDw().getType());
+        return 2.0 * elems(c.getDy()) * (double)product(w.getShape().drop_front());
+      })
+      .Default([](Operation *) { return 0.0; });
+}
+
+/// What a split of dimension `dim` of `var` divides, as its forward
+/// readers (`forward`) see it: the backward products read it transposed.
+std::string roleOf(px::VariableOp var, int64_t dim, const llvm::DenseSet<Operation *> &forward) {
+  for (Operation *user : var->getUsers()) {
+    if (!forward.contains(user))
+      continue;
+    std::string role =
+        llvm::TypeSwitch<Operation *, std::string>(user)
+            .Case([&](px::GemmOp g) -> std::string {
+              if (g.getC() == var.getOutput())
+                return "output features";
+              if (g.getB() != var.getOutput())
+                return "";
+              return (dim == 0) == g.getTransB() ? "output features" : "input features";
+            })
+            .Case([&](px::MatMulOp m) -> std::string {
+              if (m.getRhs() != var.getOutput() ||
+                  cast<RankedTensorType>(m.getRhs().getType()).getRank() != 2)
+                return "";
+              return dim == 1 ? "output features" : "input features";
+            })
+            .Case([&](px::ConvOp c) -> std::string {
+              if (c.getW() == var.getOutput())
+                return dim == 0 ? "output channels" : dim == 1 ? "input channels" : "";
+              return c.getB() == var.getOutput() ? "output channels" : "";
+            })
+            .Case([&](px::GatherOp g) -> std::string {
+              return g.getData() == var.getOutput() && dim == 0 ? "rows" : "";
+            })
+            .Default([](Operation *) { return std::string(); });
+    if (!role.empty())
+      return role;
+  }
+  return "dimension " + std::to_string(dim);
+}
+
+/// Values the loss is computed from (the forward pass), as ops.
+llvm::DenseSet<Operation *> forwardOps(func::FuncOp func) {
+  llvm::DenseSet<Operation *> forward;
+  auto index = px::getAttr<px::PxDialect::LossAttrHelper>(func);
+  auto ret = dyn_cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  if (!index || !ret || index.getInt() < 0 || index.getInt() >= ret.getNumOperands())
+    return forward;
+  Value loss = ret.getOperand(index.getInt());
+  // The loss's own all-reduce (px-sync's) is the step's, not the forward
+  // pass's.
+  if (auto ar = loss.getDefiningOp<px::AllReduceOp>())
+    loss = ar.getInput();
+  SmallVector<Operation *> work;
+  if (Operation *def = loss.getDefiningOp())
+    work.push_back(def);
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!forward.insert(op).second)
+      continue;
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        work.push_back(def);
+  }
+  return forward;
+}
+
+struct Collective {
+  const char *kind;
+  int64_t bytes; // sent by each rank
+  double seconds;
+};
+
+/// The group size and the volume of a px collective, as the runtime counts
+/// it (CollectiveVolume.h); nullopt for other ops.
+std::optional<Collective> collectiveOf(Operation *op, ArrayRef<int64_t> gridShape,
+                                       int64_t ranksPerMachine, const grid::Machine &m,
+                                       int64_t &groupSize) {
+  auto axesAttr = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+  if (!op->getAttrOfType<FlatSymbolRefAttr>("grid") || op->getNumOperands() < 1 ||
+      !isa<px::AllReduceOp, px::AllGatherOp, px::ReduceScatterOp, px::AllToAllOp,
+           px::AllSliceOp>(op))
+    return std::nullopt;
+  std::vector<int64_t> shape(gridShape.begin(), gridShape.end()), axes;
+  if (axesAttr)
+    for (int16_t a : axesAttr.asArrayRef())
+      axes.push_back(a);
+  groupSize = rt::groupSize(shape, axes);
+  const grid::Link &link =
+      rt::groupsSpanMachines(shape, axes, (int)std::min<int64_t>(ranksPerMachine, 1 << 30))
+          ? m.inter
+          : m.intra;
+  int64_t in = bytesOf(op->getOperand(0).getType()), g = groupSize;
+  auto steps = [&](int64_t p) { return p <= 1 ? 0.0 : std::ceil(std::log2((double)p)); };
+  auto timed = [&](const char *kind, int64_t bytes, double messages) {
+    return Collective{kind, bytes, g <= 1 ? 0.0 : messages * link.alpha + bytes * link.beta};
+  };
+  if (isa<px::AllReduceOp>(op))
+    return timed("all_reduce", rt::ringBytes(in, g), 2 * steps(g));
+  if (isa<px::AllGatherOp>(op))
+    return timed("all_gather", rt::allGatherBytes(in, g), steps(g));
+  if (isa<px::ReduceScatterOp>(op))
+    return timed("reduce_scatter", rt::reduceScatterBytes(in, g), steps(g));
+  if (isa<px::AllToAllOp>(op))
+    return timed("all_to_all", rt::allToAllBytes(in, g), (double)(g - 1));
+  return Collective{"all_slice", 0, 0.0};
+}
+
+/// The layer a collective with no location of a layer serves: the first
+/// weight met walking up its input's producers.
+Value producingWeight(Value v) {
+  for (int depth = 0; depth < 16 && v; ++depth) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return {};
+    if (Value w = layerWeightOperand(def); w && weightOf(w))
+      return w;
+    v = def->getNumOperands() ? def->getOperand(0) : Value();
+  }
+  return {};
+}
+
+std::string bytesText(double b) {
+  char buf[32];
+  if (b < 1024)
+    snprintf(buf, sizeof buf, "%.0f B", b);
+  else if (b < 1024 * 1024)
+    snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  else
+    snprintf(buf, sizeof buf, "%.2f MiB", b / (1024 * 1024));
+  return buf;
+}
+
+std::string shapeText(const std::vector<int64_t> &s) {
+  std::string t;
+  for (size_t i = 0; i < s.size(); ++i)
+    t += (i ? "x" : "") + std::to_string(s[i]);
+  return t.empty() ? "scalar" : t;
+}
+
+} // namespace
+
+int64_t PredictedLayer::collectiveBytes() const {
+  int64_t b = 0;
+  for (const auto &c : collectives)
+    b += c.bytes;
+  return b;
+}
+double PredictedLayer::collectiveSeconds() const {
+  double s = 0;
+  for (const auto &c : collectives)
+    s += c.seconds;
+  return s;
+}
+
+int64_t StepPrediction::bytes() const {
+  int64_t b = other.collectiveBytes() + other.syncBytes;
+  for (const auto &l : layers)
+    b += l.collectiveBytes() + l.syncBytes;
+  return b;
+}
+double StepPrediction::commSeconds() const {
+  double s = other.collectiveSeconds() + other.syncSeconds;
+  for (const auto &l : layers)
+    s += l.collectiveSeconds() + l.syncSeconds;
+  return s;
+}
+double StepPrediction::computeSeconds() const {
+  double s = other.computeSeconds;
+  for (const auto &l : layers)
+    s += l.computeSeconds;
+  return s;
+}
+
+StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
+  StepPrediction p;
+  p.other.name = "(other)";
+  p.other.split = "";
+  func::FuncOp func = getEntryFunction(module);
+  if (!func || func.getBody().empty())
+    return p;
+  std::vector<int64_t> gridShape{1};
+  if (auto g = module.lookupSymbol<shard::GridOp>("world"))
+    gridShape.assign(g.getShape().begin(), g.getShape().end());
+  int64_t world = product(gridShape);
+  int64_t pr = 1;
+  if (auto m = px::getAttr<px::PxDialect::ModelRanksAttrHelper>(module))
+    pr = m.getInt();
+  p.grid = {pr, std::max<int64_t>(1, world / pr)};
+  int64_t perMachine = machine.ranksPerMachine;
+
+  llvm::DenseSet<Operation *> forward = forwardOps(func);
+  // One layer per trainable variable, in step order.
+  llvm::DenseMap<Operation *, size_t> layerOfVar;
+  llvm::StringMap<size_t> layerOfName;
+  for (auto var : func.getOps<px::VariableOp>()) {
+    if (!var.getTrainable())
+      continue;
+    PredictedLayer l;
+    l.name = var.getName().str();
+    l.whole = shapeOf(cast<TypedAttr>(var.getInit()).getType());
+    l.block = shapeOf(var.getType());
+    if (auto axes = var.getSplitAxes()) {
+      std::vector<std::string> roles;
+      for (auto [dim, a] : llvm::enumerate(axes->getAxes()))
+        if (!a.empty())
+          roles.push_back(roleOf(var, (int64_t)dim, forward));
+      if (!roles.empty())
+        l.split = llvm::join(roles, ", ");
+    }
+    if (auto b = px::getAttr<px::PxDialect::BytesPerStepAttrHelper>(var))
+      l.syncBytes = b.getInt();
+    // The batch axes: every axis but the model's (all of them without one).
+    std::vector<int64_t> batchAxes;
+    for (int64_t a = 0; pr > 1 && a + 1 < (int64_t)gridShape.size(); ++a)
+      batchAxes.push_back(a);
+    const grid::Link &batchLink =
+        rt::groupsSpanMachines(gridShape, batchAxes, (int)std::min<int64_t>(perMachine, 1 << 30))
+            ? machine.inter
+            : machine.intra;
+    l.syncSeconds = (double)l.syncBytes * batchLink.beta;
+    int64_t memory = 2 * bytesOf(var.getType());
+    for (Operation *user : var->getUsers())
+      if (isa<px::SgdOp, px::MomentumOp, px::AdamOp, px::AdagradOp>(user))
+        for (Value state : user->getOperands().drop_front().drop_back())
+          memory += bytesOf(state.getType());
+    l.memoryBytes = memory;
+    layerOfVar[var] = p.layers.size();
+    layerOfName[l.name] = p.layers.size();
+    p.layers.push_back(std::move(l));
+  }
+
+  // The forward op of each layer names its location; autodiff's backward
+  // ops and partition's collectives carry the same one.
+  llvm::DenseMap<Location, size_t> layerAt;
+  for (Operation &op : func.getBody().front())
+    if (forward.contains(&op))
+      if (Value w = layerWeightOperand(&op))
+        if (auto var = weightOf(w))
+          layerAt.try_emplace(op.getLoc(), layerOfVar[var]);
+  auto layerFor = [&](Operation *op) -> PredictedLayer & {
+    auto it = layerAt.find(op->getLoc());
+    if (it != layerAt.end())
+      return p.layers[it->second];
+    if (op->getNumOperands())
+      if (Value w = producingWeight(op->getOperand(0)))
+        return p.layers[layerOfVar[weightOf(w)]];
+    return p.other;
+  };
+
+  for (Operation &op : func.getBody().front()) {
+    if (double f = flopsOf(&op)) {
+      PredictedLayer &l = layerFor(&op);
+      l.flops += f;
+      l.computeSeconds += f / machine.flopsPerSecond;
+      continue;
+    }
+    int64_t g = 1;
+    auto c = collectiveOf(&op, gridShape, perMachine, machine, g);
+    if (!c)
+      continue;
+    // A gradient's synchronization is its variable's (px-sync counted it);
+    // what it names without being a variable (the loss) is the step's.
+    auto names = px::getAttr<px::PxDialect::VariablesAttrHelper>(&op);
+    if (names && llvm::all_of(names, [&](Attribute n) {
+          auto s = dyn_cast<StringAttr>(n);
+          return s && layerOfName.count(s.getValue());
+        }))
+      continue;
+    PredictedCollective pc;
+    pc.kind = c->kind;
+    if (names)
+      for (Attribute n : names)
+        if (auto name = dyn_cast<StringAttr>(n))
+          pc.kind += " " + name.str();
+    pc.backward = !forward.contains(&op);
+    pc.groupSize = g;
+    pc.shape = shapeOf(op.getOperand(0).getType());
+    pc.bytes = c->bytes;
+    pc.seconds = c->seconds;
+    if (pc.bytes == 0 && pc.seconds == 0)
+      continue; // a local slice
+    (names ? p.other : layerFor(&op)).collectives.push_back(std::move(pc));
+  }
+  return p;
+}
+
+void printStepPrediction(const StepPrediction &p, llvm::raw_ostream &os) {
+  os << "grid " << p.grid.str() << ": Pr = " << p.grid.pr << " ranks split each layer, Pc = "
+     << p.grid.pc << " the batch; per rank and step (predicted):\n";
+  os << llvm::format("  %-22s %-16s %-12s %-12s %10s %10s %9s %9s %10s\n", "layer", "split",
+                     "whole", "block", "model B", "batch B", "comm ms", "comp ms", "memory");
+  auto row = [&](const PredictedLayer &l) {
+    os << llvm::format("  %-22s %-16s %-12s %-12s %10lld %10lld %9.3f %9.3f %10s\n",
+                       l.name.c_str(), l.split.c_str(),
+                       &l == &p.other ? "" : shapeText(l.whole).c_str(),
+                       &l == &p.other ? "" : shapeText(l.block).c_str(), (long long)l.collectiveBytes(),
+                       (long long)l.syncBytes, (l.collectiveSeconds() + l.syncSeconds) * 1e3,
+                       l.computeSeconds * 1e3, bytesText((double)l.memoryBytes).c_str());
+    for (const PredictedCollective &c : l.collectives)
+      os << "      " << (c.backward ? "backward " : "forward  ") << c.kind << " of "
+         << shapeText(c.shape) << " over " << c.groupSize << " ranks: " << c.bytes << " B, "
+         << llvm::format("%.3f", c.seconds * 1e3) << " ms\n";
+  };
+  for (const PredictedLayer &l : p.layers)
+    row(l);
+  if (!p.other.collectives.empty() || p.other.computeSeconds > 0)
+    row(p.other);
+  int64_t model = 0, batch = 0;
+  for (const PredictedLayer &l : p.layers) {
+    model += l.collectiveBytes();
+    batch += l.syncBytes;
+  }
+  model += p.other.collectiveBytes();
+  os << "step: " << p.bytes() << " B sent per rank (as many received; " << model
+     << " B in the layers' collectives, " << batch << " B synchronizing gradients), "
+     << llvm::format("comm %.3f ms + compute %.3f ms = %.3f ms", p.commSeconds() * 1e3,
+                     p.computeSeconds() * 1e3, p.seconds() * 1e3)
+     << "\n";
+}
+
+} // namespace parallax
