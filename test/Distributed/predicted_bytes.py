@@ -1,0 +1,46 @@
+#!/usr/bin/python3
+"""Check that every rank sent, in every step, the bytes the compiler predicted.
+
+    predicted_bytes.py PLAN.json METRICS --np N
+
+PLAN.json is `parallax-run PLAN --print-plan`; its options.predicted
+.bytes_per_step is what `parallax-opt --report` predicts for one rank and
+step. METRICS.rankR.jsonl are the run's --metrics. Prints "measured bytes
+equal the prediction: B B per rank and step (N ranks x S steps)" or the
+first rank and step that differ (exit status 1).
+"""
+
+import argparse
+import json
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("plan")
+    ap.add_argument("metrics")
+    ap.add_argument("--np", type=int, required=True)
+    a = ap.parse_args()
+    with open(a.plan) as f:
+        predicted = json.load(f)["options"]["predicted"]["bytes_per_step"]
+    steps = 0
+    for rank in range(a.np):
+        with open(f"{a.metrics}.rank{rank}.jsonl") as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+        if not lines:
+            print(f"rank {rank}: no metrics")
+            return 1
+        for line in lines:
+            for key in ("bytes_sent", "bytes_received"):
+                if line[key] != predicted:
+                    print(f"rank {rank} step {line['step']}: {key} {line[key]}, "
+                          f"predicted {predicted}: {json.dumps(line['bytes'])}")
+                    return 1
+        steps = len(lines)
+    print(f"measured bytes equal the prediction: {predicted} B per rank and step "
+          f"({a.np} ranks x {steps} steps)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
