@@ -7,14 +7,16 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace parallax::rt {
 
 namespace {
 
-/// A "Key:   N kB" line of /proc/meminfo, in bytes; -1 if absent.
-int64_t meminfo(const std::string &key) {
-  std::ifstream f("/proc/meminfo");
+/// A "Key:   N kB" line of /proc/meminfo (or another such file), in
+/// bytes; -1 if absent.
+int64_t meminfo(const std::string &key, const char *path = "/proc/meminfo") {
+  std::ifstream f(path);
   std::string line;
   while (std::getline(f, line))
     if (line.compare(0, key.size() + 1, key + ":") == 0) {
@@ -68,6 +70,40 @@ int64_t usableMemoryBytes() {
     return 0;
   int64_t swap = meminfo("SwapTotal");
   return ram + (swap > 0 ? swap : 0);
+}
+
+int64_t residentBytes() { return meminfo("VmRSS", "/proc/self/status"); }
+
+int64_t peakResidentBytes() { return meminfo("VmHWM", "/proc/self/status"); }
+
+bool resetPeakResident() {
+  std::ofstream f("/proc/self/clear_refs");
+  return static_cast<bool>(f << "5" << std::flush);
+}
+
+std::optional<int64_t> parseBytes(const std::string &text) {
+  size_t end = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &end);
+  } catch (const std::exception &) {
+    return std::nullopt;
+  }
+  std::string unit = text.substr(end);
+  while (!unit.empty() && unit.front() == ' ')
+    unit.erase(0, 1);
+  const std::pair<const char *, double> units[] = {
+      {"", 1},       {"B", 1},          {"KiB", 1024.0},   {"MiB", 1048576.0},
+      {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6},
+      {"GB", 1e9},   {"TB", 1e12}};
+  for (auto [name, scale] : units)
+    if (unit == name) {
+      double bytes = value * scale;
+      if (!(bytes >= 0) || bytes > 9.2e18)
+        return std::nullopt;
+      return (int64_t)bytes;
+    }
+  return std::nullopt;
 }
 
 std::string bytesText(int64_t bytes) {

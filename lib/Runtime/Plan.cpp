@@ -544,7 +544,7 @@ json planToJson(const Plan &p) {
                  {"optimizer_state", m.optimizerState},
                  {"gradients", m.gradients},      {"arena", m.arena},
                  {"inputs", m.inputs},            {"constants", m.constants},
-                 {"peak", m.peak()}};
+                 {"collectives", m.collectives},  {"peak", m.peak()}};
   return j;
 }
 
@@ -703,6 +703,7 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
     p.memory.arena = num("arena");
     p.memory.inputs = num("inputs");
     p.memory.constants = num("constants");
+    p.memory.collectives = num("collectives");
   }
   validate(p, r);
   p.checksum = sections.checksum;

@@ -110,6 +110,8 @@ private:
     return id;
   }
   void planMemory();
+  /// MemoryEstimate::collectives of the plan's kernels.
+  int64_t collectiveBuffers() const;
   /// Inserts before[j] ahead of kernel j (before[size]: at the end of the
   /// step) and recomputes definedBy and bucketOffsets.
   void insertKernels(std::vector<std::vector<rt::PlanKernel>> before);
@@ -815,6 +817,38 @@ void Emitter::planMemory() {
     m.inputs += bytes(in.dtype, in.shape);
   for (const auto &c : plan.constants)
     m.constants += bytes(c.dtype, c.shape);
+  m.collectives = collectiveBuffers();
+}
+
+int64_t Emitter::collectiveBuffers() const {
+  int64_t held = 0, largestRing = 0;
+  for (const rt::PlanKernel &k : plan.kernels) {
+    auto in = [&](size_t i) {
+      return i < k.inputs.size() && k.inputs[i] >= 0 ? plan.tensors[k.inputs[i]].bytes() : 0;
+    };
+    int64_t ins = 0;
+    for (size_t i = 0; i < k.inputs.size(); ++i)
+      ins += in(i);
+    // The buffers each kernel of lib/Runtime/Kernels/Collective.cpp makes
+    // when the session builds it, and keeps.
+    if (k.op == "all_gather" || k.op == "all_gatherv") {
+      int64_t g = rt::kernelGridOf(k.attrs, plan.worldSize).groupSize();
+      held += ins * (1 + g);
+    } else if (k.op == "reduce_scatter") {
+      held += ins;
+    } else if (k.op == "all_to_all") {
+      held += 2 * ins;
+    } else if (k.op == "all_reduce") {
+      int64_t g = rt::kernelGridOf(k.attrs, plan.worldSize).groupSize();
+      if (!k.attrs.value("in_place", false))
+        held += ins;
+      // Open MPI's ring all-reduce (large messages) receives into one
+      // temporary block of 1/g of the message, two above 2 ranks.
+      if (g > 1 && !k.attrs.contains("shard_bytes"))
+        largestRing = std::max(largestRing, (g > 2 ? 2 : 1) * ((ins + g - 1) / g));
+    }
+  }
+  return held + largestRing;
 }
 
 llvm::Expected<rt::Plan> Emitter::run() {
@@ -885,6 +919,7 @@ void printMemoryReport(const rt::Plan &plan, llvm::raw_ostream &os) {
   line("arena", m.arena, "  (activations, gradients, temporaries; reused by liveness)");
   line("inputs", m.inputs, "  (one step's data)");
   line("constants", m.constants);
+  line("collectives", m.collectives, "  (staging buffers, MPI's all-reduce temporary)");
   line("peak", m.peak());
   os << "  " << plan.kernels.size() << " kernels\n";
 }

@@ -156,8 +156,20 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       Operation *from = producingLayer(op.getOperand(0), layers);
       Split split = from && layers[from] == Split::OutputFeatures ? Split::InputFeatures
                                                                   : Split::OutputFeatures;
+      // A split must divide evenly (a block per rank); failing that, the
+      // other one, and failing both the layer stays whole.
+      auto dimOf = [&](Split s) { return s == Split::OutputFeatures ? w.outDim : w.inDim; };
+      auto divides = [&](Split s) {
+        return cast<RankedTensorType>(w.value.getType()).getDimSize(dimOf(s)) %
+                   grid.getShape().back() ==
+               0;
+      };
+      if (!divides(split))
+        split = split == Split::OutputFeatures ? Split::InputFeatures : Split::OutputFeatures;
+      if (!divides(split))
+        continue;
       layers[&op] = split;
-      int64_t dim = split == Split::OutputFeatures ? w.outDim : w.inDim;
+      int64_t dim = dimOf(split);
       SmallVector<SmallVector<shard::GridAxis>> axes(dim + 1);
       axes[dim] = {modelAxis};
       // Every reader of the weight (the forward product, the backward ones,

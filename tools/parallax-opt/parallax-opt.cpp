@@ -546,6 +546,7 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
     }
     if (!b) {
       why += "\n  " + g.str() + ": " + StringRef(errors).rtrim("; ").str();
+      tried += " " + g.str() + " does not compile,";
       continue;
     }
     double seconds = predict(*b->module).seconds();

@@ -246,6 +246,30 @@ double measureUpdate(int threads) {
   return best / (double)(touched * width * sizeof(float));
 }
 
+/// Floating-point operations per second of a 512 x 512 x 512 product (the
+/// gemm kernel, on this rank's threads): the compute rate the grid's cost
+/// model divides a layer's products by.
+double measureFlops(int threads) {
+  const int64_t n = 512;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), y(n * n);
+  ExecEnv env;
+  env.threads = threads;
+  PlanKernel k;
+  k.op = "gemm";
+  std::vector<int64_t> square{n, n};
+  KernelArgs args(k, {{a.data(), DType::F32, square}, {b.data(), DType::F32, square}},
+                  {{y.data(), DType::F32, square}}, env);
+  KernelFn fn = (*KernelRegistry::global().find("gemm"))(args);
+  fn();
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, seconds(t0));
+  }
+  return 2.0 * (double)(n * n * n) / std::max(best, 1e-12);
+}
+
 } // namespace
 
 int calibrate(Comm &comm, const std::string &outPath, int threads) {
@@ -266,6 +290,7 @@ int calibrate(Comm &comm, const std::string &outPath, int threads) {
     profile["inter_machine"] = {{"latency_s", lat}, {"bandwidth_bytes_per_s", bw}};
   }
   profile["update_seconds_per_byte"] = measureUpdate(threads);
+  profile["flops_per_second"] = measureFlops(threads);
   if (comm.rank() == 0) {
     std::ofstream out(outPath, std::ios::trunc);
     if (!out) {

@@ -15,6 +15,7 @@
 #include "parallax/Runtime/AtomicFile.h"
 #include "parallax/Runtime/Data.h"
 #include "parallax/Runtime/Finite.h"
+#include "parallax/Runtime/MachineMemory.h"
 #include "parallax/Runtime/Plan.h"
 #include "parallax/Runtime/Session.h"
 #include "parallax/Runtime/Trace.h"
@@ -70,6 +71,15 @@ void keepFreedMemory() {
   // step, 62 ms without the faults; plain all-reduce: 63 and 52 ms). With
   // no mmap at all every block comes from the heap and is reused.
   mallopt(M_MMAP_MAX, 0);
+#endif
+}
+
+/// Hands back what loading freed (the parsed ONNX model, whole values of
+/// split variables): keepFreedMemory would otherwise keep it resident for
+/// the whole run.
+void releaseLoadingMemory() {
+#ifdef __GLIBC__
+  malloc_trim(0);
 #endif
 }
 
@@ -248,6 +258,9 @@ int main(int argc, char **argv) {
       ("timeout", "Seconds a collective waits for the other ranks before the job ends, "
                   "naming those that did not come (0: forever)",
        cxxopts::value<double>()->default_value("300"))
+      ("memory-limit", "Refuse to start a plan that needs more than BYTES per rank "
+                       "(2GiB, 512MiB, 3e9 ...) instead of what this machine has",
+       cxxopts::value<std::string>())
       ("calibrate", "Measure the links and update rate of this job's ranks into FILE "
                     "(for parallax-opt --profile)", cxxopts::value<std::string>())
       ("allow-non-finite", "Accept NaN and infinity in float --data inputs (a model "
@@ -419,11 +432,22 @@ int main(int argc, char **argv) {
     if (args.count("weights"))
       options.weightsPath = args["weights"].as<std::string>();
     options.profile = args.count("profile") > 0;
+    if (args.count("memory-limit")) {
+      auto limit = parseBytes(args["memory-limit"].as<std::string>());
+      if (!limit || *limit <= 0)
+        return failRank("--memory-limit " + args["memory-limit"].as<std::string>() +
+                        ": expected a positive size such as 2GiB, 512MiB or 3e9");
+      options.memoryLimit = *limit;
+    }
     std::unique_ptr<Trace> trace;
     if (args.count("trace")) {
       trace = std::make_unique<Trace>();
       options.trace = trace.get();
     }
+    // What the session adds to the process (its storage, the kernels'
+    // buffers, what the steps allocate): the memory the plan's prediction
+    // is compared with (--metrics' memory_bytes).
+    int64_t residentBefore = residentBytes();
     Session session(plan, options);
     if (device->kind() != DeviceKind::Cpu && !args.count("quiet")) {
       std::string note = device->executionNote();
@@ -468,6 +492,9 @@ int main(int argc, char **argv) {
             ? openNpyData(session.plan(), args["data"].as<std::string>(), sharding,
                           args.count("allow-non-finite") > 0)
             : makeSyntheticData(session.plan(), options.seed, sharding);
+    // The steps' peak, not loading's (the whole ONNX model is read once).
+    releaseLoadingMemory();
+    resetPeakResident();
 
     std::ofstream metrics;
     if (args.count("metrics")) {
@@ -531,6 +558,8 @@ int main(int argc, char **argv) {
                             {"samples_per_s", samplesPerSec}};
         if (checkpointTime > 0)
           line["checkpoint_s"] = checkpointTime;
+        if (int64_t peak = peakResidentBytes(); peak > 0 && residentBefore > 0)
+          line["memory_bytes"] = peak - residentBefore;
         if (world > 1) {
           int64_t sent = 0, received = 0;
           nlohmann::json byVariable = nlohmann::json::object();

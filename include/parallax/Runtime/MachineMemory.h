@@ -12,6 +12,7 @@
 #define PARALLAX_RUNTIME_MACHINEMEMORY_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace parallax::rt {
@@ -19,6 +20,19 @@ namespace parallax::rt {
 /// Memory processes here can use: physical memory (or the cgroup's
 /// memory.max when lower, as in a container) plus swap. 0 if unknown.
 int64_t usableMemoryBytes();
+
+/// This process's resident memory now, and its high-water mark (Linux's
+/// VmRSS and VmHWM); -1 where /proc does not say.
+int64_t residentBytes();
+int64_t peakResidentBytes();
+/// Starts the high-water mark again from the resident memory now (Linux 4.0
+/// and later), so that a transient peak (loading a model) is forgotten;
+/// false where it cannot.
+bool resetPeakResident();
+
+/// "2GiB", "512 MiB", "1.5e9", "3GB" as bytes (binary and decimal units);
+/// nullopt for anything else or a negative count.
+std::optional<int64_t> parseBytes(const std::string &text);
 
 /// "512 B", "3.2 KiB", "1.5 MiB", "12.0 GiB", "32.0 TiB".
 std::string bytesText(int64_t bytes);

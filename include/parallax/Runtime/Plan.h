@@ -146,8 +146,13 @@ struct MemoryEstimate {
   int64_t arena = 0;          ///< activations + gradients + temporaries
   int64_t inputs = 0;         ///< one step's data
   int64_t constants = 0;
+  /// What the collectives keep beside the arena: the staging buffers their
+  /// kernels hold (an all-gather's send and receive buffers, a bucket
+  /// reduced out of place) and the temporary Open MPI's ring all-reduce
+  /// allocates for the largest bucket.
+  int64_t collectives = 0;
   int64_t peak() const {
-    return parameters + state + optimizerState + arena + inputs + constants;
+    return parameters + state + optimizerState + arena + inputs + constants + collectives;
   }
 };
 

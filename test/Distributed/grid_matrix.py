@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""Train one example model on one rank and on every grid asked for, and compare.
+
+    grid_matrix.py MODEL.onnx --out DIR --grids 2x1,1x2,2x2,4x1 --steps S
+                   [-- parallax-opt flags (optimizer, lr, ...)]
+
+For one rank and for each grid PrxPc: `parallax-opt MODEL --emit=plan
+[--np Pr*Pc --grid=PrxPc] FLAGS`, `parallax-run PLAN [--np N] --synthetic
+--threads 1 --steps S --metrics --save`; then grid_compare.py (every rank's
+losses and the saved model against one rank's, within 1e-5) and
+predicted_bytes.py (every rank's bytes in every step against the plan's
+prediction). Prints one line per grid:
+
+    MODEL PrxPc: matches one rank (S steps); bytes as predicted (B per rank and step)
+
+or the first failure's command and output (exit status 1). parallax-opt and
+parallax-run are found on PATH (lit puts the build's first).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(cmd, timeout=300):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout} s: {' '.join(cmd)}"
+    out = (p.stdout + p.stderr).strip()
+    return p.returncode, out
+
+
+def main():
+    argv = sys.argv[1:]
+    flags = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, flags = argv[:i], argv[i + 1:]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--grids", required=True)
+    ap.add_argument("--steps", type=int, default=20)
+    a = ap.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    name = os.path.splitext(os.path.basename(a.model))[0]
+
+    def train(tag, np_, grid):
+        plan = os.path.join(a.out, f"{tag}.pxplan")
+        dist = ["--np", str(np_), f"--grid={grid}"] if grid else []
+        steps = [
+            ["parallax-opt", a.model, "--emit=plan", "-o", plan] + dist + flags,
+            ["parallax-run", plan, "--synthetic", "--threads", "1", "-q",
+             "--steps", str(a.steps), "--metrics", os.path.join(a.out, f"{tag}.jsonl"),
+             "--save", os.path.join(a.out, f"{tag}.onnx")] + (["--np", str(np_)] if grid else []),
+        ]
+        for cmd in steps:
+            rc, out = run(cmd)
+            if rc != 0:
+                print(f"{name} {grid or 'one rank'}: failed: {' '.join(cmd)}\n{out}")
+                return False
+        return True
+
+    if not train("one", 1, None):
+        return 1
+    for grid in a.grids.split(","):
+        pr, pc = (int(x) for x in grid.split("x"))
+        np_ = pr * pc
+        tag = f"g{grid}"
+        if not train(tag, np_, grid):
+            return 1
+        rc, plan = run(["parallax-run", os.path.join(a.out, f"{tag}.pxplan"), "--print-plan"])
+        plan_json = os.path.join(a.out, f"{tag}.json")
+        with open(plan_json, "w") as f:
+            f.write(plan)
+        checks = [
+            [sys.executable, os.path.join(HERE, "grid_compare.py"),
+             os.path.join(a.out, "one.jsonl"), os.path.join(a.out, tag),
+             os.path.join(a.out, "one.onnx"), os.path.join(a.out, f"{tag}.onnx"),
+             "--np", str(np_)],
+            [sys.executable, os.path.join(HERE, "predicted_bytes.py"), plan_json,
+             os.path.join(a.out, tag), "--np", str(np_)],
+        ]
+        outs = []
+        for cmd in checks:
+            rc, out = run(cmd)
+            if rc != 0:
+                print(f"{name} {grid}: {out}")
+                return 1
+            outs.append(out)
+        predicted = outs[1].split(": ")[1].split(" B ")[0]
+        print(f"{name} {grid}: matches one rank ({a.steps} steps); "
+              f"bytes as predicted ({predicted} per rank and step)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
