@@ -502,10 +502,13 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       g->moveBefore(block.getTerminator());
 
     // Statistics of the whole batch in every training-mode batch norm and
-    // in its gradient (found by its operands), summed over the batch axes
-    // only: on a grid that splits the model, the ranks of a model group
-    // hold the same samples (and, in a batch norm split by channels,
-    // different channels), so a sum over them would count samples twice.
+    // in every batch norm gradient (px-autodiff writes those for training
+    // mode only; on a model-split grid, a gradient may read a resharded copy
+    // of its forward op's input, so they are not matched by operands),
+    // summed over the batch axes only: on a grid that splits the model, the
+    // ranks of a model group hold the same samples (and, in a batch norm
+    // split by channels, different channels), so a sum over them would
+    // count samples twice.
     // Their traffic: the forward pass all-reduces the per-channel sums and
     // squared deviations (C doubles each), the backward pass those again and
     // the two gradient sums (2C doubles); each counted as a ring all-reduce
@@ -516,23 +519,20 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       return n > 1 ? 2 * bytes * (n - 1) / n : 0;
     };
     auto batchAxesAttr = cluster.modelRanks > 1 ? b.getDenseI16ArrayAttr(axes) : nullptr;
+    auto synchronize = [&](auto op) {
+      op.setGridAttr(gridRef());
+      if (batchAxesAttr)
+        op.setGridAxesAttr(batchAxesAttr);
+      return op.getScale().getType().getDimSize(0);
+    };
     if (!localBatchnorm)
-      func.walk([&](px::BatchNormOp bn) {
-        if (!bn.getTraining())
-          return;
-        bn.setGridAttr(gridRef());
-        if (batchAxesAttr)
-          bn.setGridAxesAttr(batchAxesAttr);
-        int64_t c = bn.getScale().getType().getDimSize(0);
-        bnBytes += 2 * ring(c);
-        for (Operation *user : bn.getX().getUsers())
-          if (auto grad = dyn_cast<px::BatchNormGradOp>(user))
-            if (grad.getX() == bn.getX() && grad.getScale() == bn.getScale()) {
-              grad.setGridAttr(gridRef());
-              if (batchAxesAttr)
-                grad.setGridAxesAttr(batchAxesAttr);
-              bnBytes += 2 * ring(c) + ring(2 * c);
-            }
+      func.walk([&](Operation *op) {
+        if (auto bn = dyn_cast<px::BatchNormOp>(op); bn && bn.getTraining())
+          bnBytes += 2 * ring(synchronize(bn));
+        if (auto grad = dyn_cast<px::BatchNormGradOp>(op)) {
+          int64_t c = synchronize(grad);
+          bnBytes += 2 * ring(c) + ring(2 * c);
+        }
       });
     if (bnBytes)
       px::setAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(
