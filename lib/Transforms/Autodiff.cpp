@@ -847,7 +847,7 @@ LogicalResult Differentiator::visitBatchNorm(px::BatchNormOp op, Value dy) {
     auto grad = px::BatchNormGradOp::create(
         b, op.getLoc(), op.getX().getType(), op.getScale().getType(),
         op.getScale().getType(), dy, op.getX(), op.getScale(),
-        op.getEpsilonAttr(), op.getGridAttr());
+        op.getEpsilonAttr(), op.getGridAttr(), op.getGridAxesAttr());
     contribute(op.getX(), grad.getDx());
     contribute(op.getScale(), grad.getDscale());
     contribute(op.getBias(), grad.getDbias());

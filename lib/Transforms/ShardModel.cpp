@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -34,8 +35,8 @@ namespace {
 
 enum class Split { OutputFeatures, InputFeatures };
 
-/// The weight operand of a layer and where its n (output) and k (input)
-/// dimensions are, or null.
+/// The weight operand of a layer and where its n (output features or
+/// channels) and k (input features or channels) dimensions are, or null.
 struct Weight {
   Value value;
   int64_t outDim = 0, inDim = 0;
@@ -54,16 +55,30 @@ Weight weightOf(Operation *op) {
   if (auto m = dyn_cast<px::MatMulOp>(op))
     if (trainable(m.getRhs()) && cast<RankedTensorType>(m.getRhs().getType()).getRank() == 2)
       return {m.getRhs(), 1, 0};
+  // A grouped convolution's channels are tied group by group: no model of
+  // it splits them (PxShardingConv.cpp), so it is not a layer here.
+  if (auto c = dyn_cast<px::ConvOp>(op))
+    if (trainable(c.getW()) && c.getGroup() == 1)
+      return {c.getW(), 0, 1};
   return {};
 }
 
-/// The layer whose output `v` is, through element-wise ops on their first
-/// operand (an activation, a bias add), if any.
+/// Ops a layer's output passes through, per channel or feature, on its way
+/// to the next layer (their first operand): element-wise ops, batch norm
+/// (per channel) and pooling (per channel).
+bool perChannel(Operation *op) {
+  if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp>(op))
+    return true;
+  return op->hasTrait<px::OpTrait::Elementwise>() && op->getNumOperands() > 0;
+}
+
+/// The layer whose output `v` is, through per-channel ops on their first
+/// operand (an activation, a bias add, a batch norm, a pool), if any.
 Operation *producingLayer(Value v, const llvm::DenseMap<Operation *, Split> &layers) {
   for (Operation *def = v.getDefiningOp(); def; def = def->getOperand(0).getDefiningOp()) {
     if (layers.count(def))
       return def;
-    if (!def->hasTrait<px::OpTrait::Elementwise>() || def->getNumOperands() == 0)
+    if (!perChannel(def))
       return nullptr;
   }
   return nullptr;
@@ -114,39 +129,118 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
     partition.addPass(shard::createPartition());
     if (failed(runPipeline(propagate, func)))
       return signalPassFailure();
+    gradientsFollowVariables(func);
     annotateTheRest(func, grid);
     if (failed(runPipeline(partition, func)) || failed(lowerCollectives(func)))
       return signalPassFailure();
   }
 
+  /// A px.gradient names its variable, so it must read the variable as the
+  /// variable is split. Propagation may choose otherwise for the marker (a
+  /// batch norm's scale whose forward pass runs whole, after a convolution
+  /// split by input channels, and whose backward pass runs on a channel
+  /// block of a gradient that arrives split): then the gradient is
+  /// resharded to the variable's split instead.
+  static void gradientsFollowVariables(func::FuncOp func) {
+    for (auto g : llvm::to_vector(func.getOps<px::GradientOp>())) {
+      auto forMarker = g.getVariable().getDefiningOp<shard::ShardOp>();
+      if (!forMarker || !forMarker.getAnnotateForUsers())
+        continue;
+      auto ofVariable = forMarker.getSrc().getDefiningOp<shard::ShardOp>();
+      if (!ofVariable || ofVariable.getAnnotateForUsers() ||
+          shard::Sharding(ofVariable.getSharding()) == shard::Sharding(forMarker.getSharding()))
+        continue;
+      OpBuilder b(g);
+      auto gradForMarker = g.getGrad().getDefiningOp<shard::ShardOp>();
+      Value grad = gradForMarker && gradForMarker.getAnnotateForUsers() ? gradForMarker.getSrc()
+                                                                         : g.getGrad();
+      Value sharding = ofVariable.getSharding();
+      g.getVariableMutable().assign(shard::ShardOp::create(b, g.getLoc(), ofVariable.getResult(),
+                                                           sharding, true));
+      g.getGradMutable().assign(shard::ShardOp::create(b, g.getLoc(), grad, sharding, true));
+      if (gradForMarker && gradForMarker->use_empty())
+        gradForMarker.erase();
+      if (forMarker->use_empty())
+        forMarker.erase();
+    }
+  }
+
   /// Propagation leaves values no sharding constrains (an unused result,
-  /// such as a batch norm's saved statistics) unannotated, and partition
-  /// needs every value annotated: those are whole.
+  /// such as a batch norm's running statistics before px-optimizer writes
+  /// them back) unannotated, and partition needs every value annotated:
+  /// such a result gets the sharding its op's model gives it from the op's
+  /// annotated operands (a channel block of batch norm's statistics when
+  /// its channels are split, matching its split state variables), or is
+  /// whole.
   void annotateTheRest(func::FuncOp func, shard::GridOp grid) {
     shard::Sharding whole =
         shard::Sharding::get(FlatSymbolRefAttr::get(grid.getSymNameAttr()), {});
     OpBuilder b(func.getContext());
+    auto isDefAnnotation = [](Operation *u) {
+      auto s = dyn_cast<shard::ShardOp>(u);
+      return s && !s.getAnnotateForUsers();
+    };
     func.walk([&](Operation *op) {
       if (isa<shard::ShardOp, shard::ShardingOp>(op) || op->getParentOp() != func)
         return;
+      std::optional<std::vector<shard::Sharding>> modelled;
       for (OpResult r : op->getResults()) {
-        if (!isa<RankedTensorType>(r.getType()))
+        if (!isa<RankedTensorType>(r.getType()) ||
+            llvm::any_of(r.getUsers(), isDefAnnotation))
           continue;
-        bool annotated = llvm::any_of(r.getUsers(), [&](Operation *u) {
-          auto s = dyn_cast<shard::ShardOp>(u);
-          return s && !s.getAnnotateForUsers();
-        });
-        if (!annotated)
-          shard::maybeInsertTargetShardingAnnotation(whole, r, b);
+        if (!modelled)
+          modelled = modelledShardings(op);
+        shard::Sharding s = modelled->empty() ? whole : (*modelled)[op->getNumOperands() +
+                                                                      r.getResultNumber()];
+        if (!s)
+          s = whole;
+        if (!r.use_empty()) {
+          shard::maybeInsertTargetShardingAnnotation(s, r, b);
+          continue;
+        }
+        // Upstream's helper annotates uses; an unused result gets its own.
+        b.setInsertionPointAfter(op);
+        shard::ShardOp::create(b, r.getLoc(), r, shard::ShardingOp::create(b, r.getLoc(), s),
+                               /*annotate_for_users=*/false);
       }
     });
   }
 
+  /// The shardings of `op`'s operands and results that its model chooses
+  /// for its annotated operands and results, or none.
+  static std::vector<shard::Sharding> modelledShardings(Operation *op) {
+    auto model = dyn_cast<shard::ShardingInterface>(op);
+    if (!model)
+      return {};
+    std::vector<shard::Sharding> operands, results;
+    for (OpOperand &o : op->getOpOperands()) {
+      FailureOr<std::pair<bool, shard::Sharding>> s = shard::getSharding(o);
+      operands.push_back(succeeded(s) ? s->second : shard::Sharding());
+    }
+    for (OpResult r : op->getResults()) {
+      FailureOr<std::pair<bool, shard::Sharding>> s = shard::getSharding(r);
+      results.push_back(succeeded(s) ? s->second : shard::Sharding());
+    }
+    FailureOr<shard::ShardingOption> option = model.getShardingOption(operands, results);
+    if (failed(option) || option->empty)
+      return {};
+    FailureOr<std::vector<shard::Sharding>> all = model.getShardingAnnotations(*option);
+    return succeeded(all) ? *all : std::vector<shard::Sharding>();
+  }
+
   /// Megatron-LM's pairing: a layer fed by a layer split by output features
   /// takes its input features split (one all-reduce for the pair); any
-  /// other layer is split by output features.
+  /// other layer is split by output features. Convolutions pair the same
+  /// way through batch norm and pooling (per channel, so they run on the
+  /// first layer's channel block): the pair costs the all-reduce of the
+  /// second layer's output forward and of the first one's input gradient
+  /// backward, where splitting both by output channels would all-gather
+  /// each layer's input forward and all-reduce each one's input gradient
+  /// backward, half as much again. A dimension the model ranks do not
+  /// divide is not split: the other split is taken, or none.
   void annotateWeights(func::FuncOp func, shard::GridOp grid) {
     auto modelAxis = (shard::GridAxis)(grid.getShape().size() - 1);
+    int64_t ranks = grid.getShape().back();
     llvm::DenseMap<Operation *, Split> layers;
     OpBuilder b(func.getContext());
     for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
@@ -156,17 +250,11 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       Operation *from = producingLayer(op.getOperand(0), layers);
       Split split = from && layers[from] == Split::OutputFeatures ? Split::InputFeatures
                                                                   : Split::OutputFeatures;
-      // A split must divide evenly (a block per rank); failing that, the
-      // other one, and failing both the layer stays whole.
+      auto type = cast<RankedTensorType>(w.value.getType());
       auto dimOf = [&](Split s) { return s == Split::OutputFeatures ? w.outDim : w.inDim; };
-      auto divides = [&](Split s) {
-        return cast<RankedTensorType>(w.value.getType()).getDimSize(dimOf(s)) %
-                   grid.getShape().back() ==
-               0;
-      };
-      if (!divides(split))
+      if (type.getDimSize(dimOf(split)) % ranks != 0)
         split = split == Split::OutputFeatures ? Split::InputFeatures : Split::OutputFeatures;
-      if (!divides(split))
+      if (type.getDimSize(dimOf(split)) % ranks != 0)
         continue;
       layers[&op] = split;
       int64_t dim = dimOf(split);
@@ -218,6 +306,19 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
                                          b.getI64IntegerAttr(sl.getSliceAxis().getSExtValue()));
         sl.replaceAllUsesWith(px.getOutput());
         sl.erase();
+        return WalkResult::advance();
+      }
+      if (auto a2a = dyn_cast<shard::AllToAllOp>(op)) {
+        // A value split along one dimension resplit along another (a
+        // weight's gradient computed on its input-channel block, for a
+        // weight split by output channels).
+        auto px = px::AllToAllOp::create(
+            b, a2a.getLoc(), a2a.getResult().getType(), a2a.getGridAttr(),
+            a2a.getGridAxesAttr(), a2a.getInput(),
+            b.getI64IntegerAttr(a2a.getSplitAxis().getSExtValue()),
+            b.getI64IntegerAttr(a2a.getConcatAxis().getSExtValue()));
+        a2a.replaceAllUsesWith(px.getOutput());
+        a2a.erase();
         return WalkResult::advance();
       }
       if (auto cast = dyn_cast<tensor::CastOp>(op); cast && cast.getSource().getType() == cast.getType()) {

@@ -502,38 +502,38 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       g->moveBefore(block.getTerminator());
 
     // Statistics of the whole batch in every training-mode batch norm and
-    // in its gradient (found by its operands).
+    // in every batch norm gradient (px-autodiff writes those for training
+    // mode only; on a model-split grid, a gradient may read a resharded copy
+    // of its forward op's input, so they are not matched by operands),
+    // summed over the batch axes only: on a grid that splits the model, the
+    // ranks of a model group hold the same samples (and, in a batch norm
+    // split by channels, different channels), so a sum over them would
+    // count samples twice.
     // Their traffic: the forward pass all-reduces the per-channel sums and
     // squared deviations (C doubles each), the backward pass those again and
-    // the two gradient sums (2C doubles); each counted as a ring all-reduce.
+    // the two gradient sums (2C doubles); each counted as a ring all-reduce
+    // over the batch group, C being this rank's channels.
     int64_t bnBytes = 0;
-    bool bnFailed = false;
     auto ring = [&](int64_t doubles) {
       int64_t n = cluster.dataRanks(), bytes = 8 * doubles;
       return n > 1 ? 2 * bytes * (n - 1) / n : 0;
     };
+    auto batchAxesAttr = cluster.modelRanks > 1 ? b.getDenseI16ArrayAttr(axes) : nullptr;
+    auto synchronize = [&](auto op) {
+      op.setGridAttr(gridRef());
+      if (batchAxesAttr)
+        op.setGridAxesAttr(batchAxesAttr);
+      return op.getScale().getType().getDimSize(0);
+    };
     if (!localBatchnorm)
-      func.walk([&](px::BatchNormOp bn) {
-        if (!bn.getTraining())
-          return;
-        if (cluster.modelRanks > 1) {
-          bn.emitError("px-sync: a synchronized batch norm on a grid that splits the "
-                       "model is not supported yet (use --local-batchnorm)");
-          bnFailed = true;
-          return;
+      func.walk([&](Operation *op) {
+        if (auto bn = dyn_cast<px::BatchNormOp>(op); bn && bn.getTraining())
+          bnBytes += 2 * ring(synchronize(bn));
+        if (auto grad = dyn_cast<px::BatchNormGradOp>(op)) {
+          int64_t c = synchronize(grad);
+          bnBytes += 2 * ring(c) + ring(2 * c);
         }
-        bn.setGridAttr(gridRef());
-        int64_t c = bn.getScale().getType().getDimSize(0);
-        bnBytes += 2 * ring(c);
-        for (Operation *user : bn.getX().getUsers())
-          if (auto grad = dyn_cast<px::BatchNormGradOp>(user))
-            if (grad.getX() == bn.getX() && grad.getScale() == bn.getScale()) {
-              grad.setGridAttr(gridRef());
-              bnBytes += 2 * ring(c) + ring(2 * c);
-            }
       });
-    if (bnFailed)
-      return signalPassFailure();
     if (bnBytes)
       px::setAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(
           module, b.getI64IntegerAttr(bnBytes));

@@ -177,7 +177,8 @@ def PxSync : Pass<"px-sync", "mlir::ModuleOp"> {
     servers, aggregated per machine first, applied by the owners) or are
     all-gathered (`px.all_gatherv`, Horovod's way) or densified and
     all-reduced. Training-mode batch norms get `grid = @world` (statistics of
-    the whole batch) unless `local-batchnorm`; the loss is averaged over the
+    the whole batch; on a grid that splits the model, `grid_axes` = the batch
+    axes) unless `local-batchnorm`; the loss is averaged over the
     ranks, in the first gradient bucket when that is small
     (`loss-in-bucket`). Annotates each variable with `px.sync` and the predicted bytes
     per rank and step, `px.bytes_per_step`.

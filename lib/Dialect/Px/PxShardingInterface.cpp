@@ -10,6 +10,7 @@
 
 #include "parallax/Dialect/Px/PxShardingInterface.h"
 #include "parallax/Dialect/Px/PxDialect.h"
+#include "PxShardingModel.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
@@ -20,6 +21,7 @@
 using namespace mlir;
 using namespace mlir::shard;
 using namespace parallax::px;
+using namespace parallax::px::sharding;
 
 namespace {
 
@@ -56,109 +58,6 @@ bool plainBroadcast(Operation *op) {
     return r && plainBroadcast(r, out);
   });
 }
-
-/// Parallel iterators, one per dimension of `v`.
-SmallVector<IteratorType> parallelOver(Value v) {
-  return SmallVector<IteratorType>(cast<RankedTensorType>(v.getType()).getRank(),
-                                   IteratorType::parallel);
-}
-
-bool replicated(const Sharding &s) {
-  return !s || llvm::all_of(s.getSplitAxes(), [](GridAxesAttr a) { return a.empty(); });
-}
-
-/// Clones `op` on its partitioned operands after checking the shardings the
-/// passes chose: a result without one (an unused value), or any split of an
-/// instance the model cannot describe (no indexing maps), is an error
-/// naming the op rather than a crash in upstream's partition.
-LogicalResult partitionAsIs(Operation *op, ArrayRef<Value> partitionedOperands,
-                            ArrayRef<Sharding> operandShardings,
-                            ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
-                            SymbolTableCollection &symbolTable, OpBuilder &builder) {
-  if (cast<ShardingInterface>(op).getIndexingMaps().empty() &&
-      !(llvm::all_of(operandShardings, replicated) &&
-        llvm::all_of(resultShardings, replicated)))
-    return op->emitOpError("cannot be split: its sharding model does not describe "
-                           "this instance (a size-1 broadcast, or batch dimensions "
-                           "that broadcast)");
-  // A result propagation left alone (unused, as batch norm's saved
-  // statistics can be) is whole.
-  FlatSymbolRefAttr grid;
-  for (ArrayRef<Sharding> list : {operandShardings, resultShardings})
-    for (const Sharding &sh : list)
-      if (sh && !grid)
-        grid = sh.getGridAttr();
-  if (!grid) {
-    Operation *clone = builder.clone(*op, partitionMap);
-    for (auto [from, to] : llvm::zip(op->getResults(), clone->getResults()))
-      partitionMap.map(from, to);
-    return success();
-  }
-  SmallVector<Sharding, 2> results(resultShardings.begin(), resultShardings.end());
-  for (auto [i, r] : llvm::enumerate(results))
-    if (!r && isa<RankedTensorType>(op->getResult(i).getType()))
-      r = Sharding::get(grid, {});
-  partitionTriviallyShardableOperation(*op, partitionedOperands, operandShardings, results,
-                                       partitionMap, symbolTable, builder);
-  return success();
-}
-
-/// The px models' common part: an instance the model cannot describe (no
-/// indexing maps) is offered whole (every operand and result replicated),
-/// so propagation reshards around it instead of failing.
-template <typename Derived, typename Op>
-struct PxShardingModel : public ShardingInterface::ExternalModel<Derived, Op> {
-  bool described(Operation *op) const {
-    return !static_cast<const Derived *>(this)->getIndexingMaps(op).empty();
-  }
-
-  FailureOr<ShardingOption> getShardingOption(Operation *op,
-                                              ArrayRef<Sharding> operandShardings,
-                                              ArrayRef<Sharding> resultShardings) const {
-    if (described(op))
-      return shard::detail::defaultGetShardingOption(op, operandShardings, resultShardings);
-    for (ArrayRef<Sharding> list : {operandShardings, resultShardings})
-      for (const Sharding &sh : list)
-        if (sh)
-          return ShardingOption(
-              ShardingArray(static_cast<const Derived *>(this)->getLoopIteratorTypes(op).size()),
-              sh.getGridAttr());
-    return ShardingOption::makeEmpty();
-  }
-
-  FailureOr<std::vector<Sharding>> getShardingAnnotations(Operation *op,
-                                                          const ShardingOption &option) const {
-    if (described(op))
-      return shard::detail::defaultGetShardingAnnotations(op, option);
-    std::vector<Sharding> all;
-    for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()))
-      all.push_back(isa<RankedTensorType>(t) ? Sharding::get(option.grid, {}) : Sharding());
-    return all;
-  }
-
-  LogicalResult addShardingAnnotations(Operation *op, OpBuilder &b,
-                                       const ShardingOption &option) const {
-    if (described(op))
-      return shard::detail::defaultAddShardingAnnotations(op, b, option);
-    Sharding whole = Sharding::get(option.grid, {});
-    for (OpResult r : op->getResults())
-      if (isa<RankedTensorType>(r.getType()))
-        maybeInsertTargetShardingAnnotation(whole, r, b);
-    for (OpOperand &o : op->getOpOperands())
-      if (isa<RankedTensorType>(o.get().getType()))
-        maybeInsertSourceShardingAnnotation(whole, o, b);
-    return success();
-  }
-
-  /// The op on its local operands (what most models need).
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                         partitionMap, symbolTable, builder);
-  }
-};
 
 template <typename Op>
 struct ElementwiseSharding
@@ -244,16 +143,6 @@ bool describedProduct(Operation *op) {
     return lhs.getRank() >= 2;
   return lhs.getRank() == rhs.getRank() &&
          lhs.getShape().drop_back(2) == rhs.getShape().drop_back(2);
-}
-
-/// The grid axes that split the product's k.
-SmallVector<GridAxis> reductionAxes(Operation *op, ArrayRef<Sharding> operandShardings,
-                                    ArrayRef<Sharding> resultShardings) {
-  auto sharding = cast<ShardingInterface>(op);
-  ShardingArray axes = getGridAxisAssignmentForLoopIterators(
-      operandShardings, resultShardings, sharding.getLoopIteratorTypes(),
-      sharding.getIndexingMaps());
-  return getReductionGridAxes(sharding.getLoopIteratorTypes(), axes);
 }
 
 template <typename Op>
@@ -484,7 +373,8 @@ void attachIfElementwise(MLIRContext *ctx) {
     Op::template attachInterface<ElementwiseSharding<Op>>(*ctx);
   else if constexpr (!llvm::is_one_of<Op, GemmOp, MatMulOp, VariableOp, TransposeOp,
                                       GradientOp, SgdOp, MomentumOp, AdamOp, AdagradOp,
-                                      ReduceSumOp, ReduceMeanOp>::value)
+                                      ReduceSumOp, ReduceMeanOp>::value &&
+                     !hasConvolutionModel<Op>)
     Op::template attachInterface<WholeSharding<Op>>(*ctx);
 }
 
@@ -508,6 +398,7 @@ void parallax::px::registerShardingInterfaceModels(DialectRegistry &registry) {
     AdagradOp::attachInterface<SameShapeOperandsSharding<AdagradOp>>(*ctx);
     ReduceSumOp::attachInterface<ReductionSharding<ReduceSumOp>>(*ctx);
     ReduceMeanOp::attachInterface<ReductionSharding<ReduceMeanOp>>(*ctx);
+    attachConvolutionModels(ctx);
     attachElementwise<
 #define GET_OP_LIST
 #include "parallax/Dialect/Px/PxOps.cpp.inc"

@@ -366,7 +366,9 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
     With `grid = @g` (set by px-sync) the batch statistics are those of the
     whole grid's batch (synchronized BatchNorm): every rank normalises with
     the mean and variance of all ranks' samples, so results do not depend on
-    the rank count.
+    the rank count. `grid_axes` (empty: all) are the axes whose ranks hold
+    different samples: on a Pr x Pc grid the batch axes, since a model
+    group's ranks share their samples.
   }];
   let arguments = (ins Px_FloatTensor:$x, Px_FloatTensor:$scale,
                        Px_FloatTensor:$bias, Px_FloatTensor:$input_mean,
@@ -375,7 +377,8 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
                        DefaultValuedAttr<F32Attr, "0.9">:$momentum,
                        UnitAttr:$training,
                        UnitAttr:$unbiased_running_var,
-                       OptionalAttr<FlatSymbolRefAttr>:$grid);
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       DefaultValuedAttr<Shard_GridAxesAttr, "{}">:$grid_axes);
   let results = (outs Px_FloatTensor:$y, Px_FloatTensor:$running_mean,
                       Px_FloatTensor:$running_var);
   let assemblyFormat = [{

@@ -169,12 +169,14 @@ def Px_BatchNormGradOp : Px_Op<"batch_norm_grad", [Pure,
     With `grid = @g` the statistics, and the sums of dy and dy * xhat that dx
     needs, are those of the whole grid's batch, as PyTorch's
     SyncBatchNorm; dscale and dbias stay this rank's sums (the gradient
-    all-reduce averages them like any other gradient).
+    all-reduce averages them like any other gradient). `grid_axes` as
+    px.batch_norm's.
   }];
   let arguments = (ins Px_FloatTensor:$dy, Px_FloatTensor:$x,
                        Px_FloatTensor:$scale,
                        DefaultValuedAttr<F32Attr, "1e-5">:$epsilon,
-                       OptionalAttr<FlatSymbolRefAttr>:$grid);
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       DefaultValuedAttr<Shard_GridAxesAttr, "{}">:$grid_axes);
   let results = (outs Px_FloatTensor:$dx, Px_FloatTensor:$dscale,
                       Px_FloatTensor:$dbias);
   let assemblyFormat = [{

@@ -1,0 +1,95 @@
+// The convolution, batch norm and pooling sharding models
+// (lib/Dialect/Px/PxShardingConv.cpp) under upstream's SPMD passes
+// (sharding-propagation, then shard-partition), on a grid of 2 ranks.
+// RUN: parallax-opt %s --split-input-file --pass-pipeline='builtin.module(func.func(sharding-propagation,shard-partition))' | FileCheck %s
+
+// Two convolutions paired as Megatron-LM pairs two products: the first
+// split by output channels, the second by input channels. The first
+// convolution, its batch norm (scale, bias and statistics on the same
+// channel block), the relu and the max pool stay local on half the
+// channels; the second convolution's partial sums over its input channels
+// are all-reduced, and only then is its bias added (once, reshaped to
+// broadcast over the channels).
+// CHECK-LABEL: func.func @pair(
+// CHECK-SAME: %[[X:.*]]: tensor<2x3x8x8xf32>, %[[W1:.*]]: tensor<4x3x3x3xf32>, %[[S:.*]]: tensor<4xf32>, %[[B:.*]]: tensor<4xf32>, %[[M:.*]]: tensor<4xf32>, %[[V:.*]]: tensor<4xf32>, %[[W2:.*]]: tensor<6x4x3x3xf32>, %[[B2:.*]]: tensor<6xf32>)
+// CHECK-NEXT: %[[H:.*]] = px.conv %[[X]], %[[W1]] {{.*}} : tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>
+// CHECK-NEXT: %[[Y:.*]], %{{.*}}, %{{.*}} = px.batch_norm %[[H]], %[[S]], %[[B]], %[[M]], %[[V]] {training} : tensor<2x4x8x8xf32>, tensor<4xf32>
+// CHECK-NEXT: %[[R:.*]] = px.relu %[[Y]] : tensor<2x4x8x8xf32>
+// CHECK-NEXT: %[[P:.*]] = px.max_pool %[[R]] {{.*}} : tensor<2x4x8x8xf32>
+// CHECK-NEXT: %[[C:.*]] = px.conv %[[P]], %[[W2]] {{.*}} : tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>
+// CHECK-NEXT: %[[SUM:.*]] = shard.all_reduce %[[C]] on @g grid_axes = [0] : tensor<2x6x8x8xf32> -> tensor<2x6x8x8xf32>
+// CHECK-NEXT: %[[BC:.*]] = px.reshape %[[B2]] : tensor<6xf32> -> tensor<6x1x1xf32>
+// CHECK-NEXT: %[[OUT:.*]] = px.add %[[SUM]], %[[BC]] : tensor<2x6x8x8xf32>, tensor<6x1x1xf32>
+// CHECK-NEXT: return %[[OUT]]
+shard.grid @g(shape = 2)
+func.func @pair(%x: tensor<2x3x8x8xf32>, %w1: tensor<8x3x3x3xf32>, %s: tensor<8xf32>, %b: tensor<8xf32>, %m: tensor<8xf32>, %v: tensor<8xf32>, %w2: tensor<6x8x3x3xf32>, %b2: tensor<6xf32>) -> tensor<2x6x8x8xf32> {
+  %out = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %w1s = shard.shard %w1 to %out : tensor<8x3x3x3xf32>
+  %h = px.conv %x, %w1s {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x3x8x8xf32>, tensor<8x3x3x3xf32>
+  %y, %rm, %rv = px.batch_norm %h, %s, %b, %m, %v {training} : tensor<2x8x8x8xf32>, tensor<8xf32>
+  %r = px.relu %y : tensor<2x8x8x8xf32>
+  %p = px.max_pool %r {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x8x8x8xf32>
+  %in = shard.sharding @g split_axes = [[], [0]] : !shard.sharding
+  %w2s = shard.shard %w2 to %in : tensor<6x8x3x3xf32>
+  %c = px.conv %p, %w2s, %b2 {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x8x8x8xf32>, tensor<6x8x3x3xf32>, tensor<6xf32>
+  %none = shard.sharding @g split_axes = [[]] : !shard.sharding
+  %cs = shard.shard %c to %none annotate_for_users : tensor<2x6x8x8xf32>
+  return %cs : tensor<2x6x8x8xf32>
+}
+
+// -----
+
+// The backward pass of a convolution split by output channels: its input
+// gradient sums over the output channels, so each rank's is partial and
+// all-reduced; its filter gradient, the batch norm gradient and the max
+// pool gradient stay on the channel block.
+// CHECK-LABEL: func.func @backward(
+// CHECK: %[[DX:.*]], %[[DS:.*]], %[[DB:.*]] = px.batch_norm_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x8x8xf32>, tensor<4xf32>
+// CHECK-NEXT: %[[DXI:.*]] = px.conv_grad_input %[[DX]], %{{.*}} {{.*}} : tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<2x3x8x8xf32>
+// CHECK-NEXT: %[[SUM:.*]] = shard.all_reduce %[[DXI]] on @g grid_axes = [0] : tensor<2x3x8x8xf32> -> tensor<2x3x8x8xf32>
+// CHECK-NEXT: %[[DW:.*]] = px.conv_grad_filter %{{.*}}, %[[DX]] {{.*}} : tensor<2x3x8x8xf32>, tensor<2x4x8x8xf32> -> tensor<4x3x3x3xf32>
+// CHECK-NEXT: %[[DP:.*]] = px.max_pool_grad %{{.*}}, %{{.*}} {{.*}} : tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>
+// CHECK-NOT: shard.
+// CHECK: return %[[SUM]], %[[DW]], %[[DS]], %[[DP]]
+shard.grid @g(shape = 2)
+func.func @backward(%x: tensor<2x3x8x8xf32>, %w: tensor<8x3x3x3xf32>, %h: tensor<2x8x8x8xf32>, %s: tensor<8xf32>, %dy: tensor<2x8x8x8xf32>, %q: tensor<2x8x8x8xf32>, %dq: tensor<2x8x8x8xf32>) -> (tensor<2x3x8x8xf32>, tensor<8x3x3x3xf32>, tensor<8xf32>, tensor<2x8x8x8xf32>) {
+  %out = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %ws = shard.shard %w to %out : tensor<8x3x3x3xf32>
+  %ch = shard.sharding @g split_axes = [[], [0]] : !shard.sharding
+  %dys = shard.shard %dy to %ch : tensor<2x8x8x8xf32>
+  %dx, %ds, %db = px.batch_norm_grad %dys, %h, %s : tensor<2x8x8x8xf32>, tensor<8xf32>
+  %dxi = px.conv_grad_input %dx, %ws {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x8x8x8xf32>, tensor<8x3x3x3xf32> -> tensor<2x3x8x8xf32>
+  %dw = px.conv_grad_filter %x, %dx {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x3x8x8xf32>, tensor<2x8x8x8xf32> -> tensor<8x3x3x3xf32>
+  %qs = shard.shard %q to %ch : tensor<2x8x8x8xf32>
+  %dp = px.max_pool_grad %qs, %dq {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>
+  %none = shard.sharding @g split_axes = [[]] : !shard.sharding
+  %dxis = shard.shard %dxi to %none annotate_for_users : tensor<2x3x8x8xf32>
+  %dws = shard.shard %dw to %out annotate_for_users : tensor<8x3x3x3xf32>
+  %vec = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %dss = shard.shard %ds to %vec annotate_for_users : tensor<8xf32>
+  %dps = shard.shard %dp to %ch annotate_for_users : tensor<2x8x8x8xf32>
+  return %dxis, %dws, %dss, %dps : tensor<2x3x8x8xf32>, tensor<8x3x3x3xf32>, tensor<8xf32>, tensor<2x8x8x8xf32>
+}
+
+// -----
+
+// A split of the spatial domain (domain parallelism: a halo exchange, not
+// modelled) and a grouped convolution (channels tied group by group): both
+// run whole, their split inputs gathered first.
+// CHECK-LABEL: func.func @whole(
+// CHECK-DAG: %[[WG:.*]] = shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 0 : tensor<2x2x3x3xf32> -> tensor<4x2x3x3xf32>
+// CHECK-DAG: %[[WC:.*]] = tensor.cast %[[WG]]
+// CHECK-DAG: %[[XG:.*]] = shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 2 : tensor<2x4x4x8xf32> -> tensor<2x4x8x8xf32>
+// CHECK-DAG: %[[XC:.*]] = tensor.cast %[[XG]]
+// CHECK: px.conv %[[XC]], %{{.*}} {{.*}} : tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>
+// CHECK-NEXT: px.conv %{{.*}}, %[[WC]] {{.*}}group = 2 {{.*}} : tensor<2x4x8x8xf32>, tensor<4x2x3x3xf32>
+shard.grid @g(shape = 2)
+func.func @whole(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>, %x2: tensor<2x4x8x8xf32>, %wg: tensor<4x2x3x3xf32>) -> (tensor<2x6x8x8xf32>, tensor<2x4x8x8xf32>) {
+  %rows = shard.sharding @g split_axes = [[], [], [0]] : !shard.sharding
+  %xs = shard.shard %x to %rows : tensor<2x4x8x8xf32>
+  %c = px.conv %xs, %w {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>
+  %out = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %wgs = shard.shard %wg to %out : tensor<4x2x3x3xf32>
+  %g = px.conv %x2, %wgs {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x4x8x8xf32>, tensor<4x2x3x3xf32>
+  return %c, %g : tensor<2x6x8x8xf32>, tensor<2x4x8x8xf32>
+}
