@@ -281,6 +281,20 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
   p.grid = {pr, std::max<int64_t>(1, world / pr)};
   int64_t perMachine = machine.ranksPerMachine;
 
+  // Synchronized batch norms' statistics and gradient sums (px-sync's
+  // count), over the batch axes.
+  std::vector<int64_t> batchAxes;
+  for (int64_t a = 0; pr > 1 && a + 1 < (int64_t)gridShape.size(); ++a)
+    batchAxes.push_back(a);
+  const grid::Link &batchLink =
+      rt::groupsSpanMachines(gridShape, batchAxes, (int)std::min<int64_t>(perMachine, 1 << 30))
+          ? machine.inter
+          : machine.intra;
+  if (auto bn = px::getAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(module)) {
+    p.other.syncBytes += bn.getInt();
+    p.other.syncSeconds += (double)bn.getInt() * batchLink.beta;
+  }
+
   llvm::DenseSet<Operation *> forward = forwardOps(func);
   // One layer per trainable variable, in step order.
   llvm::DenseMap<Operation *, size_t> layerOfVar;
@@ -302,14 +316,6 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     }
     if (auto b = px::getAttr<px::PxDialect::BytesPerStepAttrHelper>(var))
       l.syncBytes = b.getInt();
-    // The batch axes: every axis but the model's (all of them without one).
-    std::vector<int64_t> batchAxes;
-    for (int64_t a = 0; pr > 1 && a + 1 < (int64_t)gridShape.size(); ++a)
-      batchAxes.push_back(a);
-    const grid::Link &batchLink =
-        rt::groupsSpanMachines(gridShape, batchAxes, (int)std::min<int64_t>(perMachine, 1 << 30))
-            ? machine.inter
-            : machine.intra;
     l.syncSeconds = (double)l.syncBytes * batchLink.beta;
     int64_t memory = 2 * bytesOf(var.getType());
     for (Operation *user : var->getUsers())
@@ -396,9 +402,9 @@ void printStepPrediction(const StepPrediction &p, llvm::raw_ostream &os) {
   };
   for (const PredictedLayer &l : p.layers)
     row(l);
-  if (!p.other.collectives.empty() || p.other.computeSeconds > 0)
+  if (!p.other.collectives.empty() || p.other.computeSeconds > 0 || p.other.syncBytes > 0)
     row(p.other);
-  int64_t model = 0, batch = 0;
+  int64_t model = 0, batch = p.other.syncBytes;
   for (const PredictedLayer &l : p.layers) {
     model += l.collectiveBytes();
     batch += l.syncBytes;

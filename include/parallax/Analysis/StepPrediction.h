@@ -63,7 +63,7 @@ struct StepPrediction {
   grid::Grid grid;
   std::vector<PredictedLayer> layers;
   /// Collectives and products of no variable (attention scores, the
-  /// loss's all-reduce).
+  /// loss's all-reduce), and the synchronized batch norms' traffic.
   PredictedLayer other;
 
   int64_t bytes() const;
