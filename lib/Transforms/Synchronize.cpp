@@ -84,9 +84,11 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     if (scheme != "hybrid")
       return scheme;
     // Not yet on a model-split grid: the parameter-server kernels find
-    // machines in a two-axis grid.
+    // machines in a two-axis grid. The rows are all-gathered over the
+    // batch axes instead (densified, Adam would update every row: not what
+    // one rank's lazy update does).
     if (cluster.modelRanks > 1)
-      return "allreduce";
+      return "allgatherv";
     double n = cluster.dataRanks();
     int64_t rows = type.getDimSize(0);
     double rowBytes = (double)bytesOf(type) / std::max<int64_t>(rows, 1);
@@ -450,9 +452,9 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     int16_t batchAxes = (int16_t)grid.getShape().size() - (cluster.modelRanks > 1 ? 1 : 0);
     for (int16_t a = 0; a < batchAxes; ++a)
       axes.push_back(a);
-    if (cluster.modelRanks > 1 && scheme != "hybrid" && scheme != "allreduce") {
-      module.emitError("px-sync: on a grid that splits the model, every variable is "
-                       "synchronized by all-reduce (scheme '")
+    if (cluster.modelRanks > 1 && scheme == "ps") {
+      module.emitError("px-sync: on a grid that splits the model, variables are "
+                       "synchronized by all-reduce or all-gather (scheme '")
           << scheme << "' is not supported there yet)";
       return signalPassFailure();
     }
@@ -478,6 +480,13 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     SmallVector<std::pair<px::VariableOp, px::GradientOp>> dense;
     for (px::GradientOp g : llvm::to_vector(func.getOps<px::GradientOp>())) {
       auto var = g.getVariable().getDefiningOp<px::VariableOp>();
+      if (cluster.dataRanks() == 1 && isa<px::SparseGradType>(g.getGrad().getType())) {
+        // A grid of Pr x 1 has no batch to synchronize over: the rows stay
+        // sparse, and the optimizer updates only them, as on one rank.
+        px::setAttr<px::PxDialect::SyncAttrHelper>(var, b.getStringAttr("none"));
+        setBytes(var, 0, true);
+        continue;
+      }
       std::string chosen = choose(var, g.getGrad());
       px::setAttr<px::PxDialect::SyncAttrHelper>(var, b.getStringAttr(chosen));
       if (chosen == "ps") {
