@@ -157,6 +157,23 @@ llvm::DenseSet<Operation *> forwardOps(func::FuncOp func) {
   return forward;
 }
 
+/// Bytes a memory-bound op reads and writes (its operands and results; an
+/// update writes its variable and state back), 0 for ops no kernel runs.
+int64_t bytesMovedBy(Operation *op) {
+  if (isa<px::VariableOp, px::InputOp, px::ConstantOp, px::ReshapeOp, px::GradientOp,
+          func::ReturnOp>(op))
+    return 0;
+  int64_t bytes = 0;
+  for (Value v : op->getOperands())
+    bytes += bytesOf(v.getType());
+  for (Value v : op->getResults())
+    bytes += bytesOf(v.getType());
+  if (isa<px::SgdOp, px::MomentumOp, px::AdamOp, px::AdagradOp>(op))
+    for (Value v : op->getOperands().drop_back())
+      bytes += bytesOf(v.getType());
+  return bytes;
+}
+
 struct Collective {
   const char *kind;
   int64_t bytes; // sent by each rank
@@ -355,8 +372,11 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     }
     int64_t g = 1;
     auto c = collectiveOf(&op, gridShape, perMachine, machine, g);
-    if (!c)
+    if (!c) {
+      if (int64_t moved = bytesMovedBy(&op))
+        layerFor(&op).computeSeconds += (double)moved / machine.streamBytesPerSecond;
       continue;
+    }
     // A gradient's synchronization is its variable's (px-sync counted it);
     // what it names without being a variable (the loss) is the step's.
     auto names = px::getAttr<px::PxDialect::VariablesAttrHelper>(&op);

@@ -55,6 +55,7 @@ ClusterModel ClusterModel::fromModule(ModuleOp module) {
     get("inter_latency", c.interLatency);
     get("update_seconds_per_byte", c.updateSecondsPerByte);
     get("flops_per_second", c.flopsPerSecond);
+    get("stream_bytes_per_second", c.streamBytesPerSecond);
   }
   return c;
 }
@@ -174,6 +175,8 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
       c.updateSecondsPerByte = *u;
     if (auto f = obj->getNumber("flops_per_second"))
       c.flopsPerSecond = *f;
+    if (auto b = obj->getNumber("stream_bytes_per_second"))
+      c.streamBytesPerSecond = *b;
     return success();
   }
 
@@ -203,6 +206,8 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
             b.getNamedAttr("update_seconds_per_byte",
                            b.getF64FloatAttr(c.updateSecondsPerByte)),
             b.getNamedAttr("flops_per_second", b.getF64FloatAttr(c.flopsPerSecond)),
+            b.getNamedAttr("stream_bytes_per_second",
+                           b.getF64FloatAttr(c.streamBytesPerSecond)),
         }));
     if (auto old = module.lookupSymbol<shard::GridOp>(kWorldGrid))
       old.erase();

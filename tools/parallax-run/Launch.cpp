@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <random>
 
@@ -246,28 +247,67 @@ double measureUpdate(int threads) {
   return best / (double)(touched * width * sizeof(float));
 }
 
+/// Seconds `fn` takes, the median of 5 runs made while every rank of the
+/// job runs it too (ranks sharing cores slow each other down, as they do
+/// in training), and the slowest rank's figure.
+double concurrentSeconds(Comm &comm, const std::function<void()> &fn) {
+  Group &world = comm.group({comm.size()}, {0});
+  fn(); // warm: first-touch page faults, BLAS buffers
+  std::vector<double> times;
+  for (int rep = 0; rep < 5; ++rep) {
+    comm.run([&] { comm.barrier(world); });
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    times.push_back(seconds(t0));
+  }
+  std::sort(times.begin(), times.end());
+  double median = times[times.size() / 2];
+  comm.run([&] { comm.allreduce(world, &median, 1, DType::F64, ReduceOp::Max); });
+  return median;
+}
+
+/// One kernel of the registry on host tensors, ready to run.
+KernelFn kernelOn(const char *op, const nlohmann::json &attrs, std::vector<TensorView> ins,
+                  std::vector<TensorView> outs, ExecEnv &env, PlanKernel &k) {
+  k.op = op;
+  k.attrs = attrs;
+  KernelArgs args(k, std::move(ins), std::move(outs), env);
+  return (*KernelRegistry::global().find(op))(args);
+}
+
 /// Floating-point operations per second of a 512 x 512 x 512 product (the
-/// gemm kernel, on this rank's threads): the compute rate the grid's cost
-/// model divides a layer's products by.
-double measureFlops(int threads) {
+/// gemm kernel on this rank's threads): what StepPrediction divides a
+/// layer's products by.
+double measureFlops(Comm &comm, int threads) {
   const int64_t n = 512;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), y(n * n);
   ExecEnv env;
   env.threads = threads;
   PlanKernel k;
-  k.op = "gemm";
   std::vector<int64_t> square{n, n};
-  KernelArgs args(k, {{a.data(), DType::F32, square}, {b.data(), DType::F32, square}},
-                  {{y.data(), DType::F32, square}}, env);
-  KernelFn fn = (*KernelRegistry::global().find("gemm"))(args);
-  fn();
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best, seconds(t0));
-  }
-  return 2.0 * (double)(n * n * n) / std::max(best, 1e-12);
+  KernelFn fn = kernelOn("gemm", nlohmann::json::object(),
+                         {{a.data(), DType::F32, square}, {b.data(), DType::F32, square}},
+                         {{y.data(), DType::F32, square}}, env, k);
+  return 2.0 * (double)(n * n * n) / std::max(concurrentSeconds(comm, fn), 1e-12);
+}
+
+/// Bytes per second a memory-bound kernel streams (a dense Adam update of
+/// 4M parameters: the value, both moments and the gradient read, three
+/// written): what StepPrediction divides every other op's bytes by.
+double measureStream(Comm &comm, int threads) {
+  const int64_t n = 4 << 20;
+  std::vector<float> w(n, 0.1f), m(n), v(n), g(n, 0.01f);
+  ExecEnv env;
+  env.threads = threads;
+  env.step = 1;
+  PlanKernel k;
+  std::vector<int64_t> shape{n};
+  KernelFn fn = kernelOn("adam",
+                         {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}},
+                         {{w.data(), DType::F32, shape}, {m.data(), DType::F32, shape},
+                          {v.data(), DType::F32, shape}, {g.data(), DType::F32, shape}},
+                         {}, env, k);
+  return 7.0 * (double)n * sizeof(float) / std::max(concurrentSeconds(comm, fn), 1e-12);
 }
 
 } // namespace
@@ -290,7 +330,8 @@ int calibrate(Comm &comm, const std::string &outPath, int threads) {
     profile["inter_machine"] = {{"latency_s", lat}, {"bandwidth_bytes_per_s", bw}};
   }
   profile["update_seconds_per_byte"] = measureUpdate(threads);
-  profile["flops_per_second"] = measureFlops(threads);
+  profile["flops_per_second"] = measureFlops(comm, threads);
+  profile["stream_bytes_per_second"] = measureStream(comm, threads);
   if (comm.rank() == 0) {
     std::ofstream out(outPath, std::ios::trunc);
     if (!out) {

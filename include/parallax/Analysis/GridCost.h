@@ -63,6 +63,8 @@ struct Machine {
   int64_t ranksPerMachine = 1 << 30;
   /// Sustained floating-point operations per second of one rank.
   double flopsPerSecond = 50e9;
+  /// Bytes per second a memory-bound op streams through one rank.
+  double streamBytesPerSecond = 5e9;
   /// Optimizer state per parameter (Adam: 2).
   int optimizerSlots = 0;
   /// The link of a group: intra when every group over the axis stays on

@@ -29,6 +29,9 @@ struct ClusterModel {
   /// products (parallax-run --calibrate measures it; a modest core's
   /// figure by default).
   double flopsPerSecond = 50e9;
+  /// Bytes per second a memory-bound op (element-wise, an optimizer
+  /// update) streams through one rank (--calibrate measures it too).
+  double streamBytesPerSecond = 5e9;
 
   /// Pr of a Pr x Pc grid (--grid): the ranks each layer's model is split
   /// over, the grid's last axis; 1 for data parallelism.
