@@ -247,9 +247,11 @@ double measureUpdate(int threads) {
   return best / (double)(touched * width * sizeof(float));
 }
 
-/// Seconds `fn` takes, the median of 5 runs made while every rank of the
-/// job runs it too (ranks sharing cores slow each other down, as they do
-/// in training), and the slowest rank's figure.
+/// Seconds one call of `fn` takes, the median of 5 runs made while every
+/// rank of the job runs it too (ranks sharing cores slow each other down,
+/// as they do in training), and the slowest rank's figure. Each run calls
+/// it for at least 0.25 s: a container's CPU quota (CFS bandwidth, in
+/// 100 ms periods) lets a shorter burst run on more cores than it has.
 double concurrentSeconds(Comm &comm, const std::function<void()> &fn) {
   Group &world = comm.group({comm.size()}, {0});
   fn(); // warm: first-touch page faults, BLAS buffers
@@ -257,8 +259,12 @@ double concurrentSeconds(Comm &comm, const std::function<void()> &fn) {
   for (int rep = 0; rep < 5; ++rep) {
     comm.run([&] { comm.barrier(world); });
     auto t0 = std::chrono::steady_clock::now();
-    fn();
-    times.push_back(seconds(t0));
+    int64_t calls = 0;
+    do {
+      fn();
+      ++calls;
+    } while (seconds(t0) < 0.25);
+    times.push_back(seconds(t0) / (double)calls);
   }
   std::sort(times.begin(), times.end());
   double median = times[times.size() / 2];
