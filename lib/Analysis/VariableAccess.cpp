@@ -70,6 +70,8 @@ std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
       info.rowsTouched = rows.getInt();
     if (auto source = px::getAttr<px::PxDialect::AlphaSourceAttrHelper>(var))
       info.alphaMeasured = source.getValue() == "profile";
+    if (auto whole = px::getAttr<px::PxDialect::WholeOnGridAttrHelper>(var))
+      info.wholeOnGrid = whole.getValue().str();
     result.push_back(std::move(info));
   });
   return result;
@@ -137,6 +139,14 @@ static std::string describeAccess(const VariableInfo &v) {
   return "";
 }
 
+/// The access, and why a table stays whole on a model-split grid.
+static std::string describeAccessOnGrid(const VariableInfo &v) {
+  std::string s = describeAccess(v);
+  if (!v.wholeOnGrid.empty())
+    s += "; whole on every model rank: " + v.wholeOnGrid;
+  return s;
+}
+
 void printVariableReport(ArrayRef<VariableInfo> variables, raw_ostream &os) {
   size_t nameWidth = 8, shapeWidth = 5;
   for (const auto &v : variables) {
@@ -155,7 +165,7 @@ void printVariableReport(ArrayRef<VariableInfo> variables, raw_ostream &os) {
   size_t accessWidth = 7;
   if (synced)
     for (const auto &v : variables)
-      accessWidth = std::max(accessWidth, describeAccess(v).size());
+      accessWidth = std::max(accessWidth, describeAccessOnGrid(v).size());
   auto line = [&](StringRef name, StringRef shape, StringRef bytes,
                   StringRef access, StringRef sync) {
     if (!synced)
@@ -171,7 +181,7 @@ void printVariableReport(ArrayRef<VariableInfo> variables, raw_ostream &os) {
   int count = 0;
   for (const auto &v : variables) {
     line(v.name, px::shapeToString(v.shape) + " " + v.elementType,
-         humanBytes(v.bytes), describeAccess(v), describeSync(v));
+         humanBytes(v.bytes), describeAccessOnGrid(v), describeSync(v));
     if (v.bytesPerStep > 0) {
       traffic += v.bytesPerStep;
       trafficExact &= v.bytesExact;

@@ -4,6 +4,7 @@
 #include "parallax/Runtime/Grid.h"
 
 #include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Dialect/Px/PxShapes.h"
 #include "parallax/Runtime/MachineMemory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -307,6 +308,26 @@ static bool readsTrainableTableWithData(Operation *op) {
   return var && var.getTrainable() && !ids.getDefiningOp<px::ConstantOp>();
 }
 
+/// The rows a gather's ids index: the data's along its axis, or the whole
+/// table's when the data is a row block (`block of` a grid's group).
+static int64_t rowsIndexed(px::GatherOp g) {
+  auto data = g.getData().getType();
+  int64_t rows = data.getDimSize(px::normalizeAxis((int64_t)g.getAxis(), data.getRank())
+                                     .value_or(0));
+  auto grid = g.getGrid()
+                  ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(g, g.getGridAttr())
+                  : shard::GridOp();
+  if (!grid)
+    return rows;
+  ArrayRef<int64_t> shape = grid.getShape();
+  ArrayRef<int16_t> axes = g.getGridAxes().value_or(ArrayRef<int16_t>());
+  if (axes.empty())
+    return rows * llvm::product_of(shape);
+  for (int16_t a : axes)
+    rows *= shape[a];
+  return rows;
+}
+
 /// What an integer input is used for, looking through the ops that move
 /// index values around without changing their meaning (PyTorch's
 /// targets.reshape(-1), torch.cat of id lists, ...): "ids" in [0, rows) when
@@ -330,7 +351,7 @@ static void classifyIndexInput(Value input, rt::PlanInput &in) {
       Operation *user = use.getOwner();
       unsigned n = use.getOperandNumber();
       if (auto g = dyn_cast<px::GatherOp>(user); g && n == 1) {
-        int64_t rows = dimOf(g.getData(), (int64_t)g.getAxis());
+        int64_t rows = rowsIndexed(g);
         ids = ids < 0 ? rows : std::min(ids, rows);
       } else if (auto p = dyn_cast<px::PsPullOp>(user); p && n == 1) {
         int64_t rows = dimOf(p.getTable(), 0);
@@ -493,6 +514,8 @@ llvm::Error Emitter::emitKernel(Operation *op) {
   if (auto push = dyn_cast<px::PsPushOp>(op))
     k.attrs["table_rows"] =
         cast<px::SparseGradType>(push.getGrad().getType()).getDenseType().getDimSize(0);
+  if (auto block = dyn_cast<px::MakeSparseGradOp>(op))
+    k.attrs["block_rows"] = block.getOutput().getType().getDenseType().getDimSize(0);
   for (NamedAttribute a : op->getAttrs()) {
     if (a.getName().getValue().contains('.'))
       continue; // discardable annotations, not kernel parameters
@@ -547,6 +570,9 @@ llvm::Error Emitter::emitOp(Operation *op) {
             .takeError();
       })
       .Case([&](px::MakeSparseGradOp o) -> llvm::Error {
+        // A row block's gradient: the kernel moves the ids into the block.
+        if (o.getGrid())
+          return emitKernel(o);
         auto idx = tensorFor(o, o.getIndices());
         auto vals = tensorFor(o, o.getValues());
         if (!idx || !vals)

@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Transforms/Passes.h"
+#include "parallax/Analysis/VariableAccess.h"
+#include "parallax/Dialect/Px/PxShapes.h"
 #include "parallax/Transforms/Cluster.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,6 +24,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace parallax {
 #define GEN_PASS_DEF_PXSHARDMODEL
@@ -122,6 +125,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
     dropKeptDims<px::ReduceSumOp>(func);
     dropKeptDims<px::ReduceMeanOp>(func);
     annotateWeights(func, grid);
+    annotateTables(module, func, grid);
 
     OpPassManager propagate(func::FuncOp::getOperationName());
     propagate.addPass(shard::createShardingPropagation());
@@ -268,6 +272,38 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
                                                toGridAxesAttrs(axes)));
       auto annotated = shard::ShardOp::create(b, op.getLoc(), w.value, sharding.getResult());
       w.value.replaceAllUsesExcept(annotated.getResult(), annotated);
+    }
+  }
+
+  /// Megatron-LM's vocabulary-parallel embedding: a table read only through
+  /// row gathers is split by rows over the model axis when they divide
+  /// evenly (each gather then sums the model ranks' partial lookups, and
+  /// each rank's gradient is its rows'); otherwise it stays whole, and the
+  /// report says why.
+  void annotateTables(ModuleOp module, func::FuncOp func, shard::GridOp grid) {
+    int64_t ranks = grid.getShape().back();
+    SmallVector<SmallVector<shard::GridAxis>> rows{{(shard::GridAxis)(grid.getShape().size() - 1)}};
+    auto sharding = shard::Sharding::get(FlatSymbolRefAttr::get(grid.getSymNameAttr()),
+                                         toGridAxesAttrs(rows));
+    llvm::StringSet<> tables;
+    for (const VariableInfo &v : analyzeVariables(module))
+      if (v.trainable && v.access == VariableAccess::RowGather)
+        tables.insert(v.name);
+    OpBuilder b(func.getContext());
+    for (auto var : llvm::to_vector(func.getOps<px::VariableOp>())) {
+      if (!var.getTrainable() || !tables.contains(var.getName()) || var.getGrid())
+        continue;
+      int64_t vocabulary = var.getType().getDimSize(0);
+      if (vocabulary % ranks != 0) {
+        px::setAttr<px::PxDialect::WholeOnGridAttrHelper>(
+            var, b.getStringAttr(llvm::Twine(vocabulary) + " rows do not divide over " +
+                                 llvm::Twine(ranks) + " model ranks"));
+        continue;
+      }
+      b.setInsertionPointAfter(var);
+      auto op = shard::ShardingOp::create(b, var.getLoc(), sharding);
+      auto annotated = shard::ShardOp::create(b, var.getLoc(), var.getOutput(), op.getResult());
+      var.getOutput().replaceAllUsesExcept(annotated.getResult(), annotated);
     }
   }
 

@@ -51,6 +51,9 @@ struct VariableInfo {
   /// --profile-data), or -1.
   int64_t rowsTouched = -1;
   bool alphaMeasured = false;
+  /// Why a row-gathered table stays whole on a model-split grid
+  /// (px-shard-model), or empty.
+  std::string wholeOnGrid;
 };
 
 /// The variables of `module`'s entry function, in IR order.

@@ -121,6 +121,12 @@ def Px_Dialect : Dialect {
     // chosen count (docs/sync.md). Informational.
     "::mlir::DenseF64ArrayAttr":$partition_cost,
 
+    // --- Model parallelism (px-shard-model) ---
+    // px.variable: why a table read only by row gathers stays whole on a
+    // grid that splits the model (its rows do not divide over the model
+    // ranks). Read by the variable analysis (the report).
+    "::mlir::StringAttr":$whole_on_grid,
+
     // --- Synchronization (px-sync) ---
     // px.variable: the chosen scheme, "allreduce", "allgatherv" or "ps".
     // Read by the variable analysis (the report).

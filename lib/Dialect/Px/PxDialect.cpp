@@ -145,6 +145,7 @@ constexpr PxAttrRule kPxAttrs[] = {
     rule<PxDialect::AlphaSourceAttrHelper>(),
     rule<PxDialect::ProfileDataAttrHelper>(),
     rule<PxDialect::ProfileStepsAttrHelper>(),
+    rule<PxDialect::WholeOnGridAttrHelper>(),
     rule<PxDialect::PartitionsAttrHelper>(),
     rule<PxDialect::PlacementAttrHelper>(),
     rule<PxDialect::PartitionCostAttrHelper>(),

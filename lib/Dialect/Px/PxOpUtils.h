@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Value.h"
 
 #include <optional>
@@ -49,6 +50,13 @@ ranked(std::optional<mlir::Location> loc, mlir::Value v, llvm::StringRef what);
 /// an error when it is out of range.
 mlir::FailureOr<int64_t> axisFor(std::optional<mlir::Location> loc,
                                  mlir::IntegerAttr attr, int64_t dflt, int64_t rank);
+
+/// Verifies the grid reference and axes of `op` (the grid exists and is
+/// static, each axis is one of its axes, once); returns the number of ranks
+/// in each process group over those axes (all of them when empty).
+mlir::FailureOr<int64_t> verifyGroup(mlir::Operation *op, mlir::FlatSymbolRefAttr grid,
+                                     llvm::ArrayRef<int16_t> axes,
+                                     mlir::SymbolTableCollection &symbols);
 
 /// A shape as text for messages ("8x20").
 std::string fmt(llvm::ArrayRef<int64_t> shape);

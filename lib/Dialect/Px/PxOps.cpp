@@ -470,6 +470,42 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *ctx,
   return success();
 }
 
+/// A row block (`block of` a grid) names its group; the checks px.gather
+/// and px.make_sparse_grad share.
+template <typename Op>
+static LogicalResult verifyRowBlock(Op op) {
+  if (op.getGridAxes() && !op.getGrid())
+    return op.emitOpError("grid_axes without a grid (`block of`)");
+  return success();
+}
+template <typename Op>
+static LogicalResult verifyRowBlockSymbols(Op op, SymbolTableCollection &symbols) {
+  if (!op.getGrid())
+    return success();
+  ArrayRef<int16_t> axes;
+  if (auto a = op.getGridAxesAttr())
+    axes = a.asArrayRef();
+  return verifyGroup(op, op.getGridAttr(), axes, symbols);
+}
+
+LogicalResult GatherOp::verify() {
+  if (failed(verifyRowBlock(*this)))
+    return failure();
+  auto axis = normalizeAxis((int64_t)getAxis(), getData().getType().getRank());
+  if (getGrid() && axis != 0)
+    return emitOpError("a row block (`block of` a grid) is gathered on axis 0 only, not ")
+           << getAxis();
+  return success();
+}
+
+LogicalResult GatherOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyRowBlockSymbols(*this, symbols);
+}
+
+LogicalResult MakeSparseGradOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return verifyRowBlockSymbols(*this, symbols);
+}
+
 LogicalResult
 GatherElementsOp::inferReturnTypes(MLIRContext *ctx,
                                    std::optional<Location> loc, Adaptor adaptor,
@@ -1122,6 +1158,8 @@ LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *ctx,
 //===----------------------------------------------------------------------===//
 
 LogicalResult MakeSparseGradOp::verify() {
+  if (failed(verifyRowBlock(*this)))
+    return failure();
   auto type = cast<SparseGradType>(getOutput().getType());
   if (getIndices().getType() != type.getIndicesType())
     return emitOpError("indices must be ") << type.getIndicesType();

@@ -373,7 +373,8 @@ void attachIfElementwise(MLIRContext *ctx) {
     Op::template attachInterface<ElementwiseSharding<Op>>(*ctx);
   else if constexpr (!llvm::is_one_of<Op, GemmOp, MatMulOp, VariableOp, TransposeOp,
                                       GradientOp, SgdOp, MomentumOp, AdamOp, AdagradOp,
-                                      ReduceSumOp, ReduceMeanOp>::value &&
+                                      ReduceSumOp, ReduceMeanOp, parallax::px::GatherOp,
+                                      MakeSparseGradOp>::value &&
                      !hasConvolutionModel<Op>)
     Op::template attachInterface<WholeSharding<Op>>(*ctx);
 }
@@ -391,7 +392,7 @@ void parallax::px::registerShardingInterfaceModels(DialectRegistry &registry) {
     MatMulOp::attachInterface<ProductSharding<MatMulOp>>(*ctx);
     VariableOp::attachInterface<VariableSharding>(*ctx);
     TransposeOp::attachInterface<TransposeSharding>(*ctx);
-    GradientOp::attachInterface<SameShapeOperandsSharding<GradientOp>>(*ctx);
+    attachRowBlockModels(ctx); // px.gather, px.make_sparse_grad, px.gradient
     SgdOp::attachInterface<SameShapeOperandsSharding<SgdOp>>(*ctx);
     MomentumOp::attachInterface<SameShapeOperandsSharding<MomentumOp>>(*ctx);
     AdamOp::attachInterface<SameShapeOperandsSharding<AdamOp>>(*ctx);

@@ -1,8 +1,9 @@
 //===- PxShardingModel.h - what the px shard models share -------*- C++ -*-===//
 //
 // Private to lib/Dialect/Px: the common part of the px ops' ShardingInterface
-// models (PxShardingInterface.cpp, PxShardingConv.cpp), and the hook by
-// which the convolution, normalization and pooling models are attached.
+// models (PxShardingInterface.cpp, PxShardingConv.cpp, PxShardingGather.cpp),
+// and the hooks by which the convolution, normalization and pooling models
+// and the row-block (embedding) models are attached.
 //
 //===----------------------------------------------------------------------===//
 
@@ -145,6 +146,11 @@ constexpr bool hasConvolutionModel =
     llvm::is_one_of<Op, ConvOp, ConvGradInputOp, ConvGradFilterOp, BatchNormOp,
                     BatchNormGradOp, MaxPoolOp, AveragePoolOp, MaxPoolGradOp,
                     AvgPoolGradOp>::value;
+
+/// Attaches the models of the row-block ops (PxShardingGather.cpp):
+/// px.gather (a table split by rows is a vocabulary-parallel embedding),
+/// px.make_sparse_grad and px.gradient.
+void attachRowBlockModels(MLIRContext *ctx);
 
 } // namespace parallax::px::sharding
 

@@ -9,14 +9,15 @@
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Dialect/Px/PxShapes.h"
 
+#include "PxOpUtils.h"
+
 using namespace mlir;
 using namespace parallax::px;
+using parallax::px::detail::verifyGroup;
 
-/// Verifies the grid reference and axes of `op`; returns the number of ranks
-/// in each process group.
-static FailureOr<int64_t> verifyGroup(Operation *op, FlatSymbolRefAttr gridRef,
-                                      ArrayRef<int16_t> axes,
-                                      SymbolTableCollection &symbols) {
+FailureOr<int64_t> parallax::px::detail::verifyGroup(Operation *op, FlatSymbolRefAttr gridRef,
+                                                     ArrayRef<int16_t> axes,
+                                                     SymbolTableCollection &symbols) {
   shard::GridOp grid = shard::getGridOrNull(op, gridRef, symbols);
   if (!grid)
     return op->emitOpError("grid ") << gridRef << " is not a shard.grid";

@@ -215,19 +215,43 @@ def Px_CastOp : Px_Op<"cast", [Pure, SameOperandsAndResultShape, Px_Elementwise]
 // Indexing.
 //===----------------------------------------------------------------------===//
 
-def Px_GatherOp : Px_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def Px_GatherOp : Px_Op<"gather", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Gather slices of `data` along `axis` (ONNX Gather)";
   let description = [{
     result = data[:axis] ++ indices.shape ++ data[axis+1:]. Negative indices
     count from the end. A `px.variable` read only through `px.gather` on
     axis 0 has a row-sparse gradient: this is what makes an embedding sparse.
+
+    With `block of` a grid (and `grid_axes`, all axes when absent), `data`
+    is this rank's block of rows of a table split along axis 0 (which
+    `axis` must be) over that group, as upstream shard splits it: the rank
+    at place b of its group of G holds rows [b R, (b + 1) R) of the G R
+    rows, R being `data`'s. `indices` name rows of the whole table; an
+    index outside the rank's rows gives a slice of zeros, so the group's
+    results sum to the whole table's gather (the vocabulary-parallel
+    embedding of Megatron-LM).
+
+    ```mlir
+    %e = px.gather %block[%ids] block of @world grid_axes = [1] : tensor<500x16xf32>, tensor<64xi64>
+    ```
   }];
   let arguments = (ins Px_AnyTensor:$data, Px_IndexTensor:$indices,
-                       DefaultValuedAttr<I64Attr, "0">:$axis);
+                       DefaultValuedAttr<I64Attr, "0">:$axis,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<Shard_GridAxesAttr>:$grid_axes);
   let results = (outs Px_AnyTensor:$output);
   let assemblyFormat = [{
-    $data `[` $indices `]` attr-dict `:` type($data) `,` type($indices)
+    $data `[` $indices `]` (`block` `of` $grid^ (`grid_axes` `=` $grid_axes^)?)?
+    attr-dict `:` type($data) `,` type($indices)
   }];
+  let builders = [
+    // A gather of a whole tensor.
+    OpBuilder<(ins "::mlir::Type":$output, "::mlir::Value":$data, "::mlir::Value":$indices,
+                   "::mlir::IntegerAttr":$axis), [{
+      build($_builder, $_state, output, data, indices, axis, nullptr, nullptr);
+    }]>];
+  let hasVerifier = 1;
 }
 
 def Px_GatherElementsOp : Px_Op<"gather_elements", [Pure, InferTypeOpAdaptor]> {
@@ -565,18 +589,37 @@ def Px_AveragePoolOp : Px_PoolOp<"avg_pool"> {
 // Sparse gradients.
 //===----------------------------------------------------------------------===//
 
-def Px_MakeSparseGradOp : Px_Op<"make_sparse_grad", [Pure]> {
+def Px_MakeSparseGradOp : Px_Op<"make_sparse_grad", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Build a row-sparse gradient from row indices and row values";
   let description = [{
     `indices` is a vector of row numbers into the dense tensor's first
     dimension (-1 marks an unused slot of a fixed-capacity gradient);
     `values` holds one row per index.
+
+    With `block of` a grid (and `grid_axes`), the gradient is of this
+    rank's block of rows of a table split over that group (as
+    `px.gather ... block of` reads it; the dense type is the block's):
+    `indices` name rows of the whole table, those outside the rank's block
+    become unused (-1) and the others rows of the block.
+
+    ```mlir
+    %g = px.make_sparse_grad %ids, %rows block of @world grid_axes = [1] : tensor<64xi64>, tensor<64x16xf32> -> !px.sparse_grad<64, tensor<500x16xf32>>
+    ```
   }];
-  let arguments = (ins Px_StaticTensorOf<[I64]>:$indices, Px_FloatTensor:$values);
+  let arguments = (ins Px_StaticTensorOf<[I64]>:$indices, Px_FloatTensor:$values,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<Shard_GridAxesAttr>:$grid_axes);
   let results = (outs Px_SparseGrad:$output);
   let assemblyFormat = [{
-    $indices `,` $values attr-dict `:` type($indices) `,` type($values) `->` qualified(type($output))
+    $indices `,` $values (`block` `of` $grid^ (`grid_axes` `=` $grid_axes^)?)?
+    attr-dict `:` type($indices) `,` type($values) `->` qualified(type($output))
   }];
+  let builders = [
+    // The gradient of a whole tensor.
+    OpBuilder<(ins "::mlir::Type":$output, "::mlir::Value":$indices, "::mlir::Value":$values), [{
+      build($_builder, $_state, output, indices, values, nullptr, nullptr);
+    }]>];
   let hasVerifier = 1;
 }
 

@@ -1,11 +1,13 @@
 //===- Indexing.cpp - gather, gather_elements and their gradients ---------===//
 //
 // px.gather (ONNX Gather; on axis 0 the embedding lookup: one memcpy per
-// row), px.gather_elements (ONNX GatherElements), and their dense
-// gradients px.scatter_add and px.scatter_elements_add, which start from
-// zeros and accumulate (repeated indices add up). The scatters split work
-// only over dimensions where distinct work items write distinct output
-// elements, so they need no atomics.
+// row; of a row block, zeros for the rows other ranks hold),
+// px.gather_elements (ONNX GatherElements), their dense gradients
+// px.scatter_add and px.scatter_elements_add, which start from zeros and
+// accumulate (repeated indices add up), and the row-block form of
+// px.make_sparse_grad, which moves a gradient's rows into the block. The
+// scatters split work only over dimensions where distinct work items write
+// distinct output elements, so they need no atomics.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,26 +71,33 @@ template <> struct Elem<8> { using type = uint64_t; };
 //===----------------------------------------------------------------------===//
 
 /// ElemSize > 0: each row is one element of that size; 0: memcpy rows.
+/// Indices name rows of the whole table; a row another rank's block holds
+/// reads as zeros.
 template <typename I, int ElemSize>
 KernelFn gatherImpl(const char *data, const I *idx, char *out, int64_t outer,
-                    int64_t axisLen, int64_t nIdx, int64_t rowBytes,
+                    RowBlock block, int64_t nIdx, int64_t rowBytes,
                     int64_t axis, int threads, bool nonnegative) {
-  int64_t rows = outer * nIdx;
+  int64_t rows = outer * nIdx, axisLen = block.rows;
   int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(rowBytes, 1));
   return [=] {
     if (nonnegative)
-      refuseNegativeIds(idx, nIdx, axisLen, "gather");
+      refuseNegativeIds(idx, nIdx, block.tableRows, "gather");
     parallelFor(threads, rows, grain, [&](int64_t r0, int64_t r1) {
       int64_t o = r0 / nIdx, p = r0 % nIdx;
       for (int64_t r = r0; r < r1; ++r) {
-        int64_t i = wrapIndex((int64_t)idx[p], axisLen, "gather", p, axis);
-        const char *src = data + (o * axisLen + i) * rowBytes;
+        int64_t i = block.local(
+            wrapIndex((int64_t)idx[p], block.tableRows, "gather", p, axis));
         char *dst = out + r * rowBytes;
-        if constexpr (ElemSize > 0) {
-          using E = typename Elem<ElemSize>::type;
-          *reinterpret_cast<E *>(dst) = *reinterpret_cast<const E *>(src);
+        if (i < 0) {
+          std::memset(dst, 0, rowBytes);
         } else {
-          std::memcpy(dst, src, rowBytes);
+          const char *src = data + (o * axisLen + i) * rowBytes;
+          if constexpr (ElemSize > 0) {
+            using E = typename Elem<ElemSize>::type;
+            *reinterpret_cast<E *>(dst) = *reinterpret_cast<const E *>(src);
+          } else {
+            std::memcpy(dst, src, rowBytes);
+          }
         }
         if (++p == nIdx) {
           p = 0;
@@ -102,7 +111,8 @@ KernelFn gatherImpl(const char *data, const I *idx, char *out, int64_t outer,
 template <typename I>
 KernelFn gatherTyped(KernelArgs &args, int64_t axis) {
   const TensorView &data = args.in(0), &indices = args.in(1), &out = args.out(0);
-  int64_t outer = product(data.shape, 0, axis), axisLen = data.dim(axis);
+  int64_t outer = product(data.shape, 0, axis);
+  RowBlock block = rowBlockOf(args, data.dim(axis), "gather");
   int64_t inner = product(data.shape, axis + 1, data.shape.size());
   int64_t nIdx = indices.numElements();
   int64_t es = (int64_t)sizeOf(data.dtype), rowBytes = inner * es;
@@ -113,13 +123,13 @@ KernelFn gatherTyped(KernelArgs &args, int64_t axis) {
   bool nn = args.flag("nonnegative_ids");
   if (inner == 1) {
     switch (es) {
-    case 1: return gatherImpl<I, 1>(d, idx, o, outer, axisLen, nIdx, es, axis, threads, nn);
-    case 2: return gatherImpl<I, 2>(d, idx, o, outer, axisLen, nIdx, es, axis, threads, nn);
-    case 4: return gatherImpl<I, 4>(d, idx, o, outer, axisLen, nIdx, es, axis, threads, nn);
-    case 8: return gatherImpl<I, 8>(d, idx, o, outer, axisLen, nIdx, es, axis, threads, nn);
+    case 1: return gatherImpl<I, 1>(d, idx, o, outer, block, nIdx, es, axis, threads, nn);
+    case 2: return gatherImpl<I, 2>(d, idx, o, outer, block, nIdx, es, axis, threads, nn);
+    case 4: return gatherImpl<I, 4>(d, idx, o, outer, block, nIdx, es, axis, threads, nn);
+    case 8: return gatherImpl<I, 8>(d, idx, o, outer, block, nIdx, es, axis, threads, nn);
     }
   }
-  return gatherImpl<I, 0>(d, idx, o, outer, axisLen, nIdx, rowBytes, axis,
+  return gatherImpl<I, 0>(d, idx, o, outer, block, nIdx, rowBytes, axis,
                           threads, nn);
 }
 
@@ -320,9 +330,37 @@ KernelFn scatterElementsAddFactory(KernelArgs &args) {
   });
 }
 
+//===----------------------------------------------------------------------===//
+// make_sparse_grad of a row block
+//===----------------------------------------------------------------------===//
+
+/// The block's rows of the whole table's (-1: unused, or another rank's);
+/// the values as they are.
+KernelFn makeSparseGradFactory(KernelArgs &args) {
+  RowBlock block = makeSparseGradBlock(args);
+  const int64_t *idx = args.in(0).as<int64_t>();
+  int64_t *local = args.out(0).as<int64_t>();
+  int64_t n = args.in(0).numElements();
+  const void *values = args.in(1).data;
+  void *outValues = args.out(1).data;
+  int64_t bytes = args.in(1).bytes();
+  return [=] {
+    for (int64_t p = 0; p < n; ++p) {
+      if (idx[p] != -1 && (idx[p] < 0 || idx[p] >= block.tableRows))
+        throw KernelError("make_sparse_grad: row " + std::to_string(idx[p]) +
+                          " at position " + std::to_string(p) + " is outside the " +
+                          std::to_string(block.tableRows) + " rows of the table");
+      local[p] = idx[p] == -1 ? -1 : block.local(idx[p]);
+    }
+    if (outValues != values)
+      std::memcpy(outValues, values, bytes);
+  };
+}
+
 } // namespace
 
 void registerIndexingKernels(KernelRegistry &r) {
+  r.add("make_sparse_grad", makeSparseGradFactory);
   r.add("gather", gatherFactory);
   r.add("gather_elements", gatherElementsFactory);
   r.add("scatter_add", scatterAddFactory);

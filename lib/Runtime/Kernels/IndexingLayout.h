@@ -11,6 +11,9 @@
 #define PARALLAX_RUNTIME_KERNELS_INDEXINGLAYOUT_H
 
 #include "KernelUtil.h"
+#include "ShapeMath.h"
+
+#include "parallax/Runtime/Grid.h"
 
 #include <cstdint>
 #include <string>
@@ -49,6 +52,34 @@ inline std::vector<int64_t> insertAt(const std::vector<int64_t> &full, int64_t a
   return s;
 }
 
+/// Where this rank's rows lie in the whole table, for the ops that read or
+/// differentiate a row block (px.gather and px.make_sparse_grad `block of`
+/// a grid: the kernel's "grid_shape" and "grid_axes"): the rank at place b
+/// of its group of G holds rows [b R, (b + 1) R) of G R. Without a grid the
+/// kernel holds the whole table.
+struct RowBlock {
+  int64_t first = 0, rows = 0, tableRows = 0;
+  /// The block's row of the whole table's row `i` (in [0, tableRows)), or
+  /// -1 when another rank holds it.
+  PX_HD int64_t local(int64_t i) const {
+    i -= first;
+    return i >= 0 && i < rows ? i : -1;
+  }
+};
+
+inline RowBlock rowBlockOf(const KernelArgs &args, int64_t blockRows, const char *op) {
+  if (!args.has("grid_shape"))
+    return {0, blockRows, blockRows};
+  try {
+    KernelGrid grid = kernelGridOf(args.kernel.attrs, args.env.worldSize);
+    GroupPlace place =
+        placeInGroup(args.env.worldSize, args.env.rank, grid.shape, grid.axes);
+    return {place.rank * blockRows, blockRows, blockRows * (int64_t)place.members.size()};
+  } catch (const CommError &e) {
+    args.fail(std::string(op) + ": " + e.what());
+  }
+}
+
 /// gather(data, indices) -> out: checks it, returns the (non-negative) axis.
 inline int64_t gatherAxis(const KernelArgs &args) {
   const TensorView &data = args.in(0), &indices = args.in(1), &out = args.out(0);
@@ -63,7 +94,29 @@ inline int64_t gatherAxis(const KernelArgs &args) {
   if (out.shape != expected)
     args.fail("gather: result shape " + shapeStr(out.shape) + " must be " +
               shapeStr(expected));
+  if (axis != 0 && args.has("grid_shape"))
+    args.fail("gather: a row block (grid_shape) is gathered on axis 0 only, not " +
+              std::to_string(axis));
   return axis;
+}
+
+/// make_sparse_grad(indices, values) -> (block indices, values) of a row
+/// block of "block_rows" rows: checks it, returns the block.
+inline RowBlock makeSparseGradBlock(const KernelArgs &args) {
+  const TensorView &indices = args.in(0), &values = args.in(1);
+  const TensorView &outIndices = args.out(0), &outValues = args.out(1);
+  if (indices.dtype != DType::I64 || indices.rank() != 1 || outIndices.dtype != DType::I64 ||
+      outIndices.shape != indices.shape)
+    args.fail("make_sparse_grad: indices and the block's indices must be i64 " +
+              shapeStr({indices.numElements()}));
+  if (values.rank() < 1 || values.dim(0) != indices.dim(0) || outValues.shape != values.shape ||
+      outValues.dtype != values.dtype)
+    args.fail("make_sparse_grad: values " + shapeStr(values.shape) +
+              " must have one row per index, as the result's " + shapeStr(outValues.shape));
+  int64_t rows = args.i64("block_rows");
+  if (rows < 1)
+    args.fail("make_sparse_grad: block_rows must be positive, got " + std::to_string(rows));
+  return rowBlockOf(args, rows, "make_sparse_grad");
 }
 
 /// gather_elements(data, indices) -> out: checks it, returns the axis.

@@ -2,6 +2,8 @@
 // scatter_elements_add) against naive references.
 #include "KernelTestCases.h"
 
+#include "parallax/Runtime/Grid.h"
+
 using namespace parallax::rt;
 using namespace parallax::rt::test;
 using namespace parallax::rt::test::cases;
@@ -128,6 +130,129 @@ TEST(IndexingKernels, GatherErrors) {
   env.threads = 2;
   EXPECT_THROW(runKernel("gather", {&big, &bigIdx}, {&bigOut}, {}, env),
                KernelError);
+}
+
+//===----------------------------------------------------------------------===//
+// Row blocks (vocabulary-parallel embeddings): gather and make_sparse_grad
+// `block of` a grid
+//===----------------------------------------------------------------------===//
+
+/// Rank `rank`'s block of `rows` rows of `whole` (rows x width).
+std::vector<double> blockOf(const std::vector<double> &whole, int64_t width,
+                            int64_t first, int64_t rows) {
+  return {whole.begin() + first * width, whole.begin() + (first + rows) * width};
+}
+
+/// Every rank of a grid gathers from its block of a table split by rows
+/// over `axes`: the rows it holds, zeros for the others; the group's
+/// results add up to the whole table's gather (what the all-reduce after a
+/// vocabulary-parallel lookup relies on), negative ids included.
+void checkRowBlocks(std::vector<int64_t> gridShape, std::vector<int64_t> axes,
+                    int64_t tableRows) {
+  SCOPED_TRACE(::testing::Message() << "grid " << ::testing::PrintToString(gridShape)
+                                    << " axes " << ::testing::PrintToString(axes));
+  const int64_t width = 3;
+  int world = 1, group = 1;
+  for (size_t a = 0; a < gridShape.size(); ++a) {
+    world *= (int)gridShape[a];
+    if (std::count(axes.begin(), axes.end(), (int64_t)a))
+      group *= (int)gridShape[a];
+  }
+  const int64_t rows = tableRows / group;
+  std::vector<double> whole = smallValues(tableRows * width, 5, DType::F32);
+  std::vector<double> ids{(double)tableRows - 1, 0, (double)rows, (double)rows - 1, -1, 2};
+  TestTensor idx(DType::I64, {2, 3}, ids);
+  std::vector<double> expected = refGather({tableRows, width}, whole, ids, 0);
+  std::vector<std::vector<double>> sums(world, std::vector<double>(expected.size(), 0.0));
+  for (int rank = 0; rank < world; ++rank) {
+    GroupPlace place = placeInGroup(world, rank, gridShape, axes);
+    int64_t first = place.rank * rows;
+    TestTensor data(DType::F32, {rows, width}, blockOf(whole, width, first, rows));
+    TestTensor out(DType::F32, {2, 3, width});
+    ExecEnv env;
+    env.rank = rank;
+    env.worldSize = world;
+    runKernel("gather", {&data, &idx}, {&out},
+              {{"grid_shape", gridShape}, {"grid_axes", axes}}, env);
+    std::vector<double> got = out.values();
+    for (size_t p = 0; p < ids.size(); ++p) {
+      int64_t id = ids[p] < 0 ? (int64_t)ids[p] + tableRows : (int64_t)ids[p];
+      bool mine = id >= first && id < first + rows;
+      for (int64_t j = 0; j < width; ++j)
+        EXPECT_EQ(got[p * width + j], mine ? expected[p * width + j] : 0.0)
+            << "rank " << rank << " id " << ids[p];
+    }
+    // The rank's group: the ranks that share its coordinates off `axes`.
+    for (int member : place.members)
+      for (size_t i = 0; i < got.size(); ++i)
+        sums[member][i] += got[i];
+  }
+  for (int rank = 0; rank < world; ++rank)
+    expectNear(sums[rank], expected, 0, 0);
+}
+
+TEST(IndexingKernels, GatherRowBlockReadsItsRowsAndZerosForOthers) {
+  checkRowBlocks({2, 2}, {1}, 8); // a 2 x 2 grid's model axis
+  checkRowBlocks({2, 2}, {0}, 8); // its batch axis
+  checkRowBlocks({4}, {0}, 12);   // 4 x 1: pure model parallelism
+  checkRowBlocks({2, 3}, {0, 1}, 12);
+}
+
+TEST(IndexingKernels, GatherRowBlockErrors) {
+  TestTensor data(DType::F32, {4, 2}), idx(DType::I64, {2}, {1, 8}), out(DType::F32, {2, 2});
+  ExecEnv env;
+  env.rank = 1;
+  env.worldSize = 2;
+  nlohmann::json block = {{"grid_shape", {2}}, {"grid_axes", {0}}};
+  // Row 8 is in neither block of a table of 8 rows.
+  EXPECT_THROW(runKernel("gather", {&data, &idx}, {&out}, block, env), KernelError);
+  auto message = [&](nlohmann::json attrs, ExecEnv e, std::vector<int64_t> outShape) {
+    TestTensor o(DType::F32, outShape), ok(DType::I64, {2}, {1, 7});
+    try {
+      runKernel("gather", {&data, &ok}, {&o}, attrs, e);
+    } catch (const KernelError &err) {
+      return std::string(err.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(message(block, env, {2, 2}), "");
+  ExecEnv three = env;
+  three.worldSize = 3;
+  EXPECT_NE(message(block, three, {2, 2}).find("does not hold the 3 ranks"), std::string::npos);
+  nlohmann::json axis1 = block;
+  axis1["axis"] = 1;
+  EXPECT_NE(message(axis1, env, {4, 2}).find("gathered on axis 0 only"), std::string::npos);
+}
+
+TEST(IndexingKernels, MakeSparseGradMovesRowsIntoTheBlock) {
+  // Rows of a table of 8 split over 2 ranks: rank 1 holds rows 4..7.
+  TestTensor idx(DType::I64, {5}, {5, -1, 0, 3, 7});
+  std::vector<double> rows = smallValues(5 * 2, 3, DType::F32);
+  TestTensor values(DType::F32, {5, 2}, rows);
+  nlohmann::json attrs = {{"grid_shape", {2}}, {"grid_axes", {0}}, {"block_rows", 4}};
+  const std::vector<std::vector<double>> local = {{-1, -1, 0, 3, -1}, {1, -1, -1, -1, 3}};
+  for (int rank = 0; rank < 2; ++rank) {
+    TestTensor outIdx(DType::I64, {5}), outValues(DType::F32, {5, 2});
+    ExecEnv env;
+    env.rank = rank;
+    env.worldSize = 2;
+    runKernel("make_sparse_grad", {&idx, &values}, {&outIdx, &outValues}, attrs, env);
+    EXPECT_EQ(outIdx.values(), local[rank]) << "rank " << rank;
+    EXPECT_EQ(outValues.values(), rows);
+  }
+  // A row outside the whole table is an error naming it.
+  TestTensor bad(DType::I64, {5}, {5, -1, 0, 8, 7}), outIdx(DType::I64, {5}),
+      outValues(DType::F32, {5, 2});
+  ExecEnv env;
+  env.worldSize = 2;
+  try {
+    runKernel("make_sparse_grad", {&bad, &values}, {&outIdx, &outValues}, attrs, env);
+    ADD_FAILURE() << "row 8 of 8 accepted";
+  } catch (const KernelError &e) {
+    EXPECT_NE(std::string(e.what()).find("row 8 at position 3 is outside the 8 rows"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 //===----------------------------------------------------------------------===//

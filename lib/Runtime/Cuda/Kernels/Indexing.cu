@@ -1,7 +1,8 @@
 //===- Indexing.cu - CUDA kernels of the Indexing family -------------------===//
 //
-// gather, gather_elements, scatter_add and scatter_elements_add on the GPU,
-// with the CPU kernels' checks and messages (lib/Runtime/Kernels/
+// gather (of a row block too), gather_elements, scatter_add,
+// scatter_elements_add and the row-block make_sparse_grad on the GPU, with
+// the CPU kernels' checks and messages (lib/Runtime/Kernels/
 // IndexingLayout.h).
 // An index outside [-size, size) (or a negative id under "nonnegative_ids")
 // is reported with reportFault and becomes an error naming the kernel at the
@@ -64,8 +65,11 @@ template <typename Widest, typename F> void withUnit(int64_t bytes, F &&f) {
 // gather
 //===----------------------------------------------------------------------===//
 
+/// `block`: the rows the data holds of the table the indices name (all of
+/// them but for a row block).
 struct GatherShape {
-  int64_t outer, axisLen, nIdx, inner; // inner in units
+  int64_t outer, nIdx, inner; // inner in units
+  RowBlock block;
 };
 
 template <typename I, typename U>
@@ -75,17 +79,18 @@ void launchGather(cudaStream_t stream, const U *data, const I *idx, U *out,
     const int64_t r = i / s.inner, j = i % s.inner;
     const int64_t p = r % s.nIdx, o = r / s.nIdx;
     const int64_t v = (int64_t)idx[p];
-    const int64_t w = wrappedIndex(v, s.axisLen);
+    const int64_t w = wrappedIndex(v, s.block.tableRows);
     if (w < 0 || (nonnegative && v < 0)) {
       // One report per bad position, from its first element.
       if (o == 0 && j == 0)
         reportFault(sink.fault, sink.kernel,
                     v < 0 && nonnegative ? kFaultRowOutOfRange : kFaultIndexOutOfRange, v,
-                    s.axisLen);
+                    s.block.tableRows);
       out[i] = U{};
       return;
     }
-    out[i] = data[(o * s.axisLen + w) * s.inner + j];
+    const int64_t local = s.block.local(w); // -1: another rank's row
+    out[i] = local < 0 ? U{} : data[(o * s.block.rows + local) * s.inner + j];
   });
 }
 
@@ -99,8 +104,8 @@ KernelFn gatherTyped(CudaDevice &dev, KernelArgs &args, int64_t axis) {
   while (unit > es && (rowBytes % unit || (uintptr_t)data.data % unit ||
                        (uintptr_t)out.data % unit))
     unit /= 2;
-  GatherShape s{product(data.shape, 0, axis), data.dim(axis), indices.numElements(),
-                rowBytes / unit};
+  GatherShape s{product(data.shape, 0, axis), indices.numElements(), rowBytes / unit,
+                rowBlockOf(args, data.dim(axis), "gather")};
   const void *d = data.data;
   const I *idx = indices.as<I>();
   void *o = out.data;
@@ -327,9 +332,41 @@ KernelFn scatterElementsAddFactory(KernelArgs &args) {
   });
 }
 
+//===----------------------------------------------------------------------===//
+// make_sparse_grad of a row block
+//===----------------------------------------------------------------------===//
+
+KernelFn makeSparseGradFactory(KernelArgs &args) {
+  CudaDevice &dev = cudaDeviceOf(args);
+  const RowBlock block = makeSparseGradBlock(args);
+  const int64_t *idx = args.in(0).as<int64_t>();
+  int64_t *local = args.out(0).as<int64_t>();
+  const int64_t n = args.in(0).numElements(), bytes = args.in(1).bytes();
+  const void *values = args.in(1).data;
+  void *outValues = args.out(1).data;
+  FaultSink sink = faultSinkOf(dev, args);
+  CudaDevice *device = &dev;
+  return [=] {
+    cudaStream_t st = device->stream();
+    forEach(st, n, [=] __device__(int64_t p) {
+      const int64_t r = idx[p];
+      if (r != -1 && (r < 0 || r >= block.tableRows)) {
+        reportFault(sink.fault, sink.kernel, kFaultRowOutOfRange, r, block.tableRows);
+        local[p] = -1;
+        return;
+      }
+      local[p] = r == -1 ? -1 : block.local(r);
+    });
+    if (outValues != values && bytes > 0)
+      PX_CUDA_CHECK(cudaMemcpyAsync(outValues, values, (size_t)bytes,
+                                    cudaMemcpyDeviceToDevice, st));
+  };
+}
+
 } // namespace
 
 void registerCudaIndexingKernels(KernelRegistry &r) {
+  r.add("make_sparse_grad", makeSparseGradFactory);
   r.add("gather", gatherFactory);
   r.add("gather_elements", gatherElementsFactory);
   r.add("scatter_add", scatterAddFactory);
