@@ -159,18 +159,49 @@ llvm::DenseSet<Operation *> forwardOps(func::FuncOp func) {
 
 /// Bytes a memory-bound op reads and writes (its operands and results; an
 /// update writes its variable and state back), 0 for ops no kernel runs.
-int64_t bytesMovedBy(Operation *op) {
+/// `gridShape` sizes the group a sharded weight update divides its
+/// variable over.
+int64_t bytesMovedBy(Operation *op, ArrayRef<int64_t> gridShape) {
   if (isa<px::VariableOp, px::InputOp, px::ConstantOp, px::ReshapeOp, px::GradientOp,
           func::ReturnOp>(op))
     return 0;
+  // A gather (or a parameter server's pull) reads the rows it returns, not
+  // its table.
+  if (isa<px::GatherOp, px::PsPullOp>(op) && op->getNumOperands() >= 2)
+    return 2 * bytesOf(op->getResult(0).getType()) + bytesOf(op->getOperand(1).getType());
+  bool update = isa<px::SgdOp, px::MomentumOp, px::AdamOp, px::AdagradOp>(op);
+  if (update && op->getNumOperands() >= 2) {
+    // The variable and its state are read and written back; a row-sparse
+    // gradient touches only its rows of them (a lazy update).
+    auto sparse = dyn_cast<px::SparseGradType>(op->getOperands().back().getType());
+    // A sharded update (px-shard-weight-update) updates its rank's block:
+    // a share of the variable as large as the group is wide.
+    int64_t share = 1;
+    if (op->hasAttr("shard_bytes")) {
+      std::vector<int64_t> shape(gridShape.begin(), gridShape.end()), axes;
+      if (auto a = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes"))
+        for (int16_t x : a.asArrayRef())
+          axes.push_back(x);
+      share = std::max<int64_t>(1, rt::groupSize(shape, axes));
+    }
+    int64_t bytes = 0;
+    for (Value v : op->getOperands().drop_back()) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      int64_t whole = bytesOf(v.getType());
+      int64_t touched = sparse && t && t.getRank() >= 1 && t.getDimSize(0) > 0
+                            ? whole / t.getDimSize(0) * std::min(sparse.getRows(), t.getDimSize(0))
+                            : whole;
+      bytes += 2 * touched;
+    }
+    bytes += sparse ? bytesOf(sparse.getValuesType()) + bytesOf(sparse.getIndicesType())
+                    : bytesOf(op->getOperands().back().getType());
+    return bytes / share;
+  }
   int64_t bytes = 0;
   for (Value v : op->getOperands())
     bytes += bytesOf(v.getType());
   for (Value v : op->getResults())
     bytes += bytesOf(v.getType());
-  if (isa<px::SgdOp, px::MomentumOp, px::AdamOp, px::AdagradOp>(op))
-    for (Value v : op->getOperands().drop_back())
-      bytes += bytesOf(v.getType());
   return bytes;
 }
 
@@ -373,7 +404,7 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     int64_t g = 1;
     auto c = collectiveOf(&op, gridShape, perMachine, machine, g);
     if (!c) {
-      if (int64_t moved = bytesMovedBy(&op))
+      if (int64_t moved = bytesMovedBy(&op, gridShape))
         layerFor(&op).computeSeconds += (double)moved / machine.streamBytesPerSecond;
       continue;
     }
