@@ -13,11 +13,16 @@ prediction). Prints one line per grid:
 
     MODEL PrxPc: matches one rank (S steps); bytes as predicted (B per rank and step)
 
+and, with --memory-rtol R, that every rank's largest memory_bytes (what its
+session added to the process at its peak) is within R of the plan's
+predicted peak.
+
 or the first failure's command and output (exit status 1). parallax-opt and
 parallax-run are found on PATH (lit puts the build's first).
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +50,9 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--grids", required=True)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--memory-rtol", type=float,
+                    help="also hold every rank's measured memory_bytes to the plan's "
+                         "predicted peak within this relative tolerance")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     name = os.path.splitext(os.path.basename(a.model))[0]
@@ -93,8 +101,22 @@ def main():
                 return 1
             outs.append(out)
         predicted = outs[1].split(": ")[1].split(" B ")[0]
+        memory = ""
+        if a.memory_rtol is not None:
+            with open(plan_json) as f:
+                peak = json.load(f)["memory"]["peak"]
+            measured = max(json.loads(line)["memory_bytes"]
+                           for r in range(np_)
+                           for line in open(os.path.join(a.out, f"{tag}.rank{r}.jsonl"))
+                           if line.strip())
+            ratio = measured / peak
+            if abs(ratio - 1) > a.memory_rtol:
+                print(f"{name} {grid}: measured memory {measured} B is {ratio:.3f}x the "
+                      f"predicted peak {peak} B")
+                return 1
+            memory = f"; memory within {a.memory_rtol:g} of the prediction"
         print(f"{name} {grid}: matches one rank ({a.steps} steps); "
-              f"bytes as predicted ({predicted} per rank and step)")
+              f"bytes as predicted ({predicted} per rank and step){memory}")
     return 0
 
 
