@@ -480,9 +480,12 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     SmallVector<std::pair<px::VariableOp, px::GradientOp>> dense;
     for (px::GradientOp g : llvm::to_vector(func.getOps<px::GradientOp>())) {
       auto var = g.getVariable().getDefiningOp<px::VariableOp>();
-      if (cluster.dataRanks() == 1 && isa<px::SparseGradType>(g.getGrad().getType())) {
+      if (cluster.modelRanks > 1 && cluster.dataRanks() == 1 &&
+          isa<px::SparseGradType>(g.getGrad().getType())) {
         // A grid of Pr x 1 has no batch to synchronize over: the rows stay
         // sparse, and the optimizer updates only them, as on one rank.
+        // (Data parallelism on one rank keeps what --sync says, so that its
+        // run is the reference of the same scheme on N ranks.)
         px::setAttr<px::PxDialect::SyncAttrHelper>(var, b.getStringAttr("none"));
         setBytes(var, 0, true);
         continue;
