@@ -13,11 +13,7 @@ using namespace mlir;
 
 namespace parallax {
 
-namespace {
-
-/// The trainable variable `v` reads, through reshapes and transposes (a
-/// linear layer's x W^T is a matmul of the transposed weight).
-px::VariableOp weightOf(Value v) {
+px::VariableOp trainableWeightOf(Value v) {
   for (;;) {
     if (auto r = v.getDefiningOp<px::ReshapeOp>())
       v = r.getInput();
@@ -29,6 +25,10 @@ px::VariableOp weightOf(Value v) {
   auto var = v.getDefiningOp<px::VariableOp>();
   return var && var.getTrainable() ? var : px::VariableOp();
 }
+
+namespace {
+
+px::VariableOp weightOf(Value v) { return trainableWeightOf(v); }
 
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t n = 1;

@@ -1,6 +1,7 @@
 //===- StepPrediction.cpp - what a partitioned step costs, layer by layer -===//
 
 #include "parallax/Analysis/StepPrediction.h"
+#include "parallax/Analysis/Layers.h"
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Runtime/CollectiveVolume.h"
 #include "parallax/Runtime/Grid.h"
@@ -23,12 +24,7 @@ namespace parallax {
 
 namespace {
 
-int64_t product(ArrayRef<int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims)
-    n *= d;
-  return n;
-}
+int64_t product(ArrayRef<int64_t> dims) { return ShapedType::getNumElements(dims); }
 
 int64_t bytesOf(Type t) {
   auto r = dyn_cast<RankedTensorType>(t);
@@ -43,19 +39,7 @@ std::vector<int64_t> shapeOf(Type t) {
            : std::vector<int64_t>();
 }
 
-/// The trainable variable `v` reads, through reshapes and transposes.
-px::VariableOp weightOf(Value v) {
-  for (;;) {
-    if (auto r = v.getDefiningOp<px::ReshapeOp>())
-      v = r.getInput();
-    else if (auto t = v.getDefiningOp<px::TransposeOp>())
-      v = t.getInput();
-    else
-      break;
-  }
-  auto var = v.getDefiningOp<px::VariableOp>();
-  return var && var.getTrainable() ? var : px::VariableOp();
-}
+px::VariableOp weightOf(Value v) { return trainableWeightOf(v); }
 
 /// The weight operand of a layer's forward op (not a gemm's bias: the
 /// layer is its weight's).

@@ -11,12 +11,18 @@
 
 #include "parallax/Analysis/GridCost.h"
 
+#include "parallax/Dialect/Px/PxDialect.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <vector>
 
 namespace parallax {
+
+/// The trainable variable `v` reads, through reshapes and transposes (a
+/// linear layer's x W^T is a matmul of the transposed weight), or null.
+px::VariableOp trainableWeightOf(mlir::Value v);
 
 /// The layers of `module`'s step function. A weight read through a reshape
 /// or a transpose counts; a product of two computed values (attention scores) has no
