@@ -382,7 +382,8 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     if (double f = flopsOf(&op)) {
       PredictedLayer &l = layerFor(&op);
       l.flops += f;
-      l.computeSeconds += f / machine.flopsPerSecond;
+      bool conv = isa<px::ConvOp, px::ConvGradInputOp, px::ConvGradFilterOp>(op);
+      l.computeSeconds += f / (conv ? machine.convFlopsPerSecond : machine.flopsPerSecond);
       continue;
     }
     int64_t g = 1;

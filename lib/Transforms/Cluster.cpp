@@ -55,6 +55,7 @@ ClusterModel ClusterModel::fromModule(ModuleOp module) {
     get("inter_latency", c.interLatency);
     get("update_seconds_per_byte", c.updateSecondsPerByte);
     get("flops_per_second", c.flopsPerSecond);
+    get("conv_flops_per_second", c.convFlopsPerSecond);
     get("stream_bytes_per_second", c.streamBytesPerSecond);
   }
   return c;
@@ -175,6 +176,8 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
       c.updateSecondsPerByte = *u;
     if (auto f = obj->getNumber("flops_per_second"))
       c.flopsPerSecond = *f;
+    if (auto f = obj->getNumber("conv_flops_per_second"))
+      c.convFlopsPerSecond = *f;
     if (auto b = obj->getNumber("stream_bytes_per_second"))
       c.streamBytesPerSecond = *b;
     return success();
@@ -206,6 +209,7 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
             b.getNamedAttr("update_seconds_per_byte",
                            b.getF64FloatAttr(c.updateSecondsPerByte)),
             b.getNamedAttr("flops_per_second", b.getF64FloatAttr(c.flopsPerSecond)),
+            b.getNamedAttr("conv_flops_per_second", b.getF64FloatAttr(c.convFlopsPerSecond)),
             b.getNamedAttr("stream_bytes_per_second",
                            b.getF64FloatAttr(c.streamBytesPerSecond)),
         }));

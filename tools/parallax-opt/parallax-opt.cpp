@@ -368,6 +368,7 @@ static parallax::grid::Machine machineOf(const parallax::ClusterModel &c) {
   m.inter = {c.interLatency, 1.0 / c.interBandwidth};
   m.ranksPerMachine = c.ranksPerMachine;
   m.flopsPerSecond = c.flopsPerSecond;
+  m.convFlopsPerSecond = c.convFlopsPerSecond;
   m.streamBytesPerSecond = c.streamBytesPerSecond;
   m.optimizerSlots = optimizerKind == "adam" ? 2 : optimizerKind == "sgd" ? 0 : 1;
   return m;

@@ -297,6 +297,25 @@ double measureFlops(Comm &comm, int threads) {
   return 2.0 * (double)(n * n * n) / std::max(concurrentSeconds(comm, fn), 1e-12);
 }
 
+/// Floating-point operations per second of a 3 x 3 convolution (16
+/// images of 32 x 32 pixels, 32 channels to 32): convolutions run on their
+/// own kernels, at their own rate.
+double measureConvFlops(Comm &comm, int threads) {
+  const int64_t n = 16, c = 32, hw = 32, k = 3;
+  std::vector<float> x(n * c * hw * hw, 0.5f), w(c * c * k * k, 0.01f), y(n * c * hw * hw);
+  ExecEnv env;
+  env.threads = threads;
+  PlanKernel kernel;
+  KernelFn fn = kernelOn("conv",
+                         {{"strides", {1, 1}}, {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}},
+                          {"group", 1}},
+                         {{x.data(), DType::F32, {n, c, hw, hw}},
+                          {w.data(), DType::F32, {c, c, k, k}}},
+                         {{y.data(), DType::F32, {n, c, hw, hw}}}, env, kernel);
+  double flops = 2.0 * (double)(n * c * hw * hw) * (double)(c * k * k);
+  return flops / std::max(concurrentSeconds(comm, fn), 1e-12);
+}
+
 /// Bytes per second a memory-bound kernel streams (a dense Adam update of
 /// 4M parameters: the value, both moments and the gradient read, three
 /// written): what StepPrediction divides every other op's bytes by.
@@ -337,6 +356,7 @@ int calibrate(Comm &comm, const std::string &outPath, int threads) {
   }
   profile["update_seconds_per_byte"] = measureUpdate(threads);
   profile["flops_per_second"] = measureFlops(comm, threads);
+  profile["conv_flops_per_second"] = measureConvFlops(comm, threads);
   profile["stream_bytes_per_second"] = measureStream(comm, threads);
   if (comm.rank() == 0) {
     std::ofstream out(outPath, std::ios::trunc);

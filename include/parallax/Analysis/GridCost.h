@@ -63,6 +63,8 @@ struct Machine {
   int64_t ranksPerMachine = 1 << 30;
   /// Sustained floating-point operations per second of one rank.
   double flopsPerSecond = 50e9;
+  /// The same for convolutions.
+  double convFlopsPerSecond = 20e9;
   /// Bytes per second a memory-bound op streams through one rank.
   double streamBytesPerSecond = 5e9;
   /// Optimizer state per parameter (Adam: 2).

@@ -29,6 +29,8 @@ struct ClusterModel {
   /// products (parallax-run --calibrate measures it; a modest core's
   /// figure by default).
   double flopsPerSecond = 50e9;
+  /// The same for convolutions (their own kernels).
+  double convFlopsPerSecond = 20e9;
   /// Bytes per second a memory-bound op (element-wise, an optimizer
   /// update) streams through one rank (--calibrate measures it too).
   double streamBytesPerSecond = 5e9;

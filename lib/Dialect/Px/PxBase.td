@@ -76,8 +76,8 @@ def Px_Dialect : Dialect {
     // world size over it), px-shard-model.
     "::mlir::IntegerAttr":$model_ranks,
     // module: the link model ({intra,inter}_{bandwidth,latency},
-    // update_seconds_per_byte, flops_per_second and stream_bytes_per_second,
-    // f64). Read by
+    // update_seconds_per_byte, flops_per_second, conv_flops_per_second and
+    // stream_bytes_per_second, f64). Read by
     // ClusterModel::fromModule.
     "::mlir::DictionaryAttr":$cluster,
 
