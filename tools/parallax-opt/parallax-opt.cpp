@@ -374,18 +374,30 @@ static parallax::grid::Machine machineOf(const parallax::ClusterModel &c) {
   return m;
 }
 
-/// --grid-costs: every grid's closed-form cost for the model's layers.
-static int printGridCosts(ModuleOp module) {
-  PassManager pm(module.getContext());
+/// The cluster px-cluster reads from --np, --cluster and --profile (run on
+/// an empty module: only the file's checks and figures are wanted).
+static std::optional<parallax::ClusterModel> clusterOf(MLIRContext &context,
+                                                       StringRef inputFilename) {
+  OwningOpRef<ModuleOp> module =
+      ModuleOp::create(FileLineColLoc::get(&context, inputFilename, 0, 0));
+  PassManager pm(&context);
   parallax::PxClusterOptions cluster;
   cluster.np = numRanks;
   cluster.clusterFile = clusterFile;
   cluster.profileFile = profileFile;
   pm.addPass(parallax::createPxCluster(cluster));
-  if (failed(pm.run(module)))
+  if (failed(pm.run(*module)))
+    return std::nullopt;
+  return parallax::ClusterModel::fromModule(*module);
+}
+
+/// --grid-costs: every grid's closed-form cost for the model's layers.
+static int printGridCosts(ModuleOp module, StringRef inputFilename) {
+  auto c = clusterOf(*module.getContext(), inputFilename);
+  if (!c)
     return 1;
-  parallax::ClusterModel c = parallax::ClusterModel::fromModule(module);
-  parallax::printGridReport(parallax::layersOf(module), c.worldSize, machineOf(c), llvm::outs());
+  parallax::printGridReport(parallax::layersOf(module), c->worldSize, machineOf(*c),
+                            llvm::outs());
   return 0;
 }
 
@@ -509,15 +521,11 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
     fail("--grid=auto compiles an ONNX model into a plan for --np or --cluster ranks");
     return std::nullopt;
   }
-  int64_t perMachine = worldSize();
-  if (!clusterFile.empty()) {
-    // px-cluster reads the file; its machines bound Pr.
-    chosenModelRanks = 1;
-    if (auto b = build(context, sourceMgr, inputFilename, [](const llvm::Twine &m) { fail(m); }))
-      perMachine = parallax::ClusterModel::fromModule(*b->module).ranksPerMachine;
-    else
-      return std::nullopt;
-  }
+  // A model group stays on one machine.
+  auto cluster = clusterOf(context, inputFilename);
+  if (!cluster)
+    return std::nullopt;
+  int64_t perMachine = cluster->ranksPerMachine;
   std::optional<Built> best;
   parallax::grid::Grid chosen;
   double bestSeconds = 0;
@@ -587,7 +595,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   if (gridCosts) {
     if (!isOnnx(inputFilename))
       return fail("--grid-costs reads an ONNX model");
-    return printGridCosts(*built->module);
+    return printGridCosts(*built->module, inputFilename);
   }
   OwningOpRef<ModuleOp> module = std::move(built->module);
   std::optional<parallax::BatchDecision> batch = std::move(built->batch);
