@@ -89,7 +89,8 @@ Cost costOf(const Layer &layer, const Grid &grid, Split split, const Machine &m)
                                                            : layer.weightElements;
   const int64_t stateCopies = 2 + m.optimizerSlots; // value, gradient, state
   // Forward, and the two products of the backward pass.
-  c.computeSeconds = 3.0 * layer.flops() / (double)grid.size() / m.flopsPerSecond;
+  double rate = layer.kind == Layer::Kind::Conv ? m.convFlopsPerSecond : m.flopsPerSecond;
+  c.computeSeconds = 3.0 * layer.flops() / (double)grid.size() / rate;
   if (split == Split::Model) {
     const Link &col = m.modelLink(grid), &row = m.batchLink(grid);
     double y = (double)samples * layer.outElements() * eb;

@@ -21,7 +21,7 @@ namespace {
 Machine wordCounter() {
   Machine m;
   m.intra = m.inter = {0.0, 1.0};
-  m.flopsPerSecond = 1e300;
+  m.flopsPerSecond = m.convFlopsPerSecond = 1e300;
   return m;
 }
 
