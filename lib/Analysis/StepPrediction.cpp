@@ -16,8 +16,6 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 
-#include <cmath>
-
 using namespace mlir;
 
 namespace parallax {
@@ -215,18 +213,21 @@ std::optional<Collective> collectiveOf(Operation *op, ArrayRef<int64_t> gridShap
           ? m.inter
           : m.intra;
   int64_t in = bytesOf(op->getOperand(0).getType()), g = groupSize;
-  auto steps = [&](int64_t p) { return p <= 1 ? 0.0 : std::ceil(std::log2((double)p)); };
-  auto timed = [&](const char *kind, int64_t bytes, double messages) {
-    return Collective{kind, bytes, g <= 1 ? 0.0 : messages * link.alpha + bytes * link.beta};
-  };
+  // The times are the grid model's alpha-beta forms (GridCost.h); a
+  // reduce-scatter costs what an all-gather of its input does.
   if (isa<px::AllReduceOp>(op))
-    return timed("all_reduce", rt::ringBytes(in, g), 2 * steps(g));
+    return Collective{"all_reduce", rt::ringBytes(in, g), grid::allReduceSeconds(g, in, link)};
   if (isa<px::AllGatherOp>(op))
-    return timed("all_gather", rt::allGatherBytes(in, g), steps(g));
+    return Collective{"all_gather", rt::allGatherBytes(in, g),
+                      grid::allGatherSeconds(g, (double)in * g, link)};
   if (isa<px::ReduceScatterOp>(op))
-    return timed("reduce_scatter", rt::reduceScatterBytes(in, g), steps(g));
-  if (isa<px::AllToAllOp>(op))
-    return timed("all_to_all", rt::allToAllBytes(in, g), (double)(g - 1));
+    return Collective{"reduce_scatter", rt::reduceScatterBytes(in, g),
+                      grid::allGatherSeconds(g, in, link)};
+  if (isa<px::AllToAllOp>(op)) {
+    int64_t bytes = rt::allToAllBytes(in, g);
+    return Collective{"all_to_all", bytes,
+                      g <= 1 ? 0.0 : (double)(g - 1) * link.alpha + bytes * link.beta};
+  }
   return Collective{"all_slice", 0, 0.0};
 }
 

@@ -319,13 +319,10 @@ static int64_t rowsIndexed(px::GatherOp g) {
                   : shard::GridOp();
   if (!grid)
     return rows;
-  ArrayRef<int64_t> shape = grid.getShape();
-  ArrayRef<int16_t> axes = g.getGridAxes().value_or(ArrayRef<int16_t>());
-  if (axes.empty())
-    return rows * llvm::product_of(shape);
-  for (int16_t a : axes)
-    rows *= shape[a];
-  return rows;
+  std::vector<int64_t> shape(grid.getShape().begin(), grid.getShape().end()), axes;
+  for (int16_t a : g.getGridAxes().value_or(ArrayRef<int16_t>()))
+    axes.push_back(a);
+  return rows * rt::groupSize(shape, axes);
 }
 
 /// What an integer input is used for, looking through the ops that move

@@ -373,7 +373,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     g.getGradMutable().assign(gather.getOutput());
     // Exact: a fixed-size block of indices and rows to every other rank.
     int64_t rowBytes = bytesOf(in.getValuesType()) / std::max<int64_t>(in.getRows(), 1);
-    setBytes(var, in.getRows() * (8 + rowBytes) * (cluster.dataRanks() - 1), true);
+    setBytes(var, rt::allGatherBytes(in.getRows() * (8 + rowBytes), cluster.dataRanks()), true);
     return success();
   }
 

@@ -214,6 +214,15 @@ std::pair<double, double> measureLinks(Comm &comm, Group &g) {
   return {latency, bandwidth};
 }
 
+/// One kernel of the registry on host tensors, ready to run.
+KernelFn kernelOn(const char *op, const nlohmann::json &attrs, std::vector<TensorView> ins,
+                  std::vector<TensorView> outs, ExecEnv &env, PlanKernel &k) {
+  k.op = op;
+  k.attrs = attrs;
+  KernelArgs args(k, std::move(ins), std::move(outs), env);
+  return (*KernelRegistry::global().find(op))(args);
+}
+
 /// Seconds per byte of gradient a server spends in a sparse Adam update.
 double measureUpdate(int threads) {
   const int64_t rows = 100000, width = 64, touched = 20000;
@@ -227,15 +236,13 @@ double measureUpdate(int threads) {
   env.threads = threads;
   env.step = 1;
   PlanKernel k;
-  k.op = "adam";
-  k.attrs = {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}};
   std::vector<int64_t> table{rows, width};
-  KernelArgs args(k,
-                  {{w.data(), DType::F32, table}, {m.data(), DType::F32, table},
-                   {v.data(), DType::F32, table}, {idx.data(), DType::I64, {touched}},
-                   {vals.data(), DType::F32, {touched, width}}},
-                  {}, env);
-  KernelFn fn = (*KernelRegistry::global().find("adam"))(args);
+  KernelFn fn = kernelOn("adam",
+                         {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}},
+                         {{w.data(), DType::F32, table}, {m.data(), DType::F32, table},
+                          {v.data(), DType::F32, table}, {idx.data(), DType::I64, {touched}},
+                          {vals.data(), DType::F32, {touched, width}}},
+                         {}, env, k);
   fn();
   double best = 1e30;
   for (int rep = 0; rep < 5; ++rep) {
@@ -270,15 +277,6 @@ double concurrentSeconds(Comm &comm, const std::function<void()> &fn) {
   double median = times[times.size() / 2];
   comm.run([&] { comm.allreduce(world, &median, 1, DType::F64, ReduceOp::Max); });
   return median;
-}
-
-/// One kernel of the registry on host tensors, ready to run.
-KernelFn kernelOn(const char *op, const nlohmann::json &attrs, std::vector<TensorView> ins,
-                  std::vector<TensorView> outs, ExecEnv &env, PlanKernel &k) {
-  k.op = op;
-  k.attrs = attrs;
-  KernelArgs args(k, std::move(ins), std::move(outs), env);
-  return (*KernelRegistry::global().find(op))(args);
 }
 
 /// Floating-point operations per second of a 512 x 512 x 512 product (the
