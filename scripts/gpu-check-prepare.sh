@@ -44,18 +44,28 @@ for np in 2 4; do
   "$opt" examples/models/lm.onnx --target=cuda --np $np --emit=plan -o "$dir/plans/lm.np$np.cuda.pxplan"
 done
 # What --sync offers, on 2 ranks: parameter servers, sharded weight updates,
-# synchronized batch norm; the CPU's 2-rank losses are the reference.
-sync_variants() {
-  echo "lm.ps examples/models/lm.onnx --sync=ps"
-  echo "lm.shard examples/models/lm.onnx --sync=allreduce --shard-weight-update=on"
-  echo "tv_resnet18.syncbn examples/models/tv_resnet18.onnx"
+# synchronized batch norm; and Pr x Pc grids on 4 ranks (issue 15: row- and
+# column-split products, channel-split convolutions with batch norm
+# synchronized over the batch axis, vocabulary-parallel embeddings). The
+# CPU's losses for the same plan are the reference; ref/NAME.np says the
+# number of ranks.
+variants() {
+  echo "lm.ps 2 examples/models/lm.onnx --sync=ps"
+  echo "lm.shard 2 examples/models/lm.onnx --sync=allreduce --shard-weight-update=on"
+  echo "tv_resnet18.syncbn 2 examples/models/tv_resnet18.onnx"
+  echo "grid.mlp.2x2 4 examples/models/mlp.onnx --grid=2x2"
+  echo "grid.cnn.2x2 4 examples/models/cnn.onnx --grid=2x2"
+  echo "grid.dlrm.2x2 4 examples/models/dlrm.onnx --grid=2x2"
+  echo "grid.lm.2x2 4 examples/models/lm.onnx --grid=2x2"
+  echo "grid.nmt.4x1 4 examples/models/nmt.onnx --grid=4x1"
 }
-sync_variants | while read -r name model flags; do
+variants | while read -r name np model flags; do
   for t in cpu cuda; do
     # shellcheck disable=SC2086
-    "$opt" "$model" --target=$t --np 2 $flags --emit=plan -o "$dir/plans/sync.$name.$t.pxplan"
+    "$opt" "$model" --target=$t --np $np $flags --emit=plan -o "$dir/plans/sync.$name.$t.pxplan"
   done
-  "$run" "$dir/plans/sync.$name.cpu.pxplan" --np 2 --device=cpu --synthetic --seed 1 \
+  echo "$np" >"$dir/ref/sync.$name.np"
+  "$run" "$dir/plans/sync.$name.cpu.pxplan" --np $np --device=cpu --synthetic --seed 1 \
     --weights random --steps 20 --quiet --metrics "$dir/ref/sync.$name.jsonl"
 done
 /usr/bin/python3 test/Conformance/run_conformance.py --opt "$opt" --target cuda \
