@@ -536,6 +536,15 @@ func.func @reduce_scatter(%x: tensor<8x6xf32>) -> (tensor<2x6xf32>, tensor<8x3xf
   return %0, %1 : tensor<2x6xf32>, tensor<8x3xf32>
 }
 
+// CHECK-LABEL: func.func @halo
+func.func @halo(%x: tensor<2x3x8x5xf32>) -> (tensor<2x3x10x5xf32>, tensor<2x3x8x5xf32>) {
+  // CHECK: px.halo_exchange %{{.*}} on @g grid_axes = [1] axis = 2 lo = 1 hi = 1 : tensor<2x3x8x5xf32> -> tensor<2x3x10x5xf32>
+  %0 = px.halo_exchange %x on @g grid_axes = [1] axis = 2 lo = 1 hi = 1 : tensor<2x3x8x5xf32> -> tensor<2x3x10x5xf32>
+  // CHECK: px.halo_reduce %{{.*}} on @g grid_axes = [1] axis = 2 lo = 2 hi = 0 : tensor<2x3x10x5xf32> -> tensor<2x3x8x5xf32>
+  %1 = px.halo_reduce %0 on @g grid_axes = [1] axis = 2 lo = 2 hi = 0 : tensor<2x3x10x5xf32> -> tensor<2x3x8x5xf32>
+  return %0, %1 : tensor<2x3x10x5xf32>, tensor<2x3x8x5xf32>
+}
+
 // CHECK-LABEL: func.func @all_to_all
 func.func @all_to_all(%x: tensor<8x6xf32>) -> (tensor<2x24xf32>, tensor<16x3xf32>, tensor<8x6xf32>) {
   // CHECK: px.all_to_all %{{.*}} on @world split_axis = 0 concat_axis = 1 : tensor<8x6xf32> -> tensor<2x24xf32>

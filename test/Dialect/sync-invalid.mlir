@@ -409,3 +409,30 @@ func.func @ps_push_axis(%s: !px.sparse_grad<6, tensor<100x8xf32>>) -> !px.sparse
   %0 = px.ps_push %s on @g grid_axes = [0, 0] partitions = 1 placement = [0] : !px.sparse_grad<6, tensor<100x8xf32>> -> !px.sparse_grad<12, tensor<100x8xf32>>
   return %0 : !px.sparse_grad<12, tensor<100x8xf32>>
 }
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @halo_shape(%x: tensor<2x8xf32>) -> tensor<2x9xf32> {
+  // expected-error @+1 {{'px.halo_exchange' op the extended block must be 2x10 (1 + 8 + 1 rows along axis 1), got 2x9}}
+  %0 = px.halo_exchange %x on @world axis = 1 lo = 1 hi = 1 : tensor<2x8xf32> -> tensor<2x9xf32>
+  return %0 : tensor<2x9xf32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @halo_too_wide(%e: tensor<2x8xf32>) -> tensor<2x2xf32> {
+  // expected-error @+1 {{'px.halo_reduce' op halos of 3 and 3 rows exceed the block's 2 rows along axis 1}}
+  %0 = px.halo_reduce %e on @world axis = 1 lo = 3 hi = 3 : tensor<2x8xf32> -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+shard.grid @world(shape = 2)
+func.func @halo_axis(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'px.halo_exchange' op axis 2 is out of range for rank 2}}
+  %0 = px.halo_exchange %x on @world axis = 2 lo = 0 hi = 0 : tensor<2x8xf32> -> tensor<2x8xf32>
+  return %0 : tensor<2x8xf32>
+}

@@ -34,7 +34,8 @@ void PxDialect::initialize() {
 
 bool parallax::runsOnCommThread(Operation *op) {
   return isa<px::AllReduceOp, px::AllGatherOp, px::ReduceScatterOp, px::AllToAllOp,
-             px::AllGatherVOp, px::PsPullOp, px::PsPushOp>(op);
+             px::AllGatherVOp, px::PsPullOp, px::PsPushOp, px::HaloExchangeOp,
+             px::HaloReduceOp>(op);
 }
 
 func::FuncOp parallax::getEntryFunction(ModuleOp module) {

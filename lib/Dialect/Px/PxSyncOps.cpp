@@ -157,6 +157,43 @@ LogicalResult AllToAllOp::verifySymbolUses(SymbolTableCollection &symbols) {
                         *group, getConcatAxis(), getSplitAxis());
 }
 
+/// `block` and `extended` differ along `axis` by lo + hi rows, and each
+/// halo fits in one block (a neighbour's rows, not its neighbour's).
+static LogicalResult verifyHalo(Operation *op, RankedTensorType block,
+                                RankedTensorType extended, int64_t axis, int64_t lo,
+                                int64_t hi) {
+  if (block.getElementType() != extended.getElementType())
+    return op->emitOpError("result must keep the element type");
+  if (axis >= block.getRank())
+    return op->emitOpError("axis ") << axis << " is out of range for rank " << block.getRank();
+  Shape expected(block.getShape());
+  expected[axis] += lo + hi;
+  if (extended.getShape() != ArrayRef<int64_t>(expected))
+    return op->emitOpError("the extended block must be ")
+           << shapeToString(expected) << " (" << lo << " + " << block.getDimSize(axis)
+           << " + " << hi << " rows along axis " << axis << "), got "
+           << shapeToString(extended.getShape());
+  if (lo > block.getDimSize(axis) || hi > block.getDimSize(axis))
+    return op->emitOpError("halos of ")
+           << lo << " and " << hi << " rows exceed the block's " << block.getDimSize(axis)
+           << " rows along axis " << axis;
+  return success();
+}
+
+LogicalResult HaloExchangeOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (failed(verifyGroup(*this, getGridAttr(), getGridAxes(), symbols)))
+    return failure();
+  return verifyHalo(*this, getInput().getType(), getOutput().getType(), getAxis(), getLo(),
+                    getHi());
+}
+
+LogicalResult HaloReduceOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  if (failed(verifyGroup(*this, getGridAttr(), getGridAxes(), symbols)))
+    return failure();
+  return verifyHalo(*this, getOutput().getType(), getInput().getType(), getAxis(), getLo(),
+                    getHi());
+}
+
 /// A gathered sparse gradient has `group` times the rows of each member's.
 static LogicalResult verifyGatheredRows(Operation *op, SparseGradType in,
                                         SparseGradType out, int64_t group) {

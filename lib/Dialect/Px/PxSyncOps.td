@@ -144,6 +144,60 @@ def Px_AllToAllOp : Px_CollectiveOp<"all_to_all", [Pure]> {
   }];
 }
 
+// Domain parallelism (SPAA'18): a tensor split along a spatial axis into
+// consecutive blocks, block i on group member i. A convolution over such a
+// block needs its neighbours' boundary rows: upstream shard.update_halo's
+// semantics (halo_sizes [lo, hi] on the split axis), on a value, with the
+// global edges zero (the convolution's zero padding), and with an adjoint.
+def Px_HaloExchangeOp : Px_CollectiveOp<"halo_exchange", [Pure]> {
+  let summary = "Extend this rank's block along `axis` with its neighbours' boundary rows";
+  let description = [{
+    Member i of the group returns, along `axis`: the last `lo` rows of
+    member i-1's input (zeros on member 0), its own input, then the first
+    `hi` rows of member i+1's input (zeros on the last member). Both halos
+    must fit in one block. Point-to-point with the two neighbours: bytes
+    sent per rank are at most (lo + hi) rows.
+
+    ```mlir
+    %e = px.halo_exchange %x on @world grid_axes = [1] axis = 2 lo = 1 hi = 1 : tensor<4x8x16x32xf32> -> tensor<4x8x18x32xf32>
+    ```
+  }];
+  let arguments = !con(commonArgs, (ins Px_FloatTensor:$input,
+      ConfinedAttr<I64Attr, [IntNonNegative]>:$axis,
+      ConfinedAttr<I64Attr, [IntNonNegative]>:$lo,
+      ConfinedAttr<I64Attr, [IntNonNegative]>:$hi));
+  let results = (outs Px_FloatTensor:$output);
+  let assemblyFormat = [{
+    $input `on` $grid (`grid_axes` `=` $grid_axes^)? `axis` `=` $axis `lo` `=` $lo
+    `hi` `=` $hi attr-dict `:` type($input) `->` type($output)
+  }];
+}
+
+def Px_HaloReduceOp : Px_CollectiveOp<"halo_reduce", [Pure]> {
+  let summary = "The adjoint of px.halo_exchange: halo rows summed into the rows they copied";
+  let description = [{
+    The input is an extended block (`lo` halo rows, the block, `hi` halo
+    rows along `axis`), as px.halo_exchange makes; the result is the block,
+    to which are added member i+1's `lo` halo rows (into the last `lo` rows)
+    and member i-1's `hi` halo rows (into the first `hi` rows). The halos of
+    the group's edge members are dropped (they are the zero padding). A
+    convolution's input gradient over an extended block becomes the block's.
+
+    ```mlir
+    %dx = px.halo_reduce %dxe on @world grid_axes = [1] axis = 2 lo = 1 hi = 1 : tensor<4x8x18x32xf32> -> tensor<4x8x16x32xf32>
+    ```
+  }];
+  let arguments = !con(commonArgs, (ins Px_FloatTensor:$input,
+      ConfinedAttr<I64Attr, [IntNonNegative]>:$axis,
+      ConfinedAttr<I64Attr, [IntNonNegative]>:$lo,
+      ConfinedAttr<I64Attr, [IntNonNegative]>:$hi));
+  let results = (outs Px_FloatTensor:$output);
+  let assemblyFormat = [{
+    $input `on` $grid (`grid_axes` `=` $grid_axes^)? `axis` `=` $axis `lo` `=` $lo
+    `hi` `=` $hi attr-dict `:` type($input) `->` type($output)
+  }];
+}
+
 def Px_AllGatherVOp : Px_CollectiveOp<"all_gatherv", [Pure]> {
   let summary = "Gather the group's sparse gradients (Horovod's sparse allreduce)";
   let description = [{
