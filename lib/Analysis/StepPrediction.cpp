@@ -191,7 +191,27 @@ struct Collective {
   const char *kind;
   int64_t bytes; // sent by each rank
   double seconds;
+  std::vector<std::pair<int64_t, int64_t>> byMember = {};
 };
+
+/// A halo exchange (or its adjoint) over a group of g: what each member
+/// sends and receives, and the time of the busiest.
+Collective haloOf(Operation *op, int64_t g, const grid::Link &link) {
+  bool exchange = isa<px::HaloExchangeOp>(op);
+  auto block = cast<RankedTensorType>((exchange ? op->getOperand(0) : op->getResult(0)).getType());
+  int64_t axis = op->getAttrOfType<IntegerAttr>("axis").getInt();
+  int64_t rowBytes = bytesOf(block) / std::max<int64_t>(1, block.getDimSize(axis));
+  int64_t lo = op->getAttrOfType<IntegerAttr>("lo").getInt() * rowBytes,
+          hi = op->getAttrOfType<IntegerAttr>("hi").getInt() * rowBytes;
+  Collective c{exchange ? "halo_exchange" : "halo_reduce", 0, 0.0};
+  for (int64_t m = 0; m < g; ++m) {
+    std::pair<int64_t, int64_t> b = rt::haloBytes(exchange, lo, hi, m, g);
+    c.byMember.push_back(b);
+    c.bytes = std::max(c.bytes, b.first);
+  }
+  c.seconds = g <= 1 ? 0.0 : (g > 2 ? 2 : 1) * link.alpha + (double)c.bytes * link.beta;
+  return c;
+}
 
 /// The group size and the volume of a px collective, as the runtime counts
 /// it (CollectiveVolume.h); nullopt for other ops.
@@ -201,7 +221,7 @@ std::optional<Collective> collectiveOf(Operation *op, ArrayRef<int64_t> gridShap
   auto axesAttr = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
   if (!op->getAttrOfType<FlatSymbolRefAttr>("grid") || op->getNumOperands() < 1 ||
       !isa<px::AllReduceOp, px::AllGatherOp, px::ReduceScatterOp, px::AllToAllOp,
-           px::AllSliceOp>(op))
+           px::AllSliceOp, px::HaloExchangeOp, px::HaloReduceOp>(op))
     return std::nullopt;
   std::vector<int64_t> shape(gridShape.begin(), gridShape.end()), axes;
   if (axesAttr)
@@ -213,6 +233,8 @@ std::optional<Collective> collectiveOf(Operation *op, ArrayRef<int64_t> gridShap
           ? m.inter
           : m.intra;
   int64_t in = bytesOf(op->getOperand(0).getType()), g = groupSize;
+  if (isa<px::HaloExchangeOp, px::HaloReduceOp>(op))
+    return haloOf(op, g, link);
   // The times are the grid model's alpha-beta forms (GridCost.h); a
   // reduce-scatter costs what an all-gather of its input does.
   if (isa<px::AllReduceOp>(op))
@@ -278,6 +300,38 @@ double PredictedLayer::collectiveSeconds() const {
   return s;
 }
 
+std::pair<int64_t, int64_t> StepPrediction::bytesOfRank(int rank) const {
+  int64_t sent = other.syncBytes, received = other.syncBytes;
+  int world = (int)product(gridShape);
+  auto add = [&](const PredictedLayer &l) {
+    for (const PredictedCollective &c : l.collectives) {
+      if (c.byMember.empty()) {
+        sent += c.bytes;
+        received += c.bytes;
+        continue;
+      }
+      int member = rt::placeInGroup(world, rank, gridShape, c.axes).rank;
+      sent += c.byMember[member].first;
+      received += c.byMember[member].second;
+    }
+  };
+  add(other);
+  for (const auto &l : layers) {
+    add(l);
+    sent += l.syncBytes;
+    received += l.syncBytes;
+  }
+  return {sent, received};
+}
+
+bool StepPrediction::ranksDiffer() const {
+  auto differ = [](const PredictedLayer &l) {
+    return llvm::any_of(l.collectives,
+                        [](const PredictedCollective &c) { return !c.byMember.empty(); });
+  };
+  return differ(other) || llvm::any_of(layers, differ);
+}
+
 int64_t StepPrediction::bytes() const {
   int64_t b = other.collectiveBytes() + other.syncBytes;
   for (const auto &l : layers)
@@ -307,6 +361,7 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
   std::vector<int64_t> gridShape{1};
   if (auto g = module.lookupSymbol<shard::GridOp>("world"))
     gridShape.assign(g.getShape().begin(), g.getShape().end());
+  p.gridShape = gridShape;
   int64_t world = product(gridShape);
   int64_t pr = 1;
   if (auto m = px::getAttr<px::PxDialect::ModelRanksAttrHelper>(module))
@@ -413,6 +468,20 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     pc.shape = shapeOf(op.getOperand(0).getType());
     pc.bytes = c->bytes;
     pc.seconds = c->seconds;
+    pc.byMember = c->byMember;
+    if (!pc.byMember.empty()) {
+      std::vector<int64_t> axes;
+      if (auto a = op.getAttrOfType<DenseI16ArrayAttr>("grid_axes"))
+        for (int16_t x : a.asArrayRef())
+          axes.push_back(x);
+      pc.axes = rt::groupAxes(gridShape, axes);
+    }
+    // A layer whose convolution exchanges halos splits its input's rows.
+    if (isa<px::HaloExchangeOp>(op) && !names) {
+      PredictedLayer &l = layerFor(&op);
+      if (&l != &p.other && l.split == "whole")
+        l.split = "input rows";
+    }
     if (pc.bytes == 0 && pc.seconds == 0)
       continue; // a local slice
     (names ? p.other : layerFor(&op)).collectives.push_back(std::move(pc));

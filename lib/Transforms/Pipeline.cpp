@@ -13,7 +13,7 @@ void parallax::addTrainingPipeline(mlir::OpPassManager &pm,
     pm.addPass(createPxCluster(options.cluster));
   pm.addPass(createPxAutodiff());
   if (options.distributed) {
-    pm.addPass(createPxShardModel());
+    pm.addPass(createPxShardModel(options.shardModel));
     pm.addPass(createPxSparsity(options.sparsity));
     pm.addPass(createPxPartition(options.partition));
     pm.addPass(createPxSync(options.sync));

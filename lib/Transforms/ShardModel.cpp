@@ -13,6 +13,7 @@
 #include "parallax/Transforms/Passes.h"
 #include "parallax/Analysis/VariableAccess.h"
 #include "parallax/Dialect/Px/PxShapes.h"
+#include "parallax/Dialect/Px/PxShardingInterface.h"
 #include "parallax/Transforms/Cluster.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -109,9 +110,27 @@ void dropKeptDims(func::FuncOp func) {
   }
 }
 
+/// Whether `conv`'s rows split into `ranks` blocks for domain parallelism:
+/// its input and output rows divide, and its halos fit in one block.
+bool rowsSplit(px::ConvOp conv, int64_t ranks) {
+  std::optional<px::Halo> halo = px::domainHalo(conv);
+  if (!halo)
+    return false;
+  int64_t in = conv.getX().getType().getDimSize(2), out = conv.getY().getType().getDimSize(2);
+  return in % ranks == 0 && out % ranks == 0 && halo->lo <= in / ranks &&
+         halo->hi <= in / ranks;
+}
+
 struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
+  using PxShardModelBase::PxShardModelBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (convSplit != "channels" && convSplit != "domain") {
+      module.emitError("px-shard-model: unknown conv-split '")
+          << convSplit << "' (expected channels or domain)";
+      return signalPassFailure();
+    }
     ClusterModel cluster = ClusterModel::fromModule(module);
     func::FuncOp func = getEntryFunction(module);
     if (cluster.modelRanks <= 1 || !func || func.getBody().empty())
@@ -241,7 +260,8 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
   /// backward, where splitting both by output channels would all-gather
   /// each layer's input forward and all-reduce each one's input gradient
   /// backward, half as much again. A dimension the model ranks do not
-  /// divide is not split: the other split is taken, or none.
+  /// divide is not split: the other split is taken, or none. With
+  /// conv-split=domain, convolutions split their input rows instead.
   void annotateWeights(func::FuncOp func, shard::GridOp grid) {
     auto modelAxis = (shard::GridAxis)(grid.getShape().size() - 1);
     int64_t ranks = grid.getShape().back();
@@ -251,6 +271,23 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       Weight w = weightOf(&op);
       if (!w.value)
         continue;
+      if (auto conv = dyn_cast<px::ConvOp>(&op); conv && convSplit == "domain") {
+        // Domain parallelism: the input's rows split, the weight whole.
+        // Propagation carries the split on through the layers whose rows
+        // can be split and gathers it before those that cannot.
+        if (rowsSplit(conv, ranks)) {
+          SmallVector<SmallVector<shard::GridAxis>> rowAxes(3);
+          rowAxes[2] = {modelAxis};
+          b.setInsertionPoint(conv);
+          auto sharding = shard::ShardingOp::create(
+              b, op.getLoc(), shard::Sharding::get(FlatSymbolRefAttr::get(grid.getSymNameAttr()),
+                                                   toGridAxesAttrs(rowAxes)));
+          conv.getXMutable().assign(shard::ShardOp::create(b, op.getLoc(), conv.getX(),
+                                                           sharding.getResult(),
+                                                           /*annotate_for_users=*/true));
+        }
+        continue;
+      }
       Operation *from = producingLayer(op.getOperand(0), layers);
       Split split = from && layers[from] == Split::OutputFeatures ? Split::InputFeatures
                                                                   : Split::OutputFeatures;

@@ -525,27 +525,43 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     // squared deviations (C doubles each), the backward pass those again and
     // the two gradient sums (2C doubles); each counted as a ring all-reduce
     // over the batch group, C being this rank's channels.
+    // A batch norm whose rows px-shard-model split (domain parallelism)
+    // already sums over the model axis: the batch axes join it.
     int64_t bnBytes = 0;
-    auto ring = [&](int64_t doubles) {
-      int64_t n = cluster.dataRanks(), bytes = 8 * doubles;
+    auto ring = [&](int64_t doubles, int64_t n) {
+      int64_t bytes = 8 * doubles;
       return n > 1 ? 2 * bytes * (n - 1) / n : 0;
     };
-    auto batchAxesAttr = cluster.modelRanks > 1 ? b.getDenseI16ArrayAttr(axes) : nullptr;
-    auto synchronize = [&](auto op) {
+    // The channels and the group's size.
+    auto synchronize = [&](auto op) -> std::pair<int64_t, int64_t> {
+      SmallVector<int16_t> opAxes;
+      if (op.getGrid())
+        llvm::append_range(opAxes, op.getGridAxes());
+      if (!localBatchnorm)
+        for (int16_t a : axes)
+          if (!llvm::is_contained(opAxes, a))
+            opAxes.push_back(a);
+      llvm::sort(opAxes);
+      int64_t group = 1;
+      for (int16_t a : opAxes)
+        group *= grid.getShape()[a];
+      if (!op.getGrid() && localBatchnorm)
+        return {0, 1};
       op.setGridAttr(gridRef());
-      if (batchAxesAttr)
-        op.setGridAxesAttr(batchAxesAttr);
-      return op.getScale().getType().getDimSize(0);
+      if (cluster.modelRanks > 1)
+        op.setGridAxesAttr(b.getDenseI16ArrayAttr(opAxes));
+      return {op.getScale().getType().getDimSize(0), group};
     };
-    if (!localBatchnorm)
-      func.walk([&](Operation *op) {
-        if (auto bn = dyn_cast<px::BatchNormOp>(op); bn && bn.getTraining())
-          bnBytes += 2 * ring(synchronize(bn));
-        if (auto grad = dyn_cast<px::BatchNormGradOp>(op)) {
-          int64_t c = synchronize(grad);
-          bnBytes += 2 * ring(c) + ring(2 * c);
-        }
-      });
+    func.walk([&](Operation *op) {
+      if (auto bn = dyn_cast<px::BatchNormOp>(op); bn && bn.getTraining()) {
+        auto [c, n] = synchronize(bn);
+        bnBytes += 2 * ring(c, n);
+      }
+      if (auto grad = dyn_cast<px::BatchNormGradOp>(op)) {
+        auto [c, n] = synchronize(grad);
+        bnBytes += 2 * ring(c, n) + ring(2 * c, n);
+      }
+    });
     if (bnBytes)
       px::setAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(
           module, b.getI64IntegerAttr(bnBytes));

@@ -73,9 +73,27 @@ func.func @backward(%x: tensor<2x3x8x8xf32>, %w: tensor<8x3x3x3xf32>, %h: tensor
 
 // -----
 
-// A split of the spatial domain (domain parallelism: a halo exchange, not
-// modelled) and a grouped convolution (channels tied group by group): both
-// run whole, their split inputs gathered first.
+// A split of the rows (domain parallelism) of a convolution whose blocks
+// of input rows map onto blocks of output rows: each block is extended by
+// its neighbours' halo rows and convolved without row padding.
+// CHECK-LABEL: func.func @rows(
+// CHECK: %[[XE:.*]] = px.halo_exchange %{{.*}} on @g grid_axes = [0] axis = 2 lo = 1 hi = 1 : tensor<2x4x4x8xf32> -> tensor<2x4x6x8xf32>
+// CHECK: px.conv %[[XE]], %{{.*}} {dilations = array<i64: 1, 1>, pads = array<i64: 0, 1, 0, 1>, strides = array<i64: 1, 1>} : tensor<2x4x6x8xf32>, tensor<6x4x3x3xf32>
+shard.grid @g(shape = 2)
+func.func @rows(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) -> tensor<2x6x8x8xf32> {
+  %rows = shard.sharding @g split_axes = [[], [], [0]] : !shard.sharding
+  %xs = shard.shard %x to %rows : tensor<2x4x8x8xf32>
+  %c = px.conv %xs, %w {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>
+  %cs = shard.shard %c to %rows : tensor<2x6x8x8xf32>
+  return %cs : tensor<2x6x8x8xf32>
+}
+
+// -----
+
+// A split of the rows of an unpadded convolution (output rows fewer than
+// input rows: no block maps onto a block) and a grouped convolution
+// (channels tied group by group): both run whole, their split inputs
+// gathered first.
 // CHECK-LABEL: func.func @whole(
 // CHECK-DAG: %[[WG:.*]] = shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 0 : tensor<2x2x3x3xf32> -> tensor<4x2x3x3xf32>
 // CHECK-DAG: %[[WC:.*]] = tensor.cast %[[WG]]
@@ -84,12 +102,12 @@ func.func @backward(%x: tensor<2x3x8x8xf32>, %w: tensor<8x3x3x3xf32>, %h: tensor
 // CHECK: px.conv %[[XC]], %{{.*}} {{.*}} : tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>
 // CHECK-NEXT: px.conv %{{.*}}, %[[WC]] {{.*}}group = 2 {{.*}} : tensor<2x4x8x8xf32>, tensor<4x2x3x3xf32>
 shard.grid @g(shape = 2)
-func.func @whole(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>, %x2: tensor<2x4x8x8xf32>, %wg: tensor<4x2x3x3xf32>) -> (tensor<2x6x8x8xf32>, tensor<2x4x8x8xf32>) {
+func.func @whole(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>, %x2: tensor<2x4x8x8xf32>, %wg: tensor<4x2x3x3xf32>) -> (tensor<2x6x6x6xf32>, tensor<2x4x8x8xf32>) {
   %rows = shard.sharding @g split_axes = [[], [], [0]] : !shard.sharding
   %xs = shard.shard %x to %rows : tensor<2x4x8x8xf32>
-  %c = px.conv %xs, %w {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>
+  %c = px.conv %xs, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>
   %out = shard.sharding @g split_axes = [[0]] : !shard.sharding
   %wgs = shard.shard %wg to %out : tensor<4x2x3x3xf32>
   %g = px.conv %x2, %wgs {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x4x8x8xf32>, tensor<4x2x3x3xf32>
-  return %c, %g : tensor<2x6x8x8xf32>, tensor<2x4x8x8xf32>
+  return %c, %g : tensor<2x6x6x6xf32>, tensor<2x4x8x8xf32>
 }

@@ -5,7 +5,8 @@
 
 PLAN.json is `parallax-run PLAN --print-plan`; its options.predicted
 .bytes_per_step is what `parallax-opt --report` predicts for one rank and
-step. METRICS.rankR.jsonl are the run's --metrics. Prints "measured bytes
+step, and .bytes_by_rank, where ranks differ (halo exchanges: the ranks of
+the edge blocks have one neighbour), each rank's sent and received bytes. METRICS.rankR.jsonl are the run's --metrics. Prints "measured bytes
 equal the prediction: B B per rank and step (N ranks x S steps)" or the
 first rank and step that differ (exit status 1).
 """
@@ -22,7 +23,9 @@ def main():
     ap.add_argument("--np", type=int, required=True)
     a = ap.parse_args()
     with open(a.plan) as f:
-        predicted = json.load(f)["options"]["predicted"]["bytes_per_step"]
+        prediction = json.load(f)["options"]["predicted"]
+    predicted = prediction["bytes_per_step"]
+    by_rank = prediction.get("bytes_by_rank")
     steps = 0
     for rank in range(a.np):
         with open(f"{a.metrics}.rank{rank}.jsonl") as f:
@@ -32,13 +35,19 @@ def main():
             return 1
         for line in lines:
             for key in ("bytes_sent", "bytes_received"):
-                if line[key] != predicted:
+                want = by_rank[rank][key[6:]] if by_rank else predicted
+                if line[key] != want:
                     print(f"rank {rank} step {line['step']}: {key} {line[key]}, "
-                          f"predicted {predicted}: {json.dumps(line['bytes'])}")
+                          f"predicted {want}: {json.dumps(line['bytes'])}")
                     return 1
         steps = len(lines)
-    print(f"measured bytes equal the prediction: {predicted} B per rank and step "
-          f"({a.np} ranks x {steps} steps)")
+    if by_rank:
+        sent = " ".join(str(r["sent"]) for r in by_rank)
+        print(f"measured bytes equal the prediction: {sent} B sent by ranks 0..{a.np - 1} "
+              f"per step ({steps} steps)")
+    else:
+        print(f"measured bytes equal the prediction: {predicted} B per rank and step "
+              f"({a.np} ranks x {steps} steps)")
     return 0
 
 

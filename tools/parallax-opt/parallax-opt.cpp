@@ -185,6 +185,13 @@ static cl::opt<std::string> gridSpec(
              "batch over Pc (SPAA'18; Pr x Pc = --np); auto: compile every grid "
              "and keep the one whose predicted step is the shortest"),
     cl::cat(parallaxCategory));
+static cl::opt<std::string> convSplit(
+    "conv-split",
+    cl::desc("How --grid's model axis splits a convolution: channels (output "
+             "or input channels, paired like the dense layers; the default) or "
+             "domain (its input rows, with halo exchanges between neighbours; "
+             "SPAA'18's domain parallelism)"),
+    cl::init("channels"), cl::cat(parallaxCategory));
 static cl::opt<bool> gridCosts(
     "grid-costs",
     cl::desc("Print the predicted cost of every Pr x Pc grid of the --np "
@@ -480,6 +487,7 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
     if (!model)
       return error(llvm::toString(model.takeError())), std::nullopt;
     pipeline.cluster.modelRanks = *model;
+    pipeline.shardModel.convSplit = convSplit;
     pipeline.sparsity.profileData = profileData;
     pipeline.sparsity.profileSteps = profileSteps;
     pipeline.partition.forced = forcedPartitions;
@@ -639,6 +647,16 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
                           {"comm_seconds", predicted.commSeconds()},
                           {"compute_seconds", predicted.computeSeconds()},
                           {"step_seconds", predicted.seconds()}};
+        if (predicted.ranksDiffer()) {
+          // Halo exchanges: the edge blocks' ranks have one neighbour.
+          auto &byRank = d["predicted"]["bytes_by_rank"] = nlohmann::json::array();
+          for (int r = 0, n = (int)worldSize(); r < n; ++r) {
+            auto [sent, received] = predicted.bytesOfRank(r);
+            byRank.push_back({{"sent", sent}, {"received", received}});
+          }
+        }
+        if (convSplit != "channels")
+          d["conv_split"] = convSplit.getValue();
         if (auto pr = modelRanks(); pr && *pr > 1)
           d["grid"] = std::to_string(*pr) + "x" + std::to_string(worldSize() / *pr);
         else if (!pr)

@@ -38,6 +38,11 @@ struct PredictedCollective {
   std::vector<int64_t> shape; ///< of its input on one rank
   int64_t bytes = 0;          ///< sent by each rank, as many received
   double seconds = 0;
+  /// Where members differ (a halo exchange: the edge blocks have one
+  /// neighbour), bytes sent and received by each member of the group over
+  /// `axes`; `bytes` is then the most any member sends.
+  std::vector<std::pair<int64_t, int64_t>> byMember;
+  std::vector<int64_t> axes;
 };
 
 /// A trainable variable and what the step spends on its layer.
@@ -66,7 +71,14 @@ struct StepPrediction {
   /// loss's all-reduce), and the synchronized batch norms' traffic.
   PredictedLayer other;
 
+  /// The grid's shape (the world's ranks).
+  std::vector<int64_t> gridShape{1};
+
   int64_t bytes() const;
+  /// Bytes world rank `rank` sends and receives per step: bytes() unless
+  /// some collective's members differ.
+  std::pair<int64_t, int64_t> bytesOfRank(int rank) const;
+  bool ranksDiffer() const;
   double commSeconds() const;
   double computeSeconds() const;
   double seconds() const { return commSeconds() + computeSeconds(); }

@@ -41,6 +41,18 @@ inline int64_t allToAllBytes(int64_t bytes, int64_t g) {
   return g <= 1 ? 0 : bytes / g * (g - 1);
 }
 
+/// A halo exchange (or, `exchange` false, its adjoint px.halo_reduce) by
+/// member m of g consecutive blocks, halos of `lo` bytes above a block and
+/// `hi` below: {sent, received}. The exchange sends a block's first hi
+/// bytes up and its last lo bytes down and receives the halos; the adjoint
+/// sends the halos back. The edge members have one neighbour.
+inline std::pair<int64_t, int64_t> haloBytes(bool exchange, int64_t lo, int64_t hi, int64_t m,
+                                             int64_t g) {
+  int64_t up = m > 0 ? 1 : 0, down = m + 1 < g ? 1 : 0;
+  int64_t toUp = exchange ? hi : lo, toDown = exchange ? lo : hi;
+  return {up * toUp + down * toDown, up * (exchange ? lo : hi) + down * (exchange ? hi : lo)};
+}
+
 } // namespace parallax::rt
 
 #endif // PARALLAX_RUNTIME_COLLECTIVEVOLUME_H

@@ -277,7 +277,20 @@ def PxShardModel : Pass<"px-shard-model", "mlir::ModuleOp"> {
     models), variables become their blocks, and the `shard` collectives
     partition inserts become px collectives on the model axis. A no-op
     without a model axis.
+
+    Convolutions split their channels the same way (`conv-split=channels`)
+    or, with `conv-split=domain`, their spatial domain (SPAA'18): the input
+    rows of every convolution whose blocks of rows map onto blocks of
+    output rows are split over the model axis, the weights stay whole, and
+    the partitioned step exchanges halos between neighbouring blocks
+    (px.halo_exchange, px.halo_reduce). A convolution whose rows cannot be
+    split so (a stride that skips rows, rows the model ranks do not divide,
+    halos wider than a block) runs whole.
   }];
+  let options = [
+    Option<"convSplit", "conv-split", "std::string", "\"channels\"",
+           "How a convolution is split over the model axis: channels or domain">,
+  ];
   let dependentDialects = ["::parallax::px::PxDialect", "::mlir::shard::ShardDialect",
                            "::mlir::tensor::TensorDialect"];
 }

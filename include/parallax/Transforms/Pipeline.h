@@ -32,6 +32,7 @@ struct TrainingPipelineOptions {
   /// run (with the options below) between px-autodiff and px-optimizer.
   bool distributed = false;
   PxClusterOptions cluster;
+  PxShardModelOptions shardModel;
   PxSparsityOptions sparsity;
   PxPartitionOptions partition;
   PxSyncOptions sync;

@@ -4,15 +4,24 @@
 // samples and channels, as upstream's linalg models describe convolutions:
 // a convolution sums over its input channels (a split of them leaves each
 // rank a partial sum, all-reduced by partition, the bias added once after),
-// batch norm and pooling are per channel. Every spatial dimension of every
-// tensor is a parallel loop of its own that is never split: splitting the
-// spatial domain (SPAA'18's domain parallelism) needs a halo exchange, which
-// is not modelled, so a sharding that splits one is answered by computing
-// the op whole.
+// batch norm and pooling are per channel. The first spatial dimension
+// (rows) may be split too, SPAA'18's domain parallelism: where a block of
+// input rows maps onto a block of output rows (domainHalo), the rows of an
+// op's tensors are one loop, and its partition exchanges halos with the
+// neighbouring blocks (px.halo_exchange before a convolution and its filter
+// gradient, px.halo_reduce after its input gradient), sums the filter
+// gradient's partial sums over the splitting axes, and synchronizes batch
+// norm's statistics over them. Upstream's halo shardings (shard.update_halo)
+// are not used: they leave the global edges undefined where a convolution
+// needs its zero padding, and have no adjoint. Every other spatial
+// dimension is a parallel loop of its own per tensor that is never split; a
+// sharding that splits one is answered by computing the op whole.
 //
 //===----------------------------------------------------------------------===//
 
 #include "PxShardingModel.h"
+
+#include "parallax/Dialect/Px/PxShardingInterface.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -29,6 +38,8 @@ namespace {
 /// per result, the loop each of its dimensions is indexed by.
 struct Nest {
   SmallVector<IteratorType> loops;
+  /// The rows loop, where the op's tensors share one (domainHalo).
+  std::optional<unsigned> rows;
   SmallVector<bool> splittable;
   SmallVector<SmallVector<unsigned>> tensors;
 
@@ -45,6 +56,14 @@ struct Nest {
       dims.push_back(loop(IteratorType::parallel, /*mayBeSplit=*/false));
     tensors.push_back(dims);
     return dims;
+  }
+  /// The rows loop of an op whose blocks of rows map onto each other, or
+  /// none (the tensors' rows are loops of their own, never split).
+  SmallVector<unsigned> rowsOf(Operation *op, IteratorType type) {
+    if (!domainHalo(op))
+      return {};
+    rows = loop(type);
+    return {*rows};
   }
   /// A tensor of the shape of an earlier one, indexed alike (batch norm's y
   /// and its x).
@@ -67,6 +86,13 @@ bool rankAtLeast(Value v, int64_t rank) {
   return t && t.getRank() >= rank;
 }
 
+/// Samples (or output channels), channels, then the rows loop if any.
+SmallVector<unsigned> concat(unsigned first, unsigned second, ArrayRef<unsigned> rows) {
+  SmallVector<unsigned> dims{first, second};
+  llvm::append_range(dims, rows);
+  return dims;
+}
+
 /// The nest of `op`, or none where the model does not describe it: a
 /// grouped convolution (its channel loops are tied group by group).
 std::optional<Nest> nestOf(Operation *op) {
@@ -82,36 +108,44 @@ std::optional<Nest> nestOf(Operation *op) {
             if (c.getGroup() != 1)
               return false;
             unsigned b = n.loop(par), co = n.loop(par), ci = n.loop(red);
-            n.tensor(c.getX(), {b, ci});
+            SmallVector<unsigned> h = n.rowsOf(op, par);
+            n.tensor(c.getX(), concat(b, ci, h));
             n.tensor(c.getW(), {co, ci});
             if (c.getB())
               n.tensor(c.getB(), {co});
-            n.tensor(c.getY(), {b, co});
+            n.tensor(c.getY(), concat(b, co, h));
             return true;
           })
           .Case([&](ConvGradInputOp c) {
             if (c.getGroup() != 1)
               return false;
             unsigned b = n.loop(par), ci = n.loop(par), co = n.loop(red);
-            n.tensor(c.getDy(), {b, co});
+            SmallVector<unsigned> h = n.rowsOf(op, par);
+            n.tensor(c.getDy(), concat(b, co, h));
             n.tensor(c.getW(), {co, ci});
-            n.tensor(c.getDx(), {b, ci});
+            n.tensor(c.getDx(), concat(b, ci, h));
             return true;
           })
           .Case([&](ConvGradFilterOp c) {
             if (c.getGroup() != 1)
               return false;
             unsigned b = n.loop(red), co = n.loop(par), ci = n.loop(par);
-            n.tensor(c.getX(), {b, ci});
-            n.tensor(c.getDy(), {b, co});
+            SmallVector<unsigned> h = n.rowsOf(op, red);
+            n.tensor(c.getX(), concat(b, ci, h));
+            n.tensor(c.getDy(), concat(b, co, h));
             n.tensor(c.getDw(), {co, ci});
             return true;
           })
           .Case([&](BatchNormOp bn) {
             // Training-mode statistics are over the samples: a split of them
-            // would need px-sync's all-reduce over the splitting axes.
+            // would need px-sync's all-reduce over the splitting axes. A split
+            // of the rows has the partition synchronize them over its axes.
             unsigned b = n.loop(par, !bn.getTraining()), c = n.loop(par);
-            SmallVector<unsigned> x = n.tensor(bn.getX(), {b, c});
+            SmallVector<unsigned> h;
+            if (rankAtLeast(bn.getX(), 3))
+              h = {n.loop(par)};
+            n.rows = h.empty() ? std::nullopt : std::optional<unsigned>(h[0]);
+            SmallVector<unsigned> x = n.tensor(bn.getX(), concat(b, c, h));
             for (Value v : {bn.getScale(), bn.getBias(), bn.getInputMean(), bn.getInputVar()})
               n.tensor(v, {c});
             n.same(x);
@@ -121,7 +155,11 @@ std::optional<Nest> nestOf(Operation *op) {
           })
           .Case([&](BatchNormGradOp g) {
             unsigned b = n.loop(par, false), c = n.loop(par);
-            SmallVector<unsigned> x = n.tensor(g.getDy(), {b, c});
+            SmallVector<unsigned> h;
+            if (rankAtLeast(g.getX(), 3))
+              h = {n.loop(par)};
+            n.rows = h.empty() ? std::nullopt : std::optional<unsigned>(h[0]);
+            SmallVector<unsigned> x = n.tensor(g.getDy(), concat(b, c, h));
             n.same(x);
             n.tensor(g.getScale(), {c});
             n.same(x);
@@ -131,21 +169,24 @@ std::optional<Nest> nestOf(Operation *op) {
           })
           .Case<MaxPoolOp, AveragePoolOp>([&](auto p) {
             unsigned b = n.loop(par), c = n.loop(par);
-            n.tensor(p.getX(), {b, c});
-            n.tensor(p.getY(), {b, c});
+            SmallVector<unsigned> h = n.rowsOf(op, par);
+            n.tensor(p.getX(), concat(b, c, h));
+            n.tensor(p.getY(), concat(b, c, h));
             return true;
           })
           .Case([&](MaxPoolGradOp g) {
             unsigned b = n.loop(par), c = n.loop(par);
-            SmallVector<unsigned> x = n.tensor(g.getX(), {b, c});
-            n.tensor(g.getDy(), {b, c});
+            SmallVector<unsigned> h = n.rowsOf(op, par);
+            SmallVector<unsigned> x = n.tensor(g.getX(), concat(b, c, h));
+            n.tensor(g.getDy(), concat(b, c, h));
             n.same(x);
             return true;
           })
           .Case([&](AvgPoolGradOp g) {
             unsigned b = n.loop(par), c = n.loop(par);
-            n.tensor(g.getDy(), {b, c});
-            n.tensor(g.getDx(), {b, c});
+            SmallVector<unsigned> h = n.rowsOf(op, par);
+            n.tensor(g.getDy(), concat(b, c, h));
+            n.tensor(g.getDx(), concat(b, c, h));
             return true;
           })
           .Default([](Operation *) { return false; });
@@ -204,6 +245,108 @@ std::vector<Sharding> resultsAsModelled(Operation *op, ArrayRef<Sharding> operan
   return results;
 }
 
+/// The grid axes that split the op's rows loop, if it has one.
+SmallVector<GridAxis> rowAxes(Operation *op, ArrayRef<Sharding> operandShardings,
+                              ArrayRef<Sharding> resultShardings) {
+  std::optional<Nest> n = nestOf(op);
+  if (!n || !n->rows || !resultShardings[0])
+    return {};
+  ShardingArray loops = getGridAxisAssignmentForLoopIterators(
+      operandShardings, resultShardings, n->loops, n->maps(op->getContext()));
+  return SmallVector<GridAxis>(loops[*n->rows]);
+}
+
+/// `op` on blocks of rows split over `axes` (domain parallelism): a
+/// convolution on its block extended by its neighbours' halo rows, without
+/// the padding of the rows (the halos of the edge blocks are zeros); its
+/// input gradient on the extended block, the halo rows' gradient summed into
+/// the neighbours' blocks; its filter gradient summed over the blocks; batch
+/// norm's statistics, and its scale and bias gradients, over the blocks;
+/// pools (whose windows tile the rows) on their blocks.
+LogicalResult partitionRows(Operation *op, ArrayRef<Value> operands,
+                            ArrayRef<Sharding> operandShardings,
+                            ArrayRef<Sharding> resultShardings, ArrayRef<GridAxis> axes,
+                            IRMapping &map, SymbolTableCollection &symbols, OpBuilder &b) {
+  if (!reductionAxes(op, operandShardings, resultShardings).empty() &&
+      !isa<ConvGradFilterOp>(op))
+    return op->emitOpError("cannot split both its rows and its summed channels");
+  Location loc = op->getLoc();
+  FlatSymbolRefAttr gridRef = resultShardings[0].getGridAttr();
+  GridOp grid = getGrid(op, gridRef, symbols);
+  auto axesAttr = b.getDenseI16ArrayAttr(axes);
+  Halo halo = domainHalo(op).value_or(Halo());
+  bool exchanges = halo.lo + halo.hi > 0;
+  auto withoutRowPads = [&](ArrayRef<int64_t> pads) {
+    SmallVector<int64_t> p(pads);
+    if (p.size() >= 2)
+      p[0] = p[p.size() / 2] = 0;
+    return b.getDenseI64ArrayAttr(p);
+  };
+  auto extended = [&](Type t) {
+    auto r = cast<RankedTensorType>(t);
+    SmallVector<int64_t> shape(r.getShape());
+    shape[2] += halo.lo + halo.hi;
+    return r.clone(shape);
+  };
+  auto exchange = [&](Value x) -> Value {
+    if (!exchanges)
+      return x;
+    return HaloExchangeOp::create(b, loc, extended(x.getType()), gridRef, axesAttr, x,
+                                  b.getI64IntegerAttr(2), b.getI64IntegerAttr(halo.lo),
+                                  b.getI64IntegerAttr(halo.hi))
+        .getOutput();
+  };
+  auto sum = [&](Value v) -> Value {
+    return shard::AllReduceOp::create(b, loc, v, gridRef.getValue(), axes, ReductionKind::Sum)
+        .getResult();
+  };
+  auto local = [&](Value v, const Sharding &s) { return shardType(v.getType(), grid, s); };
+  if (auto c = dyn_cast<ConvOp>(op)) {
+    Value y = ConvOp::create(b, loc, exchange(operands[0]), operands[1],
+                             c.getB() ? operands[2] : Value(), c.getStridesAttr(),
+                             withoutRowPads(c.getPads()), c.getDilationsAttr(), c.getGroupAttr())
+                  .getY();
+    map.map(c.getY(), y);
+    return success();
+  }
+  if (auto g = dyn_cast<ConvGradInputOp>(op)) {
+    Type block = local(g.getDx(), resultShardings[0]);
+    Value dx = ConvGradInputOp::create(b, loc, exchanges ? extended(block) : block, operands[0],
+                                       operands[1], g.getStridesAttr(),
+                                       withoutRowPads(g.getPads()), g.getDilationsAttr(),
+                                       g.getGroupAttr())
+                   .getDx();
+    if (exchanges)
+      dx = HaloReduceOp::create(b, loc, block, gridRef, axesAttr, dx, b.getI64IntegerAttr(2),
+                                b.getI64IntegerAttr(halo.lo), b.getI64IntegerAttr(halo.hi))
+               .getOutput();
+    map.map(g.getDx(), dx);
+    return success();
+  }
+  if (auto g = dyn_cast<ConvGradFilterOp>(op)) {
+    Value dw = ConvGradFilterOp::create(b, loc, local(g.getDw(), resultShardings[0]),
+                                        exchange(operands[0]), operands[1], g.getStridesAttr(),
+                                        withoutRowPads(g.getPads()), g.getDilationsAttr(),
+                                        g.getGroupAttr())
+                   .getDw();
+    map.map(g.getDw(), sum(dw));
+    return success();
+  }
+  if (failed(partitionAsIs(op, operands, operandShardings, resultShardings, map, symbols, b)))
+    return failure();
+  Operation *clone = map.lookup(op->getResult(0)).getDefiningOp();
+  if (auto bn = dyn_cast<BatchNormOp>(clone)) {
+    bn.setGridAttr(gridRef);
+    bn.setGridAxesAttr(axesAttr);
+  } else if (auto g = dyn_cast<BatchNormGradOp>(clone)) {
+    g.setGridAttr(gridRef);
+    g.setGridAxesAttr(axesAttr);
+    map.map(op->getResult(1), sum(g.getDscale()));
+    map.map(op->getResult(2), sum(g.getDbias()));
+  }
+  return success();
+}
+
 template <typename Op>
 struct ChannelSharding : public PxShardingModel<ChannelSharding<Op>, Op> {
   SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
@@ -247,6 +390,10 @@ struct ChannelSharding : public PxShardingModel<ChannelSharding<Op>, Op> {
                           SymbolTableCollection &symbolTable, OpBuilder &builder) const {
     std::vector<Sharding> results = resultsAsModelled(op, operandShardings, resultShardings);
     resultShardings = results;
+    if (SmallVector<GridAxis> rows = rowAxes(op, operandShardings, resultShardings);
+        !rows.empty())
+      return partitionRows(op, partitionedOperands, operandShardings, resultShardings, rows,
+                           partitionMap, symbolTable, builder);
     SmallVector<GridAxis> reduce;
     if (!getIndexingMaps(op).empty() && resultShardings[0])
       reduce = reductionAxes(op, operandShardings, resultShardings);
@@ -300,4 +447,91 @@ void attach(MLIRContext *ctx) {
 void parallax::px::sharding::attachConvolutionModels(MLIRContext *ctx) {
   attach<ConvOp, ConvGradInputOp, ConvGradFilterOp, BatchNormOp, BatchNormGradOp, MaxPoolOp,
          AveragePoolOp, MaxPoolGradOp, AvgPoolGradOp>(ctx);
+}
+
+namespace {
+
+/// Along the first spatial dimension: element 0 of a per-dimension
+/// attribute (1 when absent), and of pads the begin (0) and end (rank) ones.
+int64_t first(ArrayRef<int64_t> values, int64_t absent) {
+  return values.empty() ? absent : values[0];
+}
+
+int64_t rowsOfTensor(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getRank() >= 3 ? t.getDimSize(2) : -1;
+}
+
+} // namespace
+
+std::optional<Halo> parallax::px::domainHalo(Operation *op) {
+  struct Rows {
+    int64_t in = -1, out = -1, kernel = 0, stride = 1, dilation = 1, before = 0, after = 0;
+    bool pool = false;
+  };
+  auto geometry = [](int64_t in, int64_t out, int64_t kernel, ArrayRef<int64_t> strides,
+                     ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations, bool pool) {
+    Rows r{in, out, kernel, first(strides, 1), first(dilations, 1), first(pads, 0), 0, pool};
+    r.after = pads.size() >= 2 ? pads[pads.size() / 2] : 0;
+    return r;
+  };
+  auto kernelRows = [](Value w) { return cast<RankedTensorType>(w.getType()).getDimSize(2); };
+  std::optional<Rows> r =
+      llvm::TypeSwitch<Operation *, std::optional<Rows>>(op)
+          .Case([&](ConvOp c) -> std::optional<Rows> {
+            if (c.getGroup() != 1 || !rankAtLeast(c.getW(), 3))
+              return std::nullopt;
+            return geometry(rowsOfTensor(c.getX()), rowsOfTensor(c.getY()), kernelRows(c.getW()),
+                            c.getStrides(), c.getPads(), c.getDilations(), false);
+          })
+          .Case([&](ConvGradInputOp c) -> std::optional<Rows> {
+            if (c.getGroup() != 1 || !rankAtLeast(c.getW(), 3))
+              return std::nullopt;
+            return geometry(rowsOfTensor(c.getDx()), rowsOfTensor(c.getDy()),
+                            kernelRows(c.getW()), c.getStrides(), c.getPads(),
+                            c.getDilations(), false);
+          })
+          .Case([&](ConvGradFilterOp c) -> std::optional<Rows> {
+            if (c.getGroup() != 1 || !rankAtLeast(c.getDw(), 3))
+              return std::nullopt;
+            return geometry(rowsOfTensor(c.getX()), rowsOfTensor(c.getDy()),
+                            kernelRows(c.getDw()), c.getStrides(), c.getPads(),
+                            c.getDilations(), false);
+          })
+          .Case([&](MaxPoolOp p) {
+            return geometry(rowsOfTensor(p.getX()), rowsOfTensor(p.getY()),
+                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(),
+                            p.getDilations(), true);
+          })
+          .Case([&](AveragePoolOp p) {
+            return geometry(rowsOfTensor(p.getX()), rowsOfTensor(p.getY()),
+                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(), {},
+                            true);
+          })
+          .Case([&](MaxPoolGradOp p) {
+            return geometry(rowsOfTensor(p.getX()), rowsOfTensor(p.getDy()),
+                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(),
+                            p.getDilations(), true);
+          })
+          .Case([&](AvgPoolGradOp p) {
+            return geometry(rowsOfTensor(p.getDx()), rowsOfTensor(p.getDy()),
+                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(), {},
+                            true);
+          })
+          .Default([](Operation *) { return std::nullopt; });
+  if (!r || r->in <= 0 || r->out <= 0 || r->kernel <= 0 || r->in != r->stride * r->out)
+    return std::nullopt;
+  // Output row j reads input rows [j*s - before, j*s - before + d*(k-1)]:
+  // a block of input rows [i*s*o, (i+1)*s*o) for output rows [i*o, (i+1)*o)
+  // needs `before` rows above it and d*(k-1) + 1 - s - before below. Up to
+  // s - 1 rows fewer below (a 1x1 convolution of stride 2) means the
+  // block's last rows are read by no output row, which a convolution over
+  // the block leaves so.
+  int64_t below = r->dilation * (r->kernel - 1) + 1 - r->stride - r->before;
+  if (r->before < 0 || below < 1 - r->stride)
+    return std::nullopt;
+  Halo halo{r->before, std::max<int64_t>(below, 0)};
+  if (r->pool && (halo.lo != 0 || halo.hi != 0 || r->after != 0))
+    return std::nullopt;
+  return halo;
 }

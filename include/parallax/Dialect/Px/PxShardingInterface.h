@@ -12,13 +12,30 @@
 #ifndef PARALLAX_DIALECT_PX_PXSHARDINGINTERFACE_H
 #define PARALLAX_DIALECT_PX_PXSHARDINGINTERFACE_H
 
+#include <cstdint>
+#include <optional>
+
 namespace mlir {
 class DialectRegistry;
+class Operation;
 } // namespace mlir
 
 namespace parallax::px {
 
 void registerShardingInterfaceModels(mlir::DialectRegistry &registry);
+
+/// Domain parallelism (SPAA'18): the rows a convolution-like op (px.conv and
+/// its gradients, the pools and theirs) needs from its neighbours when the
+/// first spatial dimension of its tensors is split into equal consecutive
+/// blocks, `lo` rows above a block and `hi` below. None where such a split
+/// does not map each input block onto one output block: input rows other
+/// than stride x output rows, a window that skips rows, a grouped
+/// convolution, or a pool whose windows overlap or are padded (a halo
+/// there would need the pool's own padding value).
+struct Halo {
+  int64_t lo = 0, hi = 0;
+};
+std::optional<Halo> domainHalo(mlir::Operation *op);
 
 } // namespace parallax::px
 
