@@ -90,6 +90,31 @@ func.func @rows(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) -> tensor<2x6x
 
 // -----
 
+// A max pool whose windows overlap: its block is extended with -inf rows at
+// the grid's edges (padding never wins), its gradient's halo rows summed
+// back; a 2x2 pool of stride 2 tiles the rows and needs no halo.
+// CHECK-LABEL: func.func @pools(
+// CHECK: %[[XE:.*]] = px.halo_exchange %{{.*}} on @g grid_axes = [0] axis = 2 lo = 1 hi = 1 edge = 0xFFF0000000000000 : tensor<2x4x4x8xf32> -> tensor<2x4x6x8xf32>
+// CHECK: %[[P:.*]] = px.max_pool %[[XE]] {{{.*}}pads = array<i64: 0, 1, 0, 1>{{.*}}} : tensor<2x4x6x8xf32>
+// CHECK: px.avg_pool %[[P]] {{.*}} : tensor<2x4x4x8xf32>
+// CHECK: %[[XE2:.*]] = px.halo_exchange %{{.*}} edge = 0xFFF0000000000000
+// CHECK: %[[DXE:.*]] = px.max_pool_grad %[[XE2]], %{{.*}} {{.*}} : tensor<2x4x6x8xf32>, tensor<2x4x4x8xf32>
+// CHECK: px.halo_reduce %[[DXE]] on @g grid_axes = [0] axis = 2 lo = 1 hi = 1 : tensor<2x4x6x8xf32> -> tensor<2x4x4x8xf32>
+shard.grid @g(shape = 2)
+func.func @pools(%x: tensor<2x4x8x8xf32>, %dy: tensor<2x4x8x8xf32>) -> (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>) {
+  %rows = shard.sharding @g split_axes = [[], [], [0]] : !shard.sharding
+  %xs = shard.shard %x to %rows : tensor<2x4x8x8xf32>
+  %p = px.max_pool %xs {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x4x8x8xf32>
+  %a = px.avg_pool %p {kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<2x4x8x8xf32>
+  %as = shard.shard %a to %rows : tensor<2x4x4x4xf32>
+  %dys = shard.shard %dy to %rows : tensor<2x4x8x8xf32>
+  %dx = px.max_pool_grad %xs, %dys {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>
+  %dxs = shard.shard %dx to %rows : tensor<2x4x8x8xf32>
+  return %as, %dxs : tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>
+}
+
+// -----
+
 // A split of the rows of an unpadded convolution (output rows fewer than
 // input rows: no block maps onto a block) and a grouped convolution
 // (channels tied group by group): both run whole, their split inputs

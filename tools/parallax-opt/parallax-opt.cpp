@@ -538,43 +538,62 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
   parallax::grid::Grid chosen;
   double bestSeconds = 0;
   std::string why, tried;
+  // Convolutions split by channels or, unless --conv-split names one, by
+  // their rows too (a candidate only where some convolution's rows split).
+  std::string chosenSplit = convSplit;
+  std::vector<std::string> splits{convSplit};
+  if (!convSplit.getNumOccurrences())
+    splits = {"channels", "domain"};
   for (const parallax::grid::Grid &g : parallax::grid::gridsOf(worldSize())) {
     if (perMachine % g.pr != 0)
       continue;
     chosenModelRanks = g.pr;
-    std::string errors;
-    std::optional<Built> b;
-    {
-      // A grid that does not fit the model is an answer, not an error.
-      ScopedDiagnosticHandler quiet(&context, [&](Diagnostic &d) {
-        if (d.getSeverity() == DiagnosticSeverity::Error)
-          errors += d.str() + "; ";
-        return success();
-      });
-      b = build(context, sourceMgr, inputFilename,
-                [&](const llvm::Twine &m) { errors += m.str() + "; "; });
-      if (b) {
-        parallax::PlanEmitOptions check;
-        check.target = target;
-        if (auto plan = parallax::emitPlan(*b->module, check); !plan) {
-          errors += llvm::toString(plan.takeError());
-          b.reset();
+    for (const std::string &split : splits) {
+      if (g.pr == 1 && split != splits.front())
+        continue;
+      convSplit.setValue(split);
+      std::string name = g.str() + (split == "domain" ? " (domain)" : "");
+      std::string errors;
+      std::optional<Built> b;
+      {
+        // A grid that does not fit the model is an answer, not an error.
+        ScopedDiagnosticHandler quiet(&context, [&](Diagnostic &d) {
+          if (d.getSeverity() == DiagnosticSeverity::Error)
+            errors += d.str() + "; ";
+          return success();
+        });
+        b = build(context, sourceMgr, inputFilename,
+                  [&](const llvm::Twine &m) { errors += m.str() + "; "; });
+        if (b) {
+          parallax::PlanEmitOptions check;
+          check.target = target;
+          if (auto plan = parallax::emitPlan(*b->module, check); !plan) {
+            errors += llvm::toString(plan.takeError());
+            b.reset();
+          }
         }
       }
-    }
-    if (!b) {
-      why += "\n  " + g.str() + ": " + StringRef(errors).rtrim("; ").str();
-      tried += " " + g.str() + " does not compile,";
-      continue;
-    }
-    double seconds = predict(*b->module).seconds();
-    tried += llvm::formatv(" {0} {1:F3} ms,", g.str(), seconds * 1e3).str();
-    if (!best || seconds < bestSeconds) {
-      best = std::move(b);
-      bestSeconds = seconds;
-      chosen = g;
+      bool splitsRows = false;
+      if (b)
+        b->module->walk([&](px::HaloExchangeOp) { splitsRows = true; });
+      if (split == "domain" && splits.size() > 1 && (!b || !splitsRows))
+        continue; // no convolution's rows split: the channels candidate
+      if (!b) {
+        why += "\n  " + name + ": " + StringRef(errors).rtrim("; ").str();
+        tried += " " + name + " does not compile,";
+        continue;
+      }
+      double seconds = predict(*b->module).seconds();
+      tried += llvm::formatv(" {0} {1:F3} ms,", name, seconds * 1e3).str();
+      if (!best || seconds < bestSeconds) {
+        best = std::move(b);
+        bestSeconds = seconds;
+        chosen = g;
+        chosenSplit = split;
+      }
     }
   }
+  convSplit.setValue(chosenSplit);
   if (!best) {
     fail(inputFilename + ": --grid=auto: no grid of " + llvm::Twine(worldSize()) +
          " ranks compiles:" + why);
@@ -583,6 +602,7 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
   chosenModelRanks = chosen.pr;
   tried.pop_back();
   llvm::errs() << "parallax-opt: --grid=auto chose " << chosen.str()
+               << (chosenSplit == "domain" && chosen.pr > 1 ? " (domain)" : "")
                << " (predicted step:" << tried << ")\n";
   return best;
 }
@@ -708,7 +728,9 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       llvm::outs() << "\n";
       if (gridSpec == "auto")
         llvm::outs() << "--grid=auto chose " << *chosenModelRanks << "x"
-                     << worldSize() / *chosenModelRanks << "\n";
+                     << worldSize() / *chosenModelRanks
+                     << (convSplit == "domain" && *chosenModelRanks > 1 ? " (domain)" : "")
+                     << "\n";
       parallax::printStepPrediction(predict(*module), llvm::outs());
     }
     if (plan) {

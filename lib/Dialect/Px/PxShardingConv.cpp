@@ -25,6 +25,7 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <limits>
 #include <optional>
 
 using namespace mlir;
@@ -262,7 +263,7 @@ SmallVector<GridAxis> rowAxes(Operation *op, ArrayRef<Sharding> operandShardings
 /// input gradient on the extended block, the halo rows' gradient summed into
 /// the neighbours' blocks; its filter gradient summed over the blocks; batch
 /// norm's statistics, and its scale and bias gradients, over the blocks;
-/// pools (whose windows tile the rows) on their blocks.
+/// pools like convolutions (windows that tile the rows need no halo).
 LogicalResult partitionRows(Operation *op, ArrayRef<Value> operands,
                             ArrayRef<Sharding> operandShardings,
                             ArrayRef<Sharding> resultShardings, ArrayRef<GridAxis> axes,
@@ -293,7 +294,7 @@ LogicalResult partitionRows(Operation *op, ArrayRef<Value> operands,
       return x;
     return HaloExchangeOp::create(b, loc, extended(x.getType()), gridRef, axesAttr, x,
                                   b.getI64IntegerAttr(2), b.getI64IntegerAttr(halo.lo),
-                                  b.getI64IntegerAttr(halo.hi))
+                                  b.getI64IntegerAttr(halo.hi), b.getF64FloatAttr(0.0))
         .getOutput();
   };
   auto sum = [&](Value v) -> Value {
@@ -330,6 +331,47 @@ LogicalResult partitionRows(Operation *op, ArrayRef<Value> operands,
                                         g.getGroupAttr())
                    .getDw();
     map.map(g.getDw(), sum(dw));
+    return success();
+  }
+  if (exchanges && isa<MaxPoolOp, AveragePoolOp, MaxPoolGradOp, AvgPoolGradOp>(op)) {
+    // A pool on its extended block without row padding: a max pool's
+    // edge rows are -inf (padding never wins), an average pool's zeros
+    // (its divisor counts the padding); the gradients' halo rows go back.
+    bool max = isa<MaxPoolOp, MaxPoolGradOp>(op);
+    Value extendedX;
+    if (!isa<AvgPoolGradOp>(op)) {
+      auto t = cast<RankedTensorType>(operands[0].getType());
+      extendedX = HaloExchangeOp::create(
+                      b, loc, extended(t), gridRef, axesAttr, operands[0],
+                      b.getI64IntegerAttr(2), b.getI64IntegerAttr(halo.lo),
+                      b.getI64IntegerAttr(halo.hi),
+                      b.getF64FloatAttr(max ? -std::numeric_limits<double>::infinity() : 0.0))
+                      .getOutput();
+    }
+    auto pads = withoutRowPads(op->getAttrOfType<DenseI64ArrayAttr>("pads").asArrayRef());
+    Operation *pooled = nullptr;
+    if (auto p = dyn_cast<MaxPoolOp>(op))
+      pooled = MaxPoolOp::create(b, loc, extendedX, p.getKernelShapeAttr(), p.getStridesAttr(),
+                                pads, p.getDilationsAttr(), p.getCeilModeAttr());
+    else if (auto p = dyn_cast<AveragePoolOp>(op))
+      pooled = AveragePoolOp::create(b, loc, extendedX, p.getKernelShapeAttr(),
+                                    p.getStridesAttr(), pads, p.getCeilModeAttr(),
+                                    p.getCountIncludePadAttr());
+    else if (auto g = dyn_cast<MaxPoolGradOp>(op))
+      pooled = MaxPoolGradOp::create(b, loc, extendedX.getType(), extendedX, operands[1],
+                                    g.getKernelShapeAttr(), g.getStridesAttr(), pads,
+                                    g.getDilationsAttr(), g.getCeilModeAttr());
+    else if (auto g = dyn_cast<AvgPoolGradOp>(op))
+      pooled = AvgPoolGradOp::create(b, loc, extended(local(g.getDx(), resultShardings[0])),
+                                    operands[0], g.getKernelShapeAttr(), g.getStridesAttr(),
+                                    pads, g.getCeilModeAttr(), g.getCountIncludePadAttr());
+    Value y = pooled->getResult(0);
+    if (isa<MaxPoolGradOp, AvgPoolGradOp>(op))
+      y = HaloReduceOp::create(b, loc, local(op->getResult(0), resultShardings[0]), gridRef,
+                               axesAttr, y, b.getI64IntegerAttr(2),
+                               b.getI64IntegerAttr(halo.lo), b.getI64IntegerAttr(halo.hi))
+              .getOutput();
+    map.map(op->getResult(0), y);
     return success();
   }
   if (failed(partitionAsIs(op, operands, operandShardings, resultShardings, map, symbols, b)))
@@ -467,11 +509,10 @@ int64_t rowsOfTensor(Value v) {
 std::optional<Halo> parallax::px::domainHalo(Operation *op) {
   struct Rows {
     int64_t in = -1, out = -1, kernel = 0, stride = 1, dilation = 1, before = 0, after = 0;
-    bool pool = false;
   };
   auto geometry = [](int64_t in, int64_t out, int64_t kernel, ArrayRef<int64_t> strides,
-                     ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations, bool pool) {
-    Rows r{in, out, kernel, first(strides, 1), first(dilations, 1), first(pads, 0), 0, pool};
+                     ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations) {
+    Rows r{in, out, kernel, first(strides, 1), first(dilations, 1), first(pads, 0), 0};
     r.after = pads.size() >= 2 ? pads[pads.size() / 2] : 0;
     return r;
   };
@@ -482,41 +523,39 @@ std::optional<Halo> parallax::px::domainHalo(Operation *op) {
             if (c.getGroup() != 1 || !rankAtLeast(c.getW(), 3))
               return std::nullopt;
             return geometry(rowsOfTensor(c.getX()), rowsOfTensor(c.getY()), kernelRows(c.getW()),
-                            c.getStrides(), c.getPads(), c.getDilations(), false);
+                            c.getStrides(), c.getPads(), c.getDilations());
           })
           .Case([&](ConvGradInputOp c) -> std::optional<Rows> {
             if (c.getGroup() != 1 || !rankAtLeast(c.getW(), 3))
               return std::nullopt;
             return geometry(rowsOfTensor(c.getDx()), rowsOfTensor(c.getDy()),
                             kernelRows(c.getW()), c.getStrides(), c.getPads(),
-                            c.getDilations(), false);
+                            c.getDilations());
           })
           .Case([&](ConvGradFilterOp c) -> std::optional<Rows> {
             if (c.getGroup() != 1 || !rankAtLeast(c.getDw(), 3))
               return std::nullopt;
             return geometry(rowsOfTensor(c.getX()), rowsOfTensor(c.getDy()),
                             kernelRows(c.getDw()), c.getStrides(), c.getPads(),
-                            c.getDilations(), false);
+                            c.getDilations());
           })
           .Case([&](MaxPoolOp p) {
             return geometry(rowsOfTensor(p.getX()), rowsOfTensor(p.getY()),
                             first(p.getKernelShape(), 0), p.getStrides(), p.getPads(),
-                            p.getDilations(), true);
+                            p.getDilations());
           })
           .Case([&](AveragePoolOp p) {
             return geometry(rowsOfTensor(p.getX()), rowsOfTensor(p.getY()),
-                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(), {},
-                            true);
+                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(), {});
           })
           .Case([&](MaxPoolGradOp p) {
             return geometry(rowsOfTensor(p.getX()), rowsOfTensor(p.getDy()),
                             first(p.getKernelShape(), 0), p.getStrides(), p.getPads(),
-                            p.getDilations(), true);
+                            p.getDilations());
           })
           .Case([&](AvgPoolGradOp p) {
             return geometry(rowsOfTensor(p.getDx()), rowsOfTensor(p.getDy()),
-                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(), {},
-                            true);
+                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(), {});
           })
           .Default([](Operation *) { return std::nullopt; });
   if (!r || r->in <= 0 || r->out <= 0 || r->kernel <= 0 || r->in != r->stride * r->out)
@@ -531,7 +570,13 @@ std::optional<Halo> parallax::px::domainHalo(Operation *op) {
   if (r->before < 0 || below < 1 - r->stride)
     return std::nullopt;
   Halo halo{r->before, std::max<int64_t>(below, 0)};
-  if (r->pool && (halo.lo != 0 || halo.hi != 0 || r->after != 0))
+  // An average pool that divides by the window's real rows would count an
+  // edge block's halo rows as real.
+  if (auto avg = dyn_cast<AveragePoolOp>(op); avg && !avg.getCountIncludePad() &&
+                                               (halo.lo || halo.hi || r->after))
+    return std::nullopt;
+  if (auto avg = dyn_cast<AvgPoolGradOp>(op); avg && !avg.getCountIncludePad() &&
+                                              (halo.lo || halo.hi || r->after))
     return std::nullopt;
   return halo;
 }

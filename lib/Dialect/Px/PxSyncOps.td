@@ -153,10 +153,12 @@ def Px_HaloExchangeOp : Px_CollectiveOp<"halo_exchange", [Pure]> {
   let summary = "Extend this rank's block along `axis` with its neighbours' boundary rows";
   let description = [{
     Member i of the group returns, along `axis`: the last `lo` rows of
-    member i-1's input (zeros on member 0), its own input, then the first
-    `hi` rows of member i+1's input (zeros on the last member). Both halos
-    must fit in one block. Point-to-point with the two neighbours: bytes
-    sent per rank are at most (lo + hi) rows.
+    member i-1's input (rows of `edge` on member 0), its own input, then the
+    first `hi` rows of member i+1's input (rows of `edge` on the last
+    member). `edge` is the padding of the op the block feeds: 0 for a
+    convolution, -inf for a max pool. Both halos must fit in one block.
+    Point-to-point with the two neighbours: bytes sent per rank are at most
+    (lo + hi) rows.
 
     ```mlir
     %e = px.halo_exchange %x on @world grid_axes = [1] axis = 2 lo = 1 hi = 1 : tensor<4x8x16x32xf32> -> tensor<4x8x18x32xf32>
@@ -165,11 +167,12 @@ def Px_HaloExchangeOp : Px_CollectiveOp<"halo_exchange", [Pure]> {
   let arguments = !con(commonArgs, (ins Px_FloatTensor:$input,
       ConfinedAttr<I64Attr, [IntNonNegative]>:$axis,
       ConfinedAttr<I64Attr, [IntNonNegative]>:$lo,
-      ConfinedAttr<I64Attr, [IntNonNegative]>:$hi));
+      ConfinedAttr<I64Attr, [IntNonNegative]>:$hi,
+      DefaultValuedAttr<F64Attr, "0.0">:$edge));
   let results = (outs Px_FloatTensor:$output);
   let assemblyFormat = [{
     $input `on` $grid (`grid_axes` `=` $grid_axes^)? `axis` `=` $axis `lo` `=` $lo
-    `hi` `=` $hi attr-dict `:` type($input) `->` type($output)
+    `hi` `=` $hi (`edge` `=` $edge^)? attr-dict `:` type($input) `->` type($output)
   }];
 }
 

@@ -29,9 +29,9 @@ void registerShardingInterfaceModels(mlir::DialectRegistry &registry);
 /// first spatial dimension of its tensors is split into equal consecutive
 /// blocks, `lo` rows above a block and `hi` below. None where such a split
 /// does not map each input block onto one output block: input rows other
-/// than stride x output rows, a window that skips rows, a grouped
-/// convolution, or a pool whose windows overlap or are padded (a halo
-/// there would need the pool's own padding value).
+/// than stride x output rows, a window that skips more rows than a stride
+/// leaves, a grouped convolution, or an average pool that divides by the
+/// real rows of a padded window.
 struct Halo {
   int64_t lo = 0, hi = 0;
 };
