@@ -12,8 +12,10 @@ same N ranks, run first), `parallax-run PLAN --np N --synthetic --threads 1
 --steps S --metrics`; the median step time over the steps after --warmup,
 every rank's bytes per step and the largest memory_bytes of the ranks,
 beside what the plan predicts (options.predicted: bytes and step time from
-StepPrediction; memory.peak). Then `--grid=auto` is compiled and the grid it
-chose is compared with the fastest measured one.
+StepPrediction; memory.peak). The --domain-models (cnn) run their model-split
+grids a second time with convolutions split by rows (--conv-split=domain,
+domain parallelism). Then `--grid=auto` is compiled and the grid it chose is
+compared with the fastest measured one.
 
 wide_mlp (made here with torch: 1024 -> 4096 -> 4096 -> 1024 -> 10, batch
 64) is the model whose dense weights dominate. The memory-limited case runs
@@ -60,22 +62,31 @@ def make_wide_mlp(path):
     return path
 
 
-def grids(n):
-    return [(pr, n // pr) for pr in range(1, n + 1) if n % pr == 0]
+def grids(n, domain=False):
+    """(Pr, Pc, conv split): every grid, and with `domain` the model-split
+    ones again with convolutions split by rows (--conv-split=domain)."""
+    out = []
+    for pr in range(1, n + 1):
+        if n % pr == 0:
+            out.append((pr, n // pr, None))
+            if domain and pr > 1:
+                out.append((pr, n // pr, "domain"))
+    return out
 
 
-def run_grid(build, work, model, src, pr, pc, args, profile):
+def run_grid(build, work, model, src, pr, pc, split, args, profile):
     opt = build / "bin" / "parallax-opt"
     prun = build / "bin" / "parallax-run"
     n = pr * pc
-    tag = f"{model}-{pr}x{pc}"
+    label = f"{pr}x{pc}" + (f" ({split})" if split else "")
+    tag = f"{model}-{pr}x{pc}" + (f"-{split}" if split else "")
     plan = work / f"{tag}.pxplan"
     flags = ["--np", str(n), f"--grid={pr}x{pc}", "--optimizer=adam", "--lr=0.0001",
-             "--profile", str(profile)]
+             "--profile", str(profile)] + ([f"--conv-split={split}"] if split else [])
     p = subprocess.run([str(opt), str(src), "--emit=plan", "-o", str(plan), *flags],
                        capture_output=True, text=True)
     if p.returncode != 0:
-        return {"grid": f"{pr}x{pc}", "error": p.stderr.strip().splitlines()[-1]}
+        return {"grid": label, "error": p.stderr.strip().splitlines()[-1]}
     metrics = work / f"{tag}.jsonl"
     pxbench.run([prun, plan, "--np", str(n), "--synthetic", "--threads", "1", "-q",
                  "--steps", str(args.steps), "--metrics", metrics], f"parallax-run {tag}",
@@ -87,7 +98,7 @@ def run_grid(build, work, model, src, pr, pc, args, profile):
     times = [line["step_time_s"] for line in steady]
     predicted = info["options"]["predicted"]
     return {
-        "grid": f"{pr}x{pc}",
+        "grid": label,
         "ms": pxbench.median(times) * 1e3,
         "predicted_ms": predicted["step_seconds"] * 1e3,
         "bytes": max(line["bytes_sent"] for r in ranks for line in r),
@@ -102,7 +113,7 @@ def auto_grid(build, work, model, src, n, profile):
     p = subprocess.run([str(opt), str(src), "--emit=plan", "-o", str(work / f"{model}-auto.pxplan"),
                         "--np", str(n), "--grid=auto", "--optimizer=adam", "--lr=0.0001",
                         "--profile", str(profile)], capture_output=True, text=True)
-    m = re.search(r"--grid=auto chose (\d+x\d+)", p.stderr)
+    m = re.search(r"--grid=auto chose (\d+x\d+(?: \(domain\))?)", p.stderr)
     return m.group(1) if m else None
 
 
@@ -132,6 +143,8 @@ def mib(b):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="wide_mlp,mlp,gru_classifier,dlrm,lm,cnn")
+    ap.add_argument("--domain-models", default="cnn",
+                    help="models whose grids are also run with --conv-split=domain")
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
@@ -148,8 +161,9 @@ def main():
     for model in args.models.split(","):
         src = make_wide_mlp(work / "wide_mlp.onnx") if model == "wide_mlp" \
             else pxbench.MODELS_DIR / f"{model}.onnx"
-        rows = [run_grid(build, work, model, src, pr, pc, args, profile)
-                for pr, pc in grids(args.np)]
+        domain = model in args.domain_models.split(",")
+        rows = [run_grid(build, work, model, src, pr, pc, split, args, profile)
+                for pr, pc, split in grids(args.np, domain)]
         chose = auto_grid(build, work, model, src, args.np, profile)
         results[model] = {"grids": rows, "auto": chose}
         dp = next((r for r in rows if r["grid"] == f"1x{args.np}" and "error" not in r), None)
