@@ -127,6 +127,17 @@ struct Traffic {
   }
 };
 
+/// One peer of a point-to-point exchange (Comm::sendrecv): `sendBytes`
+/// at `send` go to group rank `peer`, and `recvBytes` from it arrive at
+/// `recv`. A side of zero bytes is no message (the peer expects none).
+struct PeerTransfer {
+  int peer = -1;
+  const void *send = nullptr;
+  int64_t sendBytes = 0;
+  void *recv = nullptr;
+  int64_t recvBytes = 0;
+};
+
 class Comm {
 public:
   virtual ~Comm();
@@ -166,6 +177,12 @@ public:
   /// In place on G blocks of `bytes`: afterwards block i holds what member i
   /// had in its block i.
   virtual void allgatherBlock(Group &g, void *buf, int64_t bytes) = 0;
+  /// Point-to-point with some members of g (a halo exchange's two
+  /// neighbours), every message at once: distinct peers, none of them this
+  /// rank. Every member of g makes the call, in the same order as its other
+  /// calls on g (those with no peers too), as with the collectives: the
+  /// timeout watch counts it as one of g's.
+  virtual void sendrecv(Group &g, const std::vector<PeerTransfer> &transfers) = 0;
   virtual void barrier(Group &g) = 0;
   /// Ends every rank of the job at once (after a fatal error on this one,
   /// so the others do not wait forever in a collective).
