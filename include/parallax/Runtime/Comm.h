@@ -13,9 +13,9 @@
 //
 // Traffic is counted per variable as the bytes this rank puts on and takes
 // off the wire: exact for the exchanges we size ourselves (all-gather,
-// all-to-all, parameter-server pulls and pushes; messages to oneself are
-// not traffic), and the bandwidth-optimal ring volume 2(G-1)/G * bytes for
-// all-reduce, whose algorithm MPI chooses.
+// all-to-all, halo exchanges, parameter-server pulls and pushes; messages
+// to oneself are not traffic), and the bandwidth-optimal ring volume
+// 2(G-1)/G * bytes for all-reduce, whose algorithm MPI chooses.
 //
 // A rank that stops (SIGSTOP, a hung kernel, a machine gone quiet) must not
 // hang the others: a watch thread beside MPI's collectives ends the job when

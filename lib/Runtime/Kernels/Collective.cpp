@@ -7,6 +7,10 @@
 // first reader of the outputs, joins it: that is how gradient all-reduces
 // overlap the rest of the backward pass. Without a token the kernel waits.
 //
+// The halo exchange of domain parallelism and its adjoint (halo_exchange,
+// halo_reduce) trade boundary rows with the two neighbours in the group
+// point-to-point (Comm::sendrecv), laid out by HaloLayout.
+//
 // Parameter-server exchanges (ps_pull, ps_push) are two all-to-alls each
 // way: counts, then payload. Rows are partitioned as the px dialect defines:
 // partition p holds rows [p*ceil(R/P), (p+1)*ceil(R/P)) and lives on group
