@@ -286,8 +286,8 @@ KernelFn halo(KernelArgs &args) {
     for (const PitchedCopy &c : layout.pack)
       copyOnHost(c, send->data(), x);
     copyOnHost(layout.body, y, x);
-    for (const PitchedCopy &c : layout.zero)
-      zeroOnHost(c, y);
+    for (const PitchedCopy &c : layout.fill)
+      fillOnHost(c, y, layout.edge, layout.dtype);
   };
   auto job = [=, s = sent, r = received, &group] {
     comm->sendrecv(group, transfers);

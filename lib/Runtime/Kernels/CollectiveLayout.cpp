@@ -185,11 +185,19 @@ AllToAllLayout allToAllLayoutOf(KernelArgs &args, int groupSize) {
   return l;
 }
 
-void zeroOnHost(const PitchedCopy &c, char *dst) {
-  if (c.width <= 0)
-    return;
-  for (int64_t r = 0; r < c.rows; ++r)
-    std::memset(dst + c.dstOffset + r * c.dstPitch, 0, c.width);
+void fillOnHost(const PitchedCopy &c, char *dst, double value, DType dtype) {
+  auto run = [&](auto v) {
+    using T = decltype(v);
+    int64_t n = c.width / (int64_t)sizeof(T);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      T *d = reinterpret_cast<T *>(dst + c.dstOffset + r * c.dstPitch);
+      std::fill(d, d + n, v);
+    }
+  };
+  if (dtype == DType::F64)
+    run(value);
+  else
+    run((float)value);
 }
 
 void addOnHost(const PitchedCopy &c, char *dst, const char *src, DType dtype) {
@@ -230,6 +238,7 @@ HaloLayout haloLayoutOf(KernelArgs &args, int groupSize, int member) {
   if ((x.dtype != DType::F32 && x.dtype != DType::F64) || y.dtype != x.dtype)
     args.fail(args.kernel.op + " supports f32 and f64 tensors, its output of its input's type");
   int64_t axis = args.i64("axis"), lo = args.i64("lo"), hi = args.i64("hi");
+  l.edge = args.f64Or("edge", 0.0);
   if (axis < 0 || axis >= x.rank())
     args.fail("axis " + std::to_string(axis) + " is out of range for rank " +
               std::to_string(x.rank()));
@@ -290,9 +299,9 @@ HaloLayout haloLayoutOf(KernelArgs &args, int groupSize, int member) {
     if (l.next.recvBytes > 0) // m+1's first hi rows, last
       l.unpack.push_back({slab(lo + S), ep, l.next.recvOffset, slab(hi), slab(hi), outer});
     if (l.prev.rank < 0 && lo > 0)
-      l.zero.push_back({0, ep, 0, 0, slab(lo), outer});
+      l.fill.push_back({0, ep, 0, 0, slab(lo), outer});
     if (l.next.rank < 0 && hi > 0)
-      l.zero.push_back({slab(lo + S), ep, 0, 0, slab(hi), outer});
+      l.fill.push_back({slab(lo + S), ep, 0, 0, slab(hi), outer});
   } else {
     if (l.prev.sendBytes > 0) // the lo halo
       l.pack.push_back({l.prev.sendOffset, slab(lo), 0, ep, slab(lo), outer});

@@ -1,11 +1,11 @@
 """Checks halo.test's run (Inputs/halo_module.py's module) against NumPy.
 
-    halo_check.py DIR --grid 3 --axis 0 --lo 1 --hi 1 [--trace TRACE]
+    halo_check.py DIR --grid 3 --axis 0 --lo 1 --hi 1 [--edge -inf] [--trace TRACE]
 
 `halo_check.py DIR --grid ... --data` writes DIR/data/{x,e}.npy (integers,
 so every sum is exact) instead. Otherwise DIR/out/output0.npy must be, for
 each member m of rank 0's group, rows [m*S - lo, (m+1)*S + hi) of x along H,
-zeros outside x (the convolution's padding), and output1.npy, block by
+--edge outside x (the padding: zeros by default), and output1.npy, block by
 block, the sum of every member's extended rows into the rows of x they
 copied (the adjoint), rows outside x dropped. With --trace, every rank's
 halo_exchange and halo_reduce jobs sent and received exactly the rows a
@@ -37,6 +37,7 @@ def main():
     ap.add_argument("--axis", type=int, default=0)
     ap.add_argument("--lo", type=int, required=True)
     ap.add_argument("--hi", type=int, required=True)
+    ap.add_argument("--edge", type=float, default=0.0)
     ap.add_argument("--data", action="store_true")
     ap.add_argument("--trace")
     a = ap.parse_args()
@@ -55,7 +56,7 @@ def main():
     y = np.load(os.path.join(a.dir, "out", "output0.npy"))
     z = np.load(os.path.join(a.dir, "out", "output1.npy"))
 
-    padded = np.pad(x, ((0, 0), (0, 0), (lo, hi), (0, 0)))
+    padded = np.pad(x, ((0, 0), (0, 0), (lo, hi), (0, 0)), constant_values=a.edge)
     want = np.concatenate([padded[:, :, m * s:m * s + e] for m in range(g)], axis=2)
     if y.shape != want.shape or not np.array_equal(y, want):
         bad = np.argwhere(y != want) if y.shape == want.shape else "shape " + str(y.shape)
@@ -91,7 +92,8 @@ def main():
                     fail(f"rank {rank} (member {m} of {g}): {op} sent and received {b} "
                          f"bytes, expected {(sent, received)}")
                 checked += 1
-    print(f"halo exchange and reduce match x on {g} members (lo {lo}, hi {hi})"
+    print(f"halo exchange and reduce match x on {g} members (lo {lo}, hi {hi}"
+          + (f", edge {a.edge:g})" if a.edge else ")")
           + (f", bytes of {checked} jobs exact" if a.trace else ""))
 
 

@@ -122,8 +122,11 @@ TEST_F(CudaCollective, HaloKernelsMatchTheCpu) {
                            ncclEnv());
     }
   }
-  // Both refuse what the CPU refuses, with its message.
+  // A max pool's padding: -inf past the ends.
   TestTensor x(DType::F32, {2, 3, 4, 5}, randomValues(120, 15));
+  expectCudaMatchesCpu("halo_exchange", {x}, {TestTensor(DType::F32, {2, 3, 7, 5})},
+                       {{"axis", 2}, {"lo", 2}, {"hi", 1}, {"edge", "-inf"}}, 0, 0, ncclEnv());
+  // Both refuse what the CPU refuses, with its message.
   expectCudaMatchesCpu("halo_exchange", {x}, {TestTensor(DType::F32, {2, 3, 5, 5})},
                        {{"axis", 2}, {"lo", 1}, {"hi", 1}}, 0, 0, ncclEnv());
 }

@@ -9,6 +9,7 @@
 
 #include <sched.h>
 
+#include <limits>
 #include <thread>
 
 using namespace parallax::rt;
@@ -161,8 +162,9 @@ TEST(Collective, AllGatherVOfOneRankCopies) {
   EXPECT_EQ(ov.values(), vals.values());
 }
 
-// A group of one has no neighbours: the exchange is the convolution's zero
-// padding along the axis, its adjoint keeps the middle rows.
+// A group of one has no neighbours: the exchange is the padding along the
+// axis (a convolution's zeros, a max pool's -inf: the "edge" attribute),
+// its adjoint keeps the middle rows.
 TEST(Collective, HaloExchangeOfOneRankPadsWithZeros) {
   auto comm = makeLocalComm();
   for (DType dt : {DType::F32, DType::F64}) {
@@ -188,6 +190,12 @@ TEST(Collective, HaloExchangeOfOneRankPadsWithZeros) {
         }
     EXPECT_EQ(comm->traffic.byVariable["conv.x"].sent, 0);
     EXPECT_EQ(comm->traffic.byVariable["conv.x"].received, 0);
+    // A max pool's padding, "-inf" as the plan writes it.
+    TestTensor small(dt, {2, 2}, {1, 2, 3, 4}), padded(dt, {2, 4});
+    runKernel("halo_exchange", {&small}, {&padded},
+              {{"axis", 1}, {"lo", 1}, {"hi", 1}, {"edge", "-inf"}}, envWith(*comm));
+    double inf = std::numeric_limits<double>::infinity();
+    EXPECT_EQ(padded.values(), (std::vector<double>{-inf, 1, 2, -inf, -inf, 3, 4, -inf}));
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -298,12 +299,15 @@ std::vector<int64_t> nchw(int64_t h) { return {kN, kC, h, kW}; }
 std::vector<std::vector<float>> runHalo(const char *op, const HaloCase &h,
                                         const std::vector<std::vector<float>> &ins,
                                         const std::vector<int64_t> &in,
-                                        const std::vector<int64_t> &out) {
+                                        const std::vector<int64_t> &out, double edge = 0) {
   std::vector<HaloLayout> layouts;
   std::vector<std::vector<char>> send(G), recv(G);
   std::vector<std::vector<float>> outs(G, std::vector<float>(numelOf(out), -7.f));
   for (int m = 0; m < G; ++m) {
-    LayoutArgs la(op, {{"axis", 2}, {"lo", h.lo}, {"hi", h.hi}}, in, out);
+    nlohmann::json attrs = {{"axis", 2}, {"lo", h.lo}, {"hi", h.hi}};
+    if (edge != 0)
+      attrs["edge"] = planDouble(edge);
+    LayoutArgs la(op, attrs, in, out);
     KernelArgs args = la.args();
     layouts.push_back(haloLayoutOf(args, G, m));
     const HaloLayout &l = layouts.back();
@@ -315,8 +319,8 @@ std::vector<std::vector<float>> runHalo(const char *op, const HaloCase &h,
     for (const PitchedCopy &c : l.pack)
       copyOnHost(c, send[m].data(), x);
     copyOnHost(l.body, y, x);
-    for (const PitchedCopy &c : l.zero)
-      zeroOnHost(c, y);
+    for (const PitchedCopy &c : l.fill)
+      fillOnHost(c, y, l.edge, DType::F32);
   }
   for (int m = 0; m < G; ++m)
     for (const PeerTransfer &t : layouts[m].transfers(send[m].data(), recv[m].data())) {
@@ -348,8 +352,10 @@ TEST(CollectiveLayout, HaloExchangeExtendsEachBlockWithItsNeighboursRows) {
   const int64_t H = G * kRows;
   const std::vector<int64_t> global = nchw(H);
   std::vector<float> X = memberTensor(1, numelOf(global));
+  // Past the group's ends: a convolution's zeros, a max pool's -inf.
+  for (double edge : {0.0, -std::numeric_limits<double>::infinity()})
   for (const HaloCase &h : kHaloCases) {
-    SCOPED_TRACE(::testing::Message() << "lo " << h.lo << " hi " << h.hi);
+    SCOPED_TRACE(::testing::Message() << "lo " << h.lo << " hi " << h.hi << " edge " << edge);
     const std::vector<int64_t> block = nchw(kRows), ext = nchw(h.lo + kRows + h.hi);
     std::vector<std::vector<float>> xs(G, std::vector<float>(numelOf(block)));
     for (int m = 0; m < G; ++m)
@@ -358,14 +364,14 @@ TEST(CollectiveLayout, HaloExchangeExtendsEachBlockWithItsNeighboursRows) {
         g[2] += m * kRows;
         xs[m][flat(block, at)] = X[flat(global, g)];
       });
-    auto ys = runHalo("halo_exchange", h, xs, block, ext);
+    auto ys = runHalo("halo_exchange", h, xs, block, ext, edge);
     for (int m = 0; m < G; ++m)
       forEachCoordinate(ext, [&](const std::vector<int64_t> &at) {
         // Row r of the extended block is global row m * rows - lo + r;
-        // outside the tensor, zero (the convolution's padding).
+        // outside the tensor, the edge value (the padding).
         std::vector<int64_t> g = at;
         g[2] += m * kRows - h.lo;
-        float want = g[2] >= 0 && g[2] < H ? X[flat(global, g)] : 0.f;
+        float want = g[2] >= 0 && g[2] < H ? X[flat(global, g)] : (float)edge;
         ASSERT_EQ(ys[m][flat(ext, at)], want) << "member " << m << " row " << at[2];
       });
   }

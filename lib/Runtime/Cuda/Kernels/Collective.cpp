@@ -22,7 +22,7 @@
 
 #include "../../HostStaged.h"
 #include "../../Kernels/CollectiveLayout.h"
-#include "PitchedAdd.h"
+#include "PitchedKernels.h"
 #include "parallax/Runtime/Collectives.h"
 #include "parallax/Runtime/Comm.h"
 
@@ -93,14 +93,6 @@ struct Nccl {
                                   static_cast<const char *>(src) + c.srcOffset, c.srcPitch,
                                   c.width, c.rows, cudaMemcpyDeviceToDevice, dev->stream()),
                 "cudaMemcpy2DAsync");
-  }
-
-  /// `c`'s destination rows set to zero on the compute stream.
-  void zero(const PitchedCopy &c, void *dst) const {
-    if (c.width > 0 && c.rows > 0)
-      checkCuda(cudaMemset2DAsync(static_cast<char *>(dst) + c.dstOffset, c.dstPitch, 0,
-                                  c.width, c.rows, dev->stream()),
-                "cudaMemset2DAsync");
   }
 };
 
@@ -246,7 +238,7 @@ KernelFn allToAll(KernelArgs &args, const Nccl &n) {
 }
 
 /// Domain parallelism's halo exchange and its adjoint (HaloLayout): the
-/// halos packed, the block copied and the edge halos zeroed with pitched
+/// halos packed, the block copied and the edge halos filled with pitched
 /// copies on the compute stream, NCCL's grouped send/receive with the two
 /// neighbours, and the received halos copied into (the reduce: added onto)
 /// the output once the compute stream has waited for it.
@@ -264,8 +256,8 @@ KernelFn halo(KernelArgs &args, const Nccl &n) {
     for (const PitchedCopy &c : layout.pack)
       n.copy(c, send->data(), xp);
     n.copy(layout.body, yp, xp);
-    for (const PitchedCopy &c : layout.zero)
-      n.zero(c, yp);
+    for (const PitchedCopy &c : layout.fill)
+      cuda::fillPitchedAsync(c, yp, layout.edge, layout.dtype, n.dev->stream());
     const void *got = recv->data();
     n.finish(n.coll->sendRecv(transfers), [n, layout, got, yp] {
       for (const PitchedCopy &c : layout.unpack) {

@@ -1,13 +1,14 @@
-//===- PitchedAdd.h - a pitched copy that adds, on a GPU ---------*- C++ -*-===//
+//===- PitchedKernels.h - pitched copies that add or fill, on a GPU -*- C++ -*-===//
 //
 // The collectives' layouts (CollectiveLayout.h) move data in pitched
 // copies, which cudaMemcpy2DAsync runs; a halo_reduce adds the halos it
-// receives instead, which takes a kernel.
+// receives instead, and a halo_exchange fills the halos past the group's
+// ends with a value (-inf for a max pool), which take kernels.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef PARALLAX_RUNTIME_CUDA_KERNELS_PITCHEDADD_H
-#define PARALLAX_RUNTIME_CUDA_KERNELS_PITCHEDADD_H
+#ifndef PARALLAX_RUNTIME_CUDA_KERNELS_PITCHEDKERNELS_H
+#define PARALLAX_RUNTIME_CUDA_KERNELS_PITCHEDKERNELS_H
 
 #include "../../Kernels/CollectiveLayout.h"
 
@@ -19,7 +20,11 @@ namespace parallax::rt::cuda {
 /// or f64, each sum rounded once as addOnHost's), on `stream`.
 void addPitchedAsync(const PitchedCopy &c, void *dst, const void *src, DType dtype,
                      cudaStream_t stream);
+/// `c`'s destination rows filled with `value` in `dtype` (f32 or f64), on
+/// `stream`.
+void fillPitchedAsync(const PitchedCopy &c, void *dst, double value, DType dtype,
+                      cudaStream_t stream);
 
 } // namespace parallax::rt::cuda
 
-#endif // PARALLAX_RUNTIME_CUDA_KERNELS_PITCHEDADD_H
+#endif // PARALLAX_RUNTIME_CUDA_KERNELS_PITCHEDKERNELS_H
