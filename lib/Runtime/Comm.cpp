@@ -193,6 +193,22 @@ std::string cacheKey(const std::vector<int64_t> &shape,
   return k;
 }
 
+/// A sendrecv's peers are distinct other members of the group.
+void checkPeers(Group &g, const std::vector<PeerTransfer> &transfers) {
+  std::vector<int> seen;
+  for (const PeerTransfer &t : transfers) {
+    if (t.peer < 0 || t.peer >= g.size() || t.peer == g.rank())
+      throw CommError("sendrecv: group rank " + std::to_string(t.peer) +
+                      " is not another member of a group of " + std::to_string(g.size()) +
+                      " (this rank is " + std::to_string(g.rank()) + ")");
+    if (std::find(seen.begin(), seen.end(), t.peer) != seen.end())
+      throw CommError("sendrecv: group rank " + std::to_string(t.peer) + " named twice");
+    if (t.sendBytes < 0 || t.recvBytes < 0)
+      throw CommError("sendrecv: a negative size");
+    seen.push_back(t.peer);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // A world of one
 //===----------------------------------------------------------------------===//
@@ -224,6 +240,10 @@ public:
   // A group of one: its only block is already reduced and gathered.
   void reduceScatterBlock(Group &, void *, int64_t, DType, ReduceOp) override {}
   void allgatherBlock(Group &, void *, int64_t) override {}
+  // No other member to exchange with: only an empty list is valid.
+  void sendrecv(Group &g, const std::vector<PeerTransfer> &transfers) override {
+    checkPeers(g, transfers);
+  }
   void barrier(Group &) override {}
   void abort(int code) override { std::exit(code); }
 
@@ -312,6 +332,8 @@ void useShippedCollectiveRules() {
 }
 
 class MpiComm : public Comm {
+  static constexpr int kPeerTag = 7;
+
 public:
   MpiComm(CommThread thread, double timeout) {
     // The watch asks the other ranks while a collective blocks: a second
@@ -470,6 +492,34 @@ public:
     check(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(),
                         rd.data(), MPI_BYTE, comm),
           "MPI_Alltoallv");
+  }
+
+  void sendrecv(Group &g, const std::vector<PeerTransfer> &transfers) override {
+    checkPeers(g, transfers);
+    MPI_Comm comm = static_cast<MpiGroup &>(g).comm;
+    // Every receive is posted before any send, and all of them complete
+    // together: no order between the peers to deadlock on. One tag: a
+    // peer sends at most one message per call, and calls on g complete
+    // one after another.
+    std::vector<MPI_Request> requests;
+    requests.reserve(2 * transfers.size());
+    auto watched = watchOf(g, "MPI_Sendrecv");
+    for (const PeerTransfer &t : transfers)
+      if (t.recvBytes > 0) {
+        requests.push_back(MPI_REQUEST_NULL);
+        check(MPI_Irecv(t.recv, toInt(t.recvBytes, "a point-to-point message"), MPI_BYTE,
+                        t.peer, kPeerTag, comm, &requests.back()),
+              "MPI_Irecv");
+      }
+    for (const PeerTransfer &t : transfers)
+      if (t.sendBytes > 0) {
+        requests.push_back(MPI_REQUEST_NULL);
+        check(MPI_Isend(t.send, toInt(t.sendBytes, "a point-to-point message"), MPI_BYTE,
+                        t.peer, kPeerTag, comm, &requests.back()),
+              "MPI_Isend");
+      }
+    check(MPI_Waitall((int)requests.size(), requests.data(), MPI_STATUSES_IGNORE),
+          "MPI_Waitall");
   }
 
   void barrier(Group &g) override {

@@ -43,6 +43,9 @@ public:
       comm.alltoallv(group(), send, sizes, recv, sizes);
     });
   }
+  std::shared_ptr<Work> sendRecv(const std::vector<PeerTransfer> &transfers) override {
+    return comm.submit([this, transfers] { comm.sendrecv(group(), transfers); });
+  }
 
 private:
   Comm &comm;

@@ -861,6 +861,16 @@ int64_t Emitter::collectiveBuffers() const {
       held += ins;
     } else if (k.op == "all_to_all") {
       held += 2 * ins;
+    } else if ((k.op == "halo_exchange" || k.op == "halo_reduce") && in(0) > 0) {
+      // Send and receive buffers of both halos (a member with two
+      // neighbours: the group's ends hold less). A row along the axis is
+      // the input's bytes over its rows.
+      const std::vector<int64_t> &shape = plan.tensors[k.inputs[0]].shape;
+      int64_t axis = k.attrs.value("axis", int64_t(0));
+      int64_t rows = axis >= 0 && axis < (int64_t)shape.size() ? shape[axis] : 0;
+      int64_t halo = k.attrs.value("lo", int64_t(0)) + k.attrs.value("hi", int64_t(0));
+      if (rows > 0)
+        held += 2 * halo * (in(0) / rows);
     } else if (k.op == "all_reduce") {
       int64_t g = rt::kernelGridOf(k.attrs, plan.worldSize).groupSize();
       if (!k.attrs.value("in_place", false))

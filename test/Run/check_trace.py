@@ -8,8 +8,9 @@ metadata names the process and its threads; one "step" event per step on
 the compute thread (tid 0); every kernel of the plan exactly once per step,
 named after its op, inside its step; every collective kernel's job exactly
 once per step, with the bytes it sent and received (more than 0 with
-several ranks), on the communication thread (tid 1) with --comm-thread on,
-else nested in its kernel on the compute thread; events of each thread in
+several ranks; a halo exchange's at a group's edge, one way at least), on
+the communication thread (tid 1) with --comm-thread on, else nested in its
+kernel on the compute thread; events of each thread in
 time order, durations non-negative, the communication thread's jobs one
 after another. Prints a summary line; exits 1 with the first problem found.
 """
@@ -20,7 +21,10 @@ import sys
 
 # Kernels that run one communication job per step.
 COLLECTIVES = {"all_reduce", "all_gather", "all_gather_variables", "reduce_scatter",
-               "all_to_all", "all_gatherv", "ps_pull", "ps_push"}
+               "all_to_all", "all_gatherv", "ps_pull", "ps_push", "halo_exchange",
+               "halo_reduce"}
+# Collectives whose bytes may be 0 one way on some ranks.
+ONE_WAY = {"halo_exchange", "halo_reduce"}
 
 
 def fail(message):
@@ -118,7 +122,11 @@ def main():
             for b in ("bytes_sent", "bytes_received"):
                 if not isinstance(e["args"].get(b), int) or e["args"][b] < 0:
                     fail(f"rank {rank}: the job of kernel {k} has no {b}")
-                if a.ranks > 1 and e["args"][b] == 0:
+                # A halo at the group's edge may go one way only (lo = 0:
+                # the first member sends nothing).
+                one_way = ops[k] in ONE_WAY and e["args"]["bytes_sent"] + \
+                    e["args"]["bytes_received"] > 0
+                if a.ranks > 1 and e["args"][b] == 0 and not one_way:
                     fail(f"rank {rank}: the job of kernel {k} in step {s} has {b} 0")
             if not threaded:
                 # Inline: inside the kernel that ran it.

@@ -26,6 +26,7 @@
 #include "parallax/Runtime/Comm.h"
 
 #include <memory>
+#include <vector>
 
 namespace parallax::rt {
 
@@ -54,6 +55,9 @@ public:
   /// from member j.
   virtual std::shared_ptr<Work> allToAll(const void *send, void *recv,
                                          int64_t bytes) = 0;
+  /// Point-to-point with some members (Comm::sendrecv): every message at
+  /// once; every member of the group makes the call.
+  virtual std::shared_ptr<Work> sendRecv(const std::vector<PeerTransfer> &transfers) = 0;
 
 protected:
   explicit Collectives(Group &group) : group_(group) {}

@@ -13,9 +13,9 @@
 //
 // Traffic is counted per variable as the bytes this rank puts on and takes
 // off the wire: exact for the exchanges we size ourselves (all-gather,
-// all-to-all, parameter-server pulls and pushes; messages to oneself are
-// not traffic), and the bandwidth-optimal ring volume 2(G-1)/G * bytes for
-// all-reduce, whose algorithm MPI chooses.
+// all-to-all, halo exchanges, parameter-server pulls and pushes; messages
+// to oneself are not traffic), and the bandwidth-optimal ring volume
+// 2(G-1)/G * bytes for all-reduce, whose algorithm MPI chooses.
 //
 // A rank that stops (SIGSTOP, a hung kernel, a machine gone quiet) must not
 // hang the others: a watch thread beside MPI's collectives ends the job when
@@ -127,6 +127,17 @@ struct Traffic {
   }
 };
 
+/// One peer of a point-to-point exchange (Comm::sendrecv): `sendBytes`
+/// at `send` go to group rank `peer`, and `recvBytes` from it arrive at
+/// `recv`. A side of zero bytes is no message (the peer expects none).
+struct PeerTransfer {
+  int peer = -1;
+  const void *send = nullptr;
+  int64_t sendBytes = 0;
+  void *recv = nullptr;
+  int64_t recvBytes = 0;
+};
+
 class Comm {
 public:
   virtual ~Comm();
@@ -166,6 +177,12 @@ public:
   /// In place on G blocks of `bytes`: afterwards block i holds what member i
   /// had in its block i.
   virtual void allgatherBlock(Group &g, void *buf, int64_t bytes) = 0;
+  /// Point-to-point with some members of g (a halo exchange's two
+  /// neighbours), every message at once: distinct peers, none of them this
+  /// rank. Every member of g makes the call, in the same order as its other
+  /// calls on g (those with no peers too), as with the collectives: the
+  /// timeout watch counts it as one of g's.
+  virtual void sendrecv(Group &g, const std::vector<PeerTransfer> &transfers) = 0;
   virtual void barrier(Group &g) = 0;
   /// Ends every rank of the job at once (after a fatal error on this one,
   /// so the others do not wait forever in a collective).

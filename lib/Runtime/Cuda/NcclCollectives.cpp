@@ -163,6 +163,26 @@ public:
     });
   }
 
+  std::shared_ptr<Work> sendRecv(const std::vector<PeerTransfer> &transfers) override {
+    for (const PeerTransfer &t : transfers)
+      if (t.peer < 0 || t.peer >= group().size() || t.peer == group().rank())
+        throw CommError("NCCL: send/receive with group rank " + std::to_string(t.peer) +
+                        ", not another member of a group of " +
+                        std::to_string(group().size()));
+    return enqueue("ncclSend/ncclRecv", [&](cudaStream_t s) {
+      ncclResult_t r = ncclGroupStart();
+      for (size_t i = 0; r == ncclSuccess && i < transfers.size(); ++i) {
+        const PeerTransfer &t = transfers[i];
+        if (t.sendBytes > 0)
+          r = ncclSend(t.send, (size_t)t.sendBytes, ncclInt8, t.peer, comm, s);
+        if (r == ncclSuccess && t.recvBytes > 0)
+          r = ncclRecv(t.recv, (size_t)t.recvBytes, ncclInt8, t.peer, comm, s);
+      }
+      ncclResult_t end = ncclGroupEnd();
+      return r != ncclSuccess ? r : end;
+    });
+  }
+
   ncclComm_t communicator() const { return comm; }
   void abort() {
     if (comm)

@@ -7,6 +7,10 @@
 // first reader of the outputs, joins it: that is how gradient all-reduces
 // overlap the rest of the backward pass. Without a token the kernel waits.
 //
+// The halo exchange of domain parallelism and its adjoint (halo_exchange,
+// halo_reduce) trade boundary rows with the two neighbours in the group
+// point-to-point (Comm::sendrecv), laid out by HaloLayout.
+//
 // Parameter-server exchanges (ps_pull, ps_push) are two all-to-alls each
 // way: counts, then payload. Rows are partitioned as the px dialect defines:
 // partition p holds rows [p*ceil(R/P), (p+1)*ceil(R/P)) and lives on group
@@ -257,6 +261,43 @@ KernelFn allToAll(KernelArgs &args) {
       copyOnHost(c, static_cast<char *>(yout.data), recv->data());
     int64_t v = layout.pieceBytes * (g - 1);
     comm->traffic.add(names[0], v, v);
+  };
+  return launch(args, prepare, job);
+}
+
+/// Domain parallelism's halo exchange and its adjoint (HaloLayout): the
+/// block is copied into the output and the halos packed at once (the input
+/// may be reused while the exchange runs), then the two neighbours trade
+/// halos point-to-point and the received ones are copied into the output
+/// (the reduce adds them).
+KernelFn halo(KernelArgs &args) {
+  Group &group = collectiveGroup(args);
+  HaloLayout layout = haloLayoutOf(args, group.size(), group.rank());
+  auto send = std::make_shared<Bytes>(std::max<int64_t>(layout.sendBytes, 1));
+  auto recv = std::make_shared<Bytes>(std::max<int64_t>(layout.recvBytes, 1));
+  std::vector<PeerTransfer> transfers = layout.transfers(send->data(), recv->data());
+  auto [sent, received] = haloBytes(
+      !layout.reduce, layout.loBytes, layout.hiBytes, group.rank(), group.size());
+  auto names = variablesOf(args, 1);
+  Comm *comm = args.env.comm;
+  const char *x = static_cast<const char *>(args.in(0).data);
+  char *y = static_cast<char *>(args.out(0).data);
+  auto prepare = [=] {
+    for (const PitchedCopy &c : layout.pack)
+      copyOnHost(c, send->data(), x);
+    copyOnHost(layout.body, y, x);
+    for (const PitchedCopy &c : layout.fill)
+      fillOnHost(c, y, layout.edge, layout.dtype);
+  };
+  auto job = [=, s = sent, r = received, &group] {
+    comm->sendrecv(group, transfers);
+    for (const PitchedCopy &c : layout.unpack) {
+      if (layout.reduce)
+        addOnHost(c, y, recv->data(), layout.dtype);
+      else
+        copyOnHost(c, y, recv->data());
+    }
+    comm->traffic.add(names[0], s, r);
   };
   return launch(args, prepare, job);
 }
@@ -704,6 +745,8 @@ void registerCollectiveKernels(KernelRegistry &r) {
   r.add("all_gather_variables", allGatherVariables);
   r.add("reduce_scatter", reduceScatter);
   r.add("all_to_all", allToAll);
+  r.add("halo_exchange", halo);
+  r.add("halo_reduce", halo);
   r.add("all_gatherv", allGatherV);
   r.add("ps_pull", psPull);
   r.add("ps_push", psPush);

@@ -1,6 +1,7 @@
 //===- CollectiveLayout.cpp - collective kernels' bind-time checks --------===//
 
 #include "CollectiveLayout.h"
+#include "KernelUtil.h"
 
 #include "parallax/Runtime/Plan.h"
 
@@ -180,6 +181,137 @@ AllToAllLayout allToAllLayoutOf(KernelArgs &args, int groupSize) {
   for (int i = 0; i < groupSize; ++i) {
     l.pack.push_back({i * l.pieceBytes, sRow, i * sRow, groupSize * sRow, sRow, sOuter});
     l.unpack.push_back({i * cRow, groupSize * cRow, i * l.pieceBytes, cRow, cRow, cOuter});
+  }
+  return l;
+}
+
+void fillOnHost(const PitchedCopy &c, char *dst, double value, DType dtype) {
+  auto run = [&](auto v) {
+    using T = decltype(v);
+    int64_t n = c.width / (int64_t)sizeof(T);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      T *d = reinterpret_cast<T *>(dst + c.dstOffset + r * c.dstPitch);
+      std::fill(d, d + n, v);
+    }
+  };
+  if (dtype == DType::F64)
+    run(value);
+  else
+    run((float)value);
+}
+
+void addOnHost(const PitchedCopy &c, char *dst, const char *src, DType dtype) {
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    int64_t n = c.width / (int64_t)sizeof(T);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      T *d = reinterpret_cast<T *>(dst + c.dstOffset + r * c.dstPitch);
+      const T *s = reinterpret_cast<const T *>(src + c.srcOffset + r * c.srcPitch);
+      for (int64_t k = 0; k < n; ++k)
+        d[k] += s[k];
+    }
+  };
+  if (dtype == DType::F64)
+    run(0.0);
+  else
+    run(0.0f);
+}
+
+std::vector<PeerTransfer> HaloLayout::transfers(const void *send, void *recv) const {
+  std::vector<PeerTransfer> t;
+  for (const Peer *p : {&prev, &next})
+    if (p->rank >= 0 && (p->sendBytes > 0 || p->recvBytes > 0))
+      t.push_back({p->rank, static_cast<const char *>(send) + p->sendOffset, p->sendBytes,
+                   static_cast<char *>(recv) + p->recvOffset, p->recvBytes});
+  return t;
+}
+
+HaloLayout haloLayoutOf(KernelArgs &args, int groupSize, int member) {
+  HaloLayout l;
+  l.reduce = args.kernel.op == "halo_reduce";
+  if (args.ins.size() != 1 || args.outs.size() != 1)
+    args.fail(args.kernel.op + " takes one tensor and returns one");
+  const TensorView &x = args.in(0), &y = args.out(0);
+  // The block (S rows along the axis) and the extended block (lo + S + hi).
+  const TensorView &block = l.reduce ? y : x, &extended = l.reduce ? x : y;
+  l.dtype = x.dtype;
+  if ((x.dtype != DType::F32 && x.dtype != DType::F64) || y.dtype != x.dtype)
+    args.fail(args.kernel.op + " supports f32 and f64 tensors, its output of its input's type");
+  int64_t axis = args.i64("axis"), lo = args.i64("lo"), hi = args.i64("hi");
+  l.edge = args.f64Or("edge", 0.0);
+  if (axis < 0 || axis >= x.rank())
+    args.fail("axis " + std::to_string(axis) + " is out of range for rank " +
+              std::to_string(x.rank()));
+  if (lo < 0 || hi < 0)
+    args.fail("halos must not be negative, got lo " + std::to_string(lo) + " and hi " +
+              std::to_string(hi));
+  if (y.rank() != x.rank())
+    args.fail(args.kernel.op + "'s output must have its input's rank");
+  int64_t rows = block.dim(axis);
+  std::vector<int64_t> want = block.shape;
+  want[axis] = lo + rows + hi;
+  if (extended.shape != want)
+    args.fail("the extended block must be " + detail::shapeStr(want) + " (" +
+              std::to_string(lo) + " + " + std::to_string(rows) + " + " + std::to_string(hi) +
+              " rows along axis " + std::to_string(axis) + "), got " +
+              detail::shapeStr(extended.shape));
+  if (lo > rows || hi > rows)
+    args.fail("halos of " + std::to_string(lo) + " and " + std::to_string(hi) +
+              " rows exceed the block's " + std::to_string(rows) + " rows along axis " +
+              std::to_string(axis));
+  int64_t outer = 1, rb = (int64_t)sizeOf(x.dtype);
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.dim(d);
+  for (int64_t d = axis + 1; d < x.rank(); ++d)
+    rb *= x.dim(d);
+  const int64_t S = rows, E = lo + rows + hi;
+  l.loBytes = outer * lo * rb;
+  l.hiBytes = outer * hi * rb;
+  // Rows to and from each neighbour: the exchange sends hi rows to m-1 and
+  // lo rows to m+1; the reduce the other way.
+  int64_t toPrev = l.reduce ? lo : hi, toNext = l.reduce ? hi : lo;
+  int64_t fromPrev = l.reduce ? hi : lo, fromNext = l.reduce ? lo : hi;
+  if (member > 0) {
+    l.prev.rank = member - 1;
+    l.prev.sendBytes = outer * toPrev * rb;
+    l.prev.recvBytes = outer * fromPrev * rb;
+  }
+  if (member + 1 < groupSize) {
+    l.next.rank = member + 1;
+    l.next.sendOffset = l.prev.sendBytes;
+    l.next.sendBytes = outer * toNext * rb;
+    l.next.recvOffset = l.prev.recvBytes;
+    l.next.recvBytes = outer * fromNext * rb;
+  }
+  l.sendBytes = l.prev.sendBytes + l.next.sendBytes;
+  l.recvBytes = l.prev.recvBytes + l.next.recvBytes;
+  // Row r of the block is row lo + r of the extended block.
+  const int64_t bp = S * rb, ep = E * rb;
+  auto slab = [&](int64_t n) { return n * rb; };
+  if (!l.reduce) {
+    if (l.prev.sendBytes > 0) // x's first hi rows
+      l.pack.push_back({l.prev.sendOffset, slab(hi), 0, bp, slab(hi), outer});
+    if (l.next.sendBytes > 0) // x's last lo rows
+      l.pack.push_back({l.next.sendOffset, slab(lo), slab(S - lo), bp, slab(lo), outer});
+    l.body = {slab(lo), ep, 0, bp, bp, outer};
+    if (l.prev.recvBytes > 0) // m-1's last lo rows, first
+      l.unpack.push_back({0, ep, l.prev.recvOffset, slab(lo), slab(lo), outer});
+    if (l.next.recvBytes > 0) // m+1's first hi rows, last
+      l.unpack.push_back({slab(lo + S), ep, l.next.recvOffset, slab(hi), slab(hi), outer});
+    if (l.prev.rank < 0 && lo > 0)
+      l.fill.push_back({0, ep, 0, 0, slab(lo), outer});
+    if (l.next.rank < 0 && hi > 0)
+      l.fill.push_back({slab(lo + S), ep, 0, 0, slab(hi), outer});
+  } else {
+    if (l.prev.sendBytes > 0) // the lo halo
+      l.pack.push_back({l.prev.sendOffset, slab(lo), 0, ep, slab(lo), outer});
+    if (l.next.sendBytes > 0) // the hi halo
+      l.pack.push_back({l.next.sendOffset, slab(hi), slab(lo + S), ep, slab(hi), outer});
+    l.body = {0, bp, slab(lo), ep, bp, outer};
+    if (l.prev.recvBytes > 0) // m-1's hi halo onto the first hi rows
+      l.unpack.push_back({0, bp, l.prev.recvOffset, slab(hi), slab(hi), outer});
+    if (l.next.recvBytes > 0) // m+1's lo halo onto the last lo rows
+      l.unpack.push_back({slab(S - lo), bp, l.next.recvOffset, slab(lo), slab(lo), outer});
   }
   return l;
 }

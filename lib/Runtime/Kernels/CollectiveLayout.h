@@ -109,6 +109,50 @@ struct AllToAllLayout {
 };
 AllToAllLayout allToAllLayoutOf(KernelArgs &args, int groupSize);
 
+/// halo_exchange and halo_reduce (domain parallelism) along `axis` with
+/// `lo` and `hi` halo rows, for member m of a group of G. A row along the
+/// axis is a strided slab, [outer][row][inner bytes], so each halo is one
+/// pitched copy. The exchange returns [m-1's last lo rows | x | m+1's
+/// first hi rows], rows of `edge` without that neighbour (the padding of
+/// what the block feeds: 0 for a convolution, -inf for a max pool): it
+/// sends its first hi rows to m-1 and its last lo rows to m+1. The reduce (its adjoint) takes
+/// such an extended block, keeps the middle, sends its lo halo to m-1 and
+/// its hi halo to m+1, and adds m+1's lo halo into its last lo rows and
+/// m-1's hi halo into its first hi rows (the group's edge halos are
+/// dropped). The send and receive buffers are [prev's part | next's part].
+struct HaloLayout {
+  bool reduce = false; ///< halo_reduce: unpacking adds
+  DType dtype = DType::F32;
+  /// The exchange's value past the group's ends.
+  double edge = 0;
+  /// The lo and hi halos' bytes (lo and hi rows of every outer slice).
+  int64_t loBytes = 0, hiBytes = 0;
+  /// A neighbour (group rank -1: none) and its parts of the buffers.
+  struct Peer {
+    int rank = -1;
+    int64_t sendOffset = 0, sendBytes = 0, recvOffset = 0, recvBytes = 0;
+  };
+  Peer prev, next;
+  int64_t sendBytes = 0, recvBytes = 0;
+  /// Input -> send buffer.
+  std::vector<PitchedCopy> pack;
+  /// Input -> output: the block.
+  PitchedCopy body;
+  /// Receive buffer -> output: copied (exchange) or added (reduce).
+  std::vector<PitchedCopy> unpack;
+  /// The exchange's halos without a neighbour: destination rows filled
+  /// with `edge` (the source fields are unused).
+  std::vector<PitchedCopy> fill;
+  /// The messages to the neighbours over the two buffers (none for a
+  /// group of one, or without halos).
+  std::vector<PeerTransfer> transfers(const void *send, void *recv) const;
+};
+HaloLayout haloLayoutOf(KernelArgs &args, int groupSize, int member);
+/// `c`'s destination rows filled with `value`; `c`'s destination rows +=
+/// its source rows; elementwise in `dtype` (f32 or f64).
+void fillOnHost(const PitchedCopy &c, char *dst, double value, DType dtype);
+void addOnHost(const PitchedCopy &c, char *dst, const char *src, DType dtype);
+
 /// The group a synchronized batch norm (a "grid" attribute) sums its
 /// statistics over: its grid_axes of its grid_shape, as collectiveGroup.
 Group &batchNormGroup(KernelArgs &args);

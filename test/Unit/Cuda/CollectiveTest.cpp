@@ -61,6 +61,9 @@ TEST_F(CudaCollective, OperationsOrderAgainstTheComputeStream) {
   EXPECT_EQ(roundTrip([&] { return c->allGatherBlock(a.data(), n * 4); }, a.data()), x);
   EXPECT_EQ(roundTrip([&] { return c->allGather(a.data(), b.data(), n * 4); }, b.data()), x);
   EXPECT_EQ(roundTrip([&] { return c->allToAll(a.data(), b.data(), n * 4); }, b.data()), x);
+  // No peers in a group of one: ordered all the same; a peer is an error.
+  EXPECT_EQ(roundTrip([&] { return c->sendRecv({}); }, a.data()), x);
+  EXPECT_THROW(c->sendRecv({PeerTransfer{1, a.data(), 4, b.data(), 4}}), CommError);
 }
 
 ExecEnv ncclEnv(int tokens = 0) {
@@ -102,6 +105,59 @@ TEST_F(CudaCollective, AllToAllKernelMatchesTheCpu) {
                            {{"split_axis", split}, {"concat_axis", concat}}, 0, 0, ncclEnv());
   expectCudaMatchesCpu("all_to_all", {x}, {TestTensor(DType::F32, {2, 3, 4})},
                        {{"split_axis", 3}, {"concat_axis", 0}}, 0, 0, ncclEnv());
+}
+
+// A group of one: the halo exchange pads with zeros (the GPU's outputs start
+// as NaN, so the zeros must be written), the reduce keeps the middle rows;
+// NCCL's grouped send/receive runs with no peers.
+TEST_F(CudaCollective, HaloKernelsMatchTheCpu) {
+  for (DType dt : {DType::F32, DType::F64}) {
+    TestTensor x(dt, {2, 3, 4, 5}, randomValues(120, 13));
+    for (auto [lo, hi] : {std::pair<int, int>{1, 1}, {1, 0}, {0, 2}}) {
+      nlohmann::json attrs = {{"axis", 2}, {"lo", lo}, {"hi", hi}};
+      expectCudaMatchesCpu("halo_exchange", {x}, {TestTensor(dt, {2, 3, 4 + lo + hi, 5})},
+                           attrs, 0, 0, ncclEnv());
+      TestTensor e(dt, {2, 3, 4 + lo + hi, 5}, randomValues(30 * (4 + lo + hi), 14));
+      expectCudaMatchesCpu("halo_reduce", {e}, {TestTensor(dt, {2, 3, 4, 5})}, attrs, 0, 0,
+                           ncclEnv());
+    }
+  }
+  // A max pool's padding: -inf past the ends.
+  TestTensor x(DType::F32, {2, 3, 4, 5}, randomValues(120, 15));
+  expectCudaMatchesCpu("halo_exchange", {x}, {TestTensor(DType::F32, {2, 3, 7, 5})},
+                       {{"axis", 2}, {"lo", 2}, {"hi", 1}, {"edge", "-inf"}}, 0, 0, ncclEnv());
+  // Both refuse what the CPU refuses, with its message.
+  expectCudaMatchesCpu("halo_exchange", {x}, {TestTensor(DType::F32, {2, 3, 5, 5})},
+                       {{"axis", 2}, {"lo", 1}, {"hi", 1}}, 0, 0, ncclEnv());
+}
+
+// --collectives=mpi: the CPU kernel over host copies, the same result.
+TEST_F(CudaCollective, HaloExchangeStagesThroughTheHostOverMpi) {
+  DeviceOptions o;
+  o.kind = DeviceKind::Cuda;
+  o.collectives = DeviceOptions::Transport::Mpi;
+  CudaDevice dev(o);
+  TestTensor x(DType::F32, {2, 3, 4, 5}, randomValues(120, 16));
+  std::vector<TestTensor> ins{x}, outs{TestTensor(DType::F32, {2, 3, 6, 5})};
+  nlohmann::json attrs = {{"axis", 2}, {"lo", 1}, {"hi", 1}};
+  TestTensor want(DType::F32, {2, 3, 6, 5});
+  runKernel("halo_exchange", {&x}, {&want}, attrs, ncclEnv());
+  CudaTensors gpu(dev);
+  std::vector<TensorView> gi = gpu.place(ins), go = gpu.place(outs, /*poison=*/true);
+  PlanKernel kernel;
+  kernel.op = "halo_exchange";
+  kernel.attrs = attrs;
+  ExecEnv env = ncclEnv();
+  env.device = &dev;
+  KernelArgs args(kernel, gi, go, env);
+  (*dev.kernels().find("halo_exchange"))(args)();
+  dev.synchronize();
+  TestTensor got(DType::F32, {2, 3, 6, 5});
+  gpu.fetch(go[0], got);
+  EXPECT_EQ(got.values(), want.values());
+  EXPECT_NE(dev.executionNote().find("halo_exchange through MPI with host staging"),
+            std::string::npos)
+      << dev.executionNote();
 }
 
 TEST_F(CudaCollective, AllGatherVKernelMatchesTheCpu) {

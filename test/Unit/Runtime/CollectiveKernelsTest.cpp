@@ -9,6 +9,7 @@
 
 #include <sched.h>
 
+#include <limits>
 #include <thread>
 
 using namespace parallax::rt;
@@ -159,6 +160,81 @@ TEST(Collective, AllGatherVOfOneRankCopies) {
   runKernel("all_gatherv", {&idx, &vals}, {&oi, &ov}, {}, envWith(*comm));
   EXPECT_EQ(oi.values(), idx.values());
   EXPECT_EQ(ov.values(), vals.values());
+}
+
+// A group of one has no neighbours: the exchange is the padding along the
+// axis (a convolution's zeros, a max pool's -inf: the "edge" attribute),
+// its adjoint keeps the middle rows.
+TEST(Collective, HaloExchangeOfOneRankPadsWithZeros) {
+  auto comm = makeLocalComm();
+  for (DType dt : {DType::F32, DType::F64}) {
+    TestTensor x(dt, {2, 3, 4, 5}, randomValues(120, 21));
+    TestTensor y(dt, {2, 3, 7, 5}, std::vector<double>(210, -9.0));
+    // Started with a token; the wait kernel finishes it.
+    ExecEnv env = envWith(*comm, 1);
+    PlanKernel exchange, wait;
+    exchange.op = "halo_exchange";
+    exchange.attrs = {{"axis", 2}, {"lo", 1}, {"hi", 2}, {"token", 0}, {"variables", {"conv.x"}}};
+    wait.op = "wait";
+    wait.attrs = {{"token", 0}};
+    KernelArgs ea(exchange, {x.view()}, {y.view()}, env), wa(wait, {}, {}, env);
+    (*KernelRegistry::global().find("halo_exchange"))(ea)();
+    ASSERT_NE(env.pending[0], nullptr);
+    (*KernelRegistry::global().find("wait"))(wa)();
+    EXPECT_EQ(env.pending[0], nullptr);
+    for (int64_t o = 0; o < 6; ++o)
+      for (int64_t r = 0; r < 7; ++r)
+        for (int64_t w = 0; w < 5; ++w) {
+          double want = r >= 1 && r < 5 ? x.get((o * 4 + r - 1) * 5 + w) : 0.0;
+          ASSERT_EQ(y.get((o * 7 + r) * 5 + w), want) << o << "," << r << "," << w;
+        }
+    EXPECT_EQ(comm->traffic.byVariable["conv.x"].sent, 0);
+    EXPECT_EQ(comm->traffic.byVariable["conv.x"].received, 0);
+    // A max pool's padding, "-inf" as the plan writes it.
+    TestTensor small(dt, {2, 2}, {1, 2, 3, 4}), padded(dt, {2, 4});
+    runKernel("halo_exchange", {&small}, {&padded},
+              {{"axis", 1}, {"lo", 1}, {"hi", 1}, {"edge", "-inf"}}, envWith(*comm));
+    double inf = std::numeric_limits<double>::infinity();
+    EXPECT_EQ(padded.values(), (std::vector<double>{-inf, 1, 2, -inf, -inf, 3, 4, -inf}));
+  }
+}
+
+TEST(Collective, HaloReduceOfOneRankKeepsTheMiddleRows) {
+  auto comm = makeLocalComm();
+  for (DType dt : {DType::F32, DType::F64}) {
+    // Along the last axis: every row is one element.
+    TestTensor e(dt, {3, 6}, randomValues(18, 22)), x(dt, {3, 4});
+    runKernel("halo_reduce", {&e}, {&x}, {{"axis", 1}, {"lo", 0}, {"hi", 2}}, envWith(*comm));
+    for (int64_t o = 0; o < 3; ++o)
+      for (int64_t r = 0; r < 4; ++r)
+        ASSERT_EQ(x.get(o * 4 + r), e.get(o * 6 + r)) << o << "," << r;
+    // Along the first: one contiguous block.
+    TestTensor e0(dt, {5, 2}, randomValues(10, 23)), x0(dt, {3, 2});
+    runKernel("halo_reduce", {&e0}, {&x0}, {{"axis", 0}, {"lo", 1}, {"hi", 1}}, envWith(*comm));
+    for (int64_t i = 0; i < 6; ++i)
+      ASSERT_EQ(x0.get(i), e0.get(2 + i)) << i;
+  }
+}
+
+TEST(Collective, HaloKernelsRefuseWhatTheyCannotRun) {
+  auto comm = makeLocalComm();
+  auto error = [&](const char *op, TestTensor in, TestTensor out, nlohmann::json attrs) {
+    try {
+      runKernel(op, {&in}, {&out}, std::move(attrs), envWith(*comm));
+    } catch (const KernelError &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error("halo_exchange", TestTensor(DType::I64, {4}), TestTensor(DType::I64, {6}),
+                  {{"axis", 0}, {"lo", 1}, {"hi", 1}}),
+            "halo_exchange supports f32 and f64 tensors, its output of its input's type");
+  EXPECT_EQ(error("halo_reduce", TestTensor(DType::F32, {2, 6}), TestTensor(DType::F32, {2, 3}),
+                  {{"axis", 1}, {"lo", 1}, {"hi", 1}}),
+            "the extended block must be [2, 5] (1 + 3 + 1 rows along axis 1), got [2, 6]");
+  EXPECT_EQ(error("halo_exchange", TestTensor(DType::F32, {2, 1}), TestTensor(DType::F32, {2, 3}),
+                  {{"axis", 1}, {"lo", 2}, {"hi", 0}}),
+            "halos of 2 and 0 rows exceed the block's 1 rows along axis 1");
 }
 
 TEST(Collective, BadPlacementIsRefused) {

@@ -196,6 +196,7 @@ public:
   }
   void reduceScatterBlock(Group &, void *, int64_t, DType, ReduceOp) override { FAIL(); }
   void allgatherBlock(Group &, void *, int64_t) override { FAIL(); }
+  void sendrecv(Group &, const std::vector<PeerTransfer> &) override { FAIL(); }
   void barrier(Group &) override { FAIL(); }
   void abort(int) override { FAIL(); }
 

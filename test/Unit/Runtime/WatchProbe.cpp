@@ -11,6 +11,10 @@
 //                                   world's all-reduce, 3 in a barrier with 1
 //   parallax-watch-probe late       the last rank joins after 0.5 s, within
 //                                   the timeout: no error
+//   parallax-watch-probe neighbours  a halo exchange's point-to-point
+//                                   sendrecv between neighbours in a row of
+//                                   ranks, the last one computing for 5 s
+//                                   first
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +25,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace parallax::rt;
 
@@ -52,8 +57,25 @@ int main(int argc, char **argv) {
     if (comm->rank() == 3)
       comm->run([&] { comm->barrier(column); }, &barrier);
     allReduce(world);
+  } else if (scenario == "neighbours") {
+    // Each rank sends its rank to both neighbours; rank 0 hears from 1.
+    Group &world = comm->group({n}, {0});
+    int r = comm->rank();
+    double from[2] = {-1, -1}, mine = r;
+    std::vector<PeerTransfer> transfers;
+    for (int side = 0; side < 2; ++side) {
+      int peer = side == 0 ? r - 1 : r + 1;
+      if (peer >= 0 && peer < n)
+        transfers.push_back({peer, &mine, sizeof mine, &from[side], sizeof from[side]});
+    }
+    if (r == last)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5000));
+    static const JobInfo halo{-1, "halo_exchange", "the probe's sendrecv"};
+    comm->run([&] { comm->sendrecv(world, transfers); }, &halo);
+    x = from[1];
   } else {
-    std::fprintf(stderr, "usage: parallax-watch-probe busy|elsewhere|late (elsewhere: 4 ranks)\n");
+    std::fprintf(stderr, "usage: parallax-watch-probe busy|elsewhere|late|neighbours "
+                         "(elsewhere: 4 ranks)\n");
     return 2;
   }
   if (comm->rank() == 0)

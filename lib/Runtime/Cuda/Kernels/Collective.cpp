@@ -8,7 +8,8 @@
 // that later kernels may overwrite are first copied on the compute stream,
 // results are copied out once the compute stream has waited for the
 // collective, and nothing synchronizes with the host, so the step can be
-// captured in a CUDA graph; all_to_all is NCCL's grouped send/receive.
+// captured in a CUDA graph; all_to_all, and the halo exchange and its
+// adjoint with the two neighbours, are NCCL's grouped send/receive.
 // Otherwise (ranks sharing one GPU, which NCCL refuses, or
 // --collectives=mpi) and for the parameter server's pull and push, whose
 // exchange is sized on the host, the CPU kernels run over MPI through host
@@ -21,6 +22,7 @@
 
 #include "../../HostStaged.h"
 #include "../../Kernels/CollectiveLayout.h"
+#include "PitchedKernels.h"
 #include "parallax/Runtime/Collectives.h"
 #include "parallax/Runtime/Comm.h"
 
@@ -235,6 +237,39 @@ KernelFn allToAll(KernelArgs &args, const Nccl &n) {
   };
 }
 
+/// Domain parallelism's halo exchange and its adjoint (HaloLayout): the
+/// halos packed, the block copied and the edge halos filled with pitched
+/// copies on the compute stream, NCCL's grouped send/receive with the two
+/// neighbours, and the received halos copied into (the reduce: added onto)
+/// the output once the compute stream has waited for it.
+KernelFn halo(KernelArgs &args, const Nccl &n) {
+  int member = n.coll->group().rank();
+  HaloLayout layout = haloLayoutOf(args, n.g, member);
+  auto [sent, received] = haloBytes(
+      !layout.reduce, layout.loBytes, layout.hiBytes, member, n.g);
+  n.countEveryStep(variablesOf(args, 1), {{sent, received}});
+  auto send = n.scratch(layout.sendBytes), recv = n.scratch(layout.recvBytes);
+  std::vector<PeerTransfer> transfers = layout.transfers(send->data(), recv->data());
+  const void *xp = args.in(0).data;
+  void *yp = args.out(0).data;
+  return [n, layout, send, recv, transfers, xp, yp] {
+    for (const PitchedCopy &c : layout.pack)
+      n.copy(c, send->data(), xp);
+    n.copy(layout.body, yp, xp);
+    for (const PitchedCopy &c : layout.fill)
+      cuda::fillPitchedAsync(c, yp, layout.edge, layout.dtype, n.dev->stream());
+    const void *got = recv->data();
+    n.finish(n.coll->sendRecv(transfers), [n, layout, got, yp] {
+      for (const PitchedCopy &c : layout.unpack) {
+        if (layout.reduce)
+          cuda::addPitchedAsync(c, yp, got, layout.dtype, n.dev->stream());
+        else
+          n.copy(c, yp, got);
+      }
+    });
+  };
+}
+
 } // namespace
 
 void registerCudaCollectiveKernels(KernelRegistry &r) {
@@ -244,6 +279,8 @@ void registerCudaCollectiveKernels(KernelRegistry &r) {
   r.add("reduce_scatter", overNccl("reduce_scatter", reduceScatter));
   r.add("all_gatherv", overNccl("all_gatherv", allGatherV));
   r.add("all_to_all", overNccl("all_to_all", allToAll));
+  r.add("halo_exchange", overNccl("halo_exchange", halo));
+  r.add("halo_reduce", overNccl("halo_reduce", halo));
   for (const char *op : {"ps_pull", "ps_push"})
     r.add(op, staged(op));
   // Waiting is the transport's: a host job blocks, NCCL's work orders the
