@@ -46,7 +46,8 @@ done
 # What --sync offers, on 2 ranks: parameter servers, sharded weight updates,
 # synchronized batch norm; and Pr x Pc grids on 4 ranks (issue 15: row- and
 # column-split products, channel-split convolutions with batch norm
-# synchronized over the batch axis, vocabulary-parallel embeddings). The
+# synchronized over the batch axis, vocabulary-parallel embeddings, and
+# convolutions split by rows with halo exchanges). The
 # CPU's losses for the same plan are the reference; ref/NAME.np says the
 # number of ranks.
 variants() {
@@ -58,6 +59,8 @@ variants() {
   echo "grid.dlrm.2x2 4 examples/models/dlrm.onnx --grid=2x2"
   echo "grid.lm.2x2 4 examples/models/lm.onnx --grid=2x2"
   echo "grid.nmt.4x1 4 examples/models/nmt.onnx --grid=4x1"
+  echo "grid.cnn.domain.2x2 4 examples/models/cnn.onnx --grid=2x2 --conv-split=domain"
+  echo "grid.cnn.domain.4x1 4 examples/models/cnn.onnx --grid=4x1 --conv-split=domain"
 }
 variants | while read -r name np model flags; do
   for t in cpu cuda; do
