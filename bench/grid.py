@@ -13,8 +13,8 @@ same N ranks, run first), `parallax-run PLAN --np N --synthetic --threads 1
 every rank's bytes per step and the largest memory_bytes of the ranks,
 beside what the plan predicts (options.predicted: bytes and step time from
 StepPrediction; memory.peak). The --domain-models (cnn) run their model-split
-grids a second time with convolutions split by rows (--conv-split=domain,
-domain parallelism). Then `--grid=auto` is compiled and the grid it chose is
+grids again with convolutions split by rows (--conv-split=domain, domain
+parallelism) and each the cheaper way (--conv-split=auto, "mixed"). Then `--grid=auto` is compiled and the grid it chose is
 compared with the fastest measured one.
 
 wide_mlp (made here with torch: 1024 -> 4096 -> 4096 -> 1024 -> 10, batch
@@ -64,13 +64,15 @@ def make_wide_mlp(path):
 
 def grids(n, domain=False):
     """(Pr, Pc, conv split): every grid, and with `domain` the model-split
-    ones again with convolutions split by rows (--conv-split=domain)."""
+    ones again with convolutions split by rows (--conv-split=domain) and
+    each convolution the cheaper way (--conv-split=auto, "mixed")."""
     out = []
     for pr in range(1, n + 1):
         if n % pr == 0:
             out.append((pr, n // pr, None))
             if domain and pr > 1:
                 out.append((pr, n // pr, "domain"))
+                out.append((pr, n // pr, "auto"))
     return out
 
 
@@ -78,7 +80,7 @@ def run_grid(build, work, model, src, pr, pc, split, args, profile):
     opt = build / "bin" / "parallax-opt"
     prun = build / "bin" / "parallax-run"
     n = pr * pc
-    label = f"{pr}x{pc}" + (f" ({split})" if split else "")
+    label = f"{pr}x{pc}" + {None: "", "domain": " (domain)", "auto": " (mixed)"}[split]
     tag = f"{model}-{pr}x{pc}" + (f"-{split}" if split else "")
     plan = work / f"{tag}.pxplan"
     flags = ["--np", str(n), f"--grid={pr}x{pc}", "--optimizer=adam", "--lr=0.0001",
@@ -102,7 +104,9 @@ def run_grid(build, work, model, src, pr, pc, split, args, profile):
         "ms": pxbench.median(times) * 1e3,
         "predicted_ms": predicted["step_seconds"] * 1e3,
         "bytes": max(line["bytes_sent"] for r in ranks for line in r),
-        "predicted_bytes": predicted["bytes_per_step"],
+        # Halo exchanges: the busiest rank's own prediction.
+        "predicted_bytes": max((r["sent"] for r in predicted.get("bytes_by_rank", [])),
+                               default=predicted["bytes_per_step"]),
         "memory": max(line.get("memory_bytes", 0) for r in ranks for line in r),
         "predicted_memory": info["memory"]["peak"],
     }
@@ -113,7 +117,7 @@ def auto_grid(build, work, model, src, n, profile):
     p = subprocess.run([str(opt), str(src), "--emit=plan", "-o", str(work / f"{model}-auto.pxplan"),
                         "--np", str(n), "--grid=auto", "--optimizer=adam", "--lr=0.0001",
                         "--profile", str(profile)], capture_output=True, text=True)
-    m = re.search(r"--grid=auto chose (\d+x\d+(?: \(domain\))?)", p.stderr)
+    m = re.search(r"--grid=auto chose (\d+x\d+(?: \((?:domain|mixed)\))?)", p.stderr)
     return m.group(1) if m else None
 
 

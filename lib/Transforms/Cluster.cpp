@@ -18,6 +18,7 @@
 
 #include "parallax/Transforms/Passes.h"
 #include "parallax/Transforms/Cluster.h"
+#include "parallax/Transforms/ClusterMachine.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -233,3 +234,15 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
 };
 
 } // namespace
+
+parallax::grid::Machine parallax::machineOf(const ClusterModel &c, int optimizerSlots) {
+  grid::Machine m;
+  m.intra = {c.intraLatency, 1.0 / c.intraBandwidth};
+  m.inter = {c.interLatency, 1.0 / c.interBandwidth};
+  m.ranksPerMachine = c.ranksPerMachine;
+  m.flopsPerSecond = c.flopsPerSecond;
+  m.convFlopsPerSecond = c.convFlopsPerSecond;
+  m.streamBytesPerSecond = c.streamBytesPerSecond;
+  m.optimizerSlots = optimizerSlots;
+  return m;
+}

@@ -11,10 +11,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Transforms/Passes.h"
+#include "parallax/Analysis/Layers.h"
 #include "parallax/Analysis/VariableAccess.h"
 #include "parallax/Dialect/Px/PxShapes.h"
 #include "parallax/Dialect/Px/PxShardingInterface.h"
 #include "parallax/Transforms/Cluster.h"
+#include "parallax/Transforms/ClusterMachine.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -126,9 +128,9 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (convSplit != "channels" && convSplit != "domain") {
+    if (convSplit != "channels" && convSplit != "domain" && convSplit != "auto") {
       module.emitError("px-shard-model: unknown conv-split '")
-          << convSplit << "' (expected channels or domain)";
+          << convSplit << "' (expected channels, domain or auto)";
       return signalPassFailure();
     }
     ClusterModel cluster = ClusterModel::fromModule(module);
@@ -141,6 +143,8 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
           << cluster.modelRanks << " model ranks: run px-cluster with model-ranks first";
       return signalPassFailure();
     }
+    if (convSplit == "auto")
+      chooseConvSplits(module, cluster);
     dropKeptDims<px::ReduceSumOp>(func);
     dropKeptDims<px::ReduceMeanOp>(func);
     annotateWeights(func, grid);
@@ -251,6 +255,40 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
     return succeeded(all) ? *all : std::vector<shard::Sharding>();
   }
 
+  /// conv-split=auto (SPAA'18's integrated parallelism): each
+  /// convolution's rows are split where the closed-form model prices that
+  /// below splitting its channels on this grid (halos and a weight
+  /// gradient summed over every rank, against activations gathered and
+  /// reduced over the model axis): early layers, whose activations are
+  /// large and weights small, by rows; the rest by channels.
+  void chooseConvSplits(ModuleOp module, const ClusterModel &cluster) {
+    grid::Grid g{cluster.modelRanks, cluster.dataRanks()};
+    grid::Machine machine = machineOf(cluster);
+    for (grid::Layer layer : layersOf(module)) {
+      if (layer.kind != grid::Layer::Kind::Conv)
+        continue;
+      layer.batch *= g.pc; // the module holds one batch rank's samples
+      double rows = grid::costOf(layer, g, grid::Split::Domain, machine).seconds();
+      double channels = grid::costOf(layer, g, grid::Split::Model, machine).seconds();
+      if (rows < channels)
+        byRows.insert(layer.name);
+    }
+  }
+  llvm::StringSet<> byRows;
+
+  /// Whether `conv` splits its rows rather than its channels.
+  bool splitsRows(px::ConvOp conv) {
+    if (convSplit == "domain")
+      return true;
+    if (convSplit != "auto")
+      return false;
+    Value w = conv.getW();
+    while (auto t = w.getDefiningOp<px::TransposeOp>())
+      w = t.getInput();
+    auto var = w.getDefiningOp<px::VariableOp>();
+    return var && byRows.contains(var.getName());
+  }
+
   /// Megatron-LM's pairing: a layer fed by a layer split by output features
   /// takes its input features split (one all-reduce for the pair); any
   /// other layer is split by output features. Convolutions pair the same
@@ -271,7 +309,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       Weight w = weightOf(&op);
       if (!w.value)
         continue;
-      if (auto conv = dyn_cast<px::ConvOp>(&op); conv && convSplit == "domain") {
+      if (auto conv = dyn_cast<px::ConvOp>(&op); conv && splitsRows(conv)) {
         // Domain parallelism: the input's rows split, the weight whole.
         // Propagation carries the split on through the layers whose rows
         // can be split and gathers it before those that cannot.

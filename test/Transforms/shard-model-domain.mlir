@@ -8,7 +8,7 @@
 // the blocks' means.
 // RUN: parallax-opt %s --px-shard-model=conv-split=domain | FileCheck %s
 // RUN: not parallax-opt %s --px-shard-model=conv-split=tiles 2>&1 | FileCheck %s --check-prefix=BAD
-// BAD: px-shard-model: unknown conv-split 'tiles' (expected channels or domain)
+// BAD: px-shard-model: unknown conv-split 'tiles' (expected channels, domain or auto)
 
 // CHECK-DAG: %[[X:.*]] = px.input "x" : tensor<2x2x8x4xf32> batched
 // CHECK-DAG: %[[W1:.*]] = px.variable "c1.weight" trainable = dense<1.000000e-01> : tensor<3x2x3x3xf32>{{$}}

@@ -20,6 +20,7 @@
 #include "parallax/Target/PlanEmitter.h"
 #include "parallax/Transforms/Cluster.h"
 #include "parallax/Transforms/Passes.h"
+#include "parallax/Transforms/ClusterMachine.h"
 #include "parallax/Transforms/Pipeline.h"
 #include "parallax/Transforms/SplitBatch.h"
 
@@ -188,9 +189,10 @@ static cl::opt<std::string> gridSpec(
 static cl::opt<std::string> convSplit(
     "conv-split",
     cl::desc("How --grid's model axis splits a convolution: channels (output "
-             "or input channels, paired like the dense layers; the default) or "
+             "or input channels, paired like the dense layers; the default), "
              "domain (its input rows, with halo exchanges between neighbours; "
-             "SPAA'18's domain parallelism)"),
+             "SPAA'18's domain parallelism), or auto (each convolution the way "
+             "the closed-form grid model prices cheaper)"),
     cl::init("channels"), cl::cat(parallaxCategory));
 static cl::opt<bool> gridCosts(
     "grid-costs",
@@ -369,16 +371,8 @@ static void warnIfTooLargeHere(const parallax::rt::Plan &plan, StringRef input) 
 
 /// The cost model's machine: px-cluster's links and rate (--np, --cluster,
 /// --profile) and the optimizer's state per parameter.
-static parallax::grid::Machine machineOf(const parallax::ClusterModel &c) {
-  parallax::grid::Machine m;
-  m.intra = {c.intraLatency, 1.0 / c.intraBandwidth};
-  m.inter = {c.interLatency, 1.0 / c.interBandwidth};
-  m.ranksPerMachine = c.ranksPerMachine;
-  m.flopsPerSecond = c.flopsPerSecond;
-  m.convFlopsPerSecond = c.convFlopsPerSecond;
-  m.streamBytesPerSecond = c.streamBytesPerSecond;
-  m.optimizerSlots = optimizerKind == "adam" ? 2 : optimizerKind == "sgd" ? 0 : 1;
-  return m;
+static parallax::grid::Machine machineFor(const parallax::ClusterModel &c) {
+  return parallax::machineOf(c, optimizerKind == "adam" ? 2 : optimizerKind == "sgd" ? 0 : 1);
 }
 
 /// The cluster px-cluster reads from --np, --cluster and --profile (run on
@@ -403,7 +397,7 @@ static int printGridCosts(ModuleOp module, StringRef inputFilename) {
   auto c = clusterOf(*module.getContext(), inputFilename);
   if (!c)
     return 1;
-  parallax::printGridReport(parallax::layersOf(module), c->worldSize, machineOf(*c),
+  parallax::printGridReport(parallax::layersOf(module), c->worldSize, machineFor(*c),
                             llvm::outs());
   return 0;
 }
@@ -514,7 +508,7 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
 /// The step's prediction on the grid it was compiled for.
 static parallax::StepPrediction predict(ModuleOp module) {
   return parallax::predictStep(
-      module, machineOf(parallax::ClusterModel::fromModule(module)));
+      module, machineFor(parallax::ClusterModel::fromModule(module)));
 }
 
 /// --grid=auto: compiles the model for every Pr x Pc grid of the world
@@ -539,20 +533,26 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
   double bestSeconds = 0;
   std::string why, tried;
   // Convolutions split by channels or, unless --conv-split names one, by
-  // their rows too (a candidate only where some convolution's rows split).
+  // their rows too, and each the cheaper way (conv-split=auto's mix): a
+  // candidate only where some convolution's rows split, and the mix only
+  // where it differs from both.
   std::string chosenSplit = convSplit;
   std::vector<std::string> splits{convSplit};
   if (!convSplit.getNumOccurrences())
-    splits = {"channels", "domain"};
+    splits = {"channels", "domain", "auto"};
+  auto labelOf = [](const std::string &split) -> std::string {
+    return split == "domain" ? " (domain)" : split == "auto" ? " (mixed)" : "";
+  };
   for (const parallax::grid::Grid &g : parallax::grid::gridsOf(worldSize())) {
     if (perMachine % g.pr != 0)
       continue;
     chosenModelRanks = g.pr;
+    std::vector<double> secondsOfSplits;
     for (const std::string &split : splits) {
       if (g.pr == 1 && split != splits.front())
         continue;
       convSplit.setValue(split);
-      std::string name = g.str() + (split == "domain" ? " (domain)" : "");
+      std::string name = g.str() + labelOf(split);
       std::string errors;
       std::optional<Built> b;
       {
@@ -576,7 +576,7 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
       bool splitsRows = false;
       if (b)
         b->module->walk([&](px::HaloExchangeOp) { splitsRows = true; });
-      if (split == "domain" && splits.size() > 1 && (!b || !splitsRows))
+      if (split != "channels" && splits.size() > 1 && (!b || !splitsRows))
         continue; // no convolution's rows split: the channels candidate
       if (!b) {
         why += "\n  " + name + ": " + StringRef(errors).rtrim("; ").str();
@@ -584,6 +584,9 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
         continue;
       }
       double seconds = predict(*b->module).seconds();
+      if (split == "auto" && llvm::is_contained(secondsOfSplits, seconds))
+        continue; // the mix is one of the others
+      secondsOfSplits.push_back(seconds);
       tried += llvm::formatv(" {0} {1:F3} ms,", name, seconds * 1e3).str();
       if (!best || seconds < bestSeconds) {
         best = std::move(b);
@@ -602,7 +605,7 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
   chosenModelRanks = chosen.pr;
   tried.pop_back();
   llvm::errs() << "parallax-opt: --grid=auto chose " << chosen.str()
-               << (chosenSplit == "domain" && chosen.pr > 1 ? " (domain)" : "")
+               << (chosen.pr > 1 ? labelOf(chosenSplit) : "")
                << " (predicted step:" << tried << ")\n";
   return best;
 }
@@ -729,7 +732,9 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       if (gridSpec == "auto")
         llvm::outs() << "--grid=auto chose " << *chosenModelRanks << "x"
                      << worldSize() / *chosenModelRanks
-                     << (convSplit == "domain" && *chosenModelRanks > 1 ? " (domain)" : "")
+                     << (*chosenModelRanks > 1 && convSplit == "domain"  ? " (domain)"
+                         : *chosenModelRanks > 1 && convSplit == "auto" ? " (mixed)"
+                                                                        : "")
                      << "\n";
       parallax::printStepPrediction(predict(*module), llvm::outs());
     }

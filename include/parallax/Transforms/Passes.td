@@ -285,11 +285,13 @@ def PxShardModel : Pass<"px-shard-model", "mlir::ModuleOp"> {
     the partitioned step exchanges halos between neighbouring blocks
     (px.halo_exchange, px.halo_reduce). A convolution whose rows cannot be
     split so (a stride that skips rows, rows the model ranks do not divide,
-    halos wider than a block) runs whole.
+    halos wider than a block) runs whole. `conv-split=auto` chooses per
+    convolution from the grid cost model's closed forms (GridCost.h): by
+    rows where that is cheaper than by channels on this grid.
   }];
   let options = [
     Option<"convSplit", "conv-split", "std::string", "\"channels\"",
-           "How a convolution is split over the model axis: channels or domain">,
+           "How a convolution is split over the model axis: channels, domain, or auto (per convolution, the cheaper)">,
   ];
   let dependentDialects = ["::parallax::px::PxDialect", "::mlir::shard::ShardDialect",
                            "::mlir::tensor::TensorDialect"];
