@@ -539,23 +539,19 @@ std::optional<Halo> parallax::px::domainHalo(Operation *op) {
                             kernelRows(c.getDw()), c.getStrides(), c.getPads(),
                             c.getDilations());
           })
-          .Case([&](MaxPoolOp p) {
-            return geometry(rowsOfTensor(p.getX()), rowsOfTensor(p.getY()),
-                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(),
-                            p.getDilations());
-          })
-          .Case([&](AveragePoolOp p) {
-            return geometry(rowsOfTensor(p.getX()), rowsOfTensor(p.getY()),
-                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(), {});
-          })
-          .Case([&](MaxPoolGradOp p) {
-            return geometry(rowsOfTensor(p.getX()), rowsOfTensor(p.getDy()),
-                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(),
-                            p.getDilations());
-          })
-          .Case([&](AvgPoolGradOp p) {
-            return geometry(rowsOfTensor(p.getDx()), rowsOfTensor(p.getDy()),
-                            first(p.getKernelShape(), 0), p.getStrides(), p.getPads(), {});
+          .Case<MaxPoolOp, AveragePoolOp, MaxPoolGradOp, AvgPoolGradOp>([&](auto) {
+            // The pool's input rows: x, or the average's dx; its output's:
+            // y, or dy.
+            auto ints = [&](StringRef name) {
+              auto a = op->getAttrOfType<DenseI64ArrayAttr>(name);
+              return a ? a.asArrayRef() : ArrayRef<int64_t>();
+            };
+            Value in = isa<AvgPoolGradOp>(op) ? op->getResult(0) : op->getOperand(0);
+            Value out = isa<MaxPoolOp, AveragePoolOp>(op) ? op->getResult(0)
+                        : isa<MaxPoolGradOp>(op)          ? op->getOperand(1)
+                                                          : op->getOperand(0);
+            return geometry(rowsOfTensor(in), rowsOfTensor(out), first(ints("kernel_shape"), 0),
+                            ints("strides"), ints("pads"), ints("dilations"));
           })
           .Default([](Operation *) { return std::nullopt; });
   if (!r || r->in <= 0 || r->out <= 0 || r->kernel <= 0 || r->in != r->stride * r->out)
@@ -572,11 +568,8 @@ std::optional<Halo> parallax::px::domainHalo(Operation *op) {
   Halo halo{r->before, std::max<int64_t>(below, 0)};
   // An average pool that divides by the window's real rows would count an
   // edge block's halo rows as real.
-  if (auto avg = dyn_cast<AveragePoolOp>(op); avg && !avg.getCountIncludePad() &&
-                                               (halo.lo || halo.hi || r->after))
-    return std::nullopt;
-  if (auto avg = dyn_cast<AvgPoolGradOp>(op); avg && !avg.getCountIncludePad() &&
-                                              (halo.lo || halo.hi || r->after))
+  if (isa<AveragePoolOp, AvgPoolGradOp>(op) && !op->hasAttr("count_include_pad") &&
+      (halo.lo || halo.hi || r->after))
     return std::nullopt;
   return halo;
 }
