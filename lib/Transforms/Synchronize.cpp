@@ -397,41 +397,85 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       Operation *pa = position(a.second.getGrad()), *pb = position(b.second.getGrad());
       return pa != pb && pa->isBeforeInBlock(pb);
     });
-    int64_t bucket = 0, filled = 0;
-    // PyTorch DDP's rule: a small first bucket so communication starts early.
-    int64_t limit = std::min<int64_t>(bucketBytes, kFirstBucketBytes);
-    SmallVector<std::pair<px::VariableOp, px::GradientOp>> current;
-    auto flush = [&] {
-      if (current.empty())
+    // A gradient px-shard-model summed over the model axis (a row-split
+    // convolution's filter, its batch norm's scale and bias: partial sums
+    // over the blocks of rows) is summed over the whole grid at once, one
+    // all-reduce instead of two, in buckets of its own (a bucket is one
+    // group's). Gradients are shares here, so the two sums are one.
+    SmallVector<int16_t> allAxes;
+    for (int16_t a = 0; a < (int16_t)grid.getShape().size(); ++a)
+      allAxes.push_back(a);
+    auto modelSum = [&](px::GradientOp g) -> px::AllReduceOp {
+      auto ar = g.getGrad().getDefiningOp<px::AllReduceOp>();
+      if (!shares || !ar || !ar->hasOneUse() || ar.getBucket() ||
+          ar.getReduction() != shard::ReductionKind::Sum ||
+          ar.getGridAttr() != gridRef() || px::getAttr<px::PxDialect::VariablesAttrHelper>(ar))
+        return {};
+      return ar;
+    };
+    struct Pending {
+      SmallVector<std::pair<px::VariableOp, px::GradientOp>> members;
+      int64_t filled = 0;
+      // PyTorch DDP's rule: a small first bucket so communication starts early.
+      int64_t limit = 0;
+      ArrayRef<int16_t> axes;
+      int64_t group = 1;
+    };
+    Pending batch{{}, 0, std::min<int64_t>(bucketBytes, kFirstBucketBytes), axes,
+                  cluster.dataRanks()};
+    Pending whole{{}, 0, std::min<int64_t>(bucketBytes, kFirstBucketBytes), allAxes,
+                  cluster.worldSize};
+    int64_t bucket = 0;
+    auto flush = [&](Pending &p) {
+      if (p.members.empty())
         return;
-      Operation *last = position(current.front().second.getGrad());
-      for (auto &[var, g] : current)
+      Operation *last = position(p.members.front().second.getGrad());
+      for (auto &[var, g] : p.members)
         if (last->isBeforeInBlock(position(g.getGrad())))
           last = position(g.getGrad());
       b.setInsertionPointAfter(last);
-      for (auto &[var, g] : current) {
+      for (auto &[var, g] : p.members) {
         auto ar = px::AllReduceOp::create(
             b, g.getLoc(), g.getGrad().getType(), gridRef(),
-            b.getDenseI16ArrayAttr(axes), g.getGrad(),
+            b.getDenseI16ArrayAttr(p.axes), g.getGrad(),
             shard::ReductionKindAttr::get(b.getContext(), gradientReduction()),
             b.getI64IntegerAttr(bucket));
         px::setAttr<px::PxDialect::VariablesAttrHelper>(ar, variables(b, var.getName()));
         g.getGradMutable().assign(ar.getOutput());
       }
-      current.clear();
-      filled = 0;
+      p.members.clear();
+      p.filled = 0;
       ++bucket;
-      limit = bucketBytes;
+      p.limit = bucketBytes;
     };
     for (auto &[var, g] : order) {
+      Pending *p = &batch;
+      if (px::AllReduceOp partial = modelSum(g)) {
+        g.getGradMutable().assign(partial.getInput());
+        partial.erase();
+        p = &whole;
+      }
       int64_t bytes = bytesOf(cast<RankedTensorType>(g.getGrad().getType()));
-      if (!current.empty() && filled + bytes > limit)
-        flush();
-      current.push_back({var, g});
-      filled += bytes;
-      setBytes(var, rt::ringBytes(bytes, cluster.dataRanks()), true);
+      if (!p->members.empty() && p->filled + bytes > p->limit)
+        flush(*p);
+      p->members.push_back({var, g});
+      p->filled += bytes;
+      setBytes(var, rt::ringBytes(bytes, p->group), true);
     }
-    flush();
+    flush(batch);
+    flush(whole);
+    renumberInIssueOrder(block);
+  }
+
+  /// Buckets are numbered in the order they are issued (the runtime and
+  /// the layout passes rely on it); the two groups' buckets interleave.
+  static void renumberInIssueOrder(Block &block) {
+    llvm::DenseMap<int64_t, int64_t> renumbered;
+    for (auto ar : block.getOps<px::AllReduceOp>())
+      if (auto id = ar.getBucket()) {
+        auto [it, added] = renumbered.try_emplace((int64_t)*id, (int64_t)renumbered.size());
+        ar.setBucket(it->second);
+      }
   }
 
   void runOnOperation() override {
@@ -599,7 +643,9 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       if (!ar.getBucket() || *ar.getBucket() != 0)
         continue;
       auto type = cast<RankedTensorType>(ar.getInput().getType());
-      if (type.getElementType() != lossType.getElementType())
+      // A bucket is one group's: the loss is averaged over the batch axes.
+      if (type.getElementType() != lossType.getElementType() ||
+          ar.getGridAxes() != ArrayRef<int16_t>(axes))
         return false;
       bytes += bytesOf(type);
       if (!firstMember)
