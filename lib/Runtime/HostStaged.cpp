@@ -1,12 +1,15 @@
 //===- HostStaged.cpp - a CPU kernel run over host copies of device tensors ===//
 
 #include "HostStaged.h"
+#include "Kernels/CollectiveLayout.h"
 
 #include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Device.h"
+#include "parallax/Runtime/Grid.h"
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 namespace parallax::rt {
 
@@ -67,6 +70,22 @@ std::vector<Span> spansOf(const Device &device, std::vector<TensorView *> &views
   return spans;
 }
 
+/// A sharded bucket's collectives (an all_reduce's reduce-scatter,
+/// all_gather_variables) work on G blocks of shard_bytes from the bucket's
+/// start, the padding past its last tensor included: the bytes the staged
+/// copy must cover besides the tensors, or none.
+std::optional<TensorView> shardedBlockOf(KernelArgs &args) {
+  int64_t shard = args.i64Or("shard_bytes", 0);
+  if (shard <= 0 || args.ins.empty() || !args.in(0).data)
+    return std::nullopt;
+  int g = (int)kernelGridOf(args.kernel.attrs, args.env.worldSize).groupSize();
+  char *start = args.kernel.op == "all_gather_variables" ? variableBlockOf(args, g).block
+                                                         : bucketLayoutOf(args, g).bucket;
+  if (!start)
+    return std::nullopt;
+  return TensorView{start, DType::U8, {g * shard}, args.in(0).space};
+}
+
 } // namespace
 
 KernelFactory hostStaged(KernelFactory cpuFactory) {
@@ -83,6 +102,11 @@ KernelFactory hostStaged(KernelFactory cpuFactory) {
     }
     for (TensorView &t : outs) {
       views.push_back(&t);
+      isOutput.push_back(true);
+    }
+    std::optional<TensorView> block = shardedBlockOf(args);
+    if (block) {
+      views.push_back(&*block);
       isOutput.push_back(true);
     }
     auto spans = std::make_shared<std::vector<Span>>(spansOf(*device, views, isOutput));

@@ -1,5 +1,6 @@
 //===- DeviceSeamTest.cpp - device names, plan targets, the CPU device ----===//
 
+#include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Device.h"
 #include "parallax/Runtime/Plan.h"
 #include "parallax/Runtime/Session.h"
@@ -8,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -168,6 +170,62 @@ TEST(DeviceSeam, HostStagingKeepsAdjacentAllocationsApart) {
     ASSERT_EQ(a[i], 100.0f + (float)i) << i;
   for (int i = 0; i < 64; ++i)
     ASSERT_EQ(b[i], 100.0f) << i;
+}
+
+/// Host memory posing as a device, recording the largest copy either way.
+class RecordingDevice final : public Device {
+public:
+  RecordingDevice() : Device(DeviceKind::Cuda, MemorySpace::Cuda) {}
+  alignas(64) char memory[512] = {};
+  int64_t largestCopy = 0;
+
+  std::string description() const override { return "a recording device"; }
+  int64_t memoryBytes() const override { return sizeof memory; }
+  void *allocate(int64_t) override { throw std::logic_error("not used"); }
+  void deallocate(void *) noexcept override {}
+  void upload(void *d, const void *h, int64_t n) override {
+    largestCopy = std::max(largestCopy, n);
+    std::memcpy(d, h, n);
+  }
+  void download(void *h, const void *d, int64_t n) override {
+    largestCopy = std::max(largestCopy, n);
+    std::memcpy(h, d, n);
+  }
+  void copy(void *dst, const void *src, int64_t n) override { std::memmove(dst, src, n); }
+  void synchronize() override {}
+  const KernelRegistry &kernels() const override { return KernelRegistry::global(); }
+  const void *allocationOf(const void *p) const override { return memory; }
+};
+
+// A sharded bucket's reduce-scatter and all_gather_variables work on G
+// blocks of shard_bytes from the bucket's start, padding included: staged
+// through the host, the copy must cover all of it, not only the tensors
+// (the host copy was the tensors' 64 bytes and the collective wrote past
+// it: "double free or corruption" on the H100 with 4 ranks sharing it).
+TEST(DeviceSeam, HostStagingCoversAShardedBucketsPadding) {
+  auto comm = makeLocalComm();
+  ExecEnv env;
+  env.comm = comm.get();
+  for (const char *op : {"all_reduce", "all_gather_variables"}) {
+    RecordingDevice dev;
+    env.device = &dev;
+    TensorView t{dev.memory, DType::F32, {16}, MemorySpace::Cuda};
+    PlanKernel kernel;
+    kernel.op = op;
+    kernel.attrs = {{"shard_bytes", 128}};
+    if (kernel.op == "all_reduce") {
+      kernel.attrs["in_place"] = true;
+      kernel.attrs["shard_update"] = true;
+    } else {
+      kernel.attrs["offsets"] = {0};
+    }
+    bool reduce = kernel.op == "all_reduce";
+    KernelArgs args(kernel, {t}, reduce ? std::vector<TensorView>{t} : std::vector<TensorView>{},
+                    env);
+    KernelFn run = hostStaged(*KernelRegistry::global().find(op))(args);
+    run();
+    EXPECT_EQ(dev.largestCopy, 128) << op;
+  }
 }
 
 /// Host memory posing as a GPU whose queue runs only when the host waits
