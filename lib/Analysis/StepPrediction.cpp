@@ -192,6 +192,7 @@ struct Collective {
   int64_t bytes; // sent by each rank
   double seconds;
   std::vector<std::pair<int64_t, int64_t>> byMember = {};
+  std::vector<int64_t> axes = {}; // the group's, resolved (rt::groupAxes)
 };
 
 /// A halo exchange (or its adjoint) over a group of g: what each member
@@ -233,8 +234,11 @@ std::optional<Collective> collectiveOf(Operation *op, ArrayRef<int64_t> gridShap
           ? m.inter
           : m.intra;
   int64_t in = bytesOf(op->getOperand(0).getType()), g = groupSize;
-  if (isa<px::HaloExchangeOp, px::HaloReduceOp>(op))
-    return haloOf(op, g, link);
+  if (isa<px::HaloExchangeOp, px::HaloReduceOp>(op)) {
+    Collective c = haloOf(op, g, link);
+    c.axes = rt::groupAxes(shape, axes);
+    return c;
+  }
   // The times are the grid model's alpha-beta forms (GridCost.h); a
   // reduce-scatter costs what an all-gather of its input does.
   if (isa<px::AllReduceOp>(op))
@@ -469,13 +473,7 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     pc.bytes = c->bytes;
     pc.seconds = c->seconds;
     pc.byMember = c->byMember;
-    if (!pc.byMember.empty()) {
-      std::vector<int64_t> axes;
-      if (auto a = op.getAttrOfType<DenseI16ArrayAttr>("grid_axes"))
-        for (int16_t x : a.asArrayRef())
-          axes.push_back(x);
-      pc.axes = rt::groupAxes(gridShape, axes);
-    }
+    pc.axes = c->axes;
     // A layer whose convolution exchanges halos splits its input's rows.
     if (isa<px::HaloExchangeOp>(op) && !names) {
       PredictedLayer &l = layerFor(&op);

@@ -282,10 +282,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       return true;
     if (convSplit != "auto")
       return false;
-    Value w = conv.getW();
-    while (auto t = w.getDefiningOp<px::TransposeOp>())
-      w = t.getInput();
-    auto var = w.getDefiningOp<px::VariableOp>();
+    px::VariableOp var = trainableWeightOf(conv.getW());
     return var && byRows.contains(var.getName());
   }
 

@@ -572,12 +572,11 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     // A batch norm whose rows px-shard-model split (domain parallelism)
     // already sums over the model axis: the batch axes join it.
     int64_t bnBytes = 0;
-    auto ring = [&](int64_t doubles, int64_t n) {
-      int64_t bytes = 8 * doubles;
-      return n > 1 ? 2 * bytes * (n - 1) / n : 0;
-    };
+    auto ring = [](int64_t doubles, int64_t n) { return rt::ringBytes(8 * doubles, n); };
     // The channels and the group's size.
     auto synchronize = [&](auto op) -> std::pair<int64_t, int64_t> {
+      if (!op.getGrid() && localBatchnorm)
+        return {0, 1};
       SmallVector<int16_t> opAxes;
       if (op.getGrid())
         llvm::append_range(opAxes, op.getGridAxes());
@@ -589,8 +588,6 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       int64_t group = 1;
       for (int16_t a : opAxes)
         group *= grid.getShape()[a];
-      if (!op.getGrid() && localBatchnorm)
-        return {0, 1};
       op.setGridAttr(gridRef());
       if (cluster.modelRanks > 1)
         op.setGridAxesAttr(b.getDenseI16ArrayAttr(opAxes));

@@ -511,6 +511,14 @@ static parallax::StepPrediction predict(ModuleOp module) {
       module, machineFor(parallax::ClusterModel::fromModule(module)));
 }
 
+/// How --grid=auto names a candidate's convolution split on a grid of Pr
+/// model ranks (nothing where no model axis splits them).
+static std::string convSplitLabel(StringRef split, int64_t pr) {
+  if (pr <= 1)
+    return "";
+  return split == "domain" ? " (domain)" : split == "auto" ? " (mixed)" : "";
+}
+
 /// --grid=auto: compiles the model for every Pr x Pc grid of the world
 /// whose model groups fit on a machine and keeps the one whose predicted
 /// step (StepPrediction.h) is the shortest. A grid the model cannot be
@@ -540,9 +548,6 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
   std::vector<std::string> splits{convSplit};
   if (!convSplit.getNumOccurrences())
     splits = {"channels", "domain", "auto"};
-  auto labelOf = [](const std::string &split) -> std::string {
-    return split == "domain" ? " (domain)" : split == "auto" ? " (mixed)" : "";
-  };
   for (const parallax::grid::Grid &g : parallax::grid::gridsOf(worldSize())) {
     if (perMachine % g.pr != 0)
       continue;
@@ -552,7 +557,7 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
       if (g.pr == 1 && split != splits.front())
         continue;
       convSplit.setValue(split);
-      std::string name = g.str() + labelOf(split);
+      std::string name = g.str() + convSplitLabel(split, g.pr);
       std::string errors;
       std::optional<Built> b;
       {
@@ -605,7 +610,7 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
   chosenModelRanks = chosen.pr;
   tried.pop_back();
   llvm::errs() << "parallax-opt: --grid=auto chose " << chosen.str()
-               << (chosen.pr > 1 ? labelOf(chosenSplit) : "")
+               << convSplitLabel(chosenSplit, chosen.pr)
                << " (predicted step:" << tried << ")\n";
   return best;
 }
@@ -732,10 +737,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       if (gridSpec == "auto")
         llvm::outs() << "--grid=auto chose " << *chosenModelRanks << "x"
                      << worldSize() / *chosenModelRanks
-                     << (*chosenModelRanks > 1 && convSplit == "domain"  ? " (domain)"
-                         : *chosenModelRanks > 1 && convSplit == "auto" ? " (mixed)"
-                                                                        : "")
-                     << "\n";
+                     << convSplitLabel(convSplit, *chosenModelRanks) << "\n";
       parallax::printStepPrediction(predict(*module), llvm::outs());
     }
     if (plan) {

@@ -61,7 +61,11 @@ struct Nest {
   /// The rows loop of an op whose blocks of rows map onto each other, or
   /// none (the tensors' rows are loops of their own, never split).
   SmallVector<unsigned> rowsOf(Operation *op, IteratorType type) {
-    if (!domainHalo(op))
+    return rowsIf(domainHalo(op).has_value(), type);
+  }
+  /// A rows loop shared by the op's tensors where `shared`, else none.
+  SmallVector<unsigned> rowsIf(bool shared, IteratorType type) {
+    if (!shared)
       return {};
     rows = loop(type);
     return {*rows};
@@ -142,10 +146,7 @@ std::optional<Nest> nestOf(Operation *op) {
             // would need px-sync's all-reduce over the splitting axes. A split
             // of the rows has the partition synchronize them over its axes.
             unsigned b = n.loop(par, !bn.getTraining()), c = n.loop(par);
-            SmallVector<unsigned> h;
-            if (rankAtLeast(bn.getX(), 3))
-              h = {n.loop(par)};
-            n.rows = h.empty() ? std::nullopt : std::optional<unsigned>(h[0]);
+            SmallVector<unsigned> h = n.rowsIf(rankAtLeast(bn.getX(), 3), par);
             SmallVector<unsigned> x = n.tensor(bn.getX(), concat(b, c, h));
             for (Value v : {bn.getScale(), bn.getBias(), bn.getInputMean(), bn.getInputVar()})
               n.tensor(v, {c});
@@ -156,10 +157,7 @@ std::optional<Nest> nestOf(Operation *op) {
           })
           .Case([&](BatchNormGradOp g) {
             unsigned b = n.loop(par, false), c = n.loop(par);
-            SmallVector<unsigned> h;
-            if (rankAtLeast(g.getX(), 3))
-              h = {n.loop(par)};
-            n.rows = h.empty() ? std::nullopt : std::optional<unsigned>(h[0]);
+            SmallVector<unsigned> h = n.rowsIf(rankAtLeast(g.getX(), 3), par);
             SmallVector<unsigned> x = n.tensor(g.getDy(), concat(b, c, h));
             n.same(x);
             n.tensor(g.getScale(), {c});
@@ -289,12 +287,22 @@ LogicalResult partitionRows(Operation *op, ArrayRef<Value> operands,
     shape[2] += halo.lo + halo.hi;
     return r.clone(shape);
   };
-  auto exchange = [&](Value x) -> Value {
+  // `edge`: what the op pads its rows with (a convolution 0, a max pool -inf).
+  auto exchange = [&](Value x, double edge = 0.0) -> Value {
     if (!exchanges)
       return x;
     return HaloExchangeOp::create(b, loc, extended(x.getType()), gridRef, axesAttr, x,
                                   b.getI64IntegerAttr(2), b.getI64IntegerAttr(halo.lo),
-                                  b.getI64IntegerAttr(halo.hi), b.getF64FloatAttr(0.0))
+                                  b.getI64IntegerAttr(halo.hi), b.getF64FloatAttr(edge))
+        .getOutput();
+  };
+  // A gradient over the extended block, its halo rows summed into the
+  // neighbours' blocks.
+  auto reduceHalo = [&](Value dx, Type block) -> Value {
+    if (!exchanges)
+      return dx;
+    return HaloReduceOp::create(b, loc, block, gridRef, axesAttr, dx, b.getI64IntegerAttr(2),
+                                b.getI64IntegerAttr(halo.lo), b.getI64IntegerAttr(halo.hi))
         .getOutput();
   };
   auto sum = [&](Value v) -> Value {
@@ -317,11 +325,7 @@ LogicalResult partitionRows(Operation *op, ArrayRef<Value> operands,
                                        withoutRowPads(g.getPads()), g.getDilationsAttr(),
                                        g.getGroupAttr())
                    .getDx();
-    if (exchanges)
-      dx = HaloReduceOp::create(b, loc, block, gridRef, axesAttr, dx, b.getI64IntegerAttr(2),
-                                b.getI64IntegerAttr(halo.lo), b.getI64IntegerAttr(halo.hi))
-               .getOutput();
-    map.map(g.getDx(), dx);
+    map.map(g.getDx(), reduceHalo(dx, block));
     return success();
   }
   if (auto g = dyn_cast<ConvGradFilterOp>(op)) {
@@ -339,15 +343,8 @@ LogicalResult partitionRows(Operation *op, ArrayRef<Value> operands,
     // (its divisor counts the padding); the gradients' halo rows go back.
     bool max = isa<MaxPoolOp, MaxPoolGradOp>(op);
     Value extendedX;
-    if (!isa<AvgPoolGradOp>(op)) {
-      auto t = cast<RankedTensorType>(operands[0].getType());
-      extendedX = HaloExchangeOp::create(
-                      b, loc, extended(t), gridRef, axesAttr, operands[0],
-                      b.getI64IntegerAttr(2), b.getI64IntegerAttr(halo.lo),
-                      b.getI64IntegerAttr(halo.hi),
-                      b.getF64FloatAttr(max ? -std::numeric_limits<double>::infinity() : 0.0))
-                      .getOutput();
-    }
+    if (!isa<AvgPoolGradOp>(op))
+      extendedX = exchange(operands[0], max ? -std::numeric_limits<double>::infinity() : 0.0);
     auto pads = withoutRowPads(op->getAttrOfType<DenseI64ArrayAttr>("pads").asArrayRef());
     Operation *pooled = nullptr;
     if (auto p = dyn_cast<MaxPoolOp>(op))
@@ -367,10 +364,7 @@ LogicalResult partitionRows(Operation *op, ArrayRef<Value> operands,
                                     pads, g.getCeilModeAttr(), g.getCountIncludePadAttr());
     Value y = pooled->getResult(0);
     if (isa<MaxPoolGradOp, AvgPoolGradOp>(op))
-      y = HaloReduceOp::create(b, loc, local(op->getResult(0), resultShardings[0]), gridRef,
-                               axesAttr, y, b.getI64IntegerAttr(2),
-                               b.getI64IntegerAttr(halo.lo), b.getI64IntegerAttr(halo.hi))
-              .getOutput();
+      y = reduceHalo(y, local(op->getResult(0), resultShardings[0]));
     map.map(op->getResult(0), y);
     return success();
   }
@@ -494,7 +488,7 @@ void parallax::px::sharding::attachConvolutionModels(MLIRContext *ctx) {
 namespace {
 
 /// Along the first spatial dimension: element 0 of a per-dimension
-/// attribute (1 when absent), and of pads the begin (0) and end (rank) ones.
+/// attribute, or `absent` when the attribute is empty.
 int64_t first(ArrayRef<int64_t> values, int64_t absent) {
   return values.empty() ? absent : values[0];
 }
