@@ -37,29 +37,7 @@ import pxbench  # noqa: E402
 
 def make_wide_mlp(path):
     """The dense-dominated model, exported as users export (default args)."""
-    if path.exists():
-        return path
-    import torch
-
-    class WideMlp(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Sequential(
-                torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
-                torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
-                torch.nn.Linear(4096, 1024), torch.nn.ReLU(),
-                torch.nn.Linear(1024, 10))
-            self.loss = torch.nn.CrossEntropyLoss()
-
-        def forward(self, x, y):
-            return self.loss(self.net(x), y)
-
-    torch.manual_seed(0)
-    x = torch.randn(64, 1024)
-    y = torch.randint(0, 10, (64,))
-    torch.onnx.export(WideMlp(), (x, y), str(path), input_names=["x", "y"],
-                      output_names=["loss"])
-    return path
+    return pxbench.export_mlp(path, [1024, 4096, 4096, 1024, 10], batch=64)
 
 
 def grids(n, domain=False):

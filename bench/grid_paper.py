@@ -14,7 +14,6 @@ about 50x fewer words than pure data parallelism (1 x 512).
 import argparse
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,26 +22,7 @@ import pxbench  # noqa: E402
 
 
 def make_alexnet_fc(path):
-    if path.exists():
-        return path
-    import torch
-
-    class AlexNetFc(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Sequential(
-                torch.nn.Linear(9216, 4096), torch.nn.ReLU(),
-                torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
-                torch.nn.Linear(4096, 1000))
-            self.loss = torch.nn.CrossEntropyLoss()
-
-        def forward(self, x, y):
-            return self.loss(self.net(x), y)
-
-    torch.manual_seed(0)
-    torch.onnx.export(AlexNetFc(), (torch.randn(256, 9216), torch.randint(0, 1000, (256,))),
-                      str(path), input_names=["x", "y"], output_names=["loss"])
-    return path
+    return pxbench.export_mlp(path, [9216, 4096, 4096, 1000], batch=256)
 
 
 def grid_words(build, model, work):

@@ -101,6 +101,34 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def export_mlp(path, widths, batch):
+    """An MLP classifier (Linear layers of `widths`, ReLU between, then
+    CrossEntropyLoss on labels y), exported as users export it
+    (torch.onnx.export's defaults, inputs x and y, output loss); kept if
+    `path` exists."""
+    if path.exists():
+        return path
+    import torch
+
+    class Mlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            layers = []
+            for i, (a, b) in enumerate(zip(widths, widths[1:])):
+                layers += [torch.nn.Linear(a, b)] + ([torch.nn.ReLU()] if i < len(widths) - 2 else [])
+            self.net = torch.nn.Sequential(*layers)
+            self.loss = torch.nn.CrossEntropyLoss()
+
+        def forward(self, x, y):
+            return self.loss(self.net(x), y)
+
+    torch.manual_seed(0)
+    x = torch.randn(batch, widths[0])
+    y = torch.randint(0, widths[-1], (batch,))
+    torch.onnx.export(Mlp(), (x, y), str(path), input_names=["x", "y"], output_names=["loss"])
+    return path
+
+
 # ---------------------------------------------------------------------------
 # Synthetic inputs with parallax-run --synthetic's distributions
 # ---------------------------------------------------------------------------
