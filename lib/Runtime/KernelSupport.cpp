@@ -1,12 +1,29 @@
 //===- KernelSupport.cpp - kernel arguments, registry, parallel loops -----===//
 
 #include "parallax/Runtime/Kernel.h"
+#include "parallax/Runtime/Device.h"
 
 #include <omp.h>
 
 #include <exception>
 
 namespace parallax::rt {
+
+char *Workspace::base() {
+  if (need_ > 0 && (!storage_ || storage_->size() < need_))
+    storage_ = std::make_shared<Buffer>(need_);
+  return storage_ ? static_cast<char *>(storage_->data()) : nullptr;
+}
+
+int64_t KernelArgs::reserveScratch(int64_t bytes) {
+  if (!env.workspace)
+    env.workspace = std::make_shared<Workspace>();
+  // Each piece on its own cache lines.
+  int64_t offset = (scratchBytes_ + 63) / 64 * 64;
+  scratchBytes_ = offset + bytes;
+  env.workspace->reserve(scratchBytes_);
+  return offset;
+}
 
 int64_t TensorView::numElements() const {
   int64_t n = 1;

@@ -3,6 +3,9 @@
 #include "parallax/Runtime/MachineMemory.h"
 
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <cstdio>
 #include <fstream>
@@ -75,6 +78,17 @@ int64_t usableMemoryBytes() {
 int64_t residentBytes() { return meminfo("VmRSS", "/proc/self/status"); }
 
 int64_t peakResidentBytes() { return meminfo("VmHWM", "/proc/self/status"); }
+
+int64_t residentFileBytes() { return meminfo("RssFile", "/proc/self/status"); }
+
+int64_t heapInUseBytes() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  struct mallinfo2 info = mallinfo2();
+  return (int64_t)(info.uordblks + info.hblkhd);
+#else
+  return -1;
+#endif
+}
 
 bool resetPeakResident() {
   std::ofstream f("/proc/self/clear_refs");

@@ -544,7 +544,9 @@ json planToJson(const Plan &p) {
                  {"optimizer_state", m.optimizerState},
                  {"gradients", m.gradients},      {"arena", m.arena},
                  {"inputs", m.inputs},            {"constants", m.constants},
-                 {"collectives", m.collectives},  {"peak", m.peak()}};
+                 {"collectives", m.collectives},  {"workspace", m.workspace},
+                 {"libraries", m.libraries},
+                 {"peak", m.peak()}};
   return j;
 }
 
@@ -704,6 +706,8 @@ Plan parsePlan(const std::string &bytes, const std::string &what) {
     p.memory.inputs = num("inputs");
     p.memory.constants = num("constants");
     p.memory.collectives = num("collectives");
+    p.memory.workspace = num("workspace");
+    p.memory.libraries = num("libraries");
   }
   validate(p, r);
   p.checksum = sections.checksum;

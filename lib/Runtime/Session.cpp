@@ -189,6 +189,17 @@ Session::Session(Plan plan, SessionOptions options)
   allocate();
   loadInitialValues();
   bindKernels();
+  allocateWorkspace();
+}
+
+void Session::allocateWorkspace() {
+  if (!env_.workspace)
+    return;
+  StorageBytes need = storageOf(plan_);
+  need.workspace = env_.workspace->bytes();
+  need.total = need.total > INT64_MAX - need.workspace ? INT64_MAX : need.total + need.workspace;
+  checkFits(need);
+  env_.workspace->base();
 }
 
 Session::~Session() = default;
@@ -215,11 +226,7 @@ StorageBytes storageOf(const Plan &plan) {
   return s;
 }
 
-void Session::allocate() {
-  // Checked before any of it is allocated: a plan that does not fit would
-  // otherwise be refused only by the kernel's OOM killer once the zeroing
-  // touches its pages.
-  StorageBytes need = storageOf(plan_);
+void Session::checkFits(const StorageBytes &need) const {
   // A GPU's memory is its own (ranks sharing one GPU each see what is free
   // when they start); the host's is shared by the machine's ranks.
   int64_t usable = options_.memoryLimit > 0 ? options_.memoryLimit : device_->memoryBytes();
@@ -232,6 +239,8 @@ void Session::allocate() {
         "the plan needs " + bytesText(need.total) + " of memory per rank (arena " +
         bytesText(need.arena) + ", variables " + bytesText(need.variables) +
         ", inputs " + bytesText(need.inputs) + ", constants " + bytesText(need.constants) +
+        (need.workspace > 0 ? ", kernel workspace " + bytesText(need.workspace)
+                            : std::string()) +
         ")" +
         (local > 1 ? ", " + bytesText((int64_t)std::min(total, 9.2e18)) + " for the " +
                          std::to_string(local) + " ranks of this machine"
@@ -241,6 +250,13 @@ void Session::allocate() {
          : onHost()               ? "this machine's " + bytesText(usable)
                                   : device_->description() + "'s " + bytesText(usable)) +
         "; compile it with a smaller --batch-size, or for more machines");
+}
+
+void Session::allocate() {
+  // Checked before any of it is allocated: a plan that does not fit would
+  // otherwise be refused only by the kernel's OOM killer once the zeroing
+  // touches its pages.
+  checkFits(storageOf(plan_));
   Device *d = device_;
   arena_ = Buffer(plan_.arenaBytes, d);
   for (int64_t bytes : plan_.variableBlocks)

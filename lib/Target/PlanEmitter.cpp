@@ -2,6 +2,7 @@
 
 #include "parallax/Target/PlanEmitter.h"
 #include "parallax/Runtime/Grid.h"
+#include "parallax/Runtime/KernelMemory.h"
 
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Dialect/Px/PxShapes.h"
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 using namespace mlir;
 using json = nlohmann::json;
@@ -841,6 +843,13 @@ void Emitter::planMemory() {
   for (const auto &c : plan.constants)
     m.constants += bytes(c.dtype, c.shape);
   m.collectives = collectiveBuffers();
+  // parallax-run's default threads per rank: the cores over the machine's
+  // ranks (on a machine like this one).
+  int threads = std::max(1, (int)std::thread::hardware_concurrency() /
+                               std::max(1, plan.ranksPerMachine));
+  if (plan.target == "cpu")
+    m.workspace = rt::workspaceBytes(plan, threads);
+  m.libraries = rt::libraryBytes(plan, threads);
 }
 
 int64_t Emitter::collectiveBuffers() const {
@@ -953,6 +962,10 @@ void printMemoryReport(const rt::Plan &plan, llvm::raw_ostream &os) {
   line("inputs", m.inputs, "  (one step's data)");
   line("constants", m.constants);
   line("collectives", m.collectives, "  (staging buffers, MPI's all-reduce temporary)");
+  if (m.workspace > 0)
+    line("workspace", m.workspace, "  (the kernels' scratch: the largest kernel's)");
+  if (m.libraries > 0)
+    line("libraries", m.libraries, "  (oneDNN's generated kernels and buffers)");
   line("peak", m.peak());
   os << "  " << plan.kernels.size() << " kernels\n";
 }

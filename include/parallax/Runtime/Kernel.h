@@ -54,6 +54,37 @@ struct TensorView {
 /// Row-major strides (in elements) of `shape`.
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
 
+class Buffer;
+
+/// Scratch that kernels need only while they run (im2col columns, per-worker
+/// partial sums, a permuted copy of the weights). A session's kernels run
+/// one at a time, so they share one workspace sized to the largest request
+/// rather than keeping a buffer each (ResNet-18's convolutions kept 180 MB
+/// that way, as much as the rest of its plan). Host memory; its contents
+/// are undefined whenever a kernel starts.
+class Workspace {
+public:
+  /// Makes room for `bytes` (while kernels are bound).
+  void reserve(int64_t bytes) { need_ = bytes > need_ ? bytes : need_; }
+  /// The largest request.
+  int64_t bytes() const { return need_; }
+  /// The workspace, allocated to the largest request so far (the session
+  /// does so once every kernel is bound, so that no step allocates).
+  char *base();
+
+private:
+  int64_t need_ = 0;
+  std::shared_ptr<Buffer> storage_;
+};
+
+/// `count` elements of a kernel's scratch, at their offset in the workspace.
+template <typename T> struct ScratchSpan {
+  std::shared_ptr<Workspace> workspace;
+  int64_t offset = 0;
+  /// Once per run of the kernel, before any thread uses it.
+  T *get() const { return reinterpret_cast<T *>(workspace->base() + offset); }
+};
+
 /// What every kernel may read while it runs; owned by the session.
 class Comm;
 class Group;
@@ -81,6 +112,8 @@ struct ExecEnv {
   int dataRanks = 1;
   /// The device the kernels run on (null: the host, as in unit tests).
   Device *device = nullptr;
+  /// The kernels' shared scratch (null until a kernel asks for some).
+  std::shared_ptr<Workspace> workspace;
 };
 
 using KernelFn = std::function<void()>;
@@ -121,6 +154,17 @@ public:
   [[noreturn]] void fail(const std::string &message) const;
   /// Checks dtype of input/output tensors.
   void expectDType(const TensorView &t, DType dtype, const char *what) const;
+
+  /// This kernel's next `count` elements of scratch, after those it already
+  /// has (ExecEnv::workspace, made here outside a session).
+  template <typename T> ScratchSpan<T> scratch(int64_t count) {
+    int64_t offset = reserveScratch(count * (int64_t)sizeof(T));
+    return ScratchSpan<T>{env.workspace, offset};
+  }
+
+private:
+  int64_t reserveScratch(int64_t bytes);
+  int64_t scratchBytes_ = 0;
 };
 
 using KernelFactory = std::function<KernelFn(KernelArgs &)>;

@@ -25,6 +25,12 @@ int64_t usableMemoryBytes();
 /// VmRSS and VmHWM); -1 where /proc does not say.
 int64_t residentBytes();
 int64_t peakResidentBytes();
+/// The part of residentBytes() that is mapped files (RssFile): the code of
+/// the program and its libraries, shared by every process that maps them.
+int64_t residentFileBytes();
+/// Bytes the C library's allocator has handed out and not had back (glibc's
+/// mallinfo2); -1 where it cannot say.
+int64_t heapInUseBytes();
 /// Starts the high-water mark again from the resident memory now (Linux 4.0
 /// and later), so that a transient peak (loading a model) is forgotten;
 /// false where it cannot.

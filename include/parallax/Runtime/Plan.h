@@ -151,8 +151,14 @@ struct MemoryEstimate {
   /// reduced out of place) and the temporary Open MPI's ring all-reduce
   /// allocates for the largest bucket.
   int64_t collectives = 0;
+  /// The CPU kernels' shared workspace (Kernel.h's Workspace): what the
+  /// largest kernel's scratch takes (KernelMemory.h's workspaceBytes).
+  int64_t workspace = 0;
+  /// What the kernels' libraries hold once they run (libraryBytes).
+  int64_t libraries = 0;
   int64_t peak() const {
-    return parameters + state + optimizerState + arena + inputs + constants + collectives;
+    return parameters + state + optimizerState + arena + inputs + constants + collectives +
+           workspace + libraries;
   }
 };
 

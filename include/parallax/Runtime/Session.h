@@ -70,6 +70,8 @@ struct KernelTime {
   int64_t calls = 0;
 };
 
+struct StorageBytes;
+
 class Session {
 public:
   /// Allocates storage, loads initial values and binds every kernel. Throws
@@ -144,6 +146,11 @@ private:
   /// Where rank `rank`'s block of split variable `v` starts (the plan
   /// checked its grid).
   std::vector<int64_t> blockOriginOf(const PlanVariable &v, int rank) const;
+  /// Refuses storage that does not fit the memory limit or the machine.
+  void checkFits(const StorageBytes &need) const;
+  /// The kernels' shared workspace, once they are bound (so that no step
+  /// allocates).
+  void allocateWorkspace();
   void allocate();
   void loadInitialValues();
   /// Refuses a NaN or infinity in any variable's initial value, naming the
@@ -202,6 +209,8 @@ private:
 /// sum saturates at INT64_MAX).
 struct StorageBytes {
   int64_t arena = 0, variables = 0, constants = 0, inputs = 0, total = 0;
+  /// The kernels' workspace (Kernel.h), known once they are bound.
+  int64_t workspace = 0;
 };
 StorageBytes storageOf(const Plan &plan);
 

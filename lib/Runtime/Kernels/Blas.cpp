@@ -3,6 +3,7 @@
 #include "Blas.h"
 
 #include "parallax/Runtime/Kernel.h"
+#include "parallax/Runtime/KernelMemory.h"
 
 #include <cblas.h>
 #ifdef PARALLAX_HAVE_DNNL
@@ -19,10 +20,10 @@ namespace parallax::rt::blas {
 namespace {
 
 #ifdef PARALLAX_HAVE_DNNL
-/// Below this m*n*k OpenBLAS's small-matrix kernels win (measured on the
-/// attention products of the LM example, 20x20x64: 0.6 us against oneDNN's
-/// 1.2 us per call; from 40x128x64 on oneDNN is 1.3-1.7x faster).
-constexpr int64_t kDnnlMinWork = 64 * 64 * 64;
+/// Below kOnednnMinWork (m*n*k) OpenBLAS's small-matrix kernels win
+/// (measured on the attention products of the LM example, 20x20x64: 0.6 us
+/// against oneDNN's 1.2 us per call; from 40x128x64 on oneDNN is 1.3-1.7x
+/// faster).
 
 /// oneDNN's sgemm unless PARALLAX_BLAS=openblas (read once, for A/B runs).
 bool useDnnl() {
@@ -38,7 +39,7 @@ inline void call(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb,
                  float beta, float *c, int64_t ldc, Sgemm lib) {
 #ifdef PARALLAX_HAVE_DNNL
-  if (lib == Sgemm::Fastest && useDnnl() && m * n * k >= kDnnlMinWork) {
+  if (lib == Sgemm::Fastest && useDnnl() && m * n * k >= kOnednnMinWork) {
     // oneDNN (OpenMP build) takes omp_get_max_threads() threads outside a
     // parallel region: there the limit goes to 1, as OpenBLAS's does, so
     // that a rank never spreads over the cores its neighbours use (gemmImpl

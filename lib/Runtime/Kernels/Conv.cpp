@@ -370,93 +370,34 @@ void col2im(const Geo &g, const T *cols, int64_t ld, int64_t nimg,
 // Convolutions
 //===----------------------------------------------------------------------===//
 
-/// The row-shift lowering (below): P, the phases of the tap rows (min(sh, (KH - 1) * dh + 1); a phase no
-/// tap uses, when dh shares a factor with sh, is built but not read).
-inline int64_t shiftParities(const Geo &g) {
-  return std::min<int64_t>(g.s[0], (g.k[0] - 1) * g.d[0] + 1);
-}
-/// A: the largest row shift.
-inline int64_t shiftRowHalo(const Geo &g) { return (g.k[0] - 1) * g.d[0] / g.s[0]; }
-
-/// Shapes shared by conv and its gradients, and how the GEMMs are cut.
-struct ConvDims : ConvShapes {
-  /// A GEMM covers `chunk` whole images (small feature maps), or, when
-  /// chunk is 1, `rowsPerTile` output rows of one image, so that its columns
-  /// buffer stays about L2-sized.
-  int64_t chunk = 1, rowsPerTile = 1, maxCols = 0;
-  /// GEMM units (image chunks x row tiles) and image chunks.
-  int64_t units = 0, imageChunks = 0;
-  int threads = 1;
-  /// 1x1, stride 1, unpadded: a plain GEMM on the image.
-  bool pointwise = false;
-  /// One input channel per group (depthwise): direct loops, no GEMM.
-  bool depthwise = false;
-  /// 2-D, one group, KH > 1: the row-shift lowering (see below) instead of
-  /// im2col. chunk and rowsPerTile then cut the images for it.
-  bool shift = false;
-
-  /// Whether threads may split the images (see forWorkers).
-  bool splitImages = true;
-
-  bool perThread() const {
-    return splitImages && threads > 1 && imageChunks >= threads;
-  }
-  /// Scratch slots: one per worker.
-  int64_t workers() const { return perThread() ? threads : 1; }
-};
-
 /// x [N, C, in...], w [M, C/group, k...], y [N, M, out...], read and
-/// checked for the convolution kernel `kind`.
+/// checked for the convolution kernel `kind`, and cut into GEMMs.
 ConvDims makeConvDims(const KernelArgs &args, ConvKind kind, int threads) {
-  ConvDims cd;
-  static_cast<ConvShapes &>(cd) = readConvShapes(args, kind);
-  const int64_t elemBytes = (int64_t)sizeOf(args.in(0).dtype);
+  ConvDims cd = tileConv(readConvShapes(args, kind), kind,
+                         (int64_t)sizeOf(args.in(0).dtype), threads);
   const Geo &g = cd.g;
-  cd.pointwise = g.pointwise;
-  cd.depthwise = !cd.pointwise && cd.cg == 1 && cd.group > 1;
-  int64_t outL = g.out[g.nd - 1];
-  // ~512 KiB of columns, 256 to 4096 of them.
-  int64_t target = std::clamp<int64_t>(
-      (int64_t(1) << 19) / (elemBytes * std::max<int64_t>(cd.kc, 1)), 256, 4096);
-  if (g.outSize >= target || cd.n <= 1) {
-    cd.chunk = 1;
-    cd.rowsPerTile = std::clamp<int64_t>(target / std::max<int64_t>(outL, 1), 1,
-                                         std::max<int64_t>(g.outOuter, 1));
-  } else {
-    cd.rowsPerTile = g.outOuter;
-    cd.chunk = std::clamp<int64_t>(target / std::max<int64_t>(g.outSize, 1), 1, cd.n);
-    // Leave an image chunk for every thread.
-    if (threads > 1)
-      cd.chunk = std::min(cd.chunk, std::max<int64_t>(1, cd.n / threads));
-  }
-  cd.shift = g.nd == 2 && cd.group == 1 && !cd.pointwise && g.k[0] > 1;
-  if (cd.shift) {
-    // Z (see the row-shift lowering) of a unit of about 128 KiB: it and
-    // BLAS's packed panels stay in L2 (measured best between 64 and 512 KiB).
-    const int64_t budget = int64_t(1) << 17, kh1 = shiftRowHalo(g);
-    const int64_t zRow =
-        std::max<int64_t>(1, elemBytes * shiftParities(g) * cd.c * g.k[1] * outL);
-    const int64_t imageZ = (g.out[0] + kh1) * zRow;
-    if (imageZ <= budget && cd.n > 1) {
-      cd.rowsPerTile = g.out[0];
-      cd.chunk = std::clamp<int64_t>(budget / imageZ, 1, cd.n);
-      if (threads > 1)
-        cd.chunk = std::min(cd.chunk, std::max<int64_t>(1, cd.n / threads));
-    } else {
-      cd.chunk = 1;
-      cd.rowsPerTile = std::clamp<int64_t>(budget / zRow - kh1, 1, g.out[0]);
-    }
-    // GEMM columns: the unit's Z rows but the last image's KH-1 halo rows.
-    cd.maxCols = (cd.chunk * (cd.rowsPerTile + kh1) - kh1) * outL;
-  } else {
-    cd.maxCols = cd.chunk * cd.rowsPerTile * outL;
-  }
-  cd.threads = std::max(1, threads);
-  cd.imageChunks = (cd.n + cd.chunk - 1) / cd.chunk;
-  cd.units = cd.imageChunks * ((g.outOuter + cd.rowsPerTile - 1) / cd.rowsPerTile);
   checkBlasSize(args, {cd.kc, cd.mg, cd.cg, g.outSize, g.inSize,
                        cd.maxCols, cd.m * g.outSize});
   return cd;
+}
+
+/// The kernel's pieces of the session's workspace (convScratch's sizes).
+template <typename T> struct ConvScratch {
+  ScratchSpan<T> cols, buf, third;
+  int64_t colsSize = 0, bufSize = 0;
+};
+template <typename T>
+ConvScratch<T> takeConvScratch(KernelArgs &args, const ConvDims &cd, ConvKind kind) {
+  std::vector<int64_t> sizes = convScratch(cd, kind);
+  ConvScratch<T> s;
+  int64_t workers = cd.workers();
+  s.colsSize = sizes[0] / workers;
+  s.bufSize = sizes[1] / workers;
+  s.cols = args.scratch<T>(sizes[0]);
+  s.buf = args.scratch<T>(sizes[1]);
+  if (sizes.size() > 2)
+    s.third = args.scratch<T>(sizes[2]);
+  return s;
 }
 
 /// Calls f(n0, nb, q0, q1) for the GEMM units of image chunks [c0, c1):
@@ -715,25 +656,23 @@ KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
   }
   if (cd.shift) {
     const int64_t KH = g.k[0], KW = g.k[1], kk = cd.c * KW, OW = g.out[1];
-    const int64_t zSize = shiftParities(g) * kk * (cd.maxCols + shiftRowHalo(g) * OW);
-    const int64_t ybufSize = cd.chunk > 1 ? cd.m * cd.maxCols : 0;
-    auto z = std::make_shared<std::vector<T>>(cd.workers() * zSize);
-    auto ybuf = std::make_shared<std::vector<T>>(cd.workers() * ybufSize);
-    auto wp = std::make_shared<std::vector<T>>(cd.m * cd.kc);
+    ConvScratch<T> sc = takeConvScratch<T>(args, cd, ConvKind::Forward);
+    const int64_t zSize = sc.colsSize, ybufSize = sc.bufSize;
     return [=]() {
-      permuteShiftWeights(cd, w, wp->data());
+      T *z = sc.cols.get(), *ybuf = sc.buf.get(), *wp = sc.third.get();
+      permuteShiftWeights(cd, w, wp);
       forWorkers(cd, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
-        T *zb = z->data() + wk * zSize;
+        T *zb = z + wk * zSize;
         forUnits(cd, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
           ShiftUnit u = shiftUnit(g, nb, q0, q1);
           buildShiftZ(g, u, x + n0 * cd.c * inSize, cd.c * inSize, cd.c, zb, threads);
-          T *c = nb == 1 ? y + n0 * cd.m * outSize + q0 * OW : ybuf->data() + wk * ybufSize;
+          T *c = nb == 1 ? y + n0 * cd.m * outSize + q0 * OW : ybuf + wk * ybufSize;
           int64_t ldc = nb == 1 ? outSize : u.N;
           if (nb == 1 && b)
             for (int64_t m = 0; m < cd.m; ++m)
               std::fill(c + m * ldc, c + m * ldc + u.N, b[m]);
           for (int64_t kh = 0; kh < KH; ++kh)
-            gemmSafe<T>(threads, false, false, cd.m, u.N, kk, wp->data() + kh * cd.m * kk, kk,
+            gemmSafe<T>(threads, false, false, cd.m, u.N, kk, wp + kh * cd.m * kk, kk,
                         zb + shiftTapOffset(g, u, kk, kh), u.ZP,
                         (kh > 0 || (nb == 1 && b)) ? T(1) : T(0), c,
                         ldc);
@@ -753,14 +692,13 @@ KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
       });
     };
   }
-  const int64_t colsSize = cd.kc * cd.maxCols;
-  const int64_t ybufSize = cd.chunk > 1 ? cd.mg * cd.maxCols : 0;
-  auto cols = std::make_shared<std::vector<T>>(cd.workers() * colsSize);
-  auto ybuf = std::make_shared<std::vector<T>>(cd.workers() * ybufSize);
+  ConvScratch<T> sc = takeConvScratch<T>(args, cd, ConvKind::Forward);
+  const int64_t colsSize = sc.colsSize, ybufSize = sc.bufSize;
   return [=]() {
     const int64_t outL = g.out[g.nd - 1];
+    T *cols = sc.cols.get(), *ybuf = sc.buf.get();
     forWorkers(cd, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
-    T *cb = cols->data() + wk * colsSize;
+    T *cb = cols + wk * colsSize;
     forUnits(cd, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
       int64_t ncols = nb * (q1 - q0) * outL;
       for (int64_t gi = 0; gi < cd.group; ++gi) {
@@ -775,7 +713,7 @@ KernelFn convKernel(KernelArgs &args, const ConvDims &cd) {
           gemmSafe<T>(threads, false, false, cd.mg, ncols, cd.kc, wg, cd.kc, cb, ncols,
                       b ? T(1) : T(0), yg, outSize);
         } else {
-          T *yb = ybuf->data() + wk * ybufSize;
+          T *yb = ybuf + wk * ybufSize;
           gemmSafe<T>(threads, false, false, cd.mg, ncols, cd.kc, wg, cd.kc, cb, ncols,
                       T(0), yb, ncols);
           parallelFor(threads, nb * cd.mg, std::max<int64_t>(1, 16384 / outSize),
@@ -847,16 +785,14 @@ KernelFn convGradInputKernel(KernelArgs &args, const ConvDims &cd) {
   }
   if (cd.shift) {
     const int64_t KH = g.k[0], KW = g.k[1], kk = cd.c * KW, OW = g.out[1];
-    const int64_t zSize = shiftParities(g) * kk * (cd.maxCols + shiftRowHalo(g) * OW);
-    const int64_t dybufSize = cd.chunk > 1 ? cd.m * cd.maxCols : 0;
-    auto z = std::make_shared<std::vector<T>>(cd.workers() * zSize);
-    auto dybuf = std::make_shared<std::vector<T>>(cd.workers() * dybufSize);
-    auto wp = std::make_shared<std::vector<T>>(cd.m * cd.kc);
+    ConvScratch<T> sc = takeConvScratch<T>(args, cd, ConvKind::GradInput);
+    const int64_t zSize = sc.colsSize, dybufSize = sc.bufSize;
     return [=]() {
-      permuteShiftWeights(cd, w, wp->data());
+      T *z = sc.cols.get(), *dybuf = sc.buf.get(), *wp = sc.third.get();
+      permuteShiftWeights(cd, w, wp);
       // A worker owns whole images, so its scatter never meets another's.
       forWorkers(cd, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
-        T *zb = z->data() + wk * zSize, *db = dybuf->data() + wk * dybufSize;
+        T *zb = z + wk * zSize, *db = dybuf + wk * dybufSize;
         int64_t i0 = c0 * cd.chunk, i1 = std::min(cd.n, c1 * cd.chunk);
         std::fill(dx + i0 * cd.c * inSize, dx + i1 * cd.c * inSize, T(0));
         forUnits(cd, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
@@ -870,22 +806,21 @@ KernelFn convGradInputKernel(KernelArgs &args, const ConvDims &cd) {
           }
           std::fill(zb, zb + u.P * kk * u.ZP, T(0));
           for (int64_t kh = 0; kh < KH; ++kh)
-            gemmSafe<T>(threads, true, false, kk, u.N, cd.m, wp->data() + kh * cd.m * kk, kk, dyu,
+            gemmSafe<T>(threads, true, false, kk, u.N, cd.m, wp + kh * cd.m * kk, kk, dyu,
                         ldd, T(1), zb + shiftTapOffset(g, u, kk, kh), u.ZP);
           scatterShiftZ(g, u, zb, cd.c, dx + n0 * cd.c * inSize, cd.c * inSize, threads);
         });
       });
     };
   }
-  const int64_t colsSize = cd.kc * cd.maxCols;
-  const int64_t dybufSize = cd.chunk > 1 ? cd.mg * cd.maxCols : 0;
-  auto cols = std::make_shared<std::vector<T>>(cd.workers() * colsSize);
-  auto dybuf = std::make_shared<std::vector<T>>(cd.workers() * dybufSize);
+  ConvScratch<T> sc = takeConvScratch<T>(args, cd, ConvKind::GradInput);
+  const int64_t colsSize = sc.colsSize, dybufSize = sc.bufSize;
   return [=]() {
     const int64_t outL = g.out[g.nd - 1];
+    T *cols = sc.cols.get(), *dybuf = sc.buf.get();
     // A worker owns whole images, so its col2im never meets another's.
     forWorkers(cd, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
-      T *cb = cols->data() + wk * colsSize, *db = dybuf->data() + wk * dybufSize;
+      T *cb = cols + wk * colsSize, *db = dybuf + wk * dybufSize;
       int64_t i0 = c0 * cd.chunk, i1 = std::min(cd.n, c1 * cd.chunk);
       std::fill(dx + i0 * cd.c * inSize, dx + i1 * cd.c * inSize, T(0));
       forUnits(cd, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
@@ -965,24 +900,19 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
   // GEMM shape is markedly faster in BLAS than dy [M, P] times cols^T) into
   // its own scratch; the end transposes and sums them in worker order.
   // Threads split the images unless their partial sums would take more
-  // than 64 MiB.
-  ConvDims cdw = cd;
+  // than 64 MiB (tileConv).
+  const ConvDims &cdw = cd;
   const int64_t dwSize = cd.m * cd.kc;
-  if (cdw.perThread() &&
-      cdw.threads * dwSize * (int64_t)sizeof(T) > (int64_t(64) << 20))
-    cdw.splitImages = false;
   if (cd.shift) {
     const int64_t KH = g.k[0], KW = g.k[1], kk = cd.c * KW, OW = g.out[1];
-    const int64_t zSize = shiftParities(g) * kk * (cd.maxCols + shiftRowHalo(g) * OW);
-    const int64_t dybufSize = cd.chunk > 1 ? cd.m * cd.maxCols : 0;
-    auto z = std::make_shared<std::vector<T>>(cdw.workers() * zSize);
-    auto dybuf = std::make_shared<std::vector<T>>(cdw.workers() * dybufSize);
-    auto partial = std::make_shared<std::vector<T>>(cdw.workers() * dwSize);
+    ConvScratch<T> sc = takeConvScratch<T>(args, cd, ConvKind::GradFilter);
+    const int64_t zSize = sc.colsSize, dybufSize = sc.bufSize;
     int threadsAll = threads;
     return [=]() {
+      T *z = sc.cols.get(), *dybuf = sc.buf.get(), *partial = sc.third.get();
       forWorkers(cdw, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
-        T *zb = z->data() + wk * zSize, *db = dybuf->data() + wk * dybufSize;
-        T *sk = partial->data() + wk * dwSize; // [KH][C * KW][M]
+        T *zb = z + wk * zSize, *db = dybuf + wk * dybufSize;
+        T *sk = partial + wk * dwSize; // [KH][C * KW][M]
         bool first = true;
         forUnits(cdw, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
           ShiftUnit u = shiftUnit(g, nb, q0, q1);
@@ -1004,7 +934,7 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
           std::fill(sk, sk + dwSize, T(0));
       });
       const int64_t workers = cdw.workers();
-      const T *pp = partial->data();
+      const T *pp = partial;
       parallelFor(threadsAll, cd.m, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(cd.kc, 1)),
                   [&](int64_t m0, int64_t m1) {
                     for (int64_t m = m0; m < m1; ++m)
@@ -1020,17 +950,15 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
                   });
     };
   }
-  const int64_t colsSize = cd.kc * cd.maxCols;
-  const int64_t dybufSize = cd.chunk > 1 ? cd.mg * cd.maxCols : 0;
-  auto cols = std::make_shared<std::vector<T>>(cdw.workers() * colsSize);
-  auto dybuf = std::make_shared<std::vector<T>>(cdw.workers() * dybufSize);
-  auto partial = std::make_shared<std::vector<T>>(cdw.workers() * dwSize);
+  ConvScratch<T> sc = takeConvScratch<T>(args, cd, ConvKind::GradFilter);
+  const int64_t colsSize = sc.colsSize, dybufSize = sc.bufSize;
   int threadsAll = threads;
   return [=]() {
     const int64_t outL = g.out[g.nd - 1];
+    T *cols = sc.cols.get(), *dybuf = sc.buf.get(), *partial = sc.third.get();
     forWorkers(cdw, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
-      T *cb = cols->data() + wk * colsSize, *db = dybuf->data() + wk * dybufSize;
-      T *dwk = partial->data() + wk * dwSize; // [group][K][M/group]
+      T *cb = cols + wk * colsSize, *db = dybuf + wk * dybufSize;
+      T *dwk = partial + wk * dwSize; // [group][K][M/group]
       bool first = true;
       forUnits(cdw, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
         int64_t ncols = nb * (q1 - q0) * outL;
@@ -1053,7 +981,7 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
         std::fill(dwk, dwk + dwSize, T(0));
     });
     const int64_t workers = cdw.workers(), kc = cd.kc, mg = cd.mg;
-    const T *pp = partial->data();
+    const T *pp = partial;
     parallelFor(threadsAll, cd.m, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(kc, 1)),
                 [&](int64_t m0, int64_t m1) {
                   for (int64_t m = m0; m < m1; ++m) {
@@ -1204,17 +1132,19 @@ KernelFn maxPoolGradTyped(KernelArgs &args, const PoolDims &pd) {
   const int64_t planes = pd.planes, sL = g.s[g.nd - 1];
   auto taps = std::make_shared<Taps>(makeTaps(g));
   // Per-chunk scratch: each output's running max and its argmax.
-  auto best = std::make_shared<std::vector<T>>(threads * g.outSize);
-  auto arg = std::make_shared<std::vector<I>>(threads * g.outSize);
+  ScratchSpan<T> best = args.scratch<T>(maxPoolGradScratch(g, threads));
+  ScratchSpan<I> arg = args.scratch<I>(maxPoolGradScratch(g, threads));
   return [=]() {
     const Taps &tp = *taps;
+    T *bestAll = best.get();
+    I *argAll = arg.get();
     int64_t chunks = std::min<int64_t>(
         threads, std::max<int64_t>(1, planes / poolGrain(g)));
     chunks = std::max<int64_t>(1, std::min(chunks, planes));
     parallelFor(threads, chunks, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
-        T *bv = best->data() + c * g.outSize;
-        I *ba = arg->data() + c * g.outSize;
+        T *bv = bestAll + c * g.outSize;
+        I *ba = argAll + c * g.outSize;
         for (int64_t p = planes * c / chunks; p < planes * (c + 1) / chunks; ++p) {
           const T *xp = x + p * g.inSize, *dyp = dy + p * g.outSize;
           T *dxp = dx + p * g.inSize;

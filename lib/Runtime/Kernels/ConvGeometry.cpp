@@ -26,30 +26,16 @@ void checkSameDType(const KernelArgs &args, const TensorView &a,
               nameOf(b.dtype));
 }
 
-int64_t windowOut(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
-                  int64_t d, bool ceilMode) {
-  int64_t eff = d * (k - 1) + 1;
-  int64_t span = in + pb + pe - eff;
-  if (span < 0)
-    return 0;
-  int64_t out = (ceilMode ? (span + s - 1) / s : span / s) + 1;
-  if (ceilMode && (out - 1) * s >= in + pb)
-    --out;
-  return out;
-}
-
 Geo makeGeo(const KernelArgs &args, const std::vector<int64_t> &xShape,
             const std::vector<int64_t> &kernel, bool hasDilations,
             bool ceilMode, const std::vector<int64_t> &yShape,
             int64_t channels, const char *yWhat) {
-  Geo g;
   int64_t nd = (int64_t)xShape.size() - 2;
   if (nd < 1)
     args.fail("expected a tensor [N, C, spatial...], got " + shapeStr(xShape));
   if (nd > kMaxSpatial)
     args.fail("at most " + std::to_string(kMaxSpatial) +
               " spatial dimensions are supported, got " + std::to_string(nd));
-  g.nd = (int)nd;
   std::vector<int64_t> strides = args.i64s("strides");
   std::vector<int64_t> pads = args.i64s("pads");
   std::vector<int64_t> dil = hasDilations ? args.i64s("dilations")
@@ -86,16 +72,9 @@ Geo makeGeo(const KernelArgs &args, const std::vector<int64_t> &xShape,
   for (int64_t d : xShape)
     if (d < 0)
       args.fail("negative dimension in " + shapeStr(xShape));
+  Geo g = windowGeo(xShape, kernel, strides, pads, dil, ceilMode);
   std::vector<int64_t> expected{xShape[0], channels};
   for (int64_t i = 0; i < nd; ++i) {
-    g.in[i] = xShape[2 + i];
-    g.k[i] = kernel[i];
-    g.s[i] = strides[i];
-    g.d[i] = dil[i];
-    g.pb[i] = pads[i];
-    g.pe[i] = pads[nd + i];
-    g.out[i] = windowOut(g.in[i], g.k[i], g.s[i], g.pb[i], g.pe[i], g.d[i],
-                         ceilMode);
     if (g.out[i] < 1)
       args.fail("window of size " + std::to_string(kernel[i]) +
                 " (dilation " + std::to_string(dil[i]) +
@@ -107,20 +86,6 @@ Geo makeGeo(const KernelArgs &args, const std::vector<int64_t> &xShape,
   if (yShape != expected)
     args.fail(std::string(yWhat) + " must have shape " + shapeStr(expected) +
               ", got " + shapeStr(yShape));
-  for (int i = nd - 1; i >= 0; --i) {
-    g.inStride[i] = g.inSize;
-    g.kStride[i] = g.kSize;
-    g.outStride[i] = g.outSize;
-    g.inSize *= g.in[i];
-    g.kSize *= g.k[i];
-    g.outSize *= g.out[i];
-    if (i < nd - 1)
-      g.outOuter *= g.out[i];
-  }
-  g.pointwise = true;
-  for (int i = 0; i < nd; ++i)
-    if (g.k[i] != 1 || g.s[i] != 1 || g.pb[i] != 0 || g.pe[i] != 0)
-      g.pointwise = false;
   return g;
 }
 

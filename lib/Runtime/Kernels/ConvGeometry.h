@@ -3,48 +3,21 @@
 // What the CPU and CUDA convolution and pooling kernels read from their
 // attributes and shapes, with the same checks and messages: the window
 // geometry (strides, pads, dilations, output sizes, row-major strides) and
-// the channel split of a grouped convolution. Plain data, passed to CUDA
-// kernels by value.
+// the channel split of a grouped convolution (ConvTiling.h's plain data,
+// passed to CUDA kernels by value).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef PARALLAX_RUNTIME_KERNELS_CONVGEOMETRY_H
 #define PARALLAX_RUNTIME_KERNELS_CONVGEOMETRY_H
 
+#include "parallax/Runtime/ConvTiling.h"
 #include "parallax/Runtime/Kernel.h"
 
 #include <cstdint>
 #include <vector>
 
 namespace parallax::rt::conv {
-
-constexpr int kMaxSpatial = 8;
-
-/// f32 or f64 (f16/bf16 named as unsupported), else KernelError.
-void checkFloat(const KernelArgs &args, const TensorView &t, const char *what);
-/// `b` has `a`'s element type, else KernelError.
-void checkSameDType(const KernelArgs &args, const TensorView &a, const TensorView &b,
-                    const char *what);
-
-/// ONNX / PyTorch output size of one spatial dimension (as the px shape
-/// rule): a ceil_mode window that would start in the end padding is dropped.
-int64_t windowOut(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d,
-                  bool ceilMode);
-
-/// The window geometry of one kernel, in elements.
-struct Geo {
-  int nd = 0;
-  int64_t in[kMaxSpatial] = {}, out[kMaxSpatial] = {}, k[kMaxSpatial] = {},
-          s[kMaxSpatial] = {}, d[kMaxSpatial] = {}, pb[kMaxSpatial] = {},
-          pe[kMaxSpatial] = {};
-  int64_t inStride[kMaxSpatial] = {}, kStride[kMaxSpatial] = {},
-          outStride[kMaxSpatial] = {};
-  int64_t inSize = 1, outSize = 1, kSize = 1;
-  /// Product of all output dims but the last (output "rows").
-  int64_t outOuter = 1;
-  /// 1x1 kernel, stride 1, no padding: im2col is the identity.
-  bool pointwise = false;
-};
 
 /// Reads and checks strides/pads/dilations (dilations all 1 when
 /// `hasDilations` is false) for a window of `kernel` over the spatial dims of
@@ -53,19 +26,9 @@ Geo makeGeo(const KernelArgs &args, const std::vector<int64_t> &xShape,
             const std::vector<int64_t> &kernel, bool hasDilations, bool ceilMode,
             const std::vector<int64_t> &yShape, int64_t channels, const char *yWhat);
 
-/// The shapes of conv and its gradients: x [N, C, in...], w [M, C/group,
-/// k...], y [N, M, out...].
-struct ConvShapes {
-  Geo g;
-  int64_t n = 0, c = 0, m = 0, group = 1, cg = 0, mg = 0, kc = 0;
-};
 ConvShapes makeConvShapes(const KernelArgs &args, const std::vector<int64_t> &x,
                           const std::vector<int64_t> &w, const std::vector<int64_t> &y,
                           const char *yWhat);
-
-/// The three convolution kernels: conv (x, w[, b] -> y), conv_grad_input
-/// (dy, w -> dx) and conv_grad_filter (x, dy -> dw).
-enum class ConvKind { Forward, GradInput, GradFilter };
 
 /// Checks the element types of a convolution kernel's tensors (all those of
 /// its first operand, f32 or f64) and conv's bias, and reads its shapes.

@@ -3,7 +3,11 @@
 // loops over doubles, the adjoint identities and finite differences.
 #include "KernelTestCases.h"
 
+#include "parallax/Runtime/KernelMemory.h"
+
 #include <cmath>
+#include <cstring>
+#include <memory>
 #include <functional>
 #include <limits>
 
@@ -311,6 +315,93 @@ TEST(ConvKernels, RepeatedRunsGiveSameResult) {
   fn();
   EXPECT_EQ(dx.values(), first);
   expectNear(first, refConvGradInput(c, r.dy.values(), r.w.values()), 1e-5, 1e-5);
+}
+
+TEST(ConvKernels, ShareAWorkspaceOfThePredictedSize) {
+  // Every convolution kernel of convCases (and a max-pool gradient), bound
+  // on one environment, takes its scratch from one workspace: the size the
+  // plan's memory estimate predicts for the same kernels (workspaceBytes),
+  // whose contents are garbage (NaN bytes) whenever a kernel starts.
+  for (int threads : {1, 3}) {
+    ExecEnv env = withThreads(threads);
+    env.step = 1;
+    Plan plan;
+    struct Bound {
+      std::function<void()> fn;
+      TestTensor *out;
+      std::vector<double> ref;
+      std::string what;
+    };
+    std::vector<ConvCase> cases = convCases();
+    std::vector<ConvRun> runs;
+    std::vector<std::unique_ptr<TestTensor>> outs;
+    std::vector<PlanKernel> kernels;
+    std::vector<Bound> bound;
+    runs.reserve(cases.size());
+    kernels.reserve(4 * cases.size() + 1);
+    auto addTensor = [&](const TestTensor &t) {
+      PlanTensor pt;
+      pt.dtype = t.dtype;
+      pt.shape = t.shape;
+      plan.tensors.push_back(pt);
+      return (int32_t)plan.tensors.size() - 1;
+    };
+    auto bind = [&](const std::string &op, nlohmann::json attrs,
+                    std::vector<TestTensor *> ins, TestTensor *out,
+                    std::vector<double> ref, std::string what) {
+      PlanKernel k;
+      k.op = op;
+      k.attrs = std::move(attrs);
+      std::vector<TensorView> views;
+      for (TestTensor *t : ins) {
+        views.push_back(t->view());
+        k.inputs.push_back(addTensor(*t));
+      }
+      k.outputs.push_back(addTensor(*out));
+      plan.kernels.push_back(k);
+      kernels.push_back(k);
+      KernelArgs args(kernels.back(), views, {out->view()}, env);
+      bound.push_back({(*KernelRegistry::global().find(op))(args), out, std::move(ref),
+                       std::move(what)});
+    };
+    for (size_t i = 0; i < cases.size(); ++i) {
+      ConvCase c = cases[i];
+      c.bias = false;
+      runs.push_back(makeInputs(c, DType::F32, 40 + i));
+      ConvRun &r = runs.back();
+      outs.push_back(std::make_unique<TestTensor>(DType::F32, c.y()));
+      bind("conv", c.attrs(), {&r.x, &r.w}, outs.back().get(),
+           refConv(c, r.x.values(), r.w.values(), {}), "conv " + describe(c, DType::F32));
+      outs.push_back(std::make_unique<TestTensor>(DType::F32, c.x));
+      bind("conv_grad_input", c.attrs(), {&r.dy, &r.w}, outs.back().get(),
+           refConvGradInput(c, r.dy.values(), r.w.values()),
+           "conv_grad_input " + describe(c, DType::F32));
+      outs.push_back(std::make_unique<TestTensor>(DType::F32, c.w));
+      bind("conv_grad_filter", c.attrs(), {&r.x, &r.dy}, outs.back().get(),
+           refConvGradFilter(c, r.x.values(), r.dy.values()),
+           "conv_grad_filter " + describe(c, DType::F32));
+    }
+    PoolCase pc{{2, 3, 9, 8}, {3, 2}, {2, 2}, {1, 0, 1, 1}, {}, false, false};
+    TestTensor px(DType::F32, pc.x, randomValues(prod(pc.x), 7));
+    TestTensor py(DType::F32, pc.y());
+    runKernel("max_pool", {&px}, {&py}, pc.attrs(true));
+    TestTensor pdy(DType::F32, pc.y(), randomValues(prod(pc.y()), 8));
+    TestTensor pdx(DType::F32, pc.x);
+    runKernel("max_pool_grad", {&px, &pdy}, {&pdx}, pc.attrs(true));
+    std::vector<double> poolRef = pdx.values();
+    TestTensor pdx2(DType::F32, pc.x);
+    bind("max_pool_grad", pc.attrs(true), {&px, &pdy}, &pdx2, poolRef, "max_pool_grad");
+
+    ASSERT_TRUE(env.workspace);
+    EXPECT_EQ(env.workspace->bytes(), workspaceBytes(plan, threads)) << threads << " threads";
+    EXPECT_GT(env.workspace->bytes(), 0);
+    for (Bound &b : bound) {
+      std::memset(env.workspace->base(), 0xff, env.workspace->bytes());
+      b.fn();
+      expectNear(b.out->values(), b.ref, 1e-4, 1e-4, b.what + " on " +
+                 std::to_string(threads) + " threads");
+    }
+  }
 }
 
 TEST(ConvKernels, Errors) {

@@ -1,0 +1,42 @@
+//===- KernelMemory.h - memory the CPU kernels take besides tensors -*- C++ -*-===//
+//
+// What a session's kernels hold beyond the plan's tensors, as the compiler
+// predicts it (PlanEmitter's memory estimate) and the runtime allocates it:
+// the shared workspace of their scratch, and what the libraries under them
+// keep once they run.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_RUNTIME_KERNELMEMORY_H
+#define PARALLAX_RUNTIME_KERNELMEMORY_H
+
+#include <cstdint>
+
+namespace parallax::rt {
+
+struct Plan;
+
+/// Below this m*n*k an f32 product runs on OpenBLAS's small-matrix kernels,
+/// from it on oneDNN's (lib/Runtime/Kernels/Blas.cpp).
+constexpr int64_t kOnednnMinWork = 64 * 64 * 64;
+
+/// What oneDNN holds once it has run a product: its generated kernels and
+/// its packing buffers (measured with --metrics' memory_bytes, oneDNN
+/// against OpenBLAS on the same plans: 3.8 MiB for the GRU example, 5.0 for
+/// NMT, 6.8 for the LM with its 10k-word softmax product).
+constexpr int64_t kOnednnBytes = int64_t(4) << 20;
+
+/// The workspace the CPU kernels of `plan` take at `threads` threads per
+/// rank: the largest scratch of one kernel (ConvTiling.h), the size a
+/// session allocates.
+int64_t workspaceBytes(const Plan &plan, int threads);
+
+/// What the libraries under `plan`'s CPU kernels keep at `threads` threads
+/// per rank: kOnednnBytes when one of its products runs on oneDNN (an f32
+/// matmul or gemm whose largest per-thread piece has m*n*k >=
+/// kOnednnMinWork, or a recurrent layer), else 0.
+int64_t libraryBytes(const Plan &plan, int threads);
+
+} // namespace parallax::rt
+
+#endif // PARALLAX_RUNTIME_KERNELMEMORY_H

@@ -1,0 +1,103 @@
+//===- KernelMemory.cpp - memory the CPU kernels take besides tensors -----===//
+
+#include "parallax/Runtime/KernelMemory.h"
+#include "parallax/Runtime/ConvTiling.h"
+#include "parallax/Runtime/Plan.h"
+
+#include <algorithm>
+#include <climits>
+
+namespace parallax::rt {
+
+int64_t workspaceBytes(const Plan &plan, int threads) {
+  using namespace conv;
+  int64_t largest = 0;
+  for (const PlanKernel &k : plan.kernels) {
+    auto shapeOf = [&](const std::vector<int32_t> &ids, size_t i) -> const PlanTensor * {
+      return i < ids.size() && ids[i] >= 0 && ids[i] < (int32_t)plan.tensors.size()
+                 ? &plan.tensors[ids[i]]
+                 : nullptr;
+    };
+    auto ints = [&](const char *name, std::vector<int64_t> dflt) {
+      auto it = k.attrs.find(name);
+      return it != k.attrs.end() && it->is_array() ? it->get<std::vector<int64_t>>() : dflt;
+    };
+    int64_t bytes = 0;
+    if (k.op == "conv" || k.op == "conv_grad_input" || k.op == "conv_grad_filter") {
+      ConvKind kind = k.op == "conv"              ? ConvKind::Forward
+                      : k.op == "conv_grad_input" ? ConvKind::GradInput
+                                                  : ConvKind::GradFilter;
+      // x [N, C, in...] and w [M, C/group, k...] of each kernel's operands.
+      const PlanTensor *x = kind == ConvKind::GradInput ? shapeOf(k.outputs, 0) : shapeOf(k.inputs, 0);
+      const PlanTensor *w = kind == ConvKind::GradFilter ? shapeOf(k.outputs, 0) : shapeOf(k.inputs, 1);
+      if (!x || !w || x->shape.size() < 3 || w->shape.size() != x->shape.size())
+        continue;
+      size_t nd = x->shape.size() - 2;
+      ConvShapes shapes = convShapes(x->shape, w->shape, k.attrs.value("group", int64_t(1)),
+                                     ints("strides", std::vector<int64_t>(nd, 1)),
+                                     ints("pads", std::vector<int64_t>(2 * nd, 0)),
+                                     ints("dilations", std::vector<int64_t>(nd, 1)));
+      int64_t elem = (int64_t)sizeOf(x->dtype);
+      bytes = scratchBytes(convScratch(tileConv(shapes, kind, elem, threads), kind), elem);
+    } else if (k.op == "max_pool_grad") {
+      const PlanTensor *x = shapeOf(k.inputs, 0);
+      if (!x || x->shape.size() < 3)
+        continue;
+      size_t nd = x->shape.size() - 2;
+      Geo g = windowGeo(x->shape, ints("kernel_shape", std::vector<int64_t>(nd, 1)),
+                        ints("strides", std::vector<int64_t>(nd, 1)),
+                        ints("pads", std::vector<int64_t>(2 * nd, 0)),
+                        ints("dilations", std::vector<int64_t>(nd, 1)),
+                        k.attrs.value("ceil_mode", false));
+      int64_t n = maxPoolGradScratch(g, threads);
+      // The positions are 32-bit unless a plane is too large (Conv.cpp).
+      int64_t index = g.inSize <= INT32_MAX ? 4 : 8;
+      bytes = scratchOffset(n * (int64_t)sizeOf(x->dtype)) + n * index;
+    }
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+int64_t libraryBytes(const Plan &plan, int threads) {
+#ifdef PARALLAX_HAVE_DNNL
+  if (plan.target != "cpu")
+    return 0;
+  for (const PlanKernel &k : plan.kernels) {
+    auto tensor = [&](const std::vector<int32_t> &ids, size_t i) -> const PlanTensor * {
+      return i < ids.size() && ids[i] >= 0 && ids[i] < (int32_t)plan.tensors.size()
+                 ? &plan.tensors[ids[i]]
+                 : nullptr;
+    };
+    const PlanTensor *a = tensor(k.inputs, 0), *y = tensor(k.outputs, 0);
+    if (!a || !y || a->dtype != DType::F32)
+      continue;
+    if (k.op == "lstm" || k.op == "gru" || k.op == "rnn" || k.op == "lstm_grad" ||
+        k.op == "gru_grad" || k.op == "rnn_grad")
+      return kOnednnBytes;
+    if ((k.op == "matmul" || k.op == "gemm") && a->shape.size() >= 2 && y->shape.size() >= 2) {
+      // y [..., m, n] = a [..., m, k] b [..., k, n] (gemm: a transposed
+      // with trans_a).
+      bool transA = k.op == "gemm" && k.attrs.value("trans_a", false);
+      int64_t depth = transA ? a->shape[a->shape.size() - 2] : a->shape.back();
+      int64_t m = y->shape[y->shape.size() - 2], n = y->shape.back();
+      // Blas.cpp's gemmImpl: from OpenBLAS's threading threshold (the same
+      // m*n*k) on, a product is cut over the threads, by 16-column blocks
+      // when n >= m, else by rows, and each piece picks its library.
+      if (threads > 1 && (double)m * n * depth >= (double)kOnednnMinWork) {
+        if (n >= m)
+          n = std::min(n, ((n + 15) / 16 + threads - 1) / threads * 16);
+        else
+          m = (m + threads - 1) / threads;
+      }
+      if ((double)m * n * depth >= (double)kOnednnMinWork)
+        return kOnednnBytes;
+    }
+  }
+#endif
+  (void)plan;
+  (void)threads;
+  return 0;
+}
+
+} // namespace parallax::rt
