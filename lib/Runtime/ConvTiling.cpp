@@ -6,6 +6,11 @@
 
 namespace parallax::rt::conv {
 
+namespace {
+
+/// ONNX / PyTorch output size of one spatial dimension (as the px shape
+/// rule, PxShapes.cpp's windowOutputSize): a ceil_mode window that would
+/// start in the end padding is dropped.
 int64_t windowOut(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
                   int64_t d, bool ceilMode) {
   int64_t eff = d * (k - 1) + 1;
@@ -17,6 +22,8 @@ int64_t windowOut(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
     --out;
   return out;
 }
+
+} // namespace
 
 Geo windowGeo(const std::vector<int64_t> &xShape, const std::vector<int64_t> &kernel,
               const std::vector<int64_t> &strides, const std::vector<int64_t> &pads,

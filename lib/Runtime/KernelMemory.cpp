@@ -5,19 +5,24 @@
 #include "parallax/Runtime/Plan.h"
 
 #include <algorithm>
-#include <climits>
 
 namespace parallax::rt {
+
+namespace {
+
+/// The plan tensor of `ids[i]`; null for an absent operand.
+const PlanTensor *tensorOf(const Plan &plan, const std::vector<int32_t> &ids, size_t i) {
+  return i < ids.size() && ids[i] >= 0 && ids[i] < (int32_t)plan.tensors.size()
+             ? &plan.tensors[ids[i]]
+             : nullptr;
+}
+
+} // namespace
 
 int64_t workspaceBytes(const Plan &plan, int threads) {
   using namespace conv;
   int64_t largest = 0;
   for (const PlanKernel &k : plan.kernels) {
-    auto shapeOf = [&](const std::vector<int32_t> &ids, size_t i) -> const PlanTensor * {
-      return i < ids.size() && ids[i] >= 0 && ids[i] < (int32_t)plan.tensors.size()
-                 ? &plan.tensors[ids[i]]
-                 : nullptr;
-    };
     auto ints = [&](const char *name, std::vector<int64_t> dflt) {
       auto it = k.attrs.find(name);
       return it != k.attrs.end() && it->is_array() ? it->get<std::vector<int64_t>>() : dflt;
@@ -28,8 +33,8 @@ int64_t workspaceBytes(const Plan &plan, int threads) {
                       : k.op == "conv_grad_input" ? ConvKind::GradInput
                                                   : ConvKind::GradFilter;
       // x [N, C, in...] and w [M, C/group, k...] of each kernel's operands.
-      const PlanTensor *x = kind == ConvKind::GradInput ? shapeOf(k.outputs, 0) : shapeOf(k.inputs, 0);
-      const PlanTensor *w = kind == ConvKind::GradFilter ? shapeOf(k.outputs, 0) : shapeOf(k.inputs, 1);
+      const PlanTensor *x = kind == ConvKind::GradInput ? tensorOf(plan, k.outputs, 0) : tensorOf(plan, k.inputs, 0);
+      const PlanTensor *w = kind == ConvKind::GradFilter ? tensorOf(plan, k.outputs, 0) : tensorOf(plan, k.inputs, 1);
       if (!x || !w || x->shape.size() < 3 || w->shape.size() != x->shape.size())
         continue;
       size_t nd = x->shape.size() - 2;
@@ -40,7 +45,7 @@ int64_t workspaceBytes(const Plan &plan, int threads) {
       int64_t elem = (int64_t)sizeOf(x->dtype);
       bytes = scratchBytes(convScratch(tileConv(shapes, kind, elem, threads), kind), elem);
     } else if (k.op == "max_pool_grad") {
-      const PlanTensor *x = shapeOf(k.inputs, 0);
+      const PlanTensor *x = tensorOf(plan, k.inputs, 0);
       if (!x || x->shape.size() < 3)
         continue;
       size_t nd = x->shape.size() - 2;
@@ -50,9 +55,7 @@ int64_t workspaceBytes(const Plan &plan, int threads) {
                         ints("dilations", std::vector<int64_t>(nd, 1)),
                         k.attrs.value("ceil_mode", false));
       int64_t n = maxPoolGradScratch(g, threads);
-      // The positions are 32-bit unless a plane is too large (Conv.cpp).
-      int64_t index = g.inSize <= INT32_MAX ? 4 : 8;
-      bytes = scratchOffset(n * (int64_t)sizeOf(x->dtype)) + n * index;
+      bytes = scratchOffset(n * (int64_t)sizeOf(x->dtype)) + n * maxPoolGradIndexBytes(g);
     }
     largest = std::max(largest, bytes);
   }
@@ -64,12 +67,7 @@ int64_t libraryBytes(const Plan &plan, int threads) {
   if (plan.target != "cpu")
     return 0;
   for (const PlanKernel &k : plan.kernels) {
-    auto tensor = [&](const std::vector<int32_t> &ids, size_t i) -> const PlanTensor * {
-      return i < ids.size() && ids[i] >= 0 && ids[i] < (int32_t)plan.tensors.size()
-                 ? &plan.tensors[ids[i]]
-                 : nullptr;
-    };
-    const PlanTensor *a = tensor(k.inputs, 0), *y = tensor(k.outputs, 0);
+    const PlanTensor *a = tensorOf(plan, k.inputs, 0), *y = tensorOf(plan, k.outputs, 0);
     if (!a || !y || a->dtype != DType::F32)
       continue;
     if (k.op == "lstm" || k.op == "gru" || k.op == "rnn" || k.op == "lstm_grad" ||

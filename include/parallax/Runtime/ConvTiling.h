@@ -12,17 +12,13 @@
 #ifndef PARALLAX_RUNTIME_CONVTILING_H
 #define PARALLAX_RUNTIME_CONVTILING_H
 
+#include <climits>
 #include <cstdint>
 #include <vector>
 
 namespace parallax::rt::conv {
 
 constexpr int kMaxSpatial = 8;
-
-/// ONNX / PyTorch output size of one spatial dimension (as the px shape
-/// rule): a ceil_mode window that would start in the end padding is dropped.
-int64_t windowOut(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d,
-                  bool ceilMode);
 
 /// The window geometry of one kernel, in elements.
 struct Geo {
@@ -116,6 +112,11 @@ std::vector<int64_t> convScratch(const ConvDims &cd, ConvKind kind);
 /// type: each worker's running maxima and their positions.
 inline int64_t maxPoolGradScratch(const Geo &g, int threads) {
   return (int64_t)(threads > 1 ? threads : 1) * g.outSize;
+}
+/// The bytes of max_pool_grad's positions: 4 (4 lanes per SSE register)
+/// unless a plane is too large for 32 bits.
+inline int64_t maxPoolGradIndexBytes(const Geo &g) {
+  return g.inSize <= INT32_MAX ? 4 : 8;
 }
 
 /// Bytes of the workspace pieces `sizes` of `elemBytes` each, placed as

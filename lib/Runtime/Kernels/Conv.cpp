@@ -901,7 +901,6 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
   // its own scratch; the end transposes and sums them in worker order.
   // Threads split the images unless their partial sums would take more
   // than 64 MiB (tileConv).
-  const ConvDims &cdw = cd;
   const int64_t dwSize = cd.m * cd.kc;
   if (cd.shift) {
     const int64_t KH = g.k[0], KW = g.k[1], kk = cd.c * KW, OW = g.out[1];
@@ -910,11 +909,11 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
     int threadsAll = threads;
     return [=]() {
       T *z = sc.cols.get(), *dybuf = sc.buf.get(), *partial = sc.third.get();
-      forWorkers(cdw, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
+      forWorkers(cd, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
         T *zb = z + wk * zSize, *db = dybuf + wk * dybufSize;
         T *sk = partial + wk * dwSize; // [KH][C * KW][M]
         bool first = true;
-        forUnits(cdw, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
+        forUnits(cd, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
           ShiftUnit u = shiftUnit(g, nb, q0, q1);
           buildShiftZ(g, u, x + n0 * cd.c * inSize, cd.c * inSize, cd.c, zb, threads);
           const T *dyu = dy + n0 * cd.m * outSize + q0 * OW;
@@ -933,7 +932,7 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
         if (first) // no images
           std::fill(sk, sk + dwSize, T(0));
       });
-      const int64_t workers = cdw.workers();
+      const int64_t workers = cd.workers();
       const T *pp = partial;
       parallelFor(threadsAll, cd.m, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(cd.kc, 1)),
                   [&](int64_t m0, int64_t m1) {
@@ -956,11 +955,11 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
   return [=]() {
     const int64_t outL = g.out[g.nd - 1];
     T *cols = sc.cols.get(), *dybuf = sc.buf.get(), *partial = sc.third.get();
-    forWorkers(cdw, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
+    forWorkers(cd, [&](int64_t wk, int64_t c0, int64_t c1, int threads) {
       T *cb = cols + wk * colsSize, *db = dybuf + wk * dybufSize;
       T *dwk = partial + wk * dwSize; // [group][K][M/group]
       bool first = true;
-      forUnits(cdw, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
+      forUnits(cd, c0, c1, [&](int64_t n0, int64_t nb, int64_t q0, int64_t q1) {
         int64_t ncols = nb * (q1 - q0) * outL;
         for (int64_t gi = 0; gi < cd.group; ++gi) {
           im2col(g, x + (n0 * cd.c + gi * cd.cg) * inSize, cd.c * inSize, nb,
@@ -980,7 +979,7 @@ KernelFn convGradFilterKernel(KernelArgs &args, const ConvDims &cd) {
       if (first) // no images
         std::fill(dwk, dwk + dwSize, T(0));
     });
-    const int64_t workers = cdw.workers(), kc = cd.kc, mg = cd.mg;
+    const int64_t workers = cd.workers(), kc = cd.kc, mg = cd.mg;
     const T *pp = partial;
     parallelFor(threadsAll, cd.m, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(kc, 1)),
                 [&](int64_t m0, int64_t m1) {
@@ -1166,9 +1165,7 @@ KernelFn maxPoolGradTyped(KernelArgs &args, const PoolDims &pd) {
 
 template <typename T>
 KernelFn maxPoolGradKernel(KernelArgs &args, const PoolDims &pd) {
-  // Positions within a plane fit 32 bits (4 lanes per SSE register) unless
-  // the plane is huge.
-  if (pd.g.inSize <= std::numeric_limits<int32_t>::max())
+  if (maxPoolGradIndexBytes(pd.g) == 4)
     return maxPoolGradTyped<T, int32_t>(args, pd);
   return maxPoolGradTyped<T, int64_t>(args, pd);
 }
