@@ -5,6 +5,7 @@
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Runtime/CollectiveVolume.h"
 #include "parallax/Runtime/Grid.h"
+#include "parallax/Runtime/KernelRates.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -74,6 +75,29 @@ double flopsOf(Operation *op) {
         auto w = cast<RankedTensorType>(c.getDw().getType());
         return 2.0 * elems(c.getDy()) * (double)product(w.getShape().drop_front());
       })
+      // A recurrent layer: every step multiplies each sequence's input by W
+      // and its state by R (x is [T, B, I]); the gradient does it twice.
+      .Case<px::LstmOp, px::GruOp, px::RnnOp>([&](auto r) {
+        return 2.0 * (double)(dim(r.getX(), 0) * dim(r.getX(), 1)) *
+               (elems(r.getW()) + elems(r.getR()));
+      })
+      .Case<px::LstmGradOp, px::GruGradOp, px::RnnGradOp>([&](auto r) {
+        return 4.0 * (double)(dim(r.getX(), 0) * dim(r.getX(), 1)) *
+               (elems(r.getW()) + elems(r.getR()));
+      })
+      .Default([](Operation *) { return 0.0; });
+}
+
+/// A max pooling's window taps: its outputs (dy's elements for the
+/// gradient) times the window's elements.
+double windowTapsOf(Operation *op) {
+  auto taps = [](Value out, ArrayRef<int64_t> window) {
+    return (double)product(cast<RankedTensorType>(out.getType()).getShape()) *
+           (double)product(window);
+  };
+  return llvm::TypeSwitch<Operation *, double>(op)
+      .Case([&](px::MaxPoolOp m) { return taps(m.getY(), m.getKernelShape()); })
+      .Case([&](px::MaxPoolGradOp m) { return taps(m.getDy(), m.getKernelShape()); })
       .Default([](Operation *) { return 0.0; });
 }
 
@@ -185,6 +209,70 @@ int64_t bytesMovedBy(Operation *op, ArrayRef<int64_t> gridShape) {
   for (Value v : op->getResults())
     bytes += bytesOf(v.getType());
   return bytes;
+}
+
+/// What an op that is not a collective computes for, on one rank: its
+/// work at its kernel's calibrated rate where the profile has one
+/// (KernelRates.h), else its products' flops (`flops`) at the products' or
+/// the convolutions' rate, or the bytes it moves at the streaming rate;
+/// and the cost of a kernel call. 0 for an op that runs no kernel.
+double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape,
+                        const grid::Machine &m) {
+  double seconds = 0;
+  StringRef kind = op->getName().stripDialect();
+  auto rated = m.opRates.find(kind.str());
+  if (rated != m.opRates.end() && op->getDialect() &&
+      op->getDialect()->getNamespace() == "px") {
+    double work = 0;
+    switch (*rt::ratedWorkOf(rated->first)) {
+    case rt::KernelWork::Flops:
+      work = flops;
+      break;
+    case rt::KernelWork::WindowTaps:
+      work = windowTapsOf(op);
+      break;
+    case rt::KernelWork::Bytes:
+      work = (double)bytesMovedBy(op, gridShape);
+      break;
+    }
+    seconds = work / rated->second;
+  } else if (flops) {
+    bool conv = isa<px::ConvOp, px::ConvGradInputOp, px::ConvGradFilterOp>(op);
+    seconds = flops / (conv ? m.convFlopsPerSecond : m.flopsPerSecond);
+  } else if (int64_t moved = bytesMovedBy(op, gridShape)) {
+    seconds = (double)moved / m.streamBytesPerSecond;
+  }
+  return seconds ? seconds + m.kernelSeconds : 0;
+}
+
+/// The all-reduces a synchronized batch norm runs inside its kernel (the
+/// mean and the variance; the gradient those again and its two sums: what
+/// px-sync counts the bytes of), over the group its grid axes name.
+double syncBatchNormSeconds(Operation *op, ArrayRef<int64_t> gridShape, int64_t ranksPerMachine,
+                            const grid::Machine &m) {
+  auto sums = [&](auto bn, std::initializer_list<int64_t> doubles) {
+    if (!bn.getGrid())
+      return 0.0;
+    std::vector<int64_t> shape(gridShape.begin(), gridShape.end()), axes;
+    for (int16_t a : bn.getGridAxes())
+      axes.push_back(a);
+    int64_t g = rt::groupSize(shape, axes);
+    if (g <= 1)
+      return 0.0;
+    const grid::Link &link =
+        rt::groupsSpanMachines(shape, axes, (int)std::min<int64_t>(ranksPerMachine, 1 << 30))
+            ? m.inter
+            : m.intra;
+    int64_t channels = cast<RankedTensorType>(bn.getScale().getType()).getDimSize(0);
+    double seconds = 0;
+    for (int64_t perChannel : doubles)
+      seconds += grid::allReduceSeconds(g, 8.0 * (double)(perChannel * channels), link);
+    return seconds;
+  };
+  return llvm::TypeSwitch<Operation *, double>(op)
+      .Case([&](px::BatchNormOp bn) { return bn.getTraining() ? sums(bn, {1, 1}) : 0.0; })
+      .Case([&](px::BatchNormGradOp bn) { return sums(bn, {1, 1, 2}); })
+      .Default([](Operation *) { return 0.0; });
 }
 
 struct Collective {
@@ -382,10 +470,9 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
       rt::groupsSpanMachines(gridShape, batchAxes, (int)std::min<int64_t>(perMachine, 1 << 30))
           ? machine.inter
           : machine.intra;
-  if (auto bn = px::getAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(module)) {
+  // (Their time: syncBatchNormSeconds, per op.)
+  if (auto bn = px::getAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(module))
     p.other.syncBytes += bn.getInt();
-    p.other.syncSeconds += (double)bn.getInt() * batchLink.beta;
-  }
 
   llvm::DenseSet<Operation *> forward = forwardOps(func);
   // One layer per trainable variable, in step order.
@@ -439,18 +526,20 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
   };
 
   for (Operation &op : func.getBody().front()) {
-    if (double f = flopsOf(&op)) {
-      PredictedLayer &l = layerFor(&op);
-      l.flops += f;
-      bool conv = isa<px::ConvOp, px::ConvGradInputOp, px::ConvGradFilterOp>(op);
-      l.computeSeconds += f / (conv ? machine.convFlopsPerSecond : machine.flopsPerSecond);
-      continue;
-    }
     int64_t g = 1;
     auto c = collectiveOf(&op, gridShape, perMachine, machine, g);
     if (!c) {
-      if (int64_t moved = bytesMovedBy(&op, gridShape))
-        layerFor(&op).computeSeconds += (double)moved / machine.streamBytesPerSecond;
+      double f = flopsOf(&op);
+      if (double seconds = computeSecondsOf(&op, f, gridShape, machine)) {
+        PredictedLayer &l = layerFor(&op);
+        l.flops += f;
+        l.computeSeconds += seconds;
+        auto &k = p.byKernel[op.getName().stripDialect().str()];
+        ++k.calls;
+        k.seconds += seconds;
+      }
+      if (double seconds = syncBatchNormSeconds(&op, gridShape, perMachine, machine))
+        p.other.syncSeconds += seconds;
       continue;
     }
     // A gradient's synchronization is its variable's (px-sync counted it);
@@ -461,6 +550,19 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
           return s && layerOfName.count(s.getValue());
         }))
       continue;
+    // A collective kernel of the step copies its input into a send buffer
+    // and what it receives into its result (a gradient bucket is reduced
+    // in place): compute, at the streaming rate.
+    if (!names) {
+      double copies =
+          2.0 * (double)(bytesOf(op.getOperand(0).getType()) + bytesOf(op.getResult(0).getType())) /
+              machine.streamBytesPerSecond +
+          machine.kernelSeconds;
+      layerFor(&op).computeSeconds += copies;
+      auto &k = p.byKernel[op.getName().stripDialect().str()];
+      ++k.calls;
+      k.seconds += copies + c->seconds;
+    }
     PredictedCollective pc;
     pc.kind = c->kind;
     if (names)
@@ -519,6 +621,17 @@ void printStepPrediction(const StepPrediction &p, llvm::raw_ostream &os) {
      << llvm::format("comm %.3f ms + compute %.3f ms = %.3f ms", p.commSeconds() * 1e3,
                      p.computeSeconds() * 1e3, p.seconds() * 1e3)
      << "\n";
+  // Beside parallax-run --profile's table of the same name.
+  std::vector<std::pair<std::string, StepPrediction::KernelTime>> kernels(p.byKernel.begin(),
+                                                                          p.byKernel.end());
+  llvm::stable_sort(kernels, [](const auto &a, const auto &b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  os << "predicted kernel time by op (per rank and step; parallax-run --profile measures it):\n"
+     << llvm::format("  %-32s %10s %12s\n", "op", "calls/step", "ms/step");
+  for (const auto &[name, k] : kernels)
+    os << llvm::format("  %-32s %10lld %12.3f\n", name.c_str(), (long long)k.calls,
+                       k.seconds * 1e3);
 }
 
 } // namespace parallax

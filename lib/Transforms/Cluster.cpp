@@ -19,6 +19,7 @@
 #include "parallax/Transforms/Passes.h"
 #include "parallax/Transforms/Cluster.h"
 #include "parallax/Transforms/ClusterMachine.h"
+#include "parallax/Runtime/KernelRates.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -58,6 +59,11 @@ ClusterModel ClusterModel::fromModule(ModuleOp module) {
     get("flops_per_second", c.flopsPerSecond);
     get("conv_flops_per_second", c.convFlopsPerSecond);
     get("stream_bytes_per_second", c.streamBytesPerSecond);
+    get("kernel_seconds", c.kernelSeconds);
+    if (auto rates = d.getAs<DictionaryAttr>("op_rates"))
+      for (NamedAttribute r : rates)
+        if (auto f = dyn_cast<FloatAttr>(r.getValue()))
+          c.opRates[r.getName().str()] = f.getValueAsDouble();
   }
   return c;
 }
@@ -85,6 +91,14 @@ llvm::Expected<llvm::json::Value> readJson(StringRef path, StringRef what) {
                                    what.str().c_str(), path.str().c_str(),
                                    llvm::toString(json.takeError()).c_str());
   return std::move(*json);
+}
+
+/// The calibrated kernels' rates as px.cluster keeps them.
+DictionaryAttr opRatesAttr(Builder &b, const std::map<std::string, double> &rates) {
+  SmallVector<NamedAttribute> entries;
+  for (const auto &[name, rate] : rates)
+    entries.push_back(b.getNamedAttr(name, b.getF64FloatAttr(rate)));
+  return b.getDictionaryAttr(entries);
 }
 
 /// Reads {"bandwidth_gbps": x, "latency_us": y} into bytes/s and seconds.
@@ -181,6 +195,19 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
       c.convFlopsPerSecond = *f;
     if (auto b = obj->getNumber("stream_bytes_per_second"))
       c.streamBytesPerSecond = *b;
+    if (auto k = obj->getNumber("kernel_seconds"))
+      c.kernelSeconds = *k;
+    if (auto *rates = obj->getObject("op_rates"))
+      for (const auto &[name, rate] : *rates) {
+        auto r = rate.getAsNumber();
+        if (!r || !(*r > 0))
+          return fail("profile " + profileFile + ": op_rates." + name.str() +
+                      " must be a positive number");
+        if (!rt::ratedWorkOf(name.str()))
+          return fail("profile " + profileFile + ": op_rates names '" + name.str() +
+                      "', which has no rate of its own (a newer parallax-run's profile?)");
+        c.opRates[name.str()] = *r;
+      }
     return success();
   }
 
@@ -213,6 +240,8 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
             b.getNamedAttr("conv_flops_per_second", b.getF64FloatAttr(c.convFlopsPerSecond)),
             b.getNamedAttr("stream_bytes_per_second",
                            b.getF64FloatAttr(c.streamBytesPerSecond)),
+            b.getNamedAttr("kernel_seconds", b.getF64FloatAttr(c.kernelSeconds)),
+            b.getNamedAttr("op_rates", opRatesAttr(b, c.opRates)),
         }));
     if (auto old = module.lookupSymbol<shard::GridOp>(kWorldGrid))
       old.erase();
@@ -243,6 +272,8 @@ parallax::grid::Machine parallax::machineOf(const ClusterModel &c, int optimizer
   m.flopsPerSecond = c.flopsPerSecond;
   m.convFlopsPerSecond = c.convFlopsPerSecond;
   m.streamBytesPerSecond = c.streamBytesPerSecond;
+  m.kernelSeconds = c.kernelSeconds;
+  m.opRates = c.opRates;
   m.optimizerSlots = optimizerSlots;
   return m;
 }

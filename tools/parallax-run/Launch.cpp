@@ -1,10 +1,6 @@
-//===- Launch.cpp - mpirun launcher and link calibration ------------------===//
+//===- Launch.cpp - the mpirun launcher -----------------------------------===//
 
 #include "Launch.h"
-
-#include "parallax/Runtime/Kernel.h"
-
-#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -14,17 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <functional>
 #include <iostream>
-#include <random>
 
 namespace parallax::run {
-
-using namespace rt;
 
 namespace {
 
@@ -177,196 +167,6 @@ void dieWithParent() {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) // it died before the request took effect
     raise(SIGKILL);
-}
-
-namespace {
-
-double seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-/// Latency and bandwidth of all-to-all exchanges within `g`.
-std::pair<double, double> measureLinks(Comm &comm, Group &g) {
-  int n = g.size();
-  if (n < 2)
-    return {0, 0};
-  auto exchange = [&](int64_t perPeer, int iterations) {
-    std::vector<char> send(perPeer * n, 1), recv(perPeer * n);
-    std::vector<int64_t> sizes(n, perPeer);
-    double best = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {
-      comm.run([&] { comm.barrier(g); });
-      auto t0 = std::chrono::steady_clock::now();
-      comm.run([&] {
-        for (int i = 0; i < iterations; ++i)
-          comm.alltoallv(g, send.data(), sizes, recv.data(), sizes);
-      });
-      best = std::min(best, seconds(t0) / iterations);
-    }
-    // Every rank must agree on the figure: take the slowest.
-    comm.run([&] { comm.allreduce(g, &best, 1, DType::F64, ReduceOp::Max); });
-    return best;
-  };
-  double latency = exchange(8, 200);
-  int64_t big = 4 << 20;
-  double t = exchange(big, 5);
-  double bandwidth = (double)big * (n - 1) / std::max(t - latency, 1e-9);
-  return {latency, bandwidth};
-}
-
-/// One kernel of the registry on host tensors, ready to run.
-KernelFn kernelOn(const char *op, const nlohmann::json &attrs, std::vector<TensorView> ins,
-                  std::vector<TensorView> outs, ExecEnv &env, PlanKernel &k) {
-  k.op = op;
-  k.attrs = attrs;
-  KernelArgs args(k, std::move(ins), std::move(outs), env);
-  return (*KernelRegistry::global().find(op))(args);
-}
-
-/// Seconds per byte of gradient a server spends in a sparse Adam update.
-double measureUpdate(int threads) {
-  const int64_t rows = 100000, width = 64, touched = 20000;
-  std::vector<float> w(rows * width, 0.1f), m(rows * width), v(rows * width),
-      vals(touched * width, 0.01f);
-  std::vector<int64_t> idx(touched);
-  std::mt19937_64 gen(1);
-  for (int64_t &i : idx)
-    i = (int64_t)(gen() % rows);
-  ExecEnv env;
-  env.threads = threads;
-  env.step = 1;
-  PlanKernel k;
-  std::vector<int64_t> table{rows, width};
-  KernelFn fn = kernelOn("adam",
-                         {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}},
-                         {{w.data(), DType::F32, table}, {m.data(), DType::F32, table},
-                          {v.data(), DType::F32, table}, {idx.data(), DType::I64, {touched}},
-                          {vals.data(), DType::F32, {touched, width}}},
-                         {}, env, k);
-  fn();
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    ++env.step;
-    fn();
-    best = std::min(best, seconds(t0));
-  }
-  return best / (double)(touched * width * sizeof(float));
-}
-
-/// Seconds one call of `fn` takes, the median of 5 runs made while every
-/// rank of the job runs it too (ranks sharing cores slow each other down,
-/// as they do in training), and the slowest rank's figure. Each run calls
-/// it for at least 0.25 s: a container's CPU quota (CFS bandwidth, in
-/// 100 ms periods) lets a shorter burst run on more cores than it has.
-double concurrentSeconds(Comm &comm, const std::function<void()> &fn) {
-  Group &world = comm.group({comm.size()}, {0});
-  fn(); // warm: first-touch page faults, BLAS buffers
-  std::vector<double> times;
-  for (int rep = 0; rep < 5; ++rep) {
-    comm.run([&] { comm.barrier(world); });
-    auto t0 = std::chrono::steady_clock::now();
-    int64_t calls = 0;
-    do {
-      fn();
-      ++calls;
-    } while (seconds(t0) < 0.25);
-    times.push_back(seconds(t0) / (double)calls);
-  }
-  std::sort(times.begin(), times.end());
-  double median = times[times.size() / 2];
-  comm.run([&] { comm.allreduce(world, &median, 1, DType::F64, ReduceOp::Max); });
-  return median;
-}
-
-/// Floating-point operations per second of a 512 x 512 x 512 product (the
-/// gemm kernel on this rank's threads): what StepPrediction divides a
-/// layer's products by.
-double measureFlops(Comm &comm, int threads) {
-  const int64_t n = 512;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), y(n * n);
-  ExecEnv env;
-  env.threads = threads;
-  PlanKernel k;
-  std::vector<int64_t> square{n, n};
-  KernelFn fn = kernelOn("gemm", nlohmann::json::object(),
-                         {{a.data(), DType::F32, square}, {b.data(), DType::F32, square}},
-                         {{y.data(), DType::F32, square}}, env, k);
-  return 2.0 * (double)(n * n * n) / std::max(concurrentSeconds(comm, fn), 1e-12);
-}
-
-/// Floating-point operations per second of a 3 x 3 convolution (16
-/// images of 32 x 32 pixels, 32 channels to 32): convolutions run on their
-/// own kernels, at their own rate.
-double measureConvFlops(Comm &comm, int threads) {
-  const int64_t n = 16, c = 32, hw = 32, k = 3;
-  std::vector<float> x(n * c * hw * hw, 0.5f), w(c * c * k * k, 0.01f), y(n * c * hw * hw);
-  ExecEnv env;
-  env.threads = threads;
-  PlanKernel kernel;
-  KernelFn fn = kernelOn("conv",
-                         {{"strides", {1, 1}}, {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}},
-                          {"group", 1}},
-                         {{x.data(), DType::F32, {n, c, hw, hw}},
-                          {w.data(), DType::F32, {c, c, k, k}}},
-                         {{y.data(), DType::F32, {n, c, hw, hw}}}, env, kernel);
-  double flops = 2.0 * (double)(n * c * hw * hw) * (double)(c * k * k);
-  return flops / std::max(concurrentSeconds(comm, fn), 1e-12);
-}
-
-/// Bytes per second a memory-bound kernel streams (a dense Adam update of
-/// 4M parameters: the value, both moments and the gradient read, three
-/// written): what StepPrediction divides every other op's bytes by.
-double measureStream(Comm &comm, int threads) {
-  const int64_t n = 4 << 20;
-  std::vector<float> w(n, 0.1f), m(n), v(n), g(n, 0.01f);
-  ExecEnv env;
-  env.threads = threads;
-  env.step = 1;
-  PlanKernel k;
-  std::vector<int64_t> shape{n};
-  KernelFn fn = kernelOn("adam",
-                         {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}},
-                         {{w.data(), DType::F32, shape}, {m.data(), DType::F32, shape},
-                          {v.data(), DType::F32, shape}, {g.data(), DType::F32, shape}},
-                         {}, env, k);
-  return 7.0 * (double)n * sizeof(float) / std::max(concurrentSeconds(comm, fn), 1e-12);
-}
-
-} // namespace
-
-int calibrate(Comm &comm, const std::string &outPath, int threads) {
-  int perMachine = std::max(1, comm.ranksPerMachine());
-  int machines = comm.size() / perMachine;
-  std::vector<int64_t> grid{machines, perMachine};
-  nlohmann::json profile;
-  profile["format"] = "parallax-profile";
-  profile["version"] = 1;
-  profile["world_size"] = comm.size();
-  profile["ranks_per_machine"] = perMachine;
-  if (perMachine > 1) {
-    auto [lat, bw] = measureLinks(comm, comm.group(grid, {1}));
-    profile["intra_machine"] = {{"latency_s", lat}, {"bandwidth_bytes_per_s", bw}};
-  }
-  if (machines > 1) {
-    auto [lat, bw] = measureLinks(comm, comm.group(grid, {0}));
-    profile["inter_machine"] = {{"latency_s", lat}, {"bandwidth_bytes_per_s", bw}};
-  }
-  profile["update_seconds_per_byte"] = measureUpdate(threads);
-  profile["flops_per_second"] = measureFlops(comm, threads);
-  profile["conv_flops_per_second"] = measureConvFlops(comm, threads);
-  profile["stream_bytes_per_second"] = measureStream(comm, threads);
-  if (comm.rank() == 0) {
-    std::ofstream out(outPath, std::ios::trunc);
-    if (!out) {
-      std::cerr << "parallax-run: error: " << outPath << ": cannot open for writing\n";
-      return 1;
-    }
-    out << profile.dump(2) << "\n";
-    std::cerr << "calibration of " << comm.size() << " rank(s) written to "
-              << outPath << ":\n" << profile.dump(2) << "\n";
-  }
-  return 0;
 }
 
 } // namespace parallax::run

@@ -1,9 +1,7 @@
-//===- Launch.h - parallax-run's launcher and calibration -------*- C++ -*-===//
+//===- Launch.h - parallax-run's launcher ---------------------*- C++ -*-===//
 
 #ifndef PARALLAX_TOOLS_PARALLAX_RUN_LAUNCH_H
 #define PARALLAX_TOOLS_PARALLAX_RUN_LAUNCH_H
-
-#include "parallax/Runtime/Comm.h"
 
 #include <string>
 #include <vector>
@@ -22,11 +20,6 @@ int launchRanks(int np, const std::string &hostfile,
 /// In a rank: die (SIGKILL) when the process that started it does, so that
 /// no rank trains on, orphaned, after mpirun or its daemon is killed.
 void dieWithParent();
-
-/// Measures the links (latency, bandwidth; inside and between machines) and
-/// the sparse-update rate on this job's ranks and writes the profile that
-/// parallax-opt --profile reads (rank 0 writes it). Returns an exit status.
-int calibrate(rt::Comm &comm, const std::string &outPath, int threads);
 
 } // namespace parallax::run
 

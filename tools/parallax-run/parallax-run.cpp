@@ -20,6 +20,7 @@
 #include "parallax/Runtime/Session.h"
 #include "parallax/Runtime/Trace.h"
 
+#include "Calibrate.h"
 #include "Checkpointing.h"
 #include "Launch.h"
 

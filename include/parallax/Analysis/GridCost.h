@@ -27,6 +27,7 @@
 #define PARALLAX_ANALYSIS_GRIDCOST_H
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,10 @@ struct Machine {
   double convFlopsPerSecond = 20e9;
   /// Bytes per second a memory-bound op streams through one rank.
   double streamBytesPerSecond = 5e9;
+  /// Seconds every kernel costs beyond its work.
+  double kernelSeconds = 1e-6;
+  /// Calibrated work per second of some kernels, by name (KernelRates.h).
+  std::map<std::string, double> opRates;
   /// Optimizer state per parameter (Adam: 2).
   int optimizerSlots = 0;
   /// The link of a group: intra when every group over the axis stays on

@@ -24,6 +24,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,15 @@ struct StepPrediction {
 
   /// The grid's shape (the world's ranks).
   std::vector<int64_t> gridShape{1};
+
+  /// The kernels' predicted time by op name (what parallax-run --profile
+  /// measures as "kernel time by op"): compute, and a layer collective's
+  /// staging copies and transfer.
+  struct KernelTime {
+    int64_t calls = 0;
+    double seconds = 0;
+  };
+  std::map<std::string, KernelTime> byKernel;
 
   int64_t bytes() const;
   /// Bytes world rank `rank` sends and receives per step: bytes() unless

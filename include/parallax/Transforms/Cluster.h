@@ -11,6 +11,9 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include <map>
+#include <string>
+
 namespace parallax {
 
 /// The name of the grid of all ranks that px-cluster declares.
@@ -34,6 +37,13 @@ struct ClusterModel {
   /// Bytes per second a memory-bound op (element-wise, an optimizer
   /// update) streams through one rank (--calibrate measures it too).
   double streamBytesPerSecond = 5e9;
+  /// Seconds every kernel costs beyond its work (a call through the
+  /// runtime's kernel function).
+  double kernelSeconds = 1e-6;
+  /// Work per second of the kernels that have a rate of their own
+  /// (parallax/Runtime/KernelRates.h), by kernel name: none unless a
+  /// profile measured them.
+  std::map<std::string, double> opRates;
 
   /// Pr of a Pr x Pc grid (--grid): the ranks each layer's model is split
   /// over, the grid's last axis; 1 for data parallelism.

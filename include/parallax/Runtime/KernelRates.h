@@ -1,0 +1,61 @@
+//===- KernelRates.h - the kernels with a calibrated rate of their own -*- C++ -*-===//
+//
+// `parallax-run --calibrate` times one representative call of each kernel
+// below and writes its rate (work per second) into the profile's
+// "op_rates"; parallax-opt's step prediction divides an op of that kind by
+// it instead of by the generic rates (products' flops, streamed bytes). The
+// unit of work is the kernel's own: a recurrent layer's multiply-adds, a
+// pooling window's taps, a normalization's bytes. The compiler and the
+// runtime both read the unit from this table, so that the two count alike.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_RUNTIME_KERNELRATES_H
+#define PARALLAX_RUNTIME_KERNELRATES_H
+
+#include <optional>
+#include <string_view>
+
+namespace parallax::rt {
+
+enum class KernelWork {
+  /// 2 x multiply-adds: a convolution 2 |y| |W| / C_out (each kernel of
+  /// the three), a recurrent layer 2 T B (|W| + |R|) forward and twice that
+  /// for its gradient.
+  Flops,
+  /// Outputs (of the forward op; dy's elements for the gradient) times the
+  /// window's elements.
+  WindowTaps,
+  /// Operands and results, in bytes.
+  Bytes,
+};
+
+struct RatedKernel {
+  std::string_view op;
+  KernelWork work;
+};
+
+/// Kernels whose speed the generic rates miss most: the three
+/// convolutions (the filter gradient's reduction runs slower than the
+/// forward product), multi-pass normalizations, window scans, and
+/// recurrences of small per-step products.
+inline constexpr RatedKernel kRatedKernels[] = {
+    {"conv", KernelWork::Flops},           {"conv_grad_input", KernelWork::Flops},
+    {"conv_grad_filter", KernelWork::Flops},
+    {"batch_norm", KernelWork::Bytes},     {"batch_norm_grad", KernelWork::Bytes},
+    {"max_pool", KernelWork::WindowTaps},  {"max_pool_grad", KernelWork::WindowTaps},
+    {"gru", KernelWork::Flops},            {"gru_grad", KernelWork::Flops},
+    {"lstm", KernelWork::Flops},           {"lstm_grad", KernelWork::Flops},
+};
+
+/// The unit `op`'s calibrated rate counts, or none for a kernel without one.
+inline std::optional<KernelWork> ratedWorkOf(std::string_view op) {
+  for (const RatedKernel &k : kRatedKernels)
+    if (k.op == op)
+      return k.work;
+  return std::nullopt;
+}
+
+} // namespace parallax::rt
+
+#endif // PARALLAX_RUNTIME_KERNELRATES_H

@@ -1,0 +1,329 @@
+//===- Calibrate.cpp - parallax-run --calibrate: what cost models divide by ===//
+
+#include "Calibrate.h"
+
+#include "parallax/Runtime/Kernel.h"
+#include "parallax/Runtime/KernelRates.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <random>
+
+namespace parallax::run {
+
+using namespace rt;
+
+namespace {
+
+double seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+/// Latency and bandwidth of all-to-all exchanges within `g`.
+std::pair<double, double> measureLinks(Comm &comm, Group &g) {
+  int n = g.size();
+  if (n < 2)
+    return {0, 0};
+  auto exchange = [&](int64_t perPeer, int iterations) {
+    std::vector<char> send(perPeer * n, 1), recv(perPeer * n);
+    std::vector<int64_t> sizes(n, perPeer);
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      comm.run([&] { comm.barrier(g); });
+      auto t0 = std::chrono::steady_clock::now();
+      comm.run([&] {
+        for (int i = 0; i < iterations; ++i)
+          comm.alltoallv(g, send.data(), sizes, recv.data(), sizes);
+      });
+      best = std::min(best, seconds(t0) / iterations);
+    }
+    // Every rank must agree on the figure: take the slowest.
+    comm.run([&] { comm.allreduce(g, &best, 1, DType::F64, ReduceOp::Max); });
+    return best;
+  };
+  double latency = exchange(8, 200);
+  int64_t big = 4 << 20;
+  double t = exchange(big, 5);
+  double bandwidth = (double)big * (n - 1) / std::max(t - latency, 1e-9);
+  return {latency, bandwidth};
+}
+
+/// One kernel of the registry on host tensors, ready to run.
+KernelFn kernelOn(const char *op, const nlohmann::json &attrs, std::vector<TensorView> ins,
+                  std::vector<TensorView> outs, ExecEnv &env, PlanKernel &k) {
+  k.op = op;
+  k.attrs = attrs;
+  KernelArgs args(k, std::move(ins), std::move(outs), env);
+  return (*KernelRegistry::global().find(op))(args);
+}
+
+/// Seconds per byte of gradient a server spends in a sparse Adam update.
+double measureUpdate(int threads) {
+  const int64_t rows = 100000, width = 64, touched = 20000;
+  std::vector<float> w(rows * width, 0.1f), m(rows * width), v(rows * width),
+      vals(touched * width, 0.01f);
+  std::vector<int64_t> idx(touched);
+  std::mt19937_64 gen(1);
+  for (int64_t &i : idx)
+    i = (int64_t)(gen() % rows);
+  ExecEnv env;
+  env.threads = threads;
+  env.step = 1;
+  PlanKernel k;
+  std::vector<int64_t> table{rows, width};
+  KernelFn fn = kernelOn("adam",
+                         {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}},
+                         {{w.data(), DType::F32, table}, {m.data(), DType::F32, table},
+                          {v.data(), DType::F32, table}, {idx.data(), DType::I64, {touched}},
+                          {vals.data(), DType::F32, {touched, width}}},
+                         {}, env, k);
+  fn();
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    ++env.step;
+    fn();
+    best = std::min(best, seconds(t0));
+  }
+  return best / (double)(touched * width * sizeof(float));
+}
+
+/// Seconds one call of `fn` takes, the median of 5 runs made while every
+/// rank of the job runs it too (ranks sharing cores slow each other down,
+/// as they do in training), and the slowest rank's figure. Each run calls
+/// it for at least 0.25 s: a container's CPU quota (CFS bandwidth, in
+/// 100 ms periods) lets a shorter burst run on more cores than it has.
+double concurrentSeconds(Comm &comm, const std::function<void()> &fn) {
+  Group &world = comm.group({comm.size()}, {0});
+  fn(); // warm: first-touch page faults, BLAS buffers
+  std::vector<double> times;
+  for (int rep = 0; rep < 5; ++rep) {
+    comm.run([&] { comm.barrier(world); });
+    auto t0 = std::chrono::steady_clock::now();
+    int64_t calls = 0;
+    do {
+      fn();
+      ++calls;
+    } while (seconds(t0) < 0.25);
+    times.push_back(seconds(t0) / (double)calls);
+  }
+  std::sort(times.begin(), times.end());
+  double median = times[times.size() / 2];
+  comm.run([&] { comm.allreduce(world, &median, 1, DType::F64, ReduceOp::Max); });
+  return median;
+}
+
+/// Floating-point operations per second of a 512 x 512 x 512 product (the
+/// gemm kernel on this rank's threads): what StepPrediction divides a
+/// layer's products by.
+double measureFlops(Comm &comm, int threads) {
+  const int64_t n = 512;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), y(n * n);
+  ExecEnv env;
+  env.threads = threads;
+  PlanKernel k;
+  std::vector<int64_t> square{n, n};
+  KernelFn fn = kernelOn("gemm", nlohmann::json::object(),
+                         {{a.data(), DType::F32, square}, {b.data(), DType::F32, square}},
+                         {{y.data(), DType::F32, square}}, env, k);
+  return 2.0 * (double)(n * n * n) / std::max(concurrentSeconds(comm, fn), 1e-12);
+}
+
+/// Floating-point operations per second of a 3 x 3 convolution (16
+/// images of 32 x 32 pixels, 32 channels to 32): convolutions run on their
+/// own kernels, at their own rate.
+double measureConvFlops(Comm &comm, int threads) {
+  const int64_t n = 16, c = 32, hw = 32, k = 3;
+  std::vector<float> x(n * c * hw * hw, 0.5f), w(c * c * k * k, 0.01f), y(n * c * hw * hw);
+  ExecEnv env;
+  env.threads = threads;
+  PlanKernel kernel;
+  KernelFn fn = kernelOn("conv",
+                         {{"strides", {1, 1}}, {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}},
+                          {"group", 1}},
+                         {{x.data(), DType::F32, {n, c, hw, hw}},
+                          {w.data(), DType::F32, {c, c, k, k}}},
+                         {{y.data(), DType::F32, {n, c, hw, hw}}}, env, kernel);
+  double flops = 2.0 * (double)(n * c * hw * hw) * (double)(c * k * k);
+  return flops / std::max(concurrentSeconds(comm, fn), 1e-12);
+}
+
+/// Bytes per second a memory-bound kernel streams (a dense Adam update of
+/// 4M parameters: the value, both moments and the gradient read, three
+/// written): what StepPrediction divides every other op's bytes by.
+double measureStream(Comm &comm, int threads) {
+  const int64_t n = 4 << 20;
+  std::vector<float> w(n, 0.1f), m(n), v(n), g(n, 0.01f);
+  ExecEnv env;
+  env.threads = threads;
+  env.step = 1;
+  PlanKernel k;
+  std::vector<int64_t> shape{n};
+  KernelFn fn = kernelOn("adam",
+                         {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-8}},
+                         {{w.data(), DType::F32, shape}, {m.data(), DType::F32, shape},
+                          {v.data(), DType::F32, shape}, {g.data(), DType::F32, shape}},
+                         {}, env, k);
+  return 7.0 * (double)n * sizeof(float) / std::max(concurrentSeconds(comm, fn), 1e-12);
+}
+
+/// Seconds a kernel costs beyond its work: a relu of one element, through
+/// the registry's kernel function as a session calls it.
+double measureKernelSeconds(Comm &comm, int threads) {
+  float x = 0.5f, y = 0;
+  ExecEnv env;
+  env.threads = threads;
+  PlanKernel k;
+  KernelFn fn = kernelOn("relu", nlohmann::json::object(), {{&x, DType::F32, {1}}},
+                         {{&y, DType::F32, {1}}}, env, k);
+  return concurrentSeconds(comm, [&] {
+           for (int i = 0; i < 1000; ++i)
+             fn();
+         }) /
+         1000;
+}
+
+/// One representative call of a kernel of kRatedKernels: its f32 operands
+/// and results (filled with a spread of values, so that no branch or
+/// denormal is special), and the work it does in its kernel's unit.
+struct Probe {
+  const char *op;
+  nlohmann::json attrs;
+  std::vector<std::vector<int64_t>> ins, outs;
+  double work = 0; // flops and taps; bytes are counted from the shapes
+};
+
+int64_t elements(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// A small CNN's layer (16 images of 32 channels, 32 x 32) and a recurrent
+/// layer of the example models' size (16 steps of 16 sequences, 32 inputs,
+/// 64 hidden).
+std::vector<Probe> ratedProbes() {
+  const int64_t n = 16, c = 32, hw = 32;
+  std::vector<int64_t> image{n, c, hw, hw}, ch{c};
+  nlohmann::json bn = {{"epsilon", 1e-5}, {"momentum", 0.9}, {"training", true}};
+  // A 3 x 3 window with stride 1: the taps are contiguous (the kernels'
+  // fast path) and the window as large as the example models' pools.
+  nlohmann::json pool = {{"kernel_shape", {3, 3}}, {"strides", {1, 1}},
+                         {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}}};
+  double taps = (double)elements(image) * 9;
+  const int64_t t = 16, b = 16, in = 32, h = 64;
+  auto recurrent = [&](const char *op, int64_t gates, int64_t gateCols, bool cells) {
+    std::vector<int64_t> x{t, b, in}, w{1, gates * h, in}, r{1, gates * h, h},
+        bias{1, 2 * gates * h}, state{1, b, h}, y{t, 1, b, h}, g{1, t, b, gateCols * h},
+        cs{1, t, b, h};
+    double flops = 2.0 * (double)(t * b) * (double)(elements(w) + elements(r));
+    nlohmann::json attrs = {{"direction", "forward"}};
+    if (!cells)
+      attrs["linear_before_reset"] = true;
+    Probe fwd{op, attrs, {x, w, r, bias, state}, {y, state, g}, flops};
+    Probe grad{nullptr, attrs, {x, w, r, state}, {x, w, r, bias, state}, 2 * flops};
+    if (cells) {
+      fwd.ins.push_back(state);
+      fwd.outs = {y, state, state, g, cs};
+      grad.ins = {x, w, r, state, state, y, g, cs, y, state, state};
+      grad.outs.push_back(state);
+    } else {
+      grad.ins = {x, w, r, state, y, g, y, state};
+    }
+    return std::pair{fwd, grad};
+  };
+  // The convolution of measureConvFlops, and its two gradients.
+  std::vector<int64_t> filter{c, c, 3, 3};
+  nlohmann::json conv = {{"strides", {1, 1}}, {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}},
+                         {"group", 1}};
+  double convFlops = 2.0 * (double)elements(image) * (double)(c * 9);
+  auto [gru, gruGrad] = recurrent("gru", 3, 4, false);
+  auto [lstm, lstmGrad] = recurrent("lstm", 4, 4, true);
+  gruGrad.op = "gru_grad";
+  lstmGrad.op = "lstm_grad";
+  return {{"conv", conv, {image, filter}, {image}, convFlops},
+          {"conv_grad_input", conv, {image, filter}, {image}, convFlops},
+          {"conv_grad_filter", conv, {image, image}, {filter}, convFlops},
+          {"batch_norm", bn, {image, ch, ch, ch, ch}, {image, ch, ch}},
+          {"batch_norm_grad", {{"epsilon", 1e-5}}, {image, image, ch}, {image, ch, ch}},
+          {"max_pool", pool, {image}, {image}, taps},
+          {"max_pool_grad", pool, {image, image}, {image}, taps},
+          gru, gruGrad, lstm, lstmGrad};
+}
+
+/// Work per second of each kernel of kRatedKernels (KernelRates.h), in its
+/// kernel's unit, on every rank at once.
+nlohmann::json measureRatedKernels(Comm &comm, int threads) {
+  nlohmann::json rates = nlohmann::json::object();
+  for (Probe &p : ratedProbes()) {
+    std::vector<std::vector<float>> data;
+    std::vector<TensorView> ins, outs;
+    double bytes = 0;
+    auto view = [&](const std::vector<int64_t> &shape) {
+      auto &d = data.emplace_back(elements(shape));
+      for (size_t i = 0; i < d.size(); ++i)
+        d[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+      bytes += (double)d.size() * sizeof(float);
+      return TensorView{d.data(), DType::F32, shape};
+    };
+    data.reserve(p.ins.size() + p.outs.size());
+    for (auto &s : p.ins)
+      ins.push_back(view(s));
+    for (auto &s : p.outs)
+      outs.push_back(view(s));
+    ExecEnv env;
+    env.threads = threads;
+    env.step = 1;
+    PlanKernel k;
+    KernelFn fn = kernelOn(p.op, p.attrs, ins, outs, env, k);
+    double work = *ratedWorkOf(p.op) == KernelWork::Bytes ? bytes : p.work;
+    rates[p.op] = work / std::max(concurrentSeconds(comm, fn), 1e-12);
+  }
+  return rates;
+}
+
+} // namespace
+
+int calibrate(Comm &comm, const std::string &outPath, int threads) {
+  int perMachine = std::max(1, comm.ranksPerMachine());
+  int machines = comm.size() / perMachine;
+  std::vector<int64_t> grid{machines, perMachine};
+  nlohmann::json profile;
+  profile["format"] = "parallax-profile";
+  profile["version"] = 1;
+  profile["world_size"] = comm.size();
+  profile["ranks_per_machine"] = perMachine;
+  if (perMachine > 1) {
+    auto [lat, bw] = measureLinks(comm, comm.group(grid, {1}));
+    profile["intra_machine"] = {{"latency_s", lat}, {"bandwidth_bytes_per_s", bw}};
+  }
+  if (machines > 1) {
+    auto [lat, bw] = measureLinks(comm, comm.group(grid, {0}));
+    profile["inter_machine"] = {{"latency_s", lat}, {"bandwidth_bytes_per_s", bw}};
+  }
+  profile["update_seconds_per_byte"] = measureUpdate(threads);
+  profile["flops_per_second"] = measureFlops(comm, threads);
+  profile["conv_flops_per_second"] = measureConvFlops(comm, threads);
+  profile["stream_bytes_per_second"] = measureStream(comm, threads);
+  profile["kernel_seconds"] = measureKernelSeconds(comm, threads);
+  profile["op_rates"] = measureRatedKernels(comm, threads);
+  if (comm.rank() == 0) {
+    std::ofstream out(outPath, std::ios::trunc);
+    if (!out) {
+      std::cerr << "parallax-run: error: " << outPath << ": cannot open for writing\n";
+      return 1;
+    }
+    out << profile.dump(2) << "\n";
+    std::cerr << "calibration of " << comm.size() << " rank(s) written to "
+              << outPath << ":\n" << profile.dump(2) << "\n";
+  }
+  return 0;
+}
+
+} // namespace parallax::run
