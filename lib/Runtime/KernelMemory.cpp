@@ -62,6 +62,40 @@ int64_t workspaceBytes(const Plan &plan, int threads) {
   return largest;
 }
 
+#ifdef PARALLAX_HAVE_DNNL
+/// Whether Blas.cpp's gemmImpl runs some piece of the f32 product
+/// y [m, n] = a [m, depth] b [depth, n] on oneDNN at `threads` threads: from
+/// OpenBLAS's threading threshold (the same m*n*k) on, a product is cut over
+/// the threads, by 16-column blocks when n >= m, else by rows, and each piece
+/// picks its library.
+bool onOnednn(int64_t m, int64_t n, int64_t depth, int threads) {
+  if (threads > 1 && (double)m * n * depth >= (double)kOnednnMinWork) {
+    if (n >= m)
+      n = std::min(n, ((n + 15) / 16 + threads - 1) / threads * 16);
+    else
+      m = (m + threads - 1) / threads;
+  }
+  return (double)m * n * depth >= (double)kOnednnMinWork;
+}
+
+/// The same for a recurrent layer's largest products (Rnn.cpp): the whole
+/// sequence's input projection [T B, G H] = x [T B, I] W^T, and in the
+/// gradient dW [G H, I] and dR [G H, H] summed over the T B rows; a
+/// bidirectional layer runs its directions on half the threads each.
+bool recurrentOnOnednn(const Plan &plan, const PlanKernel &k, int threads) {
+  const PlanTensor *x = tensorOf(plan, k.inputs, 0), *w = tensorOf(plan, k.inputs, 1),
+                   *r = tensorOf(plan, k.inputs, 2);
+  if (!x || !w || !r || x->shape.size() != 3 || w->shape.size() != 3 || r->shape.size() != 3)
+    return false;
+  int64_t rows = x->shape[0] * x->shape[1], gates = w->shape[1], in = w->shape[2],
+          hidden = r->shape[2];
+  int nt = w->shape[0] == 2 && threads >= 2 ? threads / 2 : threads;
+  bool grad = k.op.size() > 5 && k.op.compare(k.op.size() - 5, 5, "_grad") == 0;
+  return onOnednn(rows, gates, in, nt) ||
+         (grad && (onOnednn(gates, in, rows, nt) || onOnednn(gates, hidden, rows, nt)));
+}
+#endif
+
 int64_t libraryBytes(const Plan &plan, int threads) {
 #ifdef PARALLAX_HAVE_DNNL
   if (plan.target != "cpu")
@@ -71,24 +105,17 @@ int64_t libraryBytes(const Plan &plan, int threads) {
     if (!a || !y || a->dtype != DType::F32)
       continue;
     if (k.op == "lstm" || k.op == "gru" || k.op == "rnn" || k.op == "lstm_grad" ||
-        k.op == "gru_grad" || k.op == "rnn_grad")
-      return kOnednnBytes;
+        k.op == "gru_grad" || k.op == "rnn_grad") {
+      if (recurrentOnOnednn(plan, k, threads))
+        return kOnednnBytes;
+      continue;
+    }
     if ((k.op == "matmul" || k.op == "gemm") && a->shape.size() >= 2 && y->shape.size() >= 2) {
       // y [..., m, n] = a [..., m, k] b [..., k, n] (gemm: a transposed
       // with trans_a).
       bool transA = k.op == "gemm" && k.attrs.value("trans_a", false);
       int64_t depth = transA ? a->shape[a->shape.size() - 2] : a->shape.back();
-      int64_t m = y->shape[y->shape.size() - 2], n = y->shape.back();
-      // Blas.cpp's gemmImpl: from OpenBLAS's threading threshold (the same
-      // m*n*k) on, a product is cut over the threads, by 16-column blocks
-      // when n >= m, else by rows, and each piece picks its library.
-      if (threads > 1 && (double)m * n * depth >= (double)kOnednnMinWork) {
-        if (n >= m)
-          n = std::min(n, ((n + 15) / 16 + threads - 1) / threads * 16);
-        else
-          m = (m + threads - 1) / threads;
-      }
-      if ((double)m * n * depth >= (double)kOnednnMinWork)
+      if (onOnednn(y->shape[y->shape.size() - 2], y->shape.back(), depth, threads))
         return kOnednnBytes;
     }
   }

@@ -34,7 +34,8 @@ int64_t workspaceBytes(const Plan &plan, int threads);
 /// What the libraries under `plan`'s CPU kernels keep at `threads` threads
 /// per rank: kOnednnBytes when one of its products runs on oneDNN (an f32
 /// matmul or gemm whose largest per-thread piece has m*n*k >=
-/// kOnednnMinWork, or a recurrent layer), else 0.
+/// kOnednnMinWork, or a recurrent layer whose sequence-wide products are),
+/// else 0.
 int64_t libraryBytes(const Plan &plan, int threads);
 
 } // namespace parallax::rt
