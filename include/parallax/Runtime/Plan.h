@@ -148,8 +148,9 @@ struct MemoryEstimate {
   int64_t constants = 0;
   /// What the collectives keep beside the arena: the staging buffers their
   /// kernels hold (an all-gather's send and receive buffers, a bucket
-  /// reduced out of place) and the temporary Open MPI's ring all-reduce
-  /// allocates for the largest bucket.
+  /// reduced out of place) and the largest temporary Open MPI allocates
+  /// in one of them (a ring all-reduce's blocks, or the copy an in-place
+  /// reduce-scatter of a sharded update's bucket makes).
   int64_t collectives = 0;
   /// The CPU kernels' shared workspace (Kernel.h's Workspace): what the
   /// largest kernel's scratch takes (KernelMemory.h's workspaceBytes).
