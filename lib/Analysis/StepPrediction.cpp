@@ -235,7 +235,7 @@ double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape
       work = (double)bytesMovedBy(op, gridShape);
       break;
     }
-    seconds = work / rated->second;
+    seconds = work / rated->second.at(work);
   } else if (flops) {
     bool conv = isa<px::ConvOp, px::ConvGradInputOp, px::ConvGradFilterOp>(op);
     seconds = flops / (conv ? m.convFlopsPerSecond : m.flopsPerSecond);

@@ -62,8 +62,11 @@ ClusterModel ClusterModel::fromModule(ModuleOp module) {
     get("kernel_seconds", c.kernelSeconds);
     if (auto rates = d.getAs<DictionaryAttr>("op_rates"))
       for (NamedAttribute r : rates)
-        if (auto f = dyn_cast<FloatAttr>(r.getValue()))
-          c.opRates[r.getName().str()] = f.getValueAsDouble();
+        if (auto points = dyn_cast<DenseF64ArrayAttr>(r.getValue())) {
+          rt::RateCurve &curve = c.opRates[r.getName().str()];
+          for (size_t i = 0; i + 1 < points.size(); i += 2)
+            curve.points.push_back({points[i], points[i + 1]});
+        }
   }
   return c;
 }
@@ -93,11 +96,18 @@ llvm::Expected<llvm::json::Value> readJson(StringRef path, StringRef what) {
   return std::move(*json);
 }
 
-/// The calibrated kernels' rates as px.cluster keeps them.
-DictionaryAttr opRatesAttr(Builder &b, const std::map<std::string, double> &rates) {
+/// The calibrated kernels' rates as px.cluster keeps them: per kernel, its
+/// [work, rate] points flattened.
+DictionaryAttr opRatesAttr(Builder &b, const std::map<std::string, rt::RateCurve> &rates) {
   SmallVector<NamedAttribute> entries;
-  for (const auto &[name, rate] : rates)
-    entries.push_back(b.getNamedAttr(name, b.getF64FloatAttr(rate)));
+  for (const auto &[name, curve] : rates) {
+    SmallVector<double> flat;
+    for (auto [work, rate] : curve.points) {
+      flat.push_back(work);
+      flat.push_back(rate);
+    }
+    entries.push_back(b.getNamedAttr(name, b.getDenseF64ArrayAttr(flat)));
+  }
   return b.getDictionaryAttr(entries);
 }
 
@@ -198,15 +208,34 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
     if (auto k = obj->getNumber("kernel_seconds"))
       c.kernelSeconds = *k;
     if (auto *rates = obj->getObject("op_rates"))
-      for (const auto &[name, rate] : *rates) {
-        auto r = rate.getAsNumber();
-        if (!r || !(*r > 0))
-          return fail("profile " + profileFile + ": op_rates." + name.str() +
-                      " must be a positive number");
+      for (const auto &[name, value] : *rates) {
         if (!rt::ratedWorkOf(name.str()))
           return fail("profile " + profileFile + ": op_rates names '" + name.str() +
                       "', which has no rate of its own (a newer parallax-run's profile?)");
-        c.opRates[name.str()] = *r;
+        // A rate, or [work, rate] points by increasing work.
+        rt::RateCurve curve;
+        if (auto r = value.getAsNumber()) {
+          curve.points.push_back({0.0, *r});
+        } else if (auto *list = value.getAsArray()) {
+          for (const auto &point : *list) {
+            auto *pair = point.getAsArray();
+            std::optional<double> work, rate;
+            if (pair && pair->size() == 2) {
+              work = (*pair)[0].getAsNumber();
+              rate = (*pair)[1].getAsNumber();
+            }
+            if (!work || !rate || !(*work > 0) ||
+                (!curve.points.empty() && !(*work > curve.points.back().first)))
+              return fail("profile " + profileFile + ": op_rates." + name.str() +
+                          " must be a rate or [work, rate] pairs by increasing work");
+            curve.points.push_back({*work, *rate});
+          }
+        }
+        if (curve.points.empty() ||
+            llvm::any_of(curve.points, [](auto p) { return !(p.second > 0); }))
+          return fail("profile " + profileFile + ": op_rates." + name.str() +
+                      " must be a positive rate, or [work, rate] pairs of positive rates");
+        c.opRates[name.str()] = std::move(curve);
       }
     return success();
   }

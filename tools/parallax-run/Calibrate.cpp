@@ -205,11 +205,14 @@ int64_t elements(const std::vector<int64_t> &shape) {
   return n;
 }
 
-/// A small CNN's layer (16 images of 32 channels, 32 x 32) and a recurrent
-/// layer of the example models' size (16 steps of 16 sequences, 32 inputs,
-/// 64 hidden).
-std::vector<Probe> ratedProbes() {
-  const int64_t n = 16, c = 32, hw = 32;
+/// Large: a small CNN's layer (16 images of 32 channels, 32 x 32) and a
+/// recurrent layer of the example models' size (16 steps of 16 sequences,
+/// 32 inputs, 64 hidden). Small: a layer split over a few model ranks at a
+/// small batch (2 images of 16 channels, 8 x 8; 8 steps of 2 sequences, 16
+/// inputs, 16 hidden), where a call's fixed costs weigh: about 500 times
+/// less work.
+std::vector<Probe> ratedProbes(bool small) {
+  const int64_t n = small ? 2 : 16, c = small ? 16 : 32, hw = small ? 8 : 32;
   std::vector<int64_t> image{n, c, hw, hw}, ch{c};
   nlohmann::json bn = {{"epsilon", 1e-5}, {"momentum", 0.9}, {"training", true}};
   // A 3 x 3 window with stride 1: the taps are contiguous (the kernels'
@@ -217,7 +220,8 @@ std::vector<Probe> ratedProbes() {
   nlohmann::json pool = {{"kernel_shape", {3, 3}}, {"strides", {1, 1}},
                          {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}}};
   double taps = (double)elements(image) * 9;
-  const int64_t t = 16, b = 16, in = 32, h = 64;
+  const int64_t t = small ? 8 : 16, b = small ? 2 : 16, in = small ? 16 : 32,
+                h = small ? 16 : 64;
   auto recurrent = [&](const char *op, int64_t gates, int64_t gateCols, bool cells) {
     std::vector<int64_t> x{t, b, in}, w{1, gates * h, in}, r{1, gates * h, h},
         bias{1, 2 * gates * h}, state{1, b, h}, y{t, 1, b, h}, g{1, t, b, gateCols * h},
@@ -258,10 +262,12 @@ std::vector<Probe> ratedProbes() {
 }
 
 /// Work per second of each kernel of kRatedKernels (KernelRates.h), in its
-/// kernel's unit, on every rank at once.
+/// kernel's unit, on every rank at once: a [work, rate] pair for the small
+/// and the large probe.
 nlohmann::json measureRatedKernels(Comm &comm, int threads) {
   nlohmann::json rates = nlohmann::json::object();
-  for (Probe &p : ratedProbes()) {
+  for (bool small : {true, false})
+  for (Probe &p : ratedProbes(small)) {
     std::vector<std::vector<float>> data;
     std::vector<TensorView> ins, outs;
     double bytes = 0;
@@ -283,7 +289,7 @@ nlohmann::json measureRatedKernels(Comm &comm, int threads) {
     PlanKernel k;
     KernelFn fn = kernelOn(p.op, p.attrs, ins, outs, env, k);
     double work = *ratedWorkOf(p.op) == KernelWork::Bytes ? bytes : p.work;
-    rates[p.op] = work / std::max(concurrentSeconds(comm, fn), 1e-12);
+    rates[p.op].push_back({work, work / std::max(concurrentSeconds(comm, fn), 1e-12)});
   }
   return rates;
 }

@@ -26,6 +26,8 @@
 #ifndef PARALLAX_ANALYSIS_GRIDCOST_H
 #define PARALLAX_ANALYSIS_GRIDCOST_H
 
+#include "parallax/Runtime/KernelRates.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -71,7 +73,7 @@ struct Machine {
   /// Seconds every kernel costs beyond its work.
   double kernelSeconds = 1e-6;
   /// Calibrated work per second of some kernels, by name (KernelRates.h).
-  std::map<std::string, double> opRates;
+  std::map<std::string, rt::RateCurve> opRates;
   /// Optimizer state per parameter (Adam: 2).
   int optimizerSlots = 0;
   /// The link of a group: intra when every group over the axis stays on

@@ -13,8 +13,12 @@
 #ifndef PARALLAX_RUNTIME_KERNELRATES_H
 #define PARALLAX_RUNTIME_KERNELRATES_H
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace parallax::rt {
 
@@ -55,6 +59,29 @@ inline std::optional<KernelWork> ratedWorkOf(std::string_view op) {
       return k.work;
   return std::nullopt;
 }
+
+/// A kernel's calibrated rate against the work of one call, from the
+/// [work, rate] points --calibrate measured (a small and a large call: a
+/// call's fixed costs weigh on small ones). Between two points the rate
+/// follows a straight line in log(work); beyond them it is the nearest
+/// point's. One point (or a profile's plain number) is a constant rate.
+struct RateCurve {
+  std::vector<std::pair<double, double>> points; ///< by work
+
+  double at(double work) const {
+    if (points.empty())
+      return 0;
+    if (points.size() == 1 || work <= points.front().first)
+      return points.front().second;
+    if (work >= points.back().first)
+      return points.back().second;
+    auto hi = std::lower_bound(points.begin(), points.end(), work,
+                               [](const auto &p, double w) { return p.first < w; });
+    auto lo = hi - 1;
+    double f = std::log(work / lo->first) / std::log(hi->first / lo->first);
+    return lo->second + f * (hi->second - lo->second);
+  }
+};
 
 } // namespace parallax::rt
 

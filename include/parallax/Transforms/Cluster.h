@@ -11,6 +11,8 @@
 
 #include "mlir/IR/BuiltinOps.h"
 
+#include "parallax/Runtime/KernelRates.h"
+
 #include <map>
 #include <string>
 
@@ -41,9 +43,9 @@ struct ClusterModel {
   /// runtime's kernel function).
   double kernelSeconds = 1e-6;
   /// Work per second of the kernels that have a rate of their own
-  /// (parallax/Runtime/KernelRates.h), by kernel name: none unless a
-  /// profile measured them.
-  std::map<std::string, double> opRates;
+  /// (parallax/Runtime/KernelRates.h), by kernel name and against a call's
+  /// work: none unless a profile measured them.
+  std::map<std::string, rt::RateCurve> opRates;
 
   /// Pr of a Pr x Pc grid (--grid): the ranks each layer's model is split
   /// over, the grid's last axis; 1 for data parallelism.
