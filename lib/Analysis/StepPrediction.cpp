@@ -17,6 +17,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace parallax {
@@ -190,16 +192,33 @@ int64_t bytesMovedBy(Operation *op, ArrayRef<int64_t> gridShape) {
           axes.push_back(x);
       share = std::max<int64_t>(1, rt::groupSize(shape, axes));
     }
+    // A parameter server applies the rows of the partitions it serves:
+    // of a pushed gradient's slots, the busiest server's share.
+    double served = 1;
+    if (auto push = op->getOperands().back().getDefiningOp<px::PsPushOp>()) {
+      std::vector<int64_t> shape(gridShape.begin(), gridShape.end()),
+          axes(push.getGridAxes().begin(), push.getGridAxes().end());
+      int64_t parts = std::max<int64_t>(1, push.getPartitions()),
+              servers = std::max<int64_t>(1, rt::groupSize(shape, axes));
+      served = (double)((parts + servers - 1) / servers) / (double)parts;
+    }
+    int64_t rows = sparse ? (int64_t)std::ceil((double)sparse.getRows() * served) : 0;
     int64_t bytes = 0;
+    // A sharded update's state operands are its bucket's whole state
+    // block, which the bucket's updates share: each updates as much of it
+    // as its variable is.
+    bool sharedState = op->hasAttr("shard_state");
     for (Value v : op->getOperands().drop_back()) {
       auto t = dyn_cast<RankedTensorType>(v.getType());
-      int64_t whole = bytesOf(v.getType());
+      int64_t whole = bytesOf((sharedState ? op->getOperand(0) : v).getType());
       int64_t touched = sparse && t && t.getRank() >= 1 && t.getDimSize(0) > 0
-                            ? whole / t.getDimSize(0) * std::min(sparse.getRows(), t.getDimSize(0))
+                            ? whole / t.getDimSize(0) * std::min(rows, t.getDimSize(0))
                             : whole;
       bytes += 2 * touched;
     }
-    bytes += sparse ? bytesOf(sparse.getValuesType()) + bytesOf(sparse.getIndicesType())
+    bytes += sparse ? (int64_t)((double)(bytesOf(sparse.getValuesType()) +
+                                         bytesOf(sparse.getIndicesType())) *
+                                served)
                     : bytesOf(op->getOperands().back().getType());
     return bytes / share;
   }
@@ -219,7 +238,8 @@ int64_t bytesMovedBy(Operation *op, ArrayRef<int64_t> gridShape) {
 double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape,
                         const grid::Machine &m) {
   double seconds = 0;
-  StringRef kind = op->getName().stripDialect();
+  StringRef kind = op->hasTrait<px::OpTrait::Elementwise>() ? StringRef("elementwise")
+                                                             : op->getName().stripDialect();
   auto rated = m.opRates.find(kind.str());
   if (rated != m.opRates.end() && op->getDialect() &&
       op->getDialect()->getNamespace() == "px") {
@@ -496,6 +516,12 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     if (auto b = px::getAttr<px::PxDialect::BytesPerStepAttrHelper>(var))
       l.syncBytes = b.getInt();
     l.syncSeconds = (double)l.syncBytes * batchLink.beta;
+    // An all-reduce also reduces what it receives: in its reduce-scatter
+    // half, (g-1)/g of the tensor read twice and written once, 1.5 times
+    // the bytes it sends, at the streaming rate.
+    auto scheme = px::getAttr<px::PxDialect::SyncAttrHelper>(var);
+    if (scheme && scheme.getValue() == "allreduce")
+      l.syncSeconds += 1.5 * (double)l.syncBytes / machine.streamBytesPerSecond;
     int64_t memory = 2 * bytesOf(var.getType());
     for (Operation *user : var->getUsers())
       if (isa<px::SgdOp, px::MomentumOp, px::AdamOp, px::AdagradOp>(user))
@@ -555,7 +581,9 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     // in place): compute, at the streaming rate.
     if (!names) {
       double copies =
-          2.0 * (double)(bytesOf(op.getOperand(0).getType()) + bytesOf(op.getResult(0).getType())) /
+          (2.0 * (double)(bytesOf(op.getOperand(0).getType()) +
+                          bytesOf(op.getResult(0).getType())) +
+           (isa<px::AllReduceOp>(op) ? 1.5 * (double)c->bytes : 0.0)) /
               machine.streamBytesPerSecond +
           machine.kernelSeconds;
       layerFor(&op).computeSeconds += copies;

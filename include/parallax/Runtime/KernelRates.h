@@ -50,6 +50,11 @@ inline constexpr RatedKernel kRatedKernels[] = {
     {"max_pool", KernelWork::WindowTaps},  {"max_pool_grad", KernelWork::WindowTaps},
     {"gru", KernelWork::Flops},            {"gru_grad", KernelWork::Flops},
     {"lstm", KernelWork::Flops},           {"lstm_grad", KernelWork::Flops},
+    // A class, not a kernel: every op of the px dialect's Elementwise trait
+    // (add, mul, relu, where ...), timed on add. Their tensors are
+    // activations, often in cache, where the streaming rate (a dense
+    // update's, from memory) undersells them.
+    {"elementwise", KernelWork::Bytes},
 };
 
 /// The unit `op`'s calibrated rate counts, or none for a kernel without one.
