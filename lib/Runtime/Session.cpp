@@ -220,8 +220,10 @@ StorageBytes storageOf(const Plan &plan) {
     add(s.constants, bytesOf(c.dtype, c.shape));
   for (const auto &in : plan.inputs)
     add(s.inputs, bytesOf(in.dtype, in.shape));
+  s.collectives = std::max<int64_t>(0, plan.memory.collectives);
+  s.libraries = std::max<int64_t>(0, plan.memory.libraries);
   s.total = s.arena;
-  for (int64_t part : {s.variables, s.constants, s.inputs})
+  for (int64_t part : {s.variables, s.constants, s.inputs, s.collectives, s.libraries})
     add(s.total, part);
   return s;
 }
@@ -239,6 +241,9 @@ void Session::checkFits(const StorageBytes &need) const {
         "the plan needs " + bytesText(need.total) + " of memory per rank (arena " +
         bytesText(need.arena) + ", variables " + bytesText(need.variables) +
         ", inputs " + bytesText(need.inputs) + ", constants " + bytesText(need.constants) +
+        (need.collectives > 0 ? ", collectives " + bytesText(need.collectives)
+                              : std::string()) +
+        (need.libraries > 0 ? ", libraries " + bytesText(need.libraries) : std::string()) +
         (need.workspace > 0 ? ", kernel workspace " + bytesText(need.workspace)
                             : std::string()) +
         ")" +

@@ -209,6 +209,10 @@ private:
 /// sum saturates at INT64_MAX).
 struct StorageBytes {
   int64_t arena = 0, variables = 0, constants = 0, inputs = 0, total = 0;
+  /// What the plan's estimate says its collectives' buffers and MPI's
+  /// largest temporary, and the kernels' libraries, take: allocated as the
+  /// steps run, so counted from the estimate, not from the session.
+  int64_t collectives = 0, libraries = 0;
   /// The kernels' workspace (Kernel.h), known once they are bound.
   int64_t workspace = 0;
 };
