@@ -67,35 +67,33 @@ double flopsOf(Operation *op) {
       })
       .Case([&](px::ConvOp c) {
         auto w = cast<RankedTensorType>(c.getW().getType());
-        return 2.0 * elems(c.getY()) * (double)product(w.getShape().drop_front());
+        return rt::convFlops(elems(c.getY()), (double)product(w.getShape().drop_front()));
       })
       .Case([&](px::ConvGradInputOp c) {
         auto w = cast<RankedTensorType>(c.getW().getType());
-        return 2.0 * elems(c.getDy()) * (double)product(w.getShape().drop_front());
+        return rt::convFlops(elems(c.getDy()), (double)product(w.getShape().drop_front()));
       })
       .Case([&](px::ConvGradFilterOp c) {
         auto w = cast<RankedTensorType>(c.getDw().getType());
-        return 2.0 * elems(c.getDy()) * (double)product(w.getShape().drop_front());
+        return rt::convFlops(elems(c.getDy()), (double)product(w.getShape().drop_front()));
       })
-      // A recurrent layer: every step multiplies each sequence's input by W
-      // and its state by R (x is [T, B, I]); the gradient does it twice.
+      // x is [T, B, I].
       .Case<px::LstmOp, px::GruOp, px::RnnOp>([&](auto r) {
-        return 2.0 * (double)(dim(r.getX(), 0) * dim(r.getX(), 1)) *
-               (elems(r.getW()) + elems(r.getR()));
+        return rt::recurrentFlops(dim(r.getX(), 0), dim(r.getX(), 1),
+                                  elems(r.getW()) + elems(r.getR()), false);
       })
       .Case<px::LstmGradOp, px::GruGradOp, px::RnnGradOp>([&](auto r) {
-        return 4.0 * (double)(dim(r.getX(), 0) * dim(r.getX(), 1)) *
-               (elems(r.getW()) + elems(r.getR()));
+        return rt::recurrentFlops(dim(r.getX(), 0), dim(r.getX(), 1),
+                                  elems(r.getW()) + elems(r.getR()), true);
       })
       .Default([](Operation *) { return 0.0; });
 }
 
-/// A max pooling's window taps: its outputs (dy's elements for the
-/// gradient) times the window's elements.
+/// A max pooling's window taps (KernelRates.h).
 double windowTapsOf(Operation *op) {
   auto taps = [](Value out, ArrayRef<int64_t> window) {
-    return (double)product(cast<RankedTensorType>(out.getType()).getShape()) *
-           (double)product(window);
+    return rt::windowTaps((double)product(cast<RankedTensorType>(out.getType()).getShape()),
+                          (double)product(window));
   };
   return llvm::TypeSwitch<Operation *, double>(op)
       .Case([&](px::MaxPoolOp m) { return taps(m.getY(), m.getKernelShape()); })
@@ -232,37 +230,51 @@ int64_t bytesMovedBy(Operation *op, ArrayRef<int64_t> gridShape) {
 
 /// What an op that is not a collective computes for, on one rank: its
 /// work at its kernel's calibrated rate where the profile has one
-/// (KernelRates.h), else its products' flops (`flops`) at the products' or
-/// the convolutions' rate, or the bytes it moves at the streaming rate;
-/// and the cost of a kernel call. 0 for an op that runs no kernel.
+/// (KernelRates.h; the rate is of whole calls, their fixed cost included),
+/// else its products' flops (`flops`) at the products' or the
+/// convolutions' rate, or the bytes it moves at the streaming rate, and a
+/// kernel call's cost. 0 for an op that runs no kernel.
 double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape,
                         const grid::Machine &m) {
-  double seconds = 0;
-  StringRef kind = op->hasTrait<px::OpTrait::Elementwise>() ? StringRef("elementwise")
-                                                             : op->getName().stripDialect();
-  auto rated = m.opRates.find(kind.str());
-  if (rated != m.opRates.end() && op->getDialect() &&
-      op->getDialect()->getNamespace() == "px") {
-    double work = 0;
-    switch (*rt::ratedWorkOf(rated->first)) {
-    case rt::KernelWork::Flops:
-      work = flops;
-      break;
-    case rt::KernelWork::WindowTaps:
-      work = windowTapsOf(op);
-      break;
-    case rt::KernelWork::Bytes:
-      work = (double)bytesMovedBy(op, gridShape);
-      break;
+  if (op->getDialect() && op->getDialect()->getNamespace() == "px") {
+    std::string kind = op->hasTrait<px::OpTrait::Elementwise>()
+                           ? "elementwise"
+                           : op->getName().stripDialect().str();
+    auto rated = m.opRates.find(kind);
+    std::optional<rt::KernelWork> unit = rt::ratedWorkOf(kind);
+    if (rated != m.opRates.end() && unit && !rated->second.points.empty()) {
+      double work = *unit == rt::KernelWork::Flops        ? flops
+                    : *unit == rt::KernelWork::WindowTaps ? windowTapsOf(op)
+                                                          : (double)bytesMovedBy(op, gridShape);
+      if (double rate = rated->second.at(work); work > 0 && rate > 0)
+        return work / rate;
     }
-    seconds = work / rated->second.at(work);
-  } else if (flops) {
+  }
+  double seconds = 0;
+  if (flops) {
     bool conv = isa<px::ConvOp, px::ConvGradInputOp, px::ConvGradFilterOp>(op);
     seconds = flops / (conv ? m.convFlopsPerSecond : m.flopsPerSecond);
   } else if (int64_t moved = bytesMovedBy(op, gridShape)) {
     seconds = (double)moved / m.streamBytesPerSecond;
   }
   return seconds ? seconds + m.kernelSeconds : 0;
+}
+
+/// The link of a group over `axes` (empty: all) of the grid: the
+/// inter-machine one when some group spans machines.
+const grid::Link &linkOf(ArrayRef<int64_t> gridShape, ArrayRef<int64_t> axes,
+                         int64_t ranksPerMachine, const grid::Machine &m) {
+  std::vector<int64_t> shape(gridShape.begin(), gridShape.end()), ax(axes.begin(), axes.end());
+  return rt::groupsSpanMachines(shape, ax, (int)std::min<int64_t>(ranksPerMachine, 1 << 30))
+             ? m.inter
+             : m.intra;
+}
+
+/// The reduction an all-reduce does besides its transfer: in its
+/// reduce-scatter half, (g-1)/g of the tensor read twice and written once,
+/// 1.5 times the bytes it sends, at the streaming rate.
+double reductionSeconds(int64_t sentBytes, const grid::Machine &m) {
+  return 1.5 * (double)sentBytes / m.streamBytesPerSecond;
 }
 
 /// The all-reduces a synchronized batch norm runs inside its kernel (the
@@ -279,10 +291,7 @@ double syncBatchNormSeconds(Operation *op, ArrayRef<int64_t> gridShape, int64_t 
     int64_t g = rt::groupSize(shape, axes);
     if (g <= 1)
       return 0.0;
-    const grid::Link &link =
-        rt::groupsSpanMachines(shape, axes, (int)std::min<int64_t>(ranksPerMachine, 1 << 30))
-            ? m.inter
-            : m.intra;
+    const grid::Link &link = linkOf(gridShape, axes, ranksPerMachine, m);
     int64_t channels = cast<RankedTensorType>(bn.getScale().getType()).getDimSize(0);
     double seconds = 0;
     for (int64_t perChannel : doubles)
@@ -337,10 +346,7 @@ std::optional<Collective> collectiveOf(Operation *op, ArrayRef<int64_t> gridShap
     for (int16_t a : axesAttr.asArrayRef())
       axes.push_back(a);
   groupSize = rt::groupSize(shape, axes);
-  const grid::Link &link =
-      rt::groupsSpanMachines(shape, axes, (int)std::min<int64_t>(ranksPerMachine, 1 << 30))
-          ? m.inter
-          : m.intra;
+  const grid::Link &link = linkOf(gridShape, axes, ranksPerMachine, m);
   int64_t in = bytesOf(op->getOperand(0).getType()), g = groupSize;
   if (isa<px::HaloExchangeOp, px::HaloReduceOp>(op)) {
     Collective c = haloOf(op, g, link);
@@ -481,16 +487,13 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
   p.grid = {pr, std::max<int64_t>(1, world / pr)};
   int64_t perMachine = machine.ranksPerMachine;
 
-  // Synchronized batch norms' statistics and gradient sums (px-sync's
-  // count), over the batch axes.
+  // The gradients' synchronization runs over the batch axes.
   std::vector<int64_t> batchAxes;
   for (int64_t a = 0; pr > 1 && a + 1 < (int64_t)gridShape.size(); ++a)
     batchAxes.push_back(a);
-  const grid::Link &batchLink =
-      rt::groupsSpanMachines(gridShape, batchAxes, (int)std::min<int64_t>(perMachine, 1 << 30))
-          ? machine.inter
-          : machine.intra;
-  // (Their time: syncBatchNormSeconds, per op.)
+  const grid::Link &batchLink = linkOf(gridShape, batchAxes, perMachine, machine);
+  // Synchronized batch norms' statistics and gradient sums (px-sync's
+  // count; their time is syncBatchNormSeconds', per op).
   if (auto bn = px::getAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(module))
     p.other.syncBytes += bn.getInt();
 
@@ -516,12 +519,12 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     if (auto b = px::getAttr<px::PxDialect::BytesPerStepAttrHelper>(var))
       l.syncBytes = b.getInt();
     l.syncSeconds = (double)l.syncBytes * batchLink.beta;
-    // An all-reduce also reduces what it receives: in its reduce-scatter
-    // half, (g-1)/g of the tensor read twice and written once, 1.5 times
-    // the bytes it sends, at the streaming rate.
     auto scheme = px::getAttr<px::PxDialect::SyncAttrHelper>(var);
-    if (scheme && scheme.getValue() == "allreduce")
-      l.syncSeconds += 1.5 * (double)l.syncBytes / machine.streamBytesPerSecond;
+    if (scheme && scheme.getValue() == "allreduce") {
+      l.syncSeconds += reductionSeconds(l.syncBytes, machine);
+      // In the runtime's all_reduce kernels (the buckets).
+      p.byKernel["all_reduce"].seconds += l.syncSeconds;
+    }
     int64_t memory = 2 * bytesOf(var.getType());
     for (Operation *user : var->getUsers())
       if (isa<px::SgdOp, px::MomentumOp, px::AdamOp, px::AdagradOp>(user))
@@ -564,8 +567,11 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
         ++k.calls;
         k.seconds += seconds;
       }
-      if (double seconds = syncBatchNormSeconds(&op, gridShape, perMachine, machine))
+      // Inside the batch norm kernels, as the runtime times them.
+      if (double seconds = syncBatchNormSeconds(&op, gridShape, perMachine, machine)) {
         p.other.syncSeconds += seconds;
+        p.byKernel[op.getName().stripDialect().str()].seconds += seconds;
+      }
       continue;
     }
     // A gradient's synchronization is its variable's (px-sync counted it);
@@ -574,17 +580,18 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     if (names && llvm::all_of(names, [&](Attribute n) {
           auto s = dyn_cast<StringAttr>(n);
           return s && layerOfName.count(s.getValue());
-        }))
+        })) {
+      ++p.byKernel[op.getName().stripDialect().str()].calls;
       continue;
+    }
     // A collective kernel of the step copies its input into a send buffer
     // and what it receives into its result (a gradient bucket is reduced
     // in place): compute, at the streaming rate.
     if (!names) {
       double copies =
-          (2.0 * (double)(bytesOf(op.getOperand(0).getType()) +
-                          bytesOf(op.getResult(0).getType())) +
-           (isa<px::AllReduceOp>(op) ? 1.5 * (double)c->bytes : 0.0)) /
+          2.0 * (double)(bytesOf(op.getOperand(0).getType()) + bytesOf(op.getResult(0).getType())) /
               machine.streamBytesPerSecond +
+          (isa<px::AllReduceOp>(op) ? reductionSeconds(c->bytes, machine) : 0.0) +
           machine.kernelSeconds;
       layerFor(&op).computeSeconds += copies;
       auto &k = p.byKernel[op.getName().stripDialect().str()];

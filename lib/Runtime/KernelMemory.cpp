@@ -78,21 +78,25 @@ bool onOnednn(int64_t m, int64_t n, int64_t depth, int threads) {
   return (double)m * n * depth >= (double)kOnednnMinWork;
 }
 
-/// The same for a recurrent layer's largest products (Rnn.cpp): the whole
-/// sequence's input projection [T B, G H] = x [T B, I] W^T, and in the
-/// gradient dW [G H, I] and dR [G H, H] summed over the T B rows; a
-/// bidirectional layer runs its directions on half the threads each.
+/// The same for the products a recurrent layer's kernel runs (Rnn.cpp),
+/// over T*B rows, G*H gate columns, I inputs and H hidden: forward, the
+/// whole sequence's input projection [T B, G H] and each step's [B, G H]
+/// from the state; backward, each step's state gradient [B, H], dW [G H, I]
+/// and dR [G H, H] summed over the rows, and dx [T B, I]. A bidirectional
+/// layer runs its directions on half the threads each, except dx.
 bool recurrentOnOnednn(const Plan &plan, const PlanKernel &k, int threads) {
   const PlanTensor *x = tensorOf(plan, k.inputs, 0), *w = tensorOf(plan, k.inputs, 1),
                    *r = tensorOf(plan, k.inputs, 2);
   if (!x || !w || !r || x->shape.size() != 3 || w->shape.size() != 3 || r->shape.size() != 3)
     return false;
-  int64_t rows = x->shape[0] * x->shape[1], gates = w->shape[1], in = w->shape[2],
-          hidden = r->shape[2];
+  int64_t batch = x->shape[1], rows = x->shape[0] * batch, gates = w->shape[1],
+          in = w->shape[2], hidden = r->shape[2];
   int nt = w->shape[0] == 2 && threads >= 2 ? threads / 2 : threads;
   bool grad = k.op.size() > 5 && k.op.compare(k.op.size() - 5, 5, "_grad") == 0;
-  return onOnednn(rows, gates, in, nt) ||
-         (grad && (onOnednn(gates, in, rows, nt) || onOnednn(gates, hidden, rows, nt)));
+  if (!grad)
+    return onOnednn(rows, gates, in, nt) || onOnednn(batch, gates, hidden, nt);
+  return onOnednn(batch, hidden, gates, nt) || onOnednn(gates, in, rows, nt) ||
+         onOnednn(gates, hidden, rows, nt) || onOnednn(rows, in, gates, threads);
 }
 #endif
 

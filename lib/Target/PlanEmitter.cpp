@@ -888,9 +888,8 @@ int64_t Emitter::collectiveBuffers() const {
       // temporary block of 1/g of the message, two above 2 ranks. A
       // sharded update's bucket is reduce-scattered in place instead,
       // which copies the whole message and, over a power-of-two group
-      // (recursive halving), half of it again (measured: 96 MiB for a
-      // 64 MiB bucket on 2, 4 and 8 ranks, 48 for 48 on 3); its in-place
-      // all-gather takes none.
+      // (recursive halving), half of it again; its in-place all-gather
+      // takes none.
       if (g > 1 && !k.attrs.contains("shard_bytes"))
         largestRing = std::max(largestRing, (g > 2 ? 2 : 1) * ((ins + g - 1) / g));
       else if (g > 1)

@@ -227,7 +227,7 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
             if (!work || !rate || !(*work > 0) ||
                 (!curve.points.empty() && !(*work > curve.points.back().first)))
               return fail("profile " + profileFile + ": op_rates." + name.str() +
-                          " must be a rate or [work, rate] pairs by increasing work");
+                          " must be a rate or [work, rate] pairs by positive, increasing work");
             curve.points.push_back({*work, *rate});
           }
         }

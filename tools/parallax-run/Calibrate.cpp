@@ -134,25 +134,6 @@ double measureFlops(Comm &comm, int threads) {
   return 2.0 * (double)(n * n * n) / std::max(concurrentSeconds(comm, fn), 1e-12);
 }
 
-/// Floating-point operations per second of a 3 x 3 convolution (16
-/// images of 32 x 32 pixels, 32 channels to 32): convolutions run on their
-/// own kernels, at their own rate.
-double measureConvFlops(Comm &comm, int threads) {
-  const int64_t n = 16, c = 32, hw = 32, k = 3;
-  std::vector<float> x(n * c * hw * hw, 0.5f), w(c * c * k * k, 0.01f), y(n * c * hw * hw);
-  ExecEnv env;
-  env.threads = threads;
-  PlanKernel kernel;
-  KernelFn fn = kernelOn("conv",
-                         {{"strides", {1, 1}}, {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}},
-                          {"group", 1}},
-                         {{x.data(), DType::F32, {n, c, hw, hw}},
-                          {w.data(), DType::F32, {c, c, k, k}}},
-                         {{y.data(), DType::F32, {n, c, hw, hw}}}, env, kernel);
-  double flops = 2.0 * (double)(n * c * hw * hw) * (double)(c * k * k);
-  return flops / std::max(concurrentSeconds(comm, fn), 1e-12);
-}
-
 /// Bytes per second a memory-bound kernel streams (a dense Adam update of
 /// 4M parameters: the value, both moments and the gradient read, three
 /// written): what StepPrediction divides every other op's bytes by.
@@ -210,8 +191,8 @@ int64_t elements(const std::vector<int64_t> &shape) {
 /// recurrent layer of the example models' size (16 steps of 16 sequences,
 /// 32 inputs, 64 hidden). Small: a layer split over a few model ranks at a
 /// small batch (2 images of 16 channels, 8 x 8; 8 steps of 2 sequences, 16
-/// inputs, 16 hidden), where a call's fixed costs weigh: about 500 times
-/// less work.
+/// inputs, 16 hidden), where a call's fixed costs weigh: 190 to 510
+/// times less work.
 std::vector<Probe> ratedProbes(bool small) {
   const int64_t n = small ? 2 : 16, c = small ? 16 : 32, hw = small ? 8 : 32;
   std::vector<int64_t> image{n, c, hw, hw}, ch{c};
@@ -220,19 +201,21 @@ std::vector<Probe> ratedProbes(bool small) {
   // fast path) and the window as large as the example models' pools.
   nlohmann::json pool = {{"kernel_shape", {3, 3}}, {"strides", {1, 1}},
                          {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}}};
-  double taps = (double)elements(image) * 9;
+  double taps = windowTaps((double)elements(image), 9);
   const int64_t t = small ? 8 : 16, b = small ? 2 : 16, in = small ? 16 : 32,
                 h = small ? 16 : 64;
   auto recurrent = [&](const char *op, int64_t gates, int64_t gateCols, bool cells) {
     std::vector<int64_t> x{t, b, in}, w{1, gates * h, in}, r{1, gates * h, h},
         bias{1, 2 * gates * h}, state{1, b, h}, y{t, 1, b, h}, g{1, t, b, gateCols * h},
         cs{1, t, b, h};
-    double flops = 2.0 * (double)(t * b) * (double)(elements(w) + elements(r));
+    double weights = (double)(elements(w) + elements(r));
     nlohmann::json attrs = {{"direction", "forward"}};
     if (!cells)
       attrs["linear_before_reset"] = true;
-    Probe fwd{op, attrs, {x, w, r, bias, state}, {y, state, g}, flops};
-    Probe grad{nullptr, attrs, {x, w, r, state}, {x, w, r, bias, state}, 2 * flops};
+    Probe fwd{op, attrs, {x, w, r, bias, state}, {y, state, g},
+              recurrentFlops(t, b, weights, false)};
+    Probe grad{nullptr, attrs, {x, w, r, state}, {x, w, r, bias, state},
+               recurrentFlops(t, b, weights, true)};
     if (cells) {
       fwd.ins.push_back(state);
       fwd.outs = {y, state, state, g, cs};
@@ -243,19 +226,20 @@ std::vector<Probe> ratedProbes(bool small) {
     }
     return std::pair{fwd, grad};
   };
-  // The convolution of measureConvFlops, and its two gradients.
+  // A 3 x 3 convolution, c channels to c, and its two gradients; the large
+  // one's rate is also conv_flops_per_second.
   std::vector<int64_t> filter{c, c, 3, 3};
   nlohmann::json conv = {{"strides", {1, 1}}, {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}},
                          {"group", 1}};
-  double convFlops = 2.0 * (double)elements(image) * (double)(c * 9);
+  double flops = convFlops((double)elements(image), (double)(c * 9));
   const int64_t vector = small ? 1 << 14 : 1 << 22;
   auto [gru, gruGrad] = recurrent("gru", 3, 4, false);
   auto [lstm, lstmGrad] = recurrent("lstm", 4, 4, true);
   gruGrad.op = "gru_grad";
   lstmGrad.op = "lstm_grad";
-  return {{"conv", conv, {image, filter}, {image}, convFlops},
-          {"conv_grad_input", conv, {image, filter}, {image}, convFlops},
-          {"conv_grad_filter", conv, {image, image}, {filter}, convFlops},
+  return {{"conv", conv, {image, filter}, {image}, flops},
+          {"conv_grad_input", conv, {image, filter}, {image}, flops},
+          {"conv_grad_filter", conv, {image, image}, {filter}, flops},
           {"batch_norm", bn, {image, ch, ch, ch, ch}, {image, ch, ch}},
           {"batch_norm_grad", {{"epsilon", 1e-5}}, {image, image, ch}, {image, ch, ch}},
           {"max_pool", pool, {image}, {image}, taps},
@@ -320,10 +304,11 @@ int calibrate(Comm &comm, const std::string &outPath, int threads) {
   }
   profile["update_seconds_per_byte"] = measureUpdate(threads);
   profile["flops_per_second"] = measureFlops(comm, threads);
-  profile["conv_flops_per_second"] = measureConvFlops(comm, threads);
   profile["stream_bytes_per_second"] = measureStream(comm, threads);
   profile["kernel_seconds"] = measureKernelSeconds(comm, threads);
   profile["op_rates"] = measureRatedKernels(comm, threads);
+  // The convolutions' generic rate (the grid model's): the large probe's.
+  profile["conv_flops_per_second"] = profile["op_rates"]["conv"].back()[1];
   if (comm.rank() == 0) {
     std::ofstream out(outPath, std::ios::trunc);
     if (!out) {

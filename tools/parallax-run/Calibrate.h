@@ -9,9 +9,11 @@
 
 namespace parallax::run {
 
-/// Measures the links (latency, bandwidth; inside and between machines) and
-/// the sparse-update rate on this job's ranks and writes the profile that
-/// parallax-opt --profile reads (rank 0 writes it). Returns an exit status.
+/// Measures, on this job's ranks at once, the links (latency, bandwidth;
+/// inside and between machines), the sparse-update rate, the generic
+/// compute rates, a kernel call's cost and the rated kernels' rates
+/// (KernelRates.h), and writes the profile that parallax-opt --profile
+/// reads (rank 0 writes it). Returns an exit status.
 int calibrate(rt::Comm &comm, const std::string &outPath, int threads);
 
 } // namespace parallax::run

@@ -1,12 +1,13 @@
 //===- KernelRates.h - the kernels with a calibrated rate of their own -*- C++ -*-===//
 //
-// `parallax-run --calibrate` times one representative call of each kernel
-// below and writes its rate (work per second) into the profile's
-// "op_rates"; parallax-opt's step prediction divides an op of that kind by
-// it instead of by the generic rates (products' flops, streamed bytes). The
-// unit of work is the kernel's own: a recurrent layer's multiply-adds, a
-// pooling window's taps, a normalization's bytes. The compiler and the
-// runtime both read the unit from this table, so that the two count alike.
+// `parallax-run --calibrate` times a small and a large representative call
+// of each kernel below and writes their rates (work per second) into the
+// profile's "op_rates"; parallax-opt's step prediction divides an op of
+// that kind by the rate at its work instead of by the generic rates
+// (products' flops, streamed bytes). The unit of work is the kernel's own:
+// a recurrent layer's multiply-adds, a pooling window's taps, a
+// normalization's bytes. The compiler and the runtime both take the unit
+// and its formulas from here, so that the two count alike.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +34,24 @@ enum class KernelWork {
   /// Operands and results, in bytes.
   Bytes,
 };
+
+/// A convolution kernel's flops (any of the three): its output's elements
+/// (dy's for the gradients) times a filter's elements per output channel
+/// (C/group x the window), times 2.
+inline double convFlops(double outputs, double filterPerChannel) {
+  return 2.0 * outputs * filterPerChannel;
+}
+
+/// A recurrent layer's flops over `steps` x `batch` rows with W's and R's
+/// `weights` elements (all directions): each row multiplies each weight
+/// once forward; the gradient does it twice (dx and dh, dW and dR).
+inline double recurrentFlops(double steps, double batch, double weights, bool grad) {
+  return (grad ? 4.0 : 2.0) * steps * batch * weights;
+}
+
+/// A max pooling's taps: its outputs (dy's elements for the gradient) times
+/// the window's elements.
+inline double windowTaps(double outputs, double window) { return outputs * window; }
 
 struct RatedKernel {
   std::string_view op;

@@ -64,19 +64,29 @@ TEST(KernelMemory, OneDnnFromItsThresholdPerThreadPiece) {
   Plan wide = planOf("gemm", {{128, 64}, {64, 128}}, {{128, 128}});
   EXPECT_EQ(libraryBytes(wide, 4), kOnednn);
   EXPECT_EQ(libraryBytes(wide, 8), 0);
-  // trans_a: the depth is a's first dimension.
-  EXPECT_EQ(libraryBytes(planOf("gemm", {{64, 63}, {64, 64}}, {{63, 64}},
+  // trans_a: the depth is a's first dimension (64: 32 x 128 x 64 = 64^3;
+  // its last, 32, would give half).
+  EXPECT_EQ(libraryBytes(planOf("gemm", {{64, 32}, {64, 128}}, {{32, 128}},
                                 {{"trans_a", true}}),
                          1),
-            0);
+            kOnednn);
 }
 
-TEST(KernelMemory, ARecurrentLayerOnlyWhenItsSequenceProductsAreLarge) {
+TEST(KernelMemory, ARecurrentLayerOnlyWhenOneOfItsProductsIsLarge) {
   // Forward: the input projection [12 B, 96] = x [12 B, 8] W^T, 147456
-  // multiply-adds at B = 16: under the threshold.
+  // multiply-adds at B = 16, and each step's [16, 96] from the state,
+  // 49152: under the threshold.
   EXPECT_EQ(libraryBytes(gruOf(16, false), 2), 0);
   // Gradient: dR [96, 32] over 192 rows, 589824 (each direction on one of
   // 2 threads); with 4 sequences a rank, 147456: OpenBLAS only.
   EXPECT_EQ(libraryBytes(gruOf(16, true), 2), kOnednn);
   EXPECT_EQ(libraryBytes(gruOf(4, true), 2), 0);
+}
+
+TEST(KernelMemory, ARecurrentLayersStepProductsCount) {
+  // One input, 128 hidden, 64 sequences: the projection is 6144 multiply-
+  // adds a step, each step's state product [64, 384] from [64, 128]
+  // 3145728: oneDNN.
+  std::vector<int64_t> x{12, 64, 1}, w{1, 384, 1}, r{1, 384, 128};
+  EXPECT_EQ(libraryBytes(planOf("gru", {x, w, r}, {x}), 1), kOnednn);
 }
