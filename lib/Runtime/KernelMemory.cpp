@@ -19,6 +19,24 @@ const PlanTensor *tensorOf(const Plan &plan, const std::vector<int32_t> &ids, si
 
 } // namespace
 
+std::vector<int64_t> recurrentScratch(std::string_view op, int64_t d, int64_t t, int64_t b,
+                                      int64_t h) {
+  int64_t rows = t * b, state = b * h;
+  if (op == "lstm")
+    return {d * 4 * h};
+  if (op == "lstm_grad")
+    return {d * rows * 4 * h, d * rows * h, d * state};
+  if (op == "gru")
+    return {d * b * 3 * h};
+  if (op == "gru_grad")
+    return {d * rows * 3 * h, d * rows * 3 * h, d * rows * h, d * state};
+  if (op == "rnn")
+    return {d * rows * h};
+  if (op == "rnn_grad")
+    return {d * rows * h, d * rows * h};
+  return {};
+}
+
 int64_t workspaceBytes(const Plan &plan, int threads) {
   using namespace conv;
   int64_t largest = 0;
@@ -44,6 +62,15 @@ int64_t workspaceBytes(const Plan &plan, int threads) {
                                      ints("dilations", std::vector<int64_t>(nd, 1)));
       int64_t elem = (int64_t)sizeOf(x->dtype);
       bytes = scratchBytes(convScratch(tileConv(shapes, kind, elem, threads), kind), elem);
+    } else if (k.op == "lstm" || k.op == "gru" || k.op == "rnn" || k.op == "lstm_grad" ||
+               k.op == "gru_grad" || k.op == "rnn_grad") {
+      // x [T, B, I], r [D, G H, H].
+      const PlanTensor *x = tensorOf(plan, k.inputs, 0), *r = tensorOf(plan, k.inputs, 2);
+      if (!x || !r || x->shape.size() != 3 || r->shape.size() != 3)
+        continue;
+      bytes = scratchBytes(
+          recurrentScratch(k.op, r->shape[0], x->shape[0], x->shape[1], r->shape[2]),
+          (int64_t)sizeOf(x->dtype));
     } else if (k.op == "max_pool_grad") {
       const PlanTensor *x = tensorOf(plan, k.inputs, 0);
       if (!x || x->shape.size() < 3)

@@ -11,6 +11,8 @@
 #define PARALLAX_RUNTIME_KERNELMEMORY_H
 
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 namespace parallax::rt {
 
@@ -26,9 +28,18 @@ constexpr int64_t kOnednnMinWork = 64 * 64 * 64;
 /// NMT, 6.8 for the LM with its 10k-word softmax product).
 constexpr int64_t kOnednnBytes = int64_t(4) << 20;
 
+/// A recurrent kernel's scratch (lib/Runtime/Kernels/Rnn.cpp), in elements,
+/// in the order it takes it, for `d` directions, `t` steps, `b` sequences
+/// and `h` hidden units: the gradients' pre-activation gradients, the
+/// states each step read and per-step temporaries, the forward kernels'
+/// summed biases, recurrent products or input projections. Empty for
+/// another op.
+std::vector<int64_t> recurrentScratch(std::string_view op, int64_t d, int64_t t, int64_t b,
+                                      int64_t h);
+
 /// The workspace the CPU kernels of `plan` take at `threads` threads per
-/// rank: the largest scratch of one kernel (ConvTiling.h), the size a
-/// session allocates.
+/// rank: the largest scratch of one kernel (ConvTiling.h, recurrentScratch),
+/// the size a session allocates.
 int64_t workspaceBytes(const Plan &plan, int threads);
 
 /// What the libraries under `plan`'s CPU kernels keep at `threads` threads

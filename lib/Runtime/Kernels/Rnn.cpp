@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Runtime/Kernel.h"
+#include "parallax/Runtime/KernelMemory.h"
 
 #include "Blas.h"
 #include "KernelUtil.h"
@@ -136,10 +137,11 @@ template <typename T> KernelFn lstmTyped(KernelArgs &args) {
   T *y = args.out(0).as<T>(), *yh = args.out(1).as<T>(),
     *yc = args.out(2).as<T>(), *gates = args.out(3).as<T>(),
     *cells = args.out(4).as<T>();
-  auto biasSum = std::make_shared<std::vector<T>>(l.d * G, T(0));
+  // Per direction: Wb + Rb [G], summed every call (the bias may change).
+  auto biasSum = args.scratch<T>(recurrentScratch(op, l.d, l.t, l.b, H)[0]);
   int threads = args.env.threads;
   return [=] {
-    T *bs = biasSum->data();
+    T *bs = biasSum.get();
     for (int64_t dir = 0; dir < l.d; ++dir)
       for (int64_t j = 0; j < G; ++j)
         bs[dir * G + j] = bias[dir * 2 * G + j] + bias[dir * 2 * G + G + j];
@@ -201,15 +203,16 @@ template <typename T> KernelFn lstmGradTyped(KernelArgs &args) {
   int64_t rows = l.t * l.b;
   // Per direction: pre-activation gradients [T*B, 4H] and the state each
   // step read [T*B, H].
-  auto dgates = std::make_shared<std::vector<T>>(l.d * rows * G);
-  auto hPrevs = std::make_shared<std::vector<T>>(l.d * rows * H);
-  auto tanhCells = std::make_shared<std::vector<T>>(l.d * S);
+  std::vector<int64_t> pieces = recurrentScratch(op, l.d, l.t, l.b, H);
+  auto dgates = args.scratch<T>(pieces[0]);
+  auto hPrevs = args.scratch<T>(pieces[1]);
+  auto tanhCells = args.scratch<T>(pieces[2]);
   int threads = args.env.threads;
   return [=] {
     forDirections(threads, l, [&](int64_t dir, int nt) {
       const T *rd = r + dir * G * H;
-      T *dg = dgates->data() + dir * rows * G, *hp = hPrevs->data() + dir * rows * H;
-      T *tcs = tanhCells->data() + dir * S; // tanh of the step's cells
+      T *dg = dgates.get() + dir * rows * G, *hp = hPrevs.get() + dir * rows * H;
+      T *tcs = tanhCells.get() + dir * S; // tanh of the step's cells
       // dh and dc: the gradients flowing into the state the current step
       // wrote, kept in the outputs for the initial states.
       T *dh = dh0 + dir * S, *dc = dc0 + dir * S;
@@ -253,7 +256,7 @@ template <typename T> KernelFn lstmGradTyped(KernelArgs &args) {
                  dr + dir * G * H, H);
       sharedBiasGradient(nt, dg, rows, G, db + dir * 2 * G);
     });
-    inputGradient(threads, l, dgates->data(), G, w, dx);
+    inputGradient(threads, l, dgates.get(), G, w, dx);
   };
 }
 
@@ -276,14 +279,14 @@ template <typename T> KernelFn gruTyped(KernelArgs &args) {
   T *y = args.out(0).as<T>(), *yh = args.out(1).as<T>(),
     *gates = args.out(2).as<T>();
   // Per direction: the step's recurrent products [B, 3H].
-  auto products = std::make_shared<std::vector<T>>(l.d * l.b * G3);
+  auto products = args.scratch<T>(recurrentScratch(op, l.d, l.t, l.b, H)[0]);
   int threads = args.env.threads;
   return [=] {
     forDirections(threads, l, [&](int64_t dir, int nt) {
       const T *wd = w + dir * G3 * l.i, *rd = r + dir * G3 * H;
       const T *wb = bias + dir * 2 * G3, *rb = wb + G3;
       T *gd = gates + l.gatesAt(dir, 0);
-      T *hr = products->data() + dir * l.b * G3;
+      T *hr = products.get() + dir * l.b * G3;
       blas::gemm(nt, false, true, l.t * l.b, G3, l.i, T(1), x, l.i, wd, l.i,
                  T(0), gd, G4);
       const T *hPrev = h0 + dir * l.stateSize();
@@ -367,17 +370,18 @@ template <typename T> KernelFn gruGradTyped(KernelArgs &args) {
   // Per direction: gradients of the input projections' pre-activations
   // [T*B, 3H] and of the recurrent products [T*B, 3H] (they differ in the
   // candidate's part), the states each step read, and a [B, H] temporary.
-  auto dInput = std::make_shared<std::vector<T>>(l.d * rows * G3);
-  auto dRecur = std::make_shared<std::vector<T>>(l.d * rows * G3);
-  auto hPrevs = std::make_shared<std::vector<T>>(l.d * rows * H);
-  auto temp = std::make_shared<std::vector<T>>(l.d * S);
+  std::vector<int64_t> pieces = recurrentScratch(op, l.d, l.t, l.b, H);
+  auto dInput = args.scratch<T>(pieces[0]);
+  auto dRecur = args.scratch<T>(pieces[1]);
+  auto hPrevs = args.scratch<T>(pieces[2]);
+  auto temp = args.scratch<T>(pieces[3]);
   int threads = args.env.threads;
   return [=] {
     forDirections(threads, l, [&](int64_t dir, int nt) {
       const T *rd = r + dir * G3 * H;
-      T *dgx = dInput->data() + dir * rows * G3,
-        *dgh = dRecur->data() + dir * rows * G3,
-        *hp = hPrevs->data() + dir * rows * H, *tmp = temp->data() + dir * S;
+      T *dgx = dInput.get() + dir * rows * G3,
+        *dgh = dRecur.get() + dir * rows * G3,
+        *hp = hPrevs.get() + dir * rows * H, *tmp = temp.get() + dir * S;
       T *dh = dh0 + dir * S; // the gradient of the state the step wrote
       std::memcpy(dh, dyh + dir * S, S * sizeof(T));
       for (int64_t s = l.t - 1; s >= 0; --s) {
@@ -462,7 +466,7 @@ template <typename T> KernelFn gruGradTyped(KernelArgs &args) {
       columnSums(nt, dgx, rows, G3, G3, dbd);
       columnSums(nt, dgh, rows, G3, G3, dbd + G3);
     });
-    inputGradient(threads, l, dInput->data(), G3, w, dx);
+    inputGradient(threads, l, dInput.get(), G3, w, dx);
   };
 }
 
@@ -483,13 +487,13 @@ template <typename T> KernelFn rnnTyped(KernelArgs &args) {
   T *y = args.out(0).as<T>(), *yh = args.out(1).as<T>();
   // Per direction: the input projections of every step [T*B, H] (y
   // interleaves the directions, so they cannot go there directly).
-  auto inputs = std::make_shared<std::vector<T>>(l.d * l.t * l.b * H);
+  auto inputs = args.scratch<T>(recurrentScratch(op, l.d, l.t, l.b, H)[0]);
   int threads = args.env.threads;
   return [=] {
     forDirections(threads, l, [&](int64_t dir, int nt) {
       const T *wd = w + dir * H * l.i, *rd = r + dir * H * H;
       const T *wb = bias + dir * 2 * H, *rb = wb + H;
-      T *xin = inputs->data() + dir * l.t * l.b * H;
+      T *xin = inputs.get() + dir * l.t * l.b * H;
       blas::gemm(nt, false, true, l.t * l.b, H, l.i, T(1), x, l.i, wd, l.i,
                  T(0), xin, H);
       const T *hPrev = h0 + dir * l.stateSize();
@@ -536,13 +540,14 @@ template <typename T> KernelFn rnnGradTyped(KernelArgs &args) {
   int64_t rows = l.t * l.b;
   // Per direction: the pre-activation gradients [T*B, H] and the state each
   // step read [T*B, H].
-  auto dpre = std::make_shared<std::vector<T>>(l.d * rows * H);
-  auto hPrevs = std::make_shared<std::vector<T>>(l.d * rows * H);
+  std::vector<int64_t> pieces = recurrentScratch(op, l.d, l.t, l.b, H);
+  auto dpre = args.scratch<T>(pieces[0]);
+  auto hPrevs = args.scratch<T>(pieces[1]);
   int threads = args.env.threads;
   return [=] {
     forDirections(threads, l, [&](int64_t dir, int nt) {
       const T *rd = r + dir * H * H;
-      T *dg = dpre->data() + dir * rows * H, *hp = hPrevs->data() + dir * rows * H;
+      T *dg = dpre.get() + dir * rows * H, *hp = hPrevs.get() + dir * rows * H;
       T *dh = dh0 + dir * S; // the gradient of the state the step wrote
       std::memcpy(dh, dyh + dir * S, S * sizeof(T));
       for (int64_t s = l.t - 1; s >= 0; --s) {
@@ -566,7 +571,7 @@ template <typename T> KernelFn rnnGradTyped(KernelArgs &args) {
                  dr + dir * H * H, H);
       sharedBiasGradient(nt, dg, rows, H, db + dir * 2 * H);
     });
-    inputGradient(threads, l, dpre->data(), H, w, dx);
+    inputGradient(threads, l, dpre.get(), H, w, dx);
   };
 }
 

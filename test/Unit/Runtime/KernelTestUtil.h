@@ -144,6 +144,11 @@ inline void runKernel(const std::string &op, std::vector<TestTensor *> inputs,
     env.step = 1;
   KernelArgs args(kernel, ins, outs, env);
   KernelFn fn = (*factory)(args);
+  // Scratch holds whatever the session's other kernels left there: NaN
+  // bytes, so that a kernel that reads its scratch before writing it fails
+  // its reference.
+  if (env.workspace && env.workspace->bytes() > 0)
+    std::memset(env.workspace->base(), 0xFF, (size_t)env.workspace->bytes());
   fn();
 }
 
