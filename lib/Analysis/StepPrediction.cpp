@@ -163,6 +163,13 @@ llvm::DenseSet<Operation *> forwardOps(func::FuncOp func) {
   return forward;
 }
 
+/// The ranks of a group over a px op's `grid_axes` (empty: all) of the
+/// grid.
+int64_t groupSizeOf(ArrayRef<int64_t> gridShape, ArrayRef<int16_t> axes) {
+  std::vector<int64_t> shape(gridShape.begin(), gridShape.end()), ax(axes.begin(), axes.end());
+  return rt::groupSize(shape, ax);
+}
+
 /// Bytes a memory-bound op reads and writes (its operands and results; an
 /// update writes its variable and state back), 0 for ops no kernel runs.
 /// `gridShape` sizes the group a sharded weight update divides its
@@ -184,20 +191,16 @@ int64_t bytesMovedBy(Operation *op, ArrayRef<int64_t> gridShape) {
     // a share of the variable as large as the group is wide.
     int64_t share = 1;
     if (op->hasAttr("shard_bytes")) {
-      std::vector<int64_t> shape(gridShape.begin(), gridShape.end()), axes;
-      if (auto a = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes"))
-        for (int16_t x : a.asArrayRef())
-          axes.push_back(x);
-      share = std::max<int64_t>(1, rt::groupSize(shape, axes));
+      auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+      share = std::max<int64_t>(
+          1, groupSizeOf(gridShape, axes ? axes.asArrayRef() : ArrayRef<int16_t>()));
     }
     // A parameter server applies the rows of the partitions it serves:
     // of a pushed gradient's slots, the busiest server's share.
     double served = 1;
     if (auto push = op->getOperands().back().getDefiningOp<px::PsPushOp>()) {
-      std::vector<int64_t> shape(gridShape.begin(), gridShape.end()),
-          axes(push.getGridAxes().begin(), push.getGridAxes().end());
       int64_t parts = std::max<int64_t>(1, push.getPartitions()),
-              servers = std::max<int64_t>(1, rt::groupSize(shape, axes));
+              servers = std::max<int64_t>(1, groupSizeOf(gridShape, push.getGridAxes()));
       served = (double)((parts + servers - 1) / servers) / (double)parts;
     }
     int64_t rows = sparse ? (int64_t)std::ceil((double)sparse.getRows() * served) : 0;
@@ -285,12 +288,10 @@ double syncBatchNormSeconds(Operation *op, ArrayRef<int64_t> gridShape, int64_t 
   auto sums = [&](auto bn, std::initializer_list<int64_t> doubles) {
     if (!bn.getGrid())
       return 0.0;
-    std::vector<int64_t> shape(gridShape.begin(), gridShape.end()), axes;
-    for (int16_t a : bn.getGridAxes())
-      axes.push_back(a);
-    int64_t g = rt::groupSize(shape, axes);
+    int64_t g = groupSizeOf(gridShape, bn.getGridAxes());
     if (g <= 1)
       return 0.0;
+    std::vector<int64_t> axes(bn.getGridAxes().begin(), bn.getGridAxes().end());
     const grid::Link &link = linkOf(gridShape, axes, ranksPerMachine, m);
     int64_t channels = cast<RankedTensorType>(bn.getScale().getType()).getDimSize(0);
     double seconds = 0;
@@ -341,11 +342,10 @@ std::optional<Collective> collectiveOf(Operation *op, ArrayRef<int64_t> gridShap
       !isa<px::AllReduceOp, px::AllGatherOp, px::ReduceScatterOp, px::AllToAllOp,
            px::AllSliceOp, px::HaloExchangeOp, px::HaloReduceOp>(op))
     return std::nullopt;
-  std::vector<int64_t> shape(gridShape.begin(), gridShape.end()), axes;
-  if (axesAttr)
-    for (int16_t a : axesAttr.asArrayRef())
-      axes.push_back(a);
-  groupSize = rt::groupSize(shape, axes);
+  ArrayRef<int16_t> axes16 = axesAttr ? axesAttr.asArrayRef() : ArrayRef<int16_t>();
+  std::vector<int64_t> shape(gridShape.begin(), gridShape.end()),
+      axes(axes16.begin(), axes16.end());
+  groupSize = groupSizeOf(gridShape, axes16);
   const grid::Link &link = linkOf(gridShape, axes, ranksPerMachine, m);
   int64_t in = bytesOf(op->getOperand(0).getType()), g = groupSize;
   if (isa<px::HaloExchangeOp, px::HaloReduceOp>(op)) {
