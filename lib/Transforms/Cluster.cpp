@@ -205,8 +205,15 @@ struct ClusterPass : parallax::impl::PxClusterBase<ClusterPass> {
       c.convFlopsPerSecond = *f;
     if (auto b = obj->getNumber("stream_bytes_per_second"))
       c.streamBytesPerSecond = *b;
-    if (auto k = obj->getNumber("kernel_seconds"))
-      c.kernelSeconds = *k;
+    if (const llvm::json::Value *k = obj->get("kernel_seconds")) {
+      auto seconds = k->getAsNumber();
+      if (!seconds || !(*seconds >= 0))
+        return fail("profile " + profileFile + ": kernel_seconds must be a number >= 0");
+      c.kernelSeconds = *seconds;
+    }
+    if (obj->get("op_rates") && !obj->getObject("op_rates"))
+      return fail("profile " + profileFile +
+                  ": op_rates must be an object of kernel names and rates");
     if (auto *rates = obj->getObject("op_rates"))
       for (const auto &[name, value] : *rates) {
         if (!rt::ratedWorkOf(name.str()))
