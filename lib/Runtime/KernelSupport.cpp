@@ -147,8 +147,7 @@ void registerAllKernels(KernelRegistry &registry) {
   registerRnnKernels(registry);
 }
 
-void parallelFor(int threads, int64_t n, int64_t grain,
-                 const std::function<void(int64_t, int64_t)> &body) {
+void parallelFor(int threads, int64_t n, int64_t grain, RangeBody body) {
   if (n <= 0)
     return;
   int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / std::max<int64_t>(grain, 1));

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -214,10 +215,28 @@ JobInfo jobInfoOf(const KernelArgs &args);
 /// the whole grid; no grid: the world), as the collective kernels find it.
 Group &collectiveGroup(KernelArgs &args);
 
+/// A loop body parallelFor calls: the callable's address and how to call
+/// it, for the duration of the call. A std::function there allocated on
+/// every call for a lambda capturing more than two references (most do),
+/// in the step's hot path and in each OpenMP worker that nested one.
+class RangeBody {
+public:
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, RangeBody>>>
+  RangeBody(F &&f) // NOLINT: implicit, as a std::function's is
+      : callable_(const_cast<void *>(static_cast<const void *>(std::addressof(f)))),
+        call_([](void *c, int64_t begin, int64_t end) {
+          (*static_cast<std::remove_reference_t<F> *>(c))(begin, end);
+        }) {}
+  void operator()(int64_t begin, int64_t end) const { call_(callable_, begin, end); }
+
+private:
+  void *callable_;
+  void (*call_)(void *, int64_t, int64_t);
+};
+
 /// Runs body(begin, end) over [0, n) split into contiguous chunks on up to
 /// `threads` OpenMP threads; serial when n is below `grain`.
-void parallelFor(int threads, int64_t n, int64_t grain,
-                 const std::function<void(int64_t, int64_t)> &body);
+void parallelFor(int threads, int64_t n, int64_t grain, RangeBody body);
 
 } // namespace parallax::rt
 
