@@ -6,25 +6,6 @@
 
 namespace parallax::rt::conv {
 
-namespace {
-
-/// ONNX / PyTorch output size of one spatial dimension (as the px shape
-/// rule, PxShapes.cpp's windowOutputSize): a ceil_mode window that would
-/// start in the end padding is dropped.
-int64_t windowOut(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
-                  int64_t d, bool ceilMode) {
-  int64_t eff = d * (k - 1) + 1;
-  int64_t span = in + pb + pe - eff;
-  if (span < 0)
-    return 0;
-  int64_t out = (ceilMode ? (span + s - 1) / s : span / s) + 1;
-  if (ceilMode && (out - 1) * s >= in + pb)
-    --out;
-  return out;
-}
-
-} // namespace
-
 Geo windowGeo(const std::vector<int64_t> &xShape, const std::vector<int64_t> &kernel,
               const std::vector<int64_t> &strides, const std::vector<int64_t> &pads,
               const std::vector<int64_t> &dilations, bool ceilMode) {
@@ -38,7 +19,7 @@ Geo windowGeo(const std::vector<int64_t> &xShape, const std::vector<int64_t> &ke
     g.d[i] = dilations[i];
     g.pb[i] = pads[i];
     g.pe[i] = pads[nd + i];
-    g.out[i] = windowOut(g.in[i], g.k[i], g.s[i], g.pb[i], g.pe[i], g.d[i], ceilMode);
+    g.out[i] = windowOutputSize(g.in[i], g.k[i], g.s[i], g.pb[i], g.pe[i], g.d[i], ceilMode);
   }
   for (int i = nd - 1; i >= 0; --i) {
     g.inStride[i] = g.inSize;

@@ -18,6 +18,23 @@
 
 namespace parallax::rt::conv {
 
+/// Output length of one spatial dimension of a convolution or pooling
+/// window, as ONNX and PyTorch size it (the px shape rule and the kernels
+/// both use it); a value < 1 when the window does not fit. With ceil_mode
+/// the last window must start inside the input or the leading padding: one
+/// that would start in the trailing padding is dropped.
+inline int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t padBegin,
+                                int64_t padEnd, int64_t dilation, bool ceilMode) {
+  int64_t effectiveKernel = dilation * (kernel - 1) + 1;
+  int64_t span = in + padBegin + padEnd - effectiveKernel;
+  if (span < 0)
+    return 0;
+  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceilMode && (out - 1) * stride >= in + padBegin)
+    --out;
+  return out;
+}
+
 constexpr int kMaxSpatial = 8;
 
 /// The window geometry of one kernel, in elements.

@@ -27,22 +27,6 @@ std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
-int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
-                         int64_t padBegin, int64_t padEnd, int64_t dilation,
-                         bool ceilMode) {
-  int64_t effectiveKernel = dilation * (kernel - 1) + 1;
-  int64_t span = in + padBegin + padEnd - effectiveKernel;
-  if (span < 0)
-    return 0;
-  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
-  // With ceil_mode the last window must start inside the input or the
-  // leading padding (ONNX and PyTorch drop a window that starts in the
-  // trailing padding).
-  if (ceilMode && (out - 1) * stride >= in + padBegin)
-    --out;
-  return out;
-}
-
 int64_t numElements(llvm::ArrayRef<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape)

@@ -60,7 +60,7 @@ Geo makeGeo(const KernelArgs &args, const std::vector<int64_t> &xShape,
     if (pads[i] < 0 || pads[nd + i] < 0)
       args.fail("pads must be >= 0, got " + shapeStr(pads));
   }
-  // Below 2^31, as the px verifier requires, so that windowOut's arithmetic
+  // Below 2^31, as the px verifier requires, so that windowOutputSize's arithmetic
   // cannot overflow.
   for (const std::vector<int64_t> *list :
        std::initializer_list<const std::vector<int64_t> *>{&kernel, &strides, &pads, &dil})

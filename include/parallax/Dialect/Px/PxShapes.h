@@ -10,6 +10,8 @@
 #ifndef PARALLAX_DIALECT_PX_PXSHAPES_H
 #define PARALLAX_DIALECT_PX_PXSHAPES_H
 
+#include "parallax/Runtime/ConvTiling.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/SmallVector.h"
 #include <cstdint>
@@ -28,11 +30,9 @@ std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
 /// Normalises an axis in [-rank, rank) to [0, rank); nullopt if out of range.
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 
-/// Output length of one spatial dimension of a convolution or pooling window.
-/// Returns a value < 1 when the window does not fit.
-int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
-                         int64_t padBegin, int64_t padEnd, int64_t dilation,
-                         bool ceilMode);
+/// Output length of one spatial dimension of a convolution or pooling window
+/// (the runtime's, which the kernels size their loops by).
+using rt::conv::windowOutputSize;
 
 /// The number of elements of a static shape.
 int64_t numElements(llvm::ArrayRef<int64_t> shape);
