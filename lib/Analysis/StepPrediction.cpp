@@ -239,7 +239,7 @@ int64_t bytesMovedBy(Operation *op, ArrayRef<int64_t> gridShape) {
 /// kernel call's cost. 0 for an op that runs no kernel.
 double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape,
                         const grid::Machine &m) {
-  if (op->getDialect() && op->getDialect()->getNamespace() == "px") {
+  if (isa_and_nonnull<px::PxDialect>(op->getDialect())) {
     std::string kind = op->hasTrait<px::OpTrait::Elementwise>()
                            ? "elementwise"
                            : op->getName().stripDialect().str();
@@ -554,6 +554,10 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     return p.other;
   };
 
+  // The --profile line an op's kernel is timed on.
+  auto kernelTime = [&](Operation &op) -> StepPrediction::KernelTime & {
+    return p.byKernel[op.getName().stripDialect().str()];
+  };
   for (Operation &op : func.getBody().front()) {
     int64_t g = 1;
     auto c = collectiveOf(&op, gridShape, perMachine, machine, g);
@@ -563,14 +567,13 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
         PredictedLayer &l = layerFor(&op);
         l.flops += f;
         l.computeSeconds += seconds;
-        auto &k = p.byKernel[op.getName().stripDialect().str()];
-        ++k.calls;
-        k.seconds += seconds;
+        ++kernelTime(op).calls;
+        kernelTime(op).seconds += seconds;
       }
       // Inside the batch norm kernels, as the runtime times them.
       if (double seconds = syncBatchNormSeconds(&op, gridShape, perMachine, machine)) {
         p.other.syncSeconds += seconds;
-        p.byKernel[op.getName().stripDialect().str()].seconds += seconds;
+        kernelTime(op).seconds += seconds;
       }
       continue;
     }
@@ -581,7 +584,7 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
           auto s = dyn_cast<StringAttr>(n);
           return s && layerOfName.count(s.getValue());
         })) {
-      ++p.byKernel[op.getName().stripDialect().str()].calls;
+      ++kernelTime(op).calls;
       continue;
     }
     // A collective kernel of the step copies its input into a send buffer
@@ -594,9 +597,8 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
           (isa<px::AllReduceOp>(op) ? reductionSeconds(c->bytes, machine) : 0.0) +
           machine.kernelSeconds;
       layerFor(&op).computeSeconds += copies;
-      auto &k = p.byKernel[op.getName().stripDialect().str()];
-      ++k.calls;
-      k.seconds += copies + c->seconds;
+      ++kernelTime(op).calls;
+      kernelTime(op).seconds += copies + c->seconds;
     }
     PredictedCollective pc;
     pc.kind = c->kind;

@@ -17,6 +17,15 @@ const PlanTensor *tensorOf(const Plan &plan, const std::vector<int32_t> &ids, si
              : nullptr;
 }
 
+/// A recurrent layer's kernel (Rnn.cpp): x [T, B, I], w [D, G H, I] and
+/// r [D, G H, H] are its first three operands.
+bool isRecurrent(std::string_view op) {
+  for (std::string_view name : {"lstm", "gru", "rnn", "lstm_grad", "gru_grad", "rnn_grad"})
+    if (op == name)
+      return true;
+  return false;
+}
+
 } // namespace
 
 std::vector<int64_t> recurrentScratch(std::string_view op, int64_t d, int64_t t, int64_t b,
@@ -62,9 +71,7 @@ int64_t workspaceBytes(const Plan &plan, int threads) {
                                      ints("dilations", std::vector<int64_t>(nd, 1)));
       int64_t elem = (int64_t)sizeOf(x->dtype);
       bytes = scratchBytes(convScratch(tileConv(shapes, kind, elem, threads), kind), elem);
-    } else if (k.op == "lstm" || k.op == "gru" || k.op == "rnn" || k.op == "lstm_grad" ||
-               k.op == "gru_grad" || k.op == "rnn_grad") {
-      // x [T, B, I], r [D, G H, H].
+    } else if (isRecurrent(k.op)) {
       const PlanTensor *x = tensorOf(plan, k.inputs, 0), *r = tensorOf(plan, k.inputs, 2);
       if (!x || !r || x->shape.size() != 3 || r->shape.size() != 3)
         continue;
@@ -135,8 +142,7 @@ int64_t libraryBytes(const Plan &plan, int threads) {
     const PlanTensor *a = tensorOf(plan, k.inputs, 0), *y = tensorOf(plan, k.outputs, 0);
     if (!a || !y || a->dtype != DType::F32)
       continue;
-    if (k.op == "lstm" || k.op == "gru" || k.op == "rnn" || k.op == "lstm_grad" ||
-        k.op == "gru_grad" || k.op == "rnn_grad") {
+    if (isRecurrent(k.op)) {
       if (recurrentOnOnednn(plan, k, threads))
         return kOnednnBytes;
       continue;

@@ -204,7 +204,8 @@ std::vector<Probe> ratedProbes(bool small) {
   double taps = windowTaps((double)elements(image), 9);
   const int64_t t = small ? 8 : 16, b = small ? 2 : 16, in = small ? 16 : 32,
                 h = small ? 16 : 64;
-  auto recurrent = [&](const char *op, int64_t gates, int64_t gateCols, bool cells) {
+  auto recurrent = [&](const char *op, const char *gradOp, int64_t gates, int64_t gateCols,
+                       bool cells) {
     std::vector<int64_t> x{t, b, in}, w{1, gates * h, in}, r{1, gates * h, h},
         bias{1, 2 * gates * h}, state{1, b, h}, y{t, 1, b, h}, g{1, t, b, gateCols * h},
         cs{1, t, b, h};
@@ -214,7 +215,7 @@ std::vector<Probe> ratedProbes(bool small) {
       attrs["linear_before_reset"] = true;
     Probe fwd{op, attrs, {x, w, r, bias, state}, {y, state, g},
               recurrentFlops(t, b, weights, false)};
-    Probe grad{nullptr, attrs, {x, w, r, state}, {x, w, r, bias, state},
+    Probe grad{gradOp, attrs, {x, w, r, state}, {x, w, r, bias, state},
                recurrentFlops(t, b, weights, true)};
     if (cells) {
       fwd.ins.push_back(state);
@@ -233,10 +234,8 @@ std::vector<Probe> ratedProbes(bool small) {
                          {"group", 1}};
   double flops = convFlops((double)elements(image), (double)(c * 9));
   const int64_t vector = small ? 1 << 14 : 1 << 22;
-  auto [gru, gruGrad] = recurrent("gru", 3, 4, false);
-  auto [lstm, lstmGrad] = recurrent("lstm", 4, 4, true);
-  gruGrad.op = "gru_grad";
-  lstmGrad.op = "lstm_grad";
+  auto [gru, gruGrad] = recurrent("gru", "gru_grad", 3, 4, false);
+  auto [lstm, lstmGrad] = recurrent("lstm", "lstm_grad", 4, 4, true);
   return {{"conv", conv, {image, filter}, {image}, flops},
           {"conv_grad_input", conv, {image, filter}, {image}, flops},
           {"conv_grad_filter", conv, {image, image}, {filter}, flops},
@@ -255,31 +254,31 @@ std::vector<Probe> ratedProbes(bool small) {
 nlohmann::json measureRatedKernels(Comm &comm, int threads) {
   nlohmann::json rates = nlohmann::json::object();
   for (bool small : {true, false})
-  for (Probe &p : ratedProbes(small)) {
-    std::vector<std::vector<float>> data;
-    std::vector<TensorView> ins, outs;
-    double bytes = 0;
-    auto view = [&](const std::vector<int64_t> &shape) {
-      auto &d = data.emplace_back(elements(shape));
-      for (size_t i = 0; i < d.size(); ++i)
-        d[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-      bytes += (double)d.size() * sizeof(float);
-      return TensorView{d.data(), DType::F32, shape};
-    };
-    data.reserve(p.ins.size() + p.outs.size());
-    for (auto &s : p.ins)
-      ins.push_back(view(s));
-    for (auto &s : p.outs)
-      outs.push_back(view(s));
-    ExecEnv env;
-    env.threads = threads;
-    env.step = 1;
-    PlanKernel k;
-    KernelFn fn = kernelOn(p.op, p.attrs, ins, outs, env, k);
-    const char *rated = p.rated ? p.rated : p.op;
-    double work = *ratedWorkOf(rated) == KernelWork::Bytes ? bytes : p.work;
-    rates[rated].push_back({work, work / std::max(concurrentSeconds(comm, fn), 1e-12)});
-  }
+    for (Probe &p : ratedProbes(small)) {
+      std::vector<std::vector<float>> data;
+      std::vector<TensorView> ins, outs;
+      double bytes = 0;
+      auto view = [&](const std::vector<int64_t> &shape) {
+        auto &d = data.emplace_back(elements(shape));
+        for (size_t i = 0; i < d.size(); ++i)
+          d[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        bytes += (double)d.size() * sizeof(float);
+        return TensorView{d.data(), DType::F32, shape};
+      };
+      data.reserve(p.ins.size() + p.outs.size());
+      for (auto &s : p.ins)
+        ins.push_back(view(s));
+      for (auto &s : p.outs)
+        outs.push_back(view(s));
+      ExecEnv env;
+      env.threads = threads;
+      env.step = 1;
+      PlanKernel k;
+      KernelFn fn = kernelOn(p.op, p.attrs, ins, outs, env, k);
+      const char *rated = p.rated ? p.rated : p.op;
+      double work = *ratedWorkOf(rated) == KernelWork::Bytes ? bytes : p.work;
+      rates[rated].push_back({work, work / std::max(concurrentSeconds(comm, fn), 1e-12)});
+    }
   return rates;
 }
 
