@@ -13,7 +13,12 @@ Usage (Debian's python, which has python3-torch/-onnx/-torchvision):
     /usr/bin/python3 examples/make_models.py --references [NAME ...]
     /usr/bin/python3 examples/make_models.py --noise-check [NAME ...]
 
-DIR defaults to examples/models next to this script, NAME to every model.
+DIR defaults to examples/models next to this script, NAME to every model
+except the on-demand ones (Model.on_demand: bert_base, a BERT-base-sized
+graph of ~110M parameters and ~420 MiB for strategy-search timing), which
+are exported, checked and stamped only when named, e.g.
+`make_models.py bert_base` or `--if-stale bert_base`; scripts/models.sh
+(`--if-stale` without names) never spends time on them.
 --check re-verifies existing files (ONNX checker, shape inference, op set,
 inputs, sparse variables) without exporting.  --if-stale exports only when
 DIR/.stamp is missing or stale or a requested file is missing, and then
@@ -103,6 +108,11 @@ class Model:
     sparse: Tuple[str, ...] = ()  # initializers that must be read only via
                                   # Gather(init, ids, axis=0)
     doc: str = ""
+    on_demand: bool = False  # large: left out when no NAME is given (see
+                             # default_names()); export it by naming it
+
+    def __post_init__(self):
+        assert not (self.on_demand and self.committed), "on-demand models are not committed"
 
 
 # Sizes shared by a builder and its input list in MODELS.
@@ -111,6 +121,7 @@ BAG_ITEMS, BAG_TAGS, BAG_DENSE = 5000, 300, 8
 DIM_SIZES.update(item_ids=96, tag_ids=48)  # ids per step (all of a step's bags)
 LM_VOCAB, LM_LEN, LM_SAMPLES = 100_000, 20, 1024
 DLRM_TABLES, DLRM_DENSE = (1_000_000, 100_000, 10_000, 1_000), 13
+BERT_VOCAB, BERT_LEN = 30522, 128
 
 # --------------------------------------------------------------------------
 # Model builders.  torch is imported lazily (see _torch()) so that --check
@@ -370,6 +381,64 @@ def build_lm():
     return LM()
 
 
+def build_bert_base():
+    torch, nn, F = _torch()
+    Attention, FeedForward, _, _ = _transformer_parts()
+    V, T = BERT_VOCAB, BERT_LEN
+    D, HEADS, FFN, LAYERS, P, EPS = 768, 12, 3072, 12, 0.1, 1e-12
+
+    class Layer(nn.Module):  # post-LN encoder layer, as BERT's; GELU -> Erf
+        def __init__(self):
+            super().__init__()
+            self.attn = Attention(D, HEADS, P)
+            self.ffn = FeedForward(D, FFN, P, F.gelu)  # as lm's (BERT has no dropout there)
+            self.ln1, self.ln2 = nn.LayerNorm(D, eps=EPS), nn.LayerNorm(D, eps=EPS)
+            self.drop = nn.Dropout(P)
+
+        def forward(self, x):
+            x = self.ln1(x + self.drop(self.attn(x, x, T, T)))
+            return self.ln2(x + self.drop(self.ffn(x)))
+
+    class BertBase(nn.Module):
+        """BERT-base (12 layers, hidden 768, 12 heads, FFN 3072) with its
+        masked-LM head, the loss taken at every position (no masking and no
+        padding mask: every token is a prediction target).  Differences to
+        BERT: no token-type embeddings and no pooler / next-sentence head,
+        the learned position table has the T rows a step uses rather than
+        512 (a slice of a variable would be the only such read in the
+        examples), and the FFN has lm's dropout after its GELU."""
+
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(V, D)
+            self.pos = nn.Parameter(torch.zeros(T, D))  # learned, dense
+            self.ln_embed = nn.LayerNorm(D, eps=EPS)
+            self.drop = nn.Dropout(P)
+            self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
+            # Masked-LM head: transform, then the decoder tied to the word
+            # embeddings (so embed.weight is read by Gather and densely: it
+            # is not a sparse variable) plus its own bias.
+            self.head = nn.Linear(D, D)
+            self.ln_head = nn.LayerNorm(D, eps=EPS)
+            self.out_bias = nn.Parameter(torch.zeros(V))
+            for m in self.modules():  # BERT's initializer
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    nn.init.normal_(m.weight, std=0.02)
+                if isinstance(m, nn.Linear):
+                    nn.init.zeros_(m.bias)
+            nn.init.normal_(self.pos, std=0.02)
+
+        def forward(self, tokens, targets):
+            x = self.drop(self.ln_embed(self.embed(tokens) + self.pos))
+            for layer in self.layers:
+                x = layer(x)
+            h = self.ln_head(F.gelu(self.head(x)))                 # [B, T, D]
+            logits = torch.matmul(h, self.embed.weight.t()) + self.out_bias  # [B, T, V]
+            return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+
+    return BertBase()
+
+
 def build_dlrm():
     torch, nn, F = _torch()
     TABLES, DENSE, EMB = DLRM_TABLES, DLRM_DENSE, 16
@@ -561,6 +630,14 @@ MODELS: Dict[str, Model] = {
                              inputs=_classifier_inputs(), doc="torchvision mobilenet_v2"),
     "tv_squeezenet": Model(_torchvision("squeezenet1_1"), batch=2, seed=8, committed=False,
                            inputs=_classifier_inputs(), doc="torchvision squeezenet1_1"),
+    # On demand only (~420 MiB, ~15 s to export): a BERT-base-sized graph
+    # for timing the strategy search.
+    "bert_base": Model(build_bert_base, batch=8, seed=11, committed=False, on_demand=True,
+                       inputs=(Input("tokens", (BATCH, BERT_LEN), "int64", BERT_VOCAB),
+                               Input("targets", (BATCH, BERT_LEN), "int64", BERT_VOCAB)),
+                       doc="BERT-base: 12-layer post-LN encoder (768 wide, 12 heads, "
+                           "FFN 3072, GELU), masked-LM head tied to the embeddings, "
+                           "loss at every position"),
 }
 
 
@@ -786,7 +863,8 @@ def _fmt_size(n: int) -> str:
 
 
 def report(model: Model, s: dict) -> None:
-    kind = "committed" if model.committed else "generated"
+    kind = ("committed" if model.committed else
+            "generated on demand" if model.on_demand else "generated")
     print(f"{s['name']}: {s['path']} ({_fmt_size(s['size'])}, {s['size']} bytes, {kind}, "
           f"default batch {model.batch}, seed {model.seed})")
     print(f"  {model.doc}")
@@ -1470,10 +1548,19 @@ def _reference_line(name: str, out: Path, losses: dict) -> str:
     return f"{name}: training reference {out / GOLDEN_DIR / name}: " + "; ".join(parts)
 
 
+def default_names(references: bool = False) -> List[str]:
+    """The models a run without NAME covers: those with a training reference
+    for --references and --noise-check, else every model that is not
+    on demand."""
+    return [n for n in MODELS if (n in REFERENCES if references else not MODELS[n].on_demand)]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    on_demand = [n for n in MODELS if MODELS[n].on_demand]
     ap.add_argument("names", nargs="*", metavar="NAME",
-                    help=f"models to build (default: all): {', '.join(MODELS)}")
+                    help=f"models to build (default: {', '.join(default_names())}; "
+                         f"only when named: {', '.join(on_demand) or 'none'})")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
@@ -1494,7 +1581,7 @@ def main(argv=None) -> int:
         if none:
             ap.error(f"no training reference for {', '.join(none)}; "
                      f"references exist for {', '.join(REFERENCES)}")
-    names = args.names or list(REFERENCES if args.references or args.noise_check else MODELS)
+    names = args.names or default_names(args.references or args.noise_check)
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         ap.error(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(MODELS)}")

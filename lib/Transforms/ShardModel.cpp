@@ -28,6 +28,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 
 namespace parallax {
 #define GEN_PASS_DEF_PXSHARDMODEL
@@ -143,12 +144,20 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
           << cluster.modelRanks << " model ranks: run px-cluster with model-ranks first";
       return signalPassFailure();
     }
+    if (failed(parseLayerSplits(module)))
+      return signalPassFailure();
     if (convSplit == "auto")
       chooseConvSplits(module, cluster);
     dropKeptDims<px::ReduceSumOp>(func);
     dropKeptDims<px::ReduceMeanOp>(func);
-    annotateWeights(func, grid);
-    annotateTables(module, func, grid);
+    if (failed(annotateWeights(func, grid)) || failed(annotateTables(module, func, grid)))
+      return signalPassFailure();
+    for (auto &named : explicitSplits)
+      if (!usedSplits.contains(named.getKey())) {
+        module.emitError("px-shard-model: layer-splits names '")
+            << named.getKey() << "', which is no layer's weight or embedding table";
+        return signalPassFailure();
+      }
 
     OpPassManager propagate(func::FuncOp::getOperationName());
     propagate.addPass(shard::createShardingPropagation());
@@ -255,6 +264,39 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
     return succeeded(all) ? *all : std::vector<shard::Sharding>();
   }
 
+  /// layer-splits: the split a strategy fixes for each named variable.
+  enum class Named { Whole, Out, In, Rows };
+  llvm::StringMap<Named> explicitSplits;
+  llvm::StringSet<> usedSplits;
+
+  LogicalResult parseLayerSplits(ModuleOp module) {
+    for (const std::string &spec : layerSplits) {
+      auto [name, split] = StringRef(spec).rsplit('=');
+      std::optional<Named> s = llvm::StringSwitch<std::optional<Named>>(split)
+                                   .Case("whole", Named::Whole)
+                                   .Case("out", Named::Out)
+                                   .Case("in", Named::In)
+                                   .Case("rows", Named::Rows)
+                                   .Default(std::nullopt);
+      if (name.empty() || !s)
+        return module.emitError("px-shard-model: layer-splits entry '")
+               << spec << "': expected VARIABLE=whole|out|in|rows";
+      explicitSplits[name] = *s;
+    }
+    return success();
+  }
+
+  /// The split layer-splits names for `var`, if any (and marks it used).
+  std::optional<Named> explicitSplitOf(px::VariableOp var) {
+    if (!var)
+      return std::nullopt;
+    auto it = explicitSplits.find(var.getName());
+    if (it == explicitSplits.end())
+      return std::nullopt;
+    usedSplits.insert(var.getName());
+    return it->second;
+  }
+
   /// conv-split=auto (SPAA'18's integrated parallelism): each
   /// convolution's rows are split where the closed-form model prices that
   /// below splitting its channels on this grid (halos and a weight
@@ -278,6 +320,8 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
 
   /// Whether `conv` splits its rows rather than its channels.
   bool splitsRows(px::ConvOp conv) {
+    if (auto named = explicitSplitOf(trainableWeightOf(conv.getW())))
+      return *named == Named::Rows;
     if (convSplit == "domain")
       return true;
     if (convSplit != "auto")
@@ -297,7 +341,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
   /// backward, half as much again. A dimension the model ranks do not
   /// divide is not split: the other split is taken, or none. With
   /// conv-split=domain, convolutions split their input rows instead.
-  void annotateWeights(func::FuncOp func, shard::GridOp grid) {
+  LogicalResult annotateWeights(func::FuncOp func, shard::GridOp grid) {
     auto modelAxis = (shard::GridAxis)(grid.getShape().size() - 1);
     int64_t ranks = grid.getShape().back();
     llvm::DenseMap<Operation *, Split> layers;
@@ -310,6 +354,12 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
         // Domain parallelism: the input's rows split, the weight whole.
         // Propagation carries the split on through the layers whose rows
         // can be split and gathers it before those that cannot.
+        bool named = explicitSplitOf(trainableWeightOf(conv.getW())).has_value();
+        if (named && !rowsSplit(conv, ranks))
+          return conv.emitError("px-shard-model: layer-splits: the rows of '")
+                 << trainableWeightOf(conv.getW()).getName() << "''s convolution do not split over "
+                 << ranks << " model ranks (a stride that skips rows, rows that do not divide, "
+                 << "or halos wider than a block)";
         if (rowsSplit(conv, ranks)) {
           SmallVector<SmallVector<shard::GridAxis>> rowAxes(3);
           rowAxes[2] = {modelAxis};
@@ -323,28 +373,53 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
         }
         continue;
       }
+      auto type = cast<RankedTensorType>(w.value.getType());
+      auto dimOf = [&](Split s) { return s == Split::OutputFeatures ? w.outDim : w.inDim; };
+      px::VariableOp var = trainableWeightOf(w.value);
+      if (std::optional<Named> named = explicitSplitOf(var)) {
+        if (*named == Named::Whole)
+          continue;
+        if (*named == Named::Rows)
+          return op.emitError("px-shard-model: layer-splits: '")
+                 << var.getName() << "' is no convolution's or embedding table's weight: "
+                 << "it splits whole, out or in";
+        Split s = *named == Named::Out ? Split::OutputFeatures : Split::InputFeatures;
+        if (type.getDimSize(dimOf(s)) % ranks != 0)
+          return op.emitError("px-shard-model: layer-splits: the ")
+                 << type.getDimSize(dimOf(s)) << (s == Split::OutputFeatures ? " output" : " input")
+                 << " features of '" << var.getName() << "' do not divide over " << ranks
+                 << " model ranks";
+        annotateWeight(w, dimOf(s), grid, op.getLoc());
+        layers[&op] = s;
+        continue;
+      }
       Operation *from = producingLayer(op.getOperand(0), layers);
       Split split = from && layers[from] == Split::OutputFeatures ? Split::InputFeatures
                                                                   : Split::OutputFeatures;
-      auto type = cast<RankedTensorType>(w.value.getType());
-      auto dimOf = [&](Split s) { return s == Split::OutputFeatures ? w.outDim : w.inDim; };
       if (type.getDimSize(dimOf(split)) % ranks != 0)
         split = split == Split::OutputFeatures ? Split::InputFeatures : Split::OutputFeatures;
       if (type.getDimSize(dimOf(split)) % ranks != 0)
         continue;
       layers[&op] = split;
-      int64_t dim = dimOf(split);
-      SmallVector<SmallVector<shard::GridAxis>> axes(dim + 1);
-      axes[dim] = {modelAxis};
-      // Every reader of the weight (the forward product, the backward ones,
-      // its gradient marker) sees the annotation.
-      b.setInsertionPointAfterValue(w.value);
-      auto sharding = shard::ShardingOp::create(
-          b, op.getLoc(), shard::Sharding::get(FlatSymbolRefAttr::get(grid.getSymNameAttr()),
-                                               toGridAxesAttrs(axes)));
-      auto annotated = shard::ShardOp::create(b, op.getLoc(), w.value, sharding.getResult());
-      w.value.replaceAllUsesExcept(annotated.getResult(), annotated);
+      annotateWeight(w, dimOf(split), grid, op.getLoc());
     }
+    return success();
+  }
+
+  /// Splits `w` along `dim` over the model axis. Every reader of the weight
+  /// (the forward product, the backward ones, its gradient marker) sees the
+  /// annotation.
+  void annotateWeight(Weight w, int64_t dim, shard::GridOp grid, Location loc) {
+    auto modelAxis = (shard::GridAxis)(grid.getShape().size() - 1);
+    SmallVector<SmallVector<shard::GridAxis>> axes(dim + 1);
+    axes[dim] = {modelAxis};
+    OpBuilder b(grid.getContext());
+    b.setInsertionPointAfterValue(w.value);
+    auto sharding = shard::ShardingOp::create(
+        b, loc, shard::Sharding::get(FlatSymbolRefAttr::get(grid.getSymNameAttr()),
+                                     toGridAxesAttrs(axes)));
+    auto annotated = shard::ShardOp::create(b, loc, w.value, sharding.getResult());
+    w.value.replaceAllUsesExcept(annotated.getResult(), annotated);
   }
 
   /// Megatron-LM's vocabulary-parallel embedding: a table read only through
@@ -352,7 +427,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
   /// evenly (each gather then sums the model ranks' partial lookups, and
   /// each rank's gradient is its rows'); otherwise it stays whole, and the
   /// report says why.
-  void annotateTables(ModuleOp module, func::FuncOp func, shard::GridOp grid) {
+  LogicalResult annotateTables(ModuleOp module, func::FuncOp func, shard::GridOp grid) {
     int64_t ranks = grid.getShape().back();
     SmallVector<SmallVector<shard::GridAxis>> rows{{(shard::GridAxis)(grid.getShape().size() - 1)}};
     auto sharding = shard::Sharding::get(FlatSymbolRefAttr::get(grid.getSymNameAttr()),
@@ -366,6 +441,17 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       if (!var.getTrainable() || !tables.contains(var.getName()) || var.getGrid())
         continue;
       int64_t vocabulary = var.getType().getDimSize(0);
+      if (std::optional<Named> named = explicitSplitOf(var)) {
+        if (*named == Named::Whole)
+          continue;
+        if (*named != Named::Rows)
+          return var.emitError("px-shard-model: layer-splits: '")
+                 << var.getName() << "' is an embedding table: it splits whole or rows";
+        if (vocabulary % ranks != 0)
+          return var.emitError("px-shard-model: layer-splits: the ")
+                 << vocabulary << " rows of '" << var.getName() << "' do not divide over "
+                 << ranks << " model ranks";
+      }
       if (vocabulary % ranks != 0) {
         px::setAttr<px::PxDialect::WholeOnGridAttrHelper>(
             var, b.getStringAttr(llvm::Twine(vocabulary) + " rows do not divide over " +
@@ -377,6 +463,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       auto annotated = shard::ShardOp::create(b, var.getLoc(), var.getOutput(), op.getResult());
       var.getOutput().replaceAllUsesExcept(annotated.getResult(), annotated);
     }
+    return success();
   }
 
   SmallVector<shard::GridAxesAttr> toGridAxesAttrs(ArrayRef<SmallVector<shard::GridAxis>> axes) {

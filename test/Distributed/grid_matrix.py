@@ -13,6 +13,11 @@ prediction). Prints one line per grid:
 
     MODEL PrxPc: matches one rank (S steps); bytes as predicted (B per rank and step)
 
+A grid may also be a point of the strategy search's frontier, pK@N: the
+plan of `--np N --plan-point K` (docs/strategy.md), printed as "point K of
+N ranks"; frontierM@N stands for M points spread over the frontier of N
+ranks (its first and last included).
+
 and, with --memory-rtol R, that every rank's largest memory_bytes (what its
 session added to the process at its peak) is within R of the plan's
 predicted peak.
@@ -60,6 +65,8 @@ def main():
     def train(tag, np_, grid):
         plan = os.path.join(a.out, f"{tag}.pxplan")
         dist = ["--np", str(np_), f"--grid={grid}"] if grid else []
+        if grid and grid.startswith("p"):
+            dist = ["--np", str(np_), "--plan-point", grid[1:].split("@")[0]]
         steps = [
             ["parallax-opt", a.model, "--emit=plan", "-o", plan] + dist + flags,
             ["parallax-run", plan, "--synthetic", "--threads", "1", "-q",
@@ -75,10 +82,31 @@ def main():
 
     if not train("one", 1, None):
         return 1
+    grids = []
     for grid in a.grids.split(","):
-        pr, pc = (int(x) for x in grid.split("x"))
-        np_ = pr * pc
-        tag = f"g{grid}"
+        if not grid.startswith("frontier"):
+            grids.append(grid)
+            continue
+        count, ranks = (int(x) for x in grid[len("frontier"):].split("@"))
+        path = os.path.join(a.out, f"frontier{ranks}.json")
+        rc, out = run(["parallax-opt", a.model, "--np", str(ranks), "--frontier", path] + flags)
+        if rc != 0:
+            print(f"{name} frontier of {ranks} ranks: failed\n{out}")
+            return 1
+        with open(path) as f:
+            n = len(json.load(f)["frontier"])
+        picked = sorted({round(i * (n - 1) / max(count - 1, 1)) for i in range(min(count, n))})
+        grids += [f"p{k}@{ranks}" for k in picked]
+    for grid in grids:
+        if grid.startswith("p"):
+            np_ = int(grid.split("@")[1])
+            tag = grid.replace("@", "n")
+            label = f"point {grid[1:].split('@')[0]} of {np_} ranks"
+        else:
+            pr, pc = (int(x) for x in grid.split("x"))
+            np_ = pr * pc
+            tag = f"g{grid}"
+            label = grid
         if not train(tag, np_, grid):
             return 1
         rc, plan = run(["parallax-run", os.path.join(a.out, f"{tag}.pxplan"), "--print-plan"])
@@ -97,7 +125,7 @@ def main():
         for cmd in checks:
             rc, out = run(cmd)
             if rc != 0:
-                print(f"{name} {grid}: {out}")
+                print(f"{name} {label}: {out}")
                 return 1
             outs.append(out)
         predicted = outs[1].split(": ")[1].split(" B ")[0]
@@ -111,11 +139,11 @@ def main():
                            if line.strip())
             ratio = measured / peak
             if abs(ratio - 1) > a.memory_rtol:
-                print(f"{name} {grid}: measured memory {measured} B is {ratio:.3f}x the "
+                print(f"{name} {label}: measured memory {measured} B is {ratio:.3f}x the "
                       f"predicted peak {peak} B")
                 return 1
             memory = f"; memory within {a.memory_rtol:g} of the prediction"
-        print(f"{name} {grid}: matches one rank ({a.steps} steps); "
+        print(f"{name} {label}: matches one rank ({a.steps} steps); "
               f"bytes as predicted ({predicted} per rank and step){memory}")
     return 0
 

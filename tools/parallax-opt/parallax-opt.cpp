@@ -10,8 +10,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "parallax/Analysis/FrontierOutput.h"
 #include "parallax/Analysis/Layers.h"
 #include "parallax/Analysis/StepPrediction.h"
+#include "parallax/Analysis/StrategySpace.h"
 #include "parallax/Analysis/VariableAccess.h"
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Dialect/Px/PxShardingInterface.h"
@@ -40,6 +42,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
+
+#include <chrono>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -199,6 +203,32 @@ static cl::opt<bool> gridCosts(
     cl::desc("Print the predicted cost of every Pr x Pc grid of the --np "
              "ranks (Pr splits the model, Pc the batch; SPAA'18) and exit"),
     cl::cat(parallaxCategory));
+static cl::opt<std::string> memoryLimit(
+    "memory-limit",
+    cl::desc("Search per-operator strategies (docs/strategy.md) and compile the "
+             "fastest whose predicted peak per rank is at most BYTES (e.g. 2GiB)"),
+    cl::value_desc("BYTES"), cl::cat(parallaxCategory));
+enum class Objective { Time, Memory };
+static cl::opt<Objective> objective(
+    "objective",
+    cl::desc("Search per-operator strategies and compile an end of the frontier"),
+    cl::values(clEnumValN(Objective::Time, "time", "the fastest (default)"),
+               clEnumValN(Objective::Memory, "memory", "the least memory per rank")),
+    cl::init(Objective::Time), cl::cat(parallaxCategory));
+static cl::opt<std::string> frontierFile(
+    "frontier",
+    cl::desc("Search per-operator strategies and write every point of the (step "
+             "time, memory per rank) frontier, with each operator's split, to FILE.json"),
+    cl::value_desc("FILE.json"), cl::cat(parallaxCategory));
+static cl::opt<std::string> frontierSvg(
+    "frontier-svg",
+    cl::desc("Search per-operator strategies and draw the frontier to FILE.svg"),
+    cl::value_desc("FILE.svg"), cl::cat(parallaxCategory));
+static cl::opt<int> planPoint(
+    "plan-point",
+    cl::desc("Search per-operator strategies and compile point K of the frontier "
+             "(0: the fastest; as --frontier numbers them)"),
+    cl::value_desc("K"), cl::init(-1), cl::cat(parallaxCategory));
 static cl::opt<int64_t> batchSize(
     "batch-size",
     cl::desc("The global batch: binds dimension 0 of inputs whose batch "
@@ -259,8 +289,19 @@ static int64_t worldSize() {
          obj->getInteger("ranks_per_machine").value_or(1);
 }
 
-/// The Pr --grid=auto is trying, then the one it chose.
+/// The Pr --grid=auto or the strategy search is trying, then the one it chose.
 static std::optional<int64_t> chosenModelRanks;
+/// The strategy search's layer splits (px-shard-model's layer-splits).
+static std::vector<std::string> strategyLayerSplits;
+/// Import and split the batch only, over one rank (the strategy search
+/// reads the model's operators at the global batch).
+static bool importOnly = false;
+
+/// Whether an option asks for the strategy search (docs/strategy.md).
+static bool searchesStrategies() {
+  return memoryLimit.getNumOccurrences() || objective.getNumOccurrences() ||
+         !frontierFile.empty() || !frontierSvg.empty() || planPoint.getNumOccurrences();
+}
 
 /// Pr of --grid=PrxPc (1 without it), checked against the world size.
 static llvm::Expected<int64_t> modelRanks() {
@@ -340,7 +381,7 @@ static llvm::Expected<parallax::ImportOptions> importOptions() {
   auto model = modelRanks();
   if (!model)
     return model.takeError();
-  options.ranks = distributed() && !gridCosts ? worldSize() / *model : 1;
+  options.ranks = distributed() && !gridCosts && !importOnly ? worldSize() / *model : 1;
   if (batchnormVariance != BatchnormVariance::Default)
     options.unbiasedBatchnormVariance = batchnormVariance == BatchnormVariance::Unbiased;
   return options;
@@ -435,7 +476,7 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
     if (!decided)
       return error(inputFilename + ": " + llvm::toString(decided.takeError())), std::nullopt;
     built.batch = std::move(*decided);
-    if (gridCosts)
+    if (gridCosts || importOnly)
       return built;
   } else {
     std::string message;
@@ -482,6 +523,7 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
       return error(llvm::toString(model.takeError())), std::nullopt;
     pipeline.cluster.modelRanks = *model;
     pipeline.shardModel.convSplit = convSplit;
+    pipeline.shardModel.layerSplits.assign(strategyLayerSplits.begin(), strategyLayerSplits.end());
     pipeline.sparsity.profileData = profileData;
     pipeline.sparsity.profileSteps = profileSteps;
     pipeline.partition.forced = forcedPartitions;
@@ -615,6 +657,259 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
   return best;
 }
 
+/// --report with the strategy search: the frontier, one line per point.
+static void printFrontier(const std::vector<parallax::strategy::CompiledPoint> &points,
+                          size_t onFrontier) {
+  llvm::outs() << "strategy frontier (" << onFrontier
+               << " points; predicted per rank and step by the compiled step):\n";
+  llvm::outs() << llvm::formatv("  {0,-5} {1,-34} {2,12} {3,12}\n", "point", "strategy",
+                                "step ms", "memory MiB");
+  for (size_t i = 0; i < points.size(); ++i) {
+    const auto &p = points[i];
+    std::string index = p.onFrontier ? std::to_string(i) : "-";
+    llvm::outs() << llvm::formatv("  {0,-5} {1,-34} {2,12:F3} {3,12:F1}", index,
+                                  p.point.strategy.summary(), p.seconds * 1e3,
+                                  p.bytes / 1048576.0);
+    if (p.chosen)
+      llvm::outs() << "  <- chosen";
+    if (!p.label.empty())
+      llvm::outs() << "  (" << p.label << (p.onFrontier ? "" : ", dominated") << ")";
+    llvm::outs() << "\n";
+  }
+}
+
+namespace {
+/// A strategy compiled, with the compiled step's prediction.
+struct Compiled {
+  Built built;
+  double seconds = 0;
+  int64_t bytes = 0;
+};
+} // namespace
+
+/// Compiles `s` (its grid, its layer splits, ZeRO-1 or not) into a plan's
+/// module; an error (a split the model cannot take) goes to `why`.
+static std::optional<Compiled> compileStrategy(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                                               StringRef inputFilename,
+                                               const parallax::strategy::Strategy &s,
+                                               std::string &why) {
+  chosenModelRanks = s.grid.pr;
+  strategyLayerSplits = s.layerSplits();
+  shardWeightUpdate.setValue(s.shardUpdates ? ShardMode::On : ShardMode::Off);
+  std::string errors;
+  ScopedDiagnosticHandler quiet(&context, [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error)
+      errors += d.str() + "; ";
+    return success();
+  });
+  std::optional<Built> b =
+      build(context, sourceMgr, inputFilename, [&](const llvm::Twine &m) { errors += m.str() + "; "; });
+  std::optional<Compiled> c;
+  if (b) {
+    parallax::PlanEmitOptions check;
+    check.target = target;
+    if (auto plan = parallax::emitPlan(*b->module, check)) {
+      c.emplace();
+      c->seconds = predict(*b->module).seconds();
+      c->bytes = plan->memory.peak();
+      c->built = std::move(*b);
+    } else {
+      errors += llvm::toString(plan.takeError());
+    }
+  }
+  if (!c)
+    why = StringRef(errors).rtrim("; ").str();
+  return c;
+}
+
+/// The strategy search (docs/strategy.md): the FT search over every grid's
+/// per-operator splits with the closed forms, then each frontier point
+/// compiled and priced by the compiled step's prediction and the plan's
+/// memory estimate (what --report and parallax-run's --memory-limit use),
+/// the frontier taken again over those, and the point the options ask for
+/// compiled. Without --emit=plan it stops after writing the frontier.
+static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                                                  StringRef inputFilename, bool &searchOnly) {
+  namespace st = parallax::strategy;
+  using Clock = std::chrono::steady_clock;
+  auto secondsSince = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  if (!isOnnx(inputFilename) || !distributed()) {
+    fail("the strategy search (--memory-limit, --objective, --frontier, --frontier-svg, "
+         "--plan-point) compiles an ONNX model for --np or --cluster ranks");
+    return std::nullopt;
+  }
+  if (!gridSpec.empty() || shardWeightUpdate.getNumOccurrences() ||
+      convSplit.getNumOccurrences()) {
+    fail("the strategy search chooses the grid, each layer's split and ZeRO-1 itself: drop "
+         "--grid, --conv-split and --shard-weight-update");
+    return std::nullopt;
+  }
+  std::optional<int64_t> limit;
+  if (memoryLimit.getNumOccurrences()) {
+    limit = parallax::rt::parseBytes(memoryLimit);
+    if (!limit || *limit <= 0) {
+      fail("--memory-limit " + memoryLimit + ": expected a size such as 2GiB, 512MiB or 1e9");
+      return std::nullopt;
+    }
+  }
+  auto cluster = clusterOf(context, inputFilename);
+  if (!cluster)
+    return std::nullopt;
+  parallax::grid::Machine machine = machineFor(*cluster);
+
+  // The operators, at the global batch.
+  Clock::time_point start = Clock::now();
+  importOnly = true;
+  std::optional<Built> whole =
+      build(context, sourceMgr, inputFilename, [](const llvm::Twine &m) { fail(m); });
+  importOnly = false;
+  if (!whole)
+    return std::nullopt;
+  std::vector<st::Operator> ops = st::operatorsOf(*whole->module);
+  st::StrategySearch search = st::searchStrategies(ops, worldSize(), machine);
+  st::FrontierSummary summary;
+  summary.model = inputFilename.str();
+  summary.ranks = worldSize();
+  summary.memoryLimit = limit;
+  summary.objective = objective == Objective::Memory ? "memory" : "time";
+  summary.searchSeconds = secondsSince(start);
+  summary.spaces = search.spaces;
+  summary.closedFormPoints = search.frontier.size();
+
+  // Each point compiled, and the references: pure data parallelism, and
+  // pure model parallelism where a model group fits on a machine (every
+  // layer split by the pairing rule).
+  start = Clock::now();
+  std::vector<st::CompiledPoint> points;
+  std::string why;
+  auto add = [&](const st::Point &p, std::string label) {
+    std::string error;
+    std::optional<Compiled> c = compileStrategy(context, sourceMgr, inputFilename, p.strategy, error);
+    if (!c) {
+      why += "\n  " + p.strategy.summary() + ": " + error;
+      return;
+    }
+    st::CompiledPoint point;
+    point.point = p;
+    point.seconds = c->seconds;
+    point.bytes = c->bytes;
+    point.label = std::move(label);
+    points.push_back(std::move(point));
+  };
+  bool data = false, model = false;
+  for (const st::Point &p : search.candidates) {
+    bool isData = p.strategy.pureData() && !p.strategy.shardUpdates;
+    bool isModel = p.strategy.pureModel() && !model;
+    data |= isData;
+    model |= isModel;
+    add(p, isData ? "pure data parallelism" : isModel ? "pure model parallelism" : "");
+  }
+  if (!data) {
+    st::Point p;
+    p.strategy.grid = {1, worldSize()};
+    add(p, "pure data parallelism");
+  }
+  // Every grid as --grid=PrxPc compiles it (no splits named: the pairing
+  // rule's), with and without ZeRO-1, so that the search never misses what
+  // a hand-picked grid gives; P x 1 so is pure model parallelism.
+  for (const parallax::grid::Grid &g : parallax::grid::gridsOf(worldSize())) {
+    if (g.pr == 1 || cluster->ranksPerMachine % g.pr != 0)
+      continue;
+    for (bool zero : {false, true}) {
+      if (zero && g.pc < 2)
+        continue;
+      st::Point p;
+      p.strategy.grid = g;
+      p.strategy.shardUpdates = zero;
+      bool isModel = g.pc == 1 && !model;
+      model |= isModel;
+      add(p, isModel ? "pure model parallelism" : "");
+    }
+  }
+  summary.compileSeconds = secondsSince(start);
+  // The frontier again, over the compiled predictions (of equal points the
+  // first stays).
+  for (st::CompiledPoint &p : points)
+    p.onFrontier = llvm::none_of(points, [&](const st::CompiledPoint &o) {
+      bool le = o.seconds <= p.seconds && o.bytes <= p.bytes;
+      bool lt = o.seconds < p.seconds || o.bytes < p.bytes;
+      return &o != &p && le && (lt || &o < &p);
+    });
+  llvm::stable_sort(points, [](const st::CompiledPoint &a, const st::CompiledPoint &b) {
+    return a.onFrontier != b.onFrontier ? a.onFrontier : a.seconds < b.seconds;
+  });
+  size_t onFrontier = llvm::count_if(points, [](const st::CompiledPoint &p) { return p.onFrontier; });
+  if (onFrontier == 0) {
+    fail(inputFilename + ": the strategy search: no strategy compiles:" + why);
+    return std::nullopt;
+  }
+
+  // The point asked for: by index, the fastest under the limit, or an end.
+  std::optional<size_t> chosen;
+  if (planPoint.getNumOccurrences()) {
+    if (planPoint < 0 || (size_t)planPoint >= onFrontier) {
+      fail("--plan-point " + llvm::Twine(planPoint) + ": the frontier has " +
+           llvm::Twine(onFrontier) + (onFrontier == 1 ? " point (0)" : " points (0 to ") +
+           (onFrontier == 1 ? "" : llvm::Twine(onFrontier - 1) + ")"));
+      return std::nullopt;
+    }
+    chosen = planPoint;
+  } else if (objective == Objective::Memory) {
+    chosen = onFrontier - 1;
+  } else {
+    for (size_t i = 0; i < onFrontier && !chosen; ++i)
+      if (!limit || points[i].bytes <= *limit)
+        chosen = i;
+  }
+  if (!chosen) {
+    const st::CompiledPoint &smallest = points[onFrontier - 1];
+    fail(inputFilename + ": no strategy on " + llvm::Twine(worldSize()) +
+         " ranks fits --memory-limit " + parallax::rt::bytesText(*limit) +
+         " per rank: the smallest (" + smallest.point.strategy.summary() + ") needs " +
+         parallax::rt::bytesText(smallest.bytes) + ", " +
+         parallax::rt::bytesText(smallest.bytes - *limit) + " more");
+    return std::nullopt;
+  }
+  points[*chosen].chosen = true;
+
+  auto writeTo = [&](StringRef path, auto writer) {
+    std::string error;
+    auto output = openOutputFile(path, &error);
+    if (!output)
+      return fail(error), false;
+    writer(summary, points, output->os());
+    output->keep();
+    return true;
+  };
+  if (!frontierFile.empty() && !writeTo(frontierFile, st::writeFrontierJson))
+    return std::nullopt;
+  if (!frontierSvg.empty() && !writeTo(frontierSvg, st::writeFrontierSvg))
+    return std::nullopt;
+  const st::CompiledPoint &c = points[*chosen];
+  llvm::errs() << llvm::formatv(
+      "parallax-opt: strategy search: {0} frontier points of {1} strategies compiled ({2} "
+      "grid and ZeRO-1 spaces, search {3:F2} s, compiling {4:F2} s); point {5}: {6}, "
+      "predicted {7:F3} ms/step, {8} per rank\n",
+      onFrontier, points.size(), summary.spaces, summary.searchSeconds, summary.compileSeconds,
+      *chosen, c.point.strategy.summary(), c.seconds * 1e3, parallax::rt::bytesText(c.bytes));
+  if (report)
+    printFrontier(points, onFrontier);
+  if (emit != EmitKind::Plan) {
+    searchOnly = true;
+    return std::nullopt;
+  }
+  std::string error;
+  std::optional<Compiled> built =
+      compileStrategy(context, sourceMgr, inputFilename, c.point.strategy, error);
+  if (!built) {
+    fail(inputFilename + ": " + c.point.strategy.summary() + ": " + error);
+    return std::nullopt;
+  }
+  return std::move(built->built);
+}
+
 /// Imports or parses, runs the pass pipeline, writes IR and the report.
 static int compile(DialectRegistry &registry, StringRef inputFilename,
                    StringRef outputFilename) {
@@ -622,10 +917,15 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   context.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  bool searchOnly = false;
   std::optional<Built> built =
-      gridSpec == "auto" && !gridCosts
+      searchesStrategies()
+          ? buildOnChosenStrategy(context, sourceMgr, inputFilename, searchOnly)
+      : gridSpec == "auto" && !gridCosts
           ? buildOnCheapestGrid(context, sourceMgr, inputFilename)
           : build(context, sourceMgr, inputFilename, [](const llvm::Twine &m) { fail(m); });
+  if (searchOnly)
+    return 0;
   if (!built)
     return 1;
   if (gridCosts) {
@@ -685,6 +985,11 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
         }
         if (convSplit != "channels")
           d["conv_split"] = convSplit.getValue();
+        if (!strategyLayerSplits.empty()) {
+          auto &splits = d["layer_splits"] = nlohmann::json::array();
+          for (const std::string &split : strategyLayerSplits)
+            splits.push_back(split);
+        }
         if (auto pr = modelRanks(); pr && *pr > 1)
           d["grid"] = std::to_string(*pr) + "x" + std::to_string(worldSize() / *pr);
         else if (!pr)
@@ -732,7 +1037,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     if (auto bn = px::getAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(*module))
       llvm::outs() << "synchronized batch norm statistics: " << bn.getInt()
                    << " B per rank and step, each way\n";
-    if (!gridSpec.empty() && training) {
+    if ((!gridSpec.empty() || searchesStrategies()) && training) {
       llvm::outs() << "\n";
       if (gridSpec == "auto")
         llvm::outs() << "--grid=auto chose " << *chosenModelRanks << "x"

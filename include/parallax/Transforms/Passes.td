@@ -288,10 +288,21 @@ def PxShardModel : Pass<"px-shard-model", "mlir::ModuleOp"> {
     halos wider than a block) runs whole. `conv-split=auto` chooses per
     convolution from the grid cost model's closed forms (GridCost.h): by
     rows where that is cheaper than by channels on this grid.
+
+    `layer-splits` fixes the split of the layers it names (the strategy
+    search's points, docs/strategy.md): `whole` keeps the weight whole on
+    every model rank, `out`/`in` split its output or input features
+    (channels), `rows` a convolution's input rows or an embedding table's
+    vocabulary. A split the layer cannot take, or a name that is no
+    layer's, is an error naming it.
   }];
   let options = [
     Option<"convSplit", "conv-split", "std::string", "\"channels\"",
            "How a convolution is split over the model axis: channels, domain, or auto (per convolution, the cheaper)">,
+    ListOption<"layerSplits", "layer-splits", "std::string",
+               "A strategy's split of named layers, VARIABLE=whole|out|in|rows, "
+               "instead of the pairing rule (a layer's weight or an embedding table; "
+               "rows: a convolution's domain or a table's vocabulary)">,
   ];
   let dependentDialects = ["::parallax::px::PxDialect", "::mlir::shard::ShardDialect",
                            "::mlir::tensor::TensorDialect"];

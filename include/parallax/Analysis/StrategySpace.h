@@ -1,0 +1,122 @@
+//===- StrategySpace.h - a model's parallelization strategies as an FT graph -*- C++ -*-===//
+//
+// TensorOpt's strategy space on Parallax's Pr x Pc grids: for each grid,
+// every layer with a trainable weight (and every embedding table) chooses
+// how the model axis splits it (whole, output features, input features, a
+// convolution's rows or a table's vocabulary), and the whole model chooses
+// whether its dense updates and optimizer state are sharded over the batch
+// axis (ZeRO-1). Each choice costs per rank and step the SPAA'18 closed
+// forms (GridCost.h): compute at the calibrated rates, the collectives the
+// split needs inside the layer, the gradient's synchronization, and the
+// memory of the weight, its gradient, its optimizer state and its kept
+// activation; each edge between a producer and a consumer costs the
+// resharding of the activation between them. searchStrategies runs the FT
+// search (Frontier.h) on every grid and keeps the frontier of them all.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PARALLAX_ANALYSIS_STRATEGYSPACE_H
+#define PARALLAX_ANALYSIS_STRATEGYSPACE_H
+
+#include "parallax/Analysis/Frontier.h"
+#include "parallax/Analysis/GridCost.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace parallax::strategy {
+
+/// How the model axis splits an operator (px-shard-model's layer-splits).
+enum class Split { Whole, Out, In, Rows };
+const char *nameOf(Split s);
+
+/// An operator that chooses a split: a layer with a trainable weight, or an
+/// embedding table read only through row gathers.
+struct Operator {
+  grid::Layer layer;
+  bool table = false;
+  /// A table's rows and width, and the ids looked up per step (all ranks).
+  int64_t tableRows = 0, tableWidth = 0, lookups = 0;
+  /// Whether px-shard-model can split it at all (not a grouped convolution).
+  bool splittable = true;
+  /// A convolution's halo rows (domain split), or -1 where its rows cannot
+  /// be split (a stride that skips rows).
+  int64_t haloLo = -1, haloHi = -1;
+  /// The operators whose output reaches this one's input through ops that
+  /// follow a split (element-wise ops, batch norm, pooling: px's sharding
+  /// models), so that their splits meet.
+  std::vector<int> producers;
+  /// Whether its input comes through an op that runs whole (a reshape, a
+  /// softmax, a layer norm, dropout: gathered there) or is data, and
+  /// whether its output reaches such an op.
+  bool inputWhole = false, outputWhole = false;
+};
+
+/// The operators of `module`'s forward step (imported, batch not yet
+/// split: every count is the global batch's).
+std::vector<Operator> operatorsOf(mlir::ModuleOp module);
+
+/// The splits `op` can take on `g` (Whole only without a model axis).
+std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g);
+
+/// One point's strategy: the grid, each named operator's split, and
+/// whether updates are sharded (ZeRO-1).
+struct Strategy {
+  grid::Grid grid;
+  bool shardUpdates = false;
+  std::vector<std::pair<std::string, Split>> splits;
+  /// px-shard-model's layer-splits entries, VARIABLE=split.
+  std::vector<std::string> layerSplits() const;
+  /// "2x2, ZeRO-1, 3 of 5 layers split" and the like.
+  std::string summary() const;
+  /// Pure data parallelism (1 x P) or pure model parallelism (P x 1 with
+  /// every operator split).
+  bool pureData() const;
+  bool pureModel() const;
+};
+
+/// The FT graph of `ops` on one grid.
+struct Space {
+  grid::Grid grid;
+  bool shardUpdates = false;
+  Graph graph;
+  /// Node i is operator i; its configuration c is splits[i][c].
+  std::vector<std::vector<Split>> splits;
+
+  Strategy strategyOf(const Solution &s, const std::vector<Operator> &ops) const;
+};
+Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, bool shardUpdates,
+              const grid::Machine &m);
+
+/// A point of the model's frontier: what the closed forms predict.
+struct Point {
+  Cost predicted;
+  Strategy strategy;
+};
+
+struct StrategySearch {
+  /// Ascending in time, descending in memory.
+  std::vector<Point> frontier;
+  /// Each space's own frontier, at most `pointsPerSpace` of its points
+  /// spread over it (its fastest and its smallest among them): the closed
+  /// forms rank the strategies of one grid better than they compare grids
+  /// (they leave out what no split changes), so the driver compiles these
+  /// and compares the compiled steps.
+  std::vector<Point> candidates;
+  /// Grid and ZeRO combinations searched, nodes and edges of each graph.
+  int spaces = 0;
+  size_t nodes = 0, edges = 0;
+  SearchStats stats;
+};
+
+/// Every grid of `ranks` ranks whose model groups fit on a machine, with
+/// and without ZeRO-1 where the batch axis has two ranks or more.
+StrategySearch searchStrategies(const std::vector<Operator> &ops, int64_t ranks,
+                                const grid::Machine &m, size_t pointsPerSpace = 6,
+                                const SearchOptions &options = {});
+
+} // namespace parallax::strategy
+
+#endif // PARALLAX_ANALYSIS_STRATEGYSPACE_H

@@ -1,0 +1,453 @@
+//===- StrategySpace.cpp - a model's parallelization strategies as an FT graph ---===//
+
+#include "parallax/Analysis/StrategySpace.h"
+#include "parallax/Analysis/Layers.h"
+#include "parallax/Analysis/VariableAccess.h"
+#include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Dialect/Px/PxShardingInterface.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+
+namespace parallax::strategy {
+
+const char *nameOf(Split s) {
+  switch (s) {
+  case Split::Whole:
+    return "whole";
+  case Split::Out:
+    return "out";
+  case Split::In:
+    return "in";
+  case Split::Rows:
+    return "rows";
+  }
+  return "?";
+}
+
+namespace {
+
+/// The layer op's input activation (its data operand), as layersOf reads it.
+Value dataOperandOf(Operation *op) {
+  if (auto g = dyn_cast<px::GemmOp>(op))
+    return g.getA();
+  if (auto m = dyn_cast<px::MatMulOp>(op))
+    return m.getLhs();
+  if (auto c = dyn_cast<px::ConvOp>(op))
+    return c.getX();
+  return {};
+}
+
+/// The trainable weight of a layer op, as layersOf finds it.
+px::VariableOp layerWeightOf(Operation *op) {
+  if (auto g = dyn_cast<px::GemmOp>(op))
+    return trainableWeightOf(g.getB());
+  if (auto m = dyn_cast<px::MatMulOp>(op))
+    return trainableWeightOf(m.getRhs());
+  if (auto c = dyn_cast<px::ConvOp>(op))
+    return trainableWeightOf(c.getW());
+  return {};
+}
+
+/// Ops that run on a block of channels or features (px's sharding models
+/// split them along with their input): one-result element-wise ops, batch
+/// norm and pooling. Any other op (a reshape, a softmax, a layer norm,
+/// dropout) runs whole, its split input gathered first.
+bool followsSplit(Operation *op) {
+  if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp>(op))
+    return true;
+  return op->hasTrait<px::OpTrait::Elementwise>() && op->getNumResults() == 1 &&
+         op->getNumOperands() > 0;
+}
+
+} // namespace
+
+std::vector<Operator> operatorsOf(ModuleOp module) {
+  std::vector<Operator> ops;
+  func::FuncOp func = getEntryFunction(module);
+  if (!func || func.getBody().empty())
+    return ops;
+  llvm::StringMap<int> byName;
+  for (grid::Layer &l : layersOf(module)) {
+    if (byName.count(l.name))
+      continue; // a weight read by two products (tied) chooses once
+    byName[l.name] = (int)ops.size();
+    Operator op;
+    op.layer = std::move(l);
+    ops.push_back(std::move(op));
+  }
+  // Which op is which operator: layer products by their weight, gathers by
+  // their table.
+  llvm::DenseMap<Operation *, int> opOf;
+  llvm::StringSet<> tables;
+  for (const VariableInfo &v : analyzeVariables(module))
+    if (v.trainable && v.access == VariableAccess::RowGather && v.shape.size() == 2) {
+      Operator t;
+      t.table = true;
+      t.layer.name = v.name;
+      t.tableRows = v.shape[0];
+      t.tableWidth = v.shape[1];
+      t.lookups = v.rowsReadPerStep;
+      t.layer.inputGradient = false;
+      byName[v.name] = (int)ops.size();
+      tables.insert(v.name);
+      ops.push_back(std::move(t));
+    }
+  func.walk([&](Operation *op) {
+    if (auto g = dyn_cast<px::GatherOp>(op)) {
+      auto var = g.getData().getDefiningOp<px::VariableOp>();
+      if (var && tables.contains(var.getName()))
+        opOf[op] = byName[var.getName()];
+      return;
+    }
+    px::VariableOp w = layerWeightOf(op);
+    if (!w || !dataOperandOf(op))
+      return;
+    auto it = byName.find(w.getName());
+    if (it == byName.end())
+      return;
+    opOf[op] = it->second;
+    if (auto c = dyn_cast<px::ConvOp>(op)) {
+      Operator &o = ops[it->second];
+      o.splittable = c.getGroup() == 1;
+      if (std::optional<px::Halo> h = px::domainHalo(c); h && o.splittable) {
+        o.haloLo = h->lo;
+        o.haloHi = h->hi;
+      }
+    }
+  });
+  // Producers: each operator's input traced back along first operands
+  // through ops that follow a split to the operator that made it; where
+  // such an op joins activations (a residual add) its other operands add
+  // the operator their own chain leads to, and no more. A residual stream
+  // so links each operator to the last two that wrote it rather than to
+  // every earlier one (its layout is settled at each add), which leaves
+  // the FT search something to eliminate. An op that runs whole ends the
+  // trace: what reaches it is gathered there, whatever its split.
+  auto leadsTo = [&](Value v) -> int {
+    for (Operation *def = v.getDefiningOp(); def; def = def->getOperand(0).getDefiningOp()) {
+      if (auto p = opOf.find(def); p != opOf.end())
+        return p->second;
+      if (!followsSplit(def))
+        return -1;
+    }
+    return -1;
+  };
+  for (auto &[op, index] : opOf) {
+    Operator &o = ops[index];
+    auto addProducer = [&](int p) {
+      if (p >= 0 && p != index && !llvm::is_contained(o.producers, p))
+        o.producers.push_back(p);
+    };
+    Value input = isa<px::GatherOp>(op) ? Value() : dataOperandOf(op);
+    Operation *def = input ? input.getDefiningOp() : nullptr;
+    for (; def; def = def->getOperand(0).getDefiningOp()) {
+      if (auto p = opOf.find(def); p != opOf.end()) {
+        addProducer(p->second);
+        break;
+      }
+      if (!followsSplit(def))
+        break;
+      for (Value other : def->getOperands().drop_front())
+        addProducer(leadsTo(other));
+    }
+    o.inputWhole = !o.table && (!def || !opOf.count(def)) && o.producers.empty();
+    // Where its output goes, through ops that follow a split.
+    SmallVector<Operation *> work(op->getUsers().begin(), op->getUsers().end());
+    llvm::DenseSet<Operation *> seen;
+    while (!work.empty() && !o.outputWhole) {
+      Operation *user = work.pop_back_val();
+      if (!seen.insert(user).second || opOf.count(user))
+        continue;
+      if (!followsSplit(user)) {
+        o.outputWhole = true;
+        break;
+      }
+      work.append(user->getUsers().begin(), user->getUsers().end());
+    }
+  }
+  for (Operator &o : ops)
+    llvm::sort(o.producers);
+  return ops;
+}
+
+std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g) {
+  std::vector<Split> splits{Split::Whole};
+  int64_t pr = g.pr;
+  if (pr <= 1 || !op.splittable)
+    return splits;
+  if (op.table) {
+    if (op.tableRows % pr == 0)
+      splits.push_back(Split::Rows);
+    return splits;
+  }
+  const grid::Layer &l = op.layer;
+  if (l.out % pr == 0)
+    splits.push_back(Split::Out);
+  if (l.in % pr == 0)
+    splits.push_back(Split::In);
+  if (l.kind == grid::Layer::Kind::Conv && op.haloLo >= 0) {
+    int64_t in = l.inHeight, out = l.outHeight;
+    if (in % pr == 0 && out % pr == 0 && op.haloLo <= in / pr && op.haloHi <= in / pr)
+      splits.push_back(Split::Rows);
+  }
+  return splits;
+}
+
+std::vector<std::string> Strategy::layerSplits() const {
+  std::vector<std::string> out;
+  if (grid.pr <= 1)
+    return out;
+  for (const auto &[name, split] : splits)
+    out.push_back(name + "=" + nameOf(split));
+  return out;
+}
+
+std::string Strategy::summary() const {
+  int split = 0;
+  for (const auto &s : splits)
+    split += s.second != Split::Whole;
+  std::string text = grid.str();
+  if (shardUpdates)
+    text += ", ZeRO-1";
+  if (grid.pr > 1 && splits.empty())
+    text += ", pairing rule";
+  else if (grid.pr > 1)
+    text += ", " + std::to_string(split) + " of " + std::to_string(splits.size()) + " split";
+  return text;
+}
+
+bool Strategy::pureData() const { return grid.pr == 1; }
+
+bool Strategy::pureModel() const {
+  return grid.pc == 1 && llvm::all_of(splits, [](const auto &s) { return s.second != Split::Whole; });
+}
+
+namespace {
+
+/// Where an activation's features (or rows) are on the model axis.
+enum class Layout { Whole, Features, Rows };
+
+Layout outputLayout(const Operator &op, Split s) {
+  if (op.table)
+    return Layout::Whole; // a split table's lookups are summed over the axis
+  return s == Split::Out ? Layout::Features : s == Split::Rows ? Layout::Rows : Layout::Whole;
+}
+
+Layout inputLayout(Split s) {
+  return s == Split::In ? Layout::Features : s == Split::Rows ? Layout::Rows : Layout::Whole;
+}
+
+double perRank(int64_t n, int64_t parts) { return std::ceil((double)n / (double)std::max<int64_t>(parts, 1)); }
+
+/// Seconds of `flops` floating-point operations of one layer on one rank.
+double computeSeconds(const grid::Layer &l, double flops, const grid::Machine &m) {
+  double rate = l.kind == grid::Layer::Kind::Conv ? m.convFlopsPerSecond : m.flopsPerSecond;
+  if (l.kind == grid::Layer::Kind::Conv)
+    if (auto it = m.opRates.find("conv"); it != m.opRates.end() && it->second.at(flops) > 0)
+      rate = it->second.at(flops);
+  return flops / rate;
+}
+
+/// The bytes of a layer's output activation on one rank, whole.
+double activationBytes(const Operator &op, const grid::Grid &g) {
+  if (op.table)
+    return perRank(op.lookups, g.pc) * op.tableWidth * 4.0;
+  const grid::Layer &l = op.layer;
+  return perRank(l.batch, g.pc) * (double)l.outElements() * (double)l.elementBytes;
+}
+
+Cost tableCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdates,
+               const grid::Machine &m) {
+  const double eb = 4.0;
+  int64_t share = s == Split::Rows ? g.pr : 1;
+  double rowsHere = perRank(op.tableRows, share);
+  double gathered = perRank(op.lookups, g.pc) * op.tableWidth * eb;
+  Cost c;
+  // The lookups and the scatter of their gradient rows stream the rows.
+  c.seconds = 2 * gathered / m.streamBytesPerSecond + 2 * m.kernelSeconds;
+  if (s == Split::Rows)
+    c.seconds += grid::allReduceSeconds(g.pr, gathered, m.modelLink(g));
+  // Its row-sparse gradient is all-gathered over the batch axis.
+  double rowsPushed = std::min<double>(rowsHere, perRank(op.lookups, g.pc));
+  if (g.pc > 1) {
+    const grid::Link &link = m.batchLink(g);
+    c.seconds += link.alpha * std::ceil(std::log2((double)g.pc)) +
+                 link.beta * (double)(g.pc - 1) * rowsPushed * (op.tableWidth * eb + 8);
+  }
+  double slots = m.optimizerSlots;
+  if (shardUpdates && g.pc > 1)
+    slots /= (double)g.pc;
+  c.bytes = rowsHere * op.tableWidth * eb * (1 + slots) + gathered * (1 + (double)g.pc);
+  return c;
+}
+
+Cost layerCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdates,
+               const grid::Machine &m) {
+  if (op.table)
+    return tableCost(op, s, g, shardUpdates, m);
+  const grid::Layer &l = op.layer;
+  const double eb = (double)l.elementBytes;
+  const int64_t weights = l.kind == grid::Layer::Kind::Dense ? l.in * l.out : l.weightElements;
+  const int64_t weightShare = (s == Split::Out || s == Split::In) ? g.pr : 1;
+  const int64_t computeShare = s == Split::Whole ? 1 : g.pr;
+  const double samples = perRank(l.batch, g.pc);
+  Cost c;
+  // Forward, the weight's gradient, and the input's where it is needed.
+  double forward = l.flops() / (double)g.pc / (double)computeShare;
+  c.seconds = (2.0 + (l.inputGradient ? 1.0 : 0.0)) * computeSeconds(l, forward, m) +
+              (2.0 + (l.inputGradient ? 1.0 : 0.0)) * m.kernelSeconds;
+  const grid::Link &model = m.modelLink(g);
+  double x = samples * (double)l.inElements() * eb, y = samples * (double)l.outElements() * eb;
+  if (s == Split::Out && l.inputGradient) // partial input gradients
+    c.seconds += grid::allReduceSeconds(g.pr, x, model);
+  bool outputSplit = s == Split::Out || s == Split::Rows;
+  if (outputSplit && op.outputWhole) {
+    // Gathered for an op that runs whole, and held whole there.
+    c.seconds += grid::allGatherSeconds(g.pr, y, model);
+    c.bytes += y - perRank((int64_t)y, g.pr);
+  }
+  if ((s == Split::In || s == Split::Rows) && op.inputWhole && l.inputGradient)
+    c.seconds += grid::allGatherSeconds(g.pr, x, model); // its split input gradient
+  if (s == Split::In) // partial products
+    c.seconds += grid::allReduceSeconds(g.pr, y, model);
+  if (s == Split::Rows && g.pr > 1) {
+    int64_t halo = std::max(op.haloLo, op.haloHi);
+    double xHalo = (double)halo * l.inWidth * l.in * samples * eb;
+    double dyHalo = (double)halo * l.outWidth * l.out * samples * eb;
+    if (halo > 0)
+      c.seconds += 2 * (model.alpha + model.beta * xHalo) +
+                   (l.inputGradient ? 2 * (model.alpha + model.beta * dyHalo) : 0.0);
+  }
+  // The gradient's synchronization: over the batch axis, or every rank for
+  // a weight whole on a model axis that splits the samples' rows.
+  double dw = perRank(weights, weightShare) * eb;
+  if (s == Split::Rows)
+    c.seconds += grid::allReduceSeconds(g.size(), dw, m.worldLink(g));
+  else
+    c.seconds += grid::allReduceSeconds(g.pc, dw, m.batchLink(g));
+  // The sharded update runs on its share of the parameters.
+  int64_t updaters = shardUpdates && g.pc > 1 ? g.pc : 1;
+  c.seconds += 4.0 * dw * (1 + m.optimizerSlots) / (double)updaters / m.streamBytesPerSecond;
+  // Value and gradient, optimizer state (its share under ZeRO-1), and the
+  // output kept for the backward pass.
+  double slots = (double)m.optimizerSlots / (double)updaters;
+  double kept = outputSplit ? perRank((int64_t)y, g.pr) : y;
+  c.bytes += dw * (2.0 + slots) + kept;
+  return c;
+}
+
+/// Resharding the producer's output into the consumer's input, both ways.
+Cost edgeCost(const Operator &from, Split fs, const Operator &to, Split ts, const grid::Grid &g,
+              const grid::Machine &m) {
+  Layout out = outputLayout(from, fs), in = to.table ? Layout::Whole : inputLayout(ts);
+  Cost c;
+  if (out == in || g.pr <= 1)
+    return c;
+  double x = activationBytes(from, g);
+  const grid::Link &model = m.modelLink(g);
+  if (in == Layout::Whole) {
+    // Gathered forward (and kept for the consumer's backward pass); its
+    // gradient is sliced back.
+    c.seconds = grid::allGatherSeconds(g.pr, x, model);
+    c.bytes = x - perRank((int64_t)x, g.pr);
+  } else if (out == Layout::Whole) {
+    // Sliced forward; the gradient, split, is gathered backward.
+    if (to.layer.inputGradient)
+      c.seconds = grid::allGatherSeconds(g.pr, x, model);
+  } else {
+    // Features to rows or back: an all-to-all each way.
+    c.seconds = 2 * grid::allGatherSeconds(g.pr, x / (double)g.pr, model);
+  }
+  return c;
+}
+
+} // namespace
+
+Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, bool shardUpdates,
+              const grid::Machine &m) {
+  Space space;
+  space.grid = g;
+  space.shardUpdates = shardUpdates;
+  for (const Operator &op : ops) {
+    std::vector<Split> splits = splitsOf(op, g);
+    std::vector<Cost> costs;
+    for (Split s : splits)
+      costs.push_back(layerCost(op, s, g, shardUpdates, m));
+    space.graph.addNode(op.layer.name, std::move(costs));
+    space.splits.push_back(std::move(splits));
+  }
+  for (size_t to = 0; to < ops.size(); ++to)
+    for (int from : ops[to].producers)
+      space.graph.addEdge(from, (int)to, [&](int f, int t) {
+        return edgeCost(ops[from], space.splits[from][f], ops[to], space.splits[to][t], g, m);
+      });
+  return space;
+}
+
+Strategy Space::strategyOf(const Solution &s, const std::vector<Operator> &ops) const {
+  Strategy strategy;
+  strategy.grid = grid;
+  strategy.shardUpdates = shardUpdates;
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].splittable)
+      strategy.splits.push_back({ops[i].layer.name, splits[i][s.configs[i]]});
+  return strategy;
+}
+
+StrategySearch searchStrategies(const std::vector<Operator> &ops, int64_t ranks,
+                                const grid::Machine &m, size_t pointsPerSpace,
+                                const SearchOptions &options) {
+  StrategySearch result;
+  // The frontier over every space: each space's points enter one set.
+  Frontier all;
+  std::vector<Strategy> strategies;
+  for (const grid::Grid &g : grid::gridsOf(ranks)) {
+    if (m.ranksPerMachine % g.pr != 0 && g.pr > 1)
+      continue; // a model group stays on one machine
+    for (bool zero : {false, true}) {
+      if (zero && g.pc < 2)
+        continue;
+      Space space = spaceOf(ops, g, zero, m);
+      ++result.spaces;
+      result.nodes += space.graph.nodes.size();
+      result.edges += space.graph.edges.size();
+      SearchStats stats;
+      std::vector<Solution> solutions = searchFrontier(space.graph, options, &stats);
+      for (size_t i = 0; i < solutions.size(); ++i) {
+        const Solution &s = solutions[i];
+        auto choice = std::make_shared<Choice>();
+        choice->node = 0;
+        choice->config = (int)strategies.size();
+        strategies.push_back(space.strategyOf(s, ops));
+        all.insert({s.cost, choice});
+        // Evenly spread over the space's frontier, both ends included.
+        size_t n = solutions.size(), k = std::max<size_t>(pointsPerSpace, 1);
+        bool spread = n <= k;
+        for (size_t j = 0; j < k && !spread; ++j)
+          spread = i == (k == 1 ? 0 : j * (n - 1) / (k - 1));
+        if (spread)
+          result.candidates.push_back({s.cost, strategies.back()});
+      }
+      result.stats.nodeEliminations += stats.nodeEliminations;
+      result.stats.edgeEliminations += stats.edgeEliminations;
+      result.stats.leafEliminations += stats.leafEliminations;
+      result.stats.enumeratedNodes += stats.enumeratedNodes;
+      result.stats.branches += stats.branches;
+      result.stats.largestFrontier = std::max(result.stats.largestFrontier, stats.largestFrontier);
+    }
+  }
+  for (const Frontier::Point &p : all.points())
+    result.frontier.push_back({p.cost, strategies[p.choice->config]});
+  return result;
+}
+
+} // namespace parallax::strategy
