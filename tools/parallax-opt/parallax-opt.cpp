@@ -660,8 +660,8 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
 /// --report with the strategy search: the frontier, one line per point.
 static void printFrontier(const std::vector<parallax::strategy::CompiledPoint> &points,
                           size_t onFrontier) {
-  llvm::outs() << "strategy frontier (" << onFrontier
-               << " points; predicted per rank and step by the compiled step):\n";
+  llvm::outs() << "strategy frontier (" << onFrontier << (onFrontier == 1 ? " point" : " points")
+               << "; predicted per rank and step by the compiled step):\n";
   llvm::outs() << llvm::formatv("  {0,-5} {1,-34} {2,12} {3,12}\n", "point", "strategy",
                                 "step ms", "memory MiB");
   for (size_t i = 0; i < points.size(); ++i) {
@@ -889,7 +889,7 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
     return std::nullopt;
   const st::CompiledPoint &c = points[*chosen];
   llvm::errs() << llvm::formatv(
-      "parallax-opt: strategy search: {0} frontier points of {1} strategies compiled ({2} "
+      "parallax-opt: strategy search: {0} frontier point(s) of {1} strategies compiled ({2} "
       "grid and ZeRO-1 spaces, search {3:F2} s, compiling {4:F2} s); point {5}: {6}, "
       "predicted {7:F3} ms/step, {8} per rank\n",
       onFrontier, points.size(), summary.spaces, summary.searchSeconds, summary.compileSeconds,

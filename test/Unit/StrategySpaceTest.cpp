@@ -1,0 +1,151 @@
+//===- StrategySpaceTest.cpp - a model's strategies as an FT graph ---------===//
+
+#include "parallax/Analysis/StrategySpace.h"
+
+#include <gtest/gtest.h>
+
+using namespace parallax;
+using namespace parallax::strategy;
+
+namespace {
+
+/// x[32, 64] -> fc1 (64 -> 128) -> relu -> fc2 (128 -> 10): fc1 reads data,
+/// fc2 reads fc1's output through an element-wise op and feeds the loss (an
+/// op that runs whole).
+std::vector<Operator> twoLayers() {
+  Operator fc1, fc2;
+  fc1.layer.name = "fc1.weight";
+  fc1.layer.batch = 32;
+  fc1.layer.in = 64;
+  fc1.layer.out = 128;
+  fc1.layer.inputGradient = false;
+  fc1.inputWhole = true;
+  fc2.layer.name = "fc2.weight";
+  fc2.layer.batch = 32;
+  fc2.layer.in = 128;
+  fc2.layer.out = 10;
+  fc2.producers = {0};
+  fc2.outputWhole = true;
+  return {fc1, fc2};
+}
+
+grid::Machine machine() {
+  grid::Machine m;
+  m.intra = {1e-5, 1e-9}; // 10 us, 1 GB/s
+  m.flopsPerSecond = 1e10;
+  m.kernelSeconds = 0;
+  m.streamBytesPerSecond = 1e12;
+  return m;
+}
+
+int configOf(const Space &s, int node, Split split) {
+  for (size_t c = 0; c < s.splits[node].size(); ++c)
+    if (s.splits[node][c] == split)
+      return (int)c;
+  return -1;
+}
+
+TEST(StrategySpace, SplitsEachLayerCanTake) {
+  auto ops = twoLayers();
+  EXPECT_EQ(splitsOf(ops[0], {1, 4}), std::vector<Split>{Split::Whole});
+  EXPECT_EQ(splitsOf(ops[0], {2, 2}), (std::vector<Split>{Split::Whole, Split::Out, Split::In}));
+  // 10 output features do not divide over 4 model ranks.
+  EXPECT_EQ(splitsOf(ops[1], {4, 1}), (std::vector<Split>{Split::Whole, Split::In}));
+  Operator table;
+  table.table = true;
+  table.tableRows = 1000;
+  table.tableWidth = 16;
+  EXPECT_EQ(splitsOf(table, {2, 1}), (std::vector<Split>{Split::Whole, Split::Rows}));
+  EXPECT_EQ(splitsOf(table, {3, 1}), std::vector<Split>{Split::Whole});
+}
+
+TEST(StrategySpace, MegatronPairCostsOneAllReduceAndNoResharding) {
+  auto ops = twoLayers();
+  grid::Machine m = machine();
+  Space s = spaceOf(ops, {2, 1}, false, m);
+  ASSERT_EQ(s.graph.edges.size(), 1u);
+  const Graph::Edge &e = s.graph.edges[0];
+  int n2 = (int)s.splits[1].size();
+  auto edge = [&](Split a, Split b) {
+    return e.cost[configOf(s, 0, a) * n2 + configOf(s, 1, b)];
+  };
+  // Output features into input features: nothing moves.
+  EXPECT_EQ(edge(Split::Out, Split::In).seconds, 0);
+  // Split output into a layer that reads it whole: an all-gather of
+  // fc1's 32 x 128 floats on 2 ranks (alpha + half the bytes at beta).
+  double x = 32 * 128 * 4;
+  EXPECT_DOUBLE_EQ(edge(Split::Out, Split::Whole).seconds, 1e-5 + 1e-9 * x / 2);
+  // Whole into input features: sliced forward, the split input gradient
+  // gathered backward.
+  EXPECT_DOUBLE_EQ(edge(Split::Whole, Split::In).seconds, 1e-5 + 1e-9 * x / 2);
+  EXPECT_EQ(edge(Split::Whole, Split::Whole).seconds, 0);
+
+  // fc2 split by input features all-reduces its partial products (32 x 10
+  // floats): 2 alpha + 2 (1/2) bytes beta, beside its compute and its
+  // update (streaming value and gradient twice).
+  double flops2 = 2.0 * 32 * 10 * 128;
+  const Cost in2 = s.graph.nodes[1].configs[configOf(s, 1, Split::In)];
+  double compute = 3 * flops2 / 2 / m.flopsPerSecond;
+  double allReduce = 2e-5 + 1e-9 * 32 * 10 * 4;
+  auto update = [&](double weightBytes) { return 4 * weightBytes / m.streamBytesPerSecond; };
+  EXPECT_NEAR(in2.seconds, compute + allReduce + update(640 * 4), 1e-12);
+  // Its weight block, gradient and kept (whole) output: 2 x 640 floats +
+  // 32 x 10 floats.
+  EXPECT_DOUBLE_EQ(in2.bytes, 2 * 640 * 4 + 32 * 10 * 4);
+  // The whole layer: no collective, full compute and weight.
+  const Cost whole2 = s.graph.nodes[1].configs[configOf(s, 1, Split::Whole)];
+  EXPECT_NEAR(whole2.seconds, 3 * flops2 / m.flopsPerSecond + update(1280 * 4), 1e-12);
+  EXPECT_DOUBLE_EQ(whole2.bytes, 2 * 1280 * 4 + 32 * 10 * 4);
+}
+
+TEST(StrategySpace, ZeroOneShardsTheOptimizerState) {
+  auto ops = twoLayers();
+  grid::Machine m = machine();
+  m.optimizerSlots = 2; // Adam
+  Space plain = spaceOf(ops, {1, 4}, false, m), zero = spaceOf(ops, {1, 4}, true, m);
+  double w = 64 * 128 * 4;
+  // Value, gradient and two moments, against value, gradient and a quarter
+  // of the moments.
+  EXPECT_DOUBLE_EQ(plain.graph.nodes[0].configs[0].bytes - zero.graph.nodes[0].configs[0].bytes,
+                   w * 2 - w * 0.5);
+}
+
+TEST(StrategySpace, SearchCoversEveryGridAndItsFrontier) {
+  auto ops = twoLayers();
+  grid::Machine m = machine();
+  m.ranksPerMachine = 4;
+  StrategySearch search = searchStrategies(ops, 4, m);
+  // 1x4, 2x2 and each with ZeRO-1, and 4x1.
+  EXPECT_EQ(search.spaces, 5);
+  ASSERT_FALSE(search.frontier.empty());
+  for (size_t i = 1; i < search.frontier.size(); ++i) {
+    EXPECT_LE(search.frontier[i - 1].predicted.seconds, search.frontier[i].predicted.seconds);
+    EXPECT_GT(search.frontier[i - 1].predicted.bytes, search.frontier[i].predicted.bytes);
+  }
+  // Every frontier point is among the candidates the driver compiles.
+  EXPECT_GE(search.candidates.size(), search.frontier.size());
+  // The least memory splits both layers' weights over 4 model ranks.
+  const Strategy &smallest = search.frontier.back().strategy;
+  EXPECT_EQ(smallest.grid.pr, 4);
+  for (const auto &[name, split] : smallest.splits)
+    EXPECT_NE(split, Split::Whole) << name;
+  EXPECT_TRUE(smallest.pureModel());
+  // A model group spans no machine: on 2 ranks per machine no 4 x 1.
+  m.ranksPerMachine = 2;
+  for (const Point &p : searchStrategies(ops, 4, m).candidates)
+    EXPECT_LE(p.strategy.grid.pr, 2);
+}
+
+TEST(StrategySpace, LayerSplitsNameEachOperator) {
+  Strategy s;
+  s.grid = {2, 2};
+  s.splits = {{"fc1.weight", Split::Out}, {"fc2.weight", Split::In}, {"t", Split::Rows}};
+  EXPECT_EQ(s.layerSplits(),
+            (std::vector<std::string>{"fc1.weight=out", "fc2.weight=in", "t=rows"}));
+  EXPECT_EQ(s.summary(), "2x2, 3 of 3 split");
+  s.grid = {1, 4};
+  EXPECT_TRUE(s.layerSplits().empty()); // nothing to split without a model axis
+  EXPECT_TRUE(s.pureData());
+}
+
+} // namespace
