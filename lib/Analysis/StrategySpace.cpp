@@ -204,7 +204,7 @@ std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g) {
 
 std::vector<std::string> Strategy::layerSplits() const {
   std::vector<std::string> out;
-  if (grid.pr <= 1)
+  if (grid.pr <= 1 || byPairingRule)
     return out;
   for (const auto &[name, split] : splits)
     out.push_back(name + "=" + nameOf(split));
@@ -218,10 +218,10 @@ std::string Strategy::summary() const {
   std::string text = grid.str();
   if (shardUpdates)
     text += ", ZeRO-1";
-  if (grid.pr > 1 && splits.empty())
-    text += ", pairing rule";
-  else if (grid.pr > 1)
+  if (grid.pr > 1)
     text += ", " + std::to_string(split) + " of " + std::to_string(splits.size()) + " split";
+  if (grid.pr > 1 && (byPairingRule || splits.empty()))
+    text += " (pairing rule)";
   return text;
 }
 

@@ -360,6 +360,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
                  << trainableWeightOf(conv.getW()).getName() << "''s convolution do not split over "
                  << ranks << " model ranks (a stride that skips rows, rows that do not divide, "
                  << "or halos wider than a block)";
+        recordSplit(trainableWeightOf(conv.getW()), rowsSplit(conv, ranks) ? "rows" : "whole");
         if (rowsSplit(conv, ranks)) {
           SmallVector<SmallVector<shard::GridAxis>> rowAxes(3);
           rowAxes[2] = {modelAxis};
@@ -377,8 +378,10 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       auto dimOf = [&](Split s) { return s == Split::OutputFeatures ? w.outDim : w.inDim; };
       px::VariableOp var = trainableWeightOf(w.value);
       if (std::optional<Named> named = explicitSplitOf(var)) {
-        if (*named == Named::Whole)
+        if (*named == Named::Whole) {
+          recordSplit(var, "whole");
           continue;
+        }
         if (*named == Named::Rows)
           return op.emitError("px-shard-model: layer-splits: '")
                  << var.getName() << "' is no convolution's or embedding table's weight: "
@@ -390,6 +393,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
                  << " features of '" << var.getName() << "' do not divide over " << ranks
                  << " model ranks";
         annotateWeight(w, dimOf(s), grid, op.getLoc());
+        recordSplit(var, s == Split::OutputFeatures ? "out" : "in");
         layers[&op] = s;
         continue;
       }
@@ -398,12 +402,23 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
                                                                   : Split::OutputFeatures;
       if (type.getDimSize(dimOf(split)) % ranks != 0)
         split = split == Split::OutputFeatures ? Split::InputFeatures : Split::OutputFeatures;
-      if (type.getDimSize(dimOf(split)) % ranks != 0)
+      if (type.getDimSize(dimOf(split)) % ranks != 0) {
+        recordSplit(var, "whole");
         continue;
+      }
       layers[&op] = split;
       annotateWeight(w, dimOf(split), grid, op.getLoc());
+      recordSplit(var, split == Split::OutputFeatures ? "out" : "in");
     }
     return success();
+  }
+
+  /// px.layer_split on `var`: what this pass chose for it (read by the
+  /// strategy search for points compiled by the pairing rule).
+  static void recordSplit(px::VariableOp var, llvm::StringRef split) {
+    if (var)
+      px::setAttr<px::PxDialect::LayerSplitAttrHelper>(var,
+                                                       StringAttr::get(var.getContext(), split));
   }
 
   /// Splits `w` along `dim` over the model axis. Every reader of the weight
@@ -442,8 +457,10 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
         continue;
       int64_t vocabulary = var.getType().getDimSize(0);
       if (std::optional<Named> named = explicitSplitOf(var)) {
-        if (*named == Named::Whole)
+        if (*named == Named::Whole) {
+          recordSplit(var, "whole");
           continue;
+        }
         if (*named != Named::Rows)
           return var.emitError("px-shard-model: layer-splits: '")
                  << var.getName() << "' is an embedding table: it splits whole or rows";
@@ -452,6 +469,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
                  << vocabulary << " rows of '" << var.getName() << "' do not divide over "
                  << ranks << " model ranks";
       }
+      recordSplit(var, vocabulary % ranks != 0 ? "whole" : "rows");
       if (vocabulary % ranks != 0) {
         px::setAttr<px::PxDialect::WholeOnGridAttrHelper>(
             var, b.getStringAttr(llvm::Twine(vocabulary) + " rows do not divide over " +

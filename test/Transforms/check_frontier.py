@@ -15,6 +15,7 @@ import argparse
 import json
 import re
 import sys
+import xml.etree.ElementTree as ET
 
 
 def main():
@@ -58,6 +59,11 @@ def main():
     if a.svg:
         with open(a.svg) as f:
             svg = f.read()
+        try:
+            ET.fromstring(svg)
+        except ET.ParseError as e:
+            print(f"svg is not well-formed XML: {e}")
+            return 1
         circles = len(re.findall(r'<circle cx="[0-9.]+" cy="[0-9.]+" r="4" fill="(?:steelblue|lightgray)"><title>', svg))
         total = len(points) + len(d["dominated_references"])
         if circles != total:

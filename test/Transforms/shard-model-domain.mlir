@@ -11,8 +11,8 @@
 // BAD: px-shard-model: unknown conv-split 'tiles' (expected channels, domain or auto)
 
 // CHECK-DAG: %[[X:.*]] = px.input "x" : tensor<2x2x8x4xf32> batched
-// CHECK-DAG: %[[W1:.*]] = px.variable "c1.weight" trainable = dense<1.000000e-01> : tensor<3x2x3x3xf32>{{$}}
-// CHECK-DAG: %[[W2:.*]] = px.variable "c2.weight" trainable = dense<2.000000e-01> : tensor<4x3x3x3xf32>{{$}}
+// CHECK-DAG: %[[W1:.*]] = px.variable "c1.weight" trainable = dense<1.000000e-01> : tensor<3x2x3x3xf32> {px.layer_split = "rows"}{{$}}
+// CHECK-DAG: %[[W2:.*]] = px.variable "c2.weight" trainable = dense<2.000000e-01> : tensor<4x3x3x3xf32> {px.layer_split = "rows"}{{$}}
 // CHECK: %[[XB:.*]] = px.all_slice %[[X]] on @world grid_axes = [1] slice_axis = 2 : tensor<2x2x8x4xf32> -> tensor<2x2x4x4xf32>
 // CHECK: %[[XE:.*]] = px.halo_exchange %[[XB]] on @world grid_axes = [1] axis = 2 lo = 1 hi = 1 : tensor<2x2x4x4xf32> -> tensor<2x2x6x4xf32>
 // CHECK: %[[C1:.*]] = px.conv %[[XE]], %[[W1]] {dilations = array<i64: 1, 1>, pads = array<i64: 0, 1, 0, 1>, strides = array<i64: 1, 1>} : tensor<2x2x6x4xf32>, tensor<3x2x3x3xf32>

@@ -10,8 +10,8 @@
 
 // CHECK: %[[IDS:.*]] = px.input "ids" : tensor<3xi64> batched
 // CHECK: %[[DY:.*]] = px.input "dy" : tensor<3x4xf32>
-// CHECK: %[[EMB:.*]] = px.variable "emb" trainable = dense<5.000000e-01> : tensor<8x4xf32> -> tensor<4x4xf32> {grid = @world, split_axes = #shard<axisarray{{\[\[}}1]]>}
-// CHECK: %[[ODD:.*]] = px.variable "odd" trainable = dense<5.000000e-01> : tensor<7x4xf32> {px.whole_on_grid = "7 rows do not divide over 2 model ranks"}
+// CHECK: %[[EMB:.*]] = px.variable "emb" trainable = dense<5.000000e-01> : tensor<8x4xf32> -> tensor<4x4xf32> {grid = @world, px.layer_split = "rows", split_axes = #shard<axisarray{{\[\[}}1]]>}
+// CHECK: %[[ODD:.*]] = px.variable "odd" trainable = dense<5.000000e-01> : tensor<7x4xf32> {px.layer_split = "whole", px.whole_on_grid = "7 rows do not divide over 2 model ranks"}
 // CHECK: %[[TIED:.*]] = px.variable "tied" trainable = dense<5.000000e-01> : tensor<8x4xf32>
 // CHECK-NOT: whole_on_grid
 // CHECK: %[[E:.*]] = px.gather %[[EMB]][%[[IDS]]] block of @world grid_axes = [1] : tensor<4x4xf32>, tensor<3xi64>

@@ -11,8 +11,8 @@
 // RUN: not parallax-opt %s --px-shard-model="layer-splits=fc1.weight=sideways" 2>&1 | FileCheck %s --check-prefix=SPEC
 // RUN: not parallax-opt %s --px-cluster="np=3 model-ranks=3" --px-shard-model="layer-splits=fc2.weight=out" 2>&1 | FileCheck %s --check-prefix=DIVIDE
 
-// CHECK: %[[W1:.*]] = px.variable "fc1.weight" trainable = dense<1.000000e-01> : tensor<6x8xf32>{{$}}
-// CHECK: %[[W2:.*]] = px.variable "fc2.weight" trainable = dense<2.000000e-01> : tensor<2x6xf32> -> tensor<1x6xf32> {grid = @world, split_axes = #shard<axisarray{{\[\[}}1]]>}
+// CHECK: %[[W1:.*]] = px.variable "fc1.weight" trainable = dense<1.000000e-01> : tensor<6x8xf32> {px.layer_split = "whole"}{{$}}
+// CHECK: %[[W2:.*]] = px.variable "fc2.weight" trainable = dense<2.000000e-01> : tensor<2x6xf32> -> tensor<1x6xf32> {grid = @world, px.layer_split = "out", split_axes = #shard<axisarray{{\[\[}}1]]>}
 // CHECK: px.gemm %{{.*}}, %[[W1]], %{{.*}} {trans_b} : tensor<4x8xf32>, tensor<6x8xf32>, tensor<6xf32>
 // CHECK: px.gemm %{{.*}}, %[[W2]], %{{.*}} {trans_b} : tensor<4x6xf32>, tensor<1x6xf32>, tensor<1xf32>
 // CHECK: %[[DR:.*]] = px.gemm %{{.*}}, %[[W2]] : tensor<4x1xf32>, tensor<1x6xf32>

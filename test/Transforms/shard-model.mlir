@@ -10,9 +10,9 @@
 // RUN: parallax-opt %s --px-cluster=np=2 --px-shard-model | FileCheck %s --check-prefix=DATA
 
 // CHECK: %[[X:.*]] = px.input "x" : tensor<4x8xf32> batched
-// CHECK: %[[W1:.*]] = px.variable "fc1.weight" trainable = dense<1.000000e-01> : tensor<6x8xf32> -> tensor<3x8xf32> {grid = @world, split_axes = #shard<axisarray{{\[\[}}1]]>}
+// CHECK: %[[W1:.*]] = px.variable "fc1.weight" trainable = dense<1.000000e-01> : tensor<6x8xf32> -> tensor<3x8xf32> {grid = @world, px.layer_split = "out", split_axes = #shard<axisarray{{\[\[}}1]]>}
 // CHECK: %[[B1:.*]] = px.variable "fc1.bias" trainable = dense<0.000000e+00> : tensor<6xf32> -> tensor<3xf32> {grid = @world, split_axes = #shard<axisarray{{\[\[}}1]]>}
-// CHECK: %[[W2:.*]] = px.variable "fc2.weight" trainable = dense<2.000000e-01> : tensor<2x6xf32> -> tensor<2x3xf32> {grid = @world, split_axes = #shard<axisarray{{\[\[}}], [1]]>}
+// CHECK: %[[W2:.*]] = px.variable "fc2.weight" trainable = dense<2.000000e-01> : tensor<2x6xf32> -> tensor<2x3xf32> {grid = @world, px.layer_split = "in", split_axes = #shard<axisarray{{\[\[}}], [1]]>}
 // CHECK: %[[B2:.*]] = px.variable "fc2.bias" trainable = dense<0.000000e+00> : tensor<2xf32>
 // CHECK-NOT: split_axes
 // CHECK: %[[H:.*]] = px.gemm %[[X]], %[[W1]], %[[B1]] {trans_b} : tensor<4x8xf32>, tensor<3x8xf32>, tensor<3xf32>

@@ -224,6 +224,12 @@ static cl::opt<std::string> frontierSvg(
     "frontier-svg",
     cl::desc("Search per-operator strategies and draw the frontier to FILE.svg"),
     cl::value_desc("FILE.svg"), cl::cat(parallaxCategory));
+static cl::opt<std::string> frontierMeasured(
+    "frontier-measured",
+    cl::desc("Measured points to put beside the prediction in --frontier and "
+             "--frontier-svg: a JSON list of {\"point\": K, \"step_seconds\": S, "
+             "\"memory_bytes\": B} (bench/frontier.py writes it)"),
+    cl::value_desc("FILE.json"), cl::cat(parallaxCategory));
 static cl::opt<int> planPoint(
     "plan-point",
     cl::desc("Search per-operator strategies and compile point K of the frontier "
@@ -300,7 +306,8 @@ static bool importOnly = false;
 /// Whether an option asks for the strategy search (docs/strategy.md).
 static bool searchesStrategies() {
   return memoryLimit.getNumOccurrences() || objective.getNumOccurrences() ||
-         !frontierFile.empty() || !frontierSvg.empty() || planPoint.getNumOccurrences();
+         !frontierFile.empty() || !frontierSvg.empty() || !frontierMeasured.empty() ||
+         planPoint.getNumOccurrences();
 }
 
 /// Pr of --grid=PrxPc (1 without it), checked against the world size.
@@ -662,12 +669,12 @@ static void printFrontier(const std::vector<parallax::strategy::CompiledPoint> &
                           size_t onFrontier) {
   llvm::outs() << "strategy frontier (" << onFrontier << (onFrontier == 1 ? " point" : " points")
                << "; predicted per rank and step by the compiled step):\n";
-  llvm::outs() << llvm::formatv("  {0,-5} {1,-34} {2,12} {3,12}\n", "point", "strategy",
+  llvm::outs() << llvm::formatv("  {0,-5} {1,-46} {2,12} {3,12}\n", "point", "strategy",
                                 "step ms", "memory MiB");
   for (size_t i = 0; i < points.size(); ++i) {
     const auto &p = points[i];
     std::string index = p.onFrontier ? std::to_string(i) : "-";
-    llvm::outs() << llvm::formatv("  {0,-5} {1,-34} {2,12:F3} {3,12:F1}", index,
+    llvm::outs() << llvm::formatv("  {0,-5} {1,-46} {2,12:F3} {3,12:F1}", index,
                                   p.point.strategy.summary(), p.seconds * 1e3,
                                   p.bytes / 1048576.0);
     if (p.chosen)
@@ -678,12 +685,44 @@ static void printFrontier(const std::vector<parallax::strategy::CompiledPoint> &
   }
 }
 
+/// --frontier-measured: each entry's measurement onto its frontier point.
+static bool readMeasuredPoints(StringRef path, std::vector<parallax::strategy::CompiledPoint> &points,
+                               size_t onFrontier) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return fail(path + ": " + buffer.getError().message()), false;
+  auto json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return fail(path + ": " + llvm::toString(json.takeError())), false;
+  auto *list = json->getAsArray();
+  if (!list)
+    return fail(path + ": expected a list of {\"point\", \"step_seconds\", \"memory_bytes\"}"),
+           false;
+  for (size_t i = 0; i < list->size(); ++i) {
+    auto *o = (*list)[i].getAsObject();
+    std::optional<int64_t> point = o ? o->getInteger("point") : std::nullopt;
+    std::optional<double> seconds = o ? o->getNumber("step_seconds") : std::nullopt;
+    std::optional<int64_t> bytes = o ? o->getInteger("memory_bytes") : std::nullopt;
+    if (!point || !seconds || !bytes || *point < 0 || (size_t)*point >= onFrontier ||
+        *seconds <= 0 || *bytes <= 0)
+      return fail(path + ": entry " + llvm::Twine(i) +
+                  ": expected a frontier point (0 to " + llvm::Twine(onFrontier - 1) +
+                  ") with step_seconds > 0 and memory_bytes > 0"),
+             false;
+    points[*point].measuredSeconds = *seconds;
+    points[*point].measuredBytes = *bytes;
+  }
+  return true;
+}
+
 namespace {
 /// A strategy compiled, with the compiled step's prediction.
 struct Compiled {
   Built built;
   double seconds = 0;
   int64_t bytes = 0;
+  /// What px-shard-model split, by variable (px.layer_split).
+  llvm::StringMap<parallax::strategy::Split> splits;
 };
 } // namespace
 
@@ -712,6 +751,13 @@ static std::optional<Compiled> compileStrategy(MLIRContext &context, llvm::Sourc
       c.emplace();
       c->seconds = predict(*b->module).seconds();
       c->bytes = plan->memory.peak();
+      b->module->walk([&](px::VariableOp var) {
+        if (auto split = px::getAttr<px::PxDialect::LayerSplitAttrHelper>(var))
+          for (auto named : {parallax::strategy::Split::Whole, parallax::strategy::Split::Out,
+                             parallax::strategy::Split::In, parallax::strategy::Split::Rows})
+            if (split.getValue() == parallax::strategy::nameOf(named))
+              c->splits[var.getName()] = named;
+      });
       c->built = std::move(*b);
     } else {
       errors += llvm::toString(plan.takeError());
@@ -793,6 +839,14 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
     }
     st::CompiledPoint point;
     point.point = p;
+    // A grid compiled by the pairing rule: the splits px-shard-model chose.
+    if (p.strategy.splits.empty() && p.strategy.grid.pr > 1) {
+      point.point.strategy.byPairingRule = true;
+      for (const st::Operator &op : ops)
+        if (op.splittable)
+          point.point.strategy.splits.push_back(
+              {op.layer.name, c->splits.lookup(op.layer.name)});
+    }
     point.seconds = c->seconds;
     point.bytes = c->bytes;
     point.label = std::move(label);
@@ -874,6 +928,8 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   }
   points[*chosen].chosen = true;
 
+  if (!frontierMeasured.empty() && !readMeasuredPoints(frontierMeasured, points, onFrontier))
+    return std::nullopt;
   auto writeTo = [&](StringRef path, auto writer) {
     std::string error;
     auto output = openOutputFile(path, &error);

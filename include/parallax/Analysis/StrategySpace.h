@@ -67,7 +67,11 @@ struct Strategy {
   grid::Grid grid;
   bool shardUpdates = false;
   std::vector<std::pair<std::string, Split>> splits;
-  /// px-shard-model's layer-splits entries, VARIABLE=split.
+  /// Compiled by px-shard-model's pairing rule (no layer-splits), `splits`
+  /// read back from what it chose.
+  bool byPairingRule = false;
+  /// px-shard-model's layer-splits entries, VARIABLE=split (none for the
+  /// pairing rule).
   std::vector<std::string> layerSplits() const;
   /// "2x2, ZeRO-1, 3 of 5 layers split" and the like.
   std::string summary() const;

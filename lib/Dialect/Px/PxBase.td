@@ -126,6 +126,11 @@ def Px_Dialect : Dialect {
     // grid that splits the model (its rows do not divide over the model
     // ranks). Read by the variable analysis (the report).
     "::mlir::StringAttr":$whole_on_grid,
+    // px.variable: how px-shard-model split a layer's weight or a table
+    // over the model axis: "whole", "out", "in" or "rows" (layer-splits'
+    // words). Read by the strategy search (a point compiled by the pairing
+    // rule names its splits) and the report.
+    "::mlir::StringAttr":$layer_split,
 
     // --- Synchronization (px-sync) ---
     // px.variable: the chosen scheme, "allreduce", "allgatherv" or "ps".

@@ -147,6 +147,7 @@ constexpr PxAttrRule kPxAttrs[] = {
     rule<PxDialect::ProfileDataAttrHelper>(),
     rule<PxDialect::ProfileStepsAttrHelper>(),
     rule<PxDialect::WholeOnGridAttrHelper>(),
+    rule<PxDialect::LayerSplitAttrHelper>(),
     rule<PxDialect::PartitionsAttrHelper>(),
     rule<PxDialect::PlacementAttrHelper>(),
     rule<PxDialect::PartitionCostAttrHelper>(),
