@@ -93,21 +93,34 @@ def validate(build, work, name, src, args, flags):
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
     measured = []
     rows = []
-    for k in spread(len(points), args.points):
-        p = points[k]
-        plan = work / f"{name}-p{k}.pxplan"
-        compile_plan(build, src, plan, ["--np", str(args.np), "--plan-point", str(k), *flags])
-        seconds, memory = train(build, work, plan, args.np, args, f"{name}-p{k}")
-        measured.append({"point": k, "step_seconds": seconds, "memory_bytes": memory})
+    # Points spread over the frontier; where it has fewer than --points,
+    # the dominated strategies that --grid compiles too (pure data
+    # parallelism and the grids' pairing-rule plans), so that the
+    # prediction is checked on as many strategies.
+    chosen = [("point", k, ["--plan-point", str(k)]) for k in spread(len(points), args.points)]
+    for r, p in enumerate(frontier["dominated_references"]):
+        if len(chosen) >= args.points:
+            break
+        if p.get("pairing_rule") or p["grid"].startswith("1x"):
+            chosen.append(("reference", r, [f"--grid={p['grid']}", "--shard-weight-update=" +
+                                            ("on" if p["zero1"] else "off")]))
+    for kind, k, plan_flags in chosen:
+        p = (points if kind == "point" else frontier["dominated_references"])[k]
+        tag = f"{name}-{kind[0]}{k}"
+        plan = work / f"{tag}.pxplan"
+        compile_plan(build, src, plan, ["--np", str(args.np), *plan_flags, *flags])
+        seconds, memory = train(build, work, plan, args.np, args, tag)
+        measured.append({kind: k, "step_seconds": seconds, "memory_bytes": memory})
         split = sum(s != "whole" for s in p["splits"].values())
         strategy = p["grid"] + (", ZeRO-1" if p["zero1"] else "") + \
             (f", {split} of {len(p['splits'])} split" if p["grid"][0] != "1" else "") + \
-            (" (pairing rule)" if p.get("pairing_rule") else "")
+            (" (pairing rule)" if p.get("pairing_rule") else "") + \
+            (" (dominated)" if kind == "reference" else "")
         t, m = p["step_seconds"] / seconds, p["memory_bytes"] / max(memory, 1)
-        rows.append({"point": k, "strategy": strategy, "ms": seconds * 1e3,
+        rows.append({kind: k, "strategy": strategy, "ms": seconds * 1e3,
                      "predicted_ms": p["step_seconds"] * 1e3, "memory": memory,
                      "predicted_memory": p["memory_bytes"]})
-        print(f"| {k} | {strategy} | {seconds * 1e3:.2f} | {p['step_seconds'] * 1e3:.2f} | "
+        print(f"| {k if kind == 'point' else '-'} | {strategy} | {seconds * 1e3:.2f} | {p['step_seconds'] * 1e3:.2f} | "
               f"{t:.2f}{'' if abs(t - 1) <= 0.15 else ' !'} | {mib(memory):.1f} | "
               f"{mib(p['memory_bytes']):.1f} | {m:.2f}{'' if abs(m - 1) <= 0.10 else ' !'} |")
     within = sum(abs(r["predicted_ms"] / r["ms"] - 1) <= 0.15 for r in rows)

@@ -24,10 +24,11 @@ void writeFrontierJson(const FrontierSummary &summary, const std::vector<Compile
         {"pairing_rule", c.point.strategy.byPairingRule},
         {"step_seconds", c.seconds},
         {"memory_bytes", c.bytes},
-        {"closed_form", llvm::json::Object{{"step_seconds", c.point.predicted.seconds},
-                                           {"memory_bytes", c.point.predicted.bytes}}},
         {"splits", std::move(splits)},
     };
+    if (c.closedForm)
+      o["closed_form"] = llvm::json::Object{{"step_seconds", c.point.predicted.seconds},
+                                            {"memory_bytes", c.point.predicted.bytes}};
     if (!c.label.empty())
       o["label"] = c.label;
     if (c.measuredSeconds)

@@ -8,11 +8,11 @@
 
 namespace parallax::grid {
 
-namespace {
-
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / std::max<int64_t>(b, 1); }
 
 double ceilLog2(int64_t p) { return p <= 1 ? 0.0 : std::ceil(std::log2((double)p)); }
+
+namespace {
 
 bool spans(const Grid &g, std::vector<int64_t> axes, int64_t perMachine) {
   return rt::groupsSpanMachines({g.pc, g.pr}, axes, (int)std::min<int64_t>(perMachine, 1 << 30));
@@ -85,8 +85,7 @@ Cost costOf(const Layer &layer, const Grid &grid, Split split, const Machine &m)
   c.split = split;
   const double eb = (double)layer.elementBytes;
   const int64_t samples = ceilDiv(layer.batch, grid.pc);
-  const int64_t weights = layer.kind == Layer::Kind::Dense ? layer.in * layer.out
-                                                           : layer.weightElements;
+  const int64_t weights = layer.weightCount();
   const int64_t stateCopies = 2 + m.optimizerSlots; // value, gradient, state
   // Forward, and the two products of the backward pass.
   double rate = layer.kind == Layer::Kind::Conv ? m.convFlopsPerSecond : m.flopsPerSecond;

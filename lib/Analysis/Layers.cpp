@@ -26,6 +26,37 @@ px::VariableOp trainableWeightOf(Value v) {
   return var && var.getTrainable() ? var : px::VariableOp();
 }
 
+SplittableWeight splittableWeightOf(Operation *op) {
+  auto trainable = [](Value v) {
+    while (auto t = v.getDefiningOp<px::TransposeOp>())
+      v = t.getInput();
+    auto var = v.getDefiningOp<px::VariableOp>();
+    return var && var.getTrainable();
+  };
+  if (auto g = dyn_cast<px::GemmOp>(op))
+    if (trainable(g.getB()) && !g.getTransA())
+      return {g.getB(), g.getTransB() ? 0 : 1, g.getTransB() ? 1 : 0};
+  if (auto m = dyn_cast<px::MatMulOp>(op))
+    if (trainable(m.getRhs()) && cast<RankedTensorType>(m.getRhs().getType()).getRank() == 2)
+      return {m.getRhs(), 1, 0};
+  if (auto c = dyn_cast<px::ConvOp>(op))
+    if (trainable(c.getW()) && c.getGroup() == 1)
+      return {c.getW(), 0, 1};
+  return {};
+}
+
+bool followsChannelSplit(Operation *op) {
+  if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp>(op))
+    return true;
+  return op->hasTrait<px::OpTrait::Elementwise>() && op->getNumResults() == 1 &&
+         op->getNumOperands() > 0;
+}
+
+bool rowsSplitInto(int64_t inRows, int64_t outRows, px::Halo halo, int64_t ranks) {
+  return ranks > 0 && inRows % ranks == 0 && outRows % ranks == 0 && halo.lo <= inRows / ranks &&
+         halo.hi <= inRows / ranks;
+}
+
 namespace {
 
 px::VariableOp weightOf(Value v) { return trainableWeightOf(v); }

@@ -57,17 +57,6 @@ px::VariableOp layerWeightOf(Operation *op) {
   return {};
 }
 
-/// Ops that run on a block of channels or features (px's sharding models
-/// split them along with their input): one-result element-wise ops, batch
-/// norm and pooling. Any other op (a reshape, a softmax, a layer norm,
-/// dropout) runs whole, its split input gathered first.
-bool followsSplit(Operation *op) {
-  if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp>(op))
-    return true;
-  return op->hasTrait<px::OpTrait::Elementwise>() && op->getNumResults() == 1 &&
-         op->getNumOperands() > 0;
-}
-
 } // namespace
 
 std::vector<Operator> operatorsOf(ModuleOp module) {
@@ -85,8 +74,10 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
     ops.push_back(std::move(op));
   }
   // Which op is which operator: layer products by their weight, gathers by
-  // their table.
+  // their table (and the ops in step order, so that every run costs the
+  // same).
   llvm::DenseMap<Operation *, int> opOf;
+  std::vector<Operation *> inOrder;
   llvm::StringSet<> tables;
   for (const VariableInfo &v : analyzeVariables(module))
     if (v.trainable && v.access == VariableAccess::RowGather && v.shape.size() == 2) {
@@ -104,8 +95,10 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
   func.walk([&](Operation *op) {
     if (auto g = dyn_cast<px::GatherOp>(op)) {
       auto var = g.getData().getDefiningOp<px::VariableOp>();
-      if (var && tables.contains(var.getName()))
+      if (var && tables.contains(var.getName())) {
         opOf[op] = byName[var.getName()];
+        inOrder.push_back(op);
+      }
       return;
     }
     px::VariableOp w = layerWeightOf(op);
@@ -115,14 +108,14 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
     if (it == byName.end())
       return;
     opOf[op] = it->second;
-    if (auto c = dyn_cast<px::ConvOp>(op)) {
-      Operator &o = ops[it->second];
-      o.splittable = c.getGroup() == 1;
-      if (std::optional<px::Halo> h = px::domainHalo(c); h && o.splittable) {
-        o.haloLo = h->lo;
-        o.haloHi = h->hi;
-      }
-    }
+    inOrder.push_back(op);
+    // Only what px-shard-model splits chooses (every product of a tied
+    // weight must be one).
+    Operator &o = ops[it->second];
+    o.splittable = o.splittable && splittableWeightOf(op);
+    if (auto c = dyn_cast<px::ConvOp>(op))
+      if (std::optional<px::Halo> h = px::domainHalo(c); h && o.splittable)
+        o.halo = *h;
   });
   // Producers: each operator's input traced back along first operands
   // through ops that follow a split to the operator that made it; where
@@ -136,12 +129,13 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
     for (Operation *def = v.getDefiningOp(); def; def = def->getOperand(0).getDefiningOp()) {
       if (auto p = opOf.find(def); p != opOf.end())
         return p->second;
-      if (!followsSplit(def))
+      if (!followsChannelSplit(def))
         return -1;
     }
     return -1;
   };
-  for (auto &[op, index] : opOf) {
+  for (Operation *op : inOrder) {
+    int index = opOf.lookup(op);
     Operator &o = ops[index];
     auto addProducer = [&](int p) {
       if (p >= 0 && p != index && !llvm::is_contained(o.producers, p))
@@ -154,12 +148,12 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
         addProducer(p->second);
         break;
       }
-      if (!followsSplit(def))
+      if (!followsChannelSplit(def))
         break;
       for (Value other : def->getOperands().drop_front())
         addProducer(leadsTo(other));
     }
-    o.inputWhole = !o.table && (!def || !opOf.count(def)) && o.producers.empty();
+    o.inputWhole |= !o.table && (!def || !opOf.count(def)) && o.producers.empty();
     // Where its output goes, through ops that follow a split.
     SmallVector<Operation *> work(op->getUsers().begin(), op->getUsers().end());
     llvm::DenseSet<Operation *> seen;
@@ -167,7 +161,7 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
       Operation *user = work.pop_back_val();
       if (!seen.insert(user).second || opOf.count(user))
         continue;
-      if (!followsSplit(user)) {
+      if (!followsChannelSplit(user)) {
         o.outputWhole = true;
         break;
       }
@@ -194,11 +188,9 @@ std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g) {
     splits.push_back(Split::Out);
   if (l.in % pr == 0)
     splits.push_back(Split::In);
-  if (l.kind == grid::Layer::Kind::Conv && op.haloLo >= 0) {
-    int64_t in = l.inHeight, out = l.outHeight;
-    if (in % pr == 0 && out % pr == 0 && op.haloLo <= in / pr && op.haloHi <= in / pr)
-      splits.push_back(Split::Rows);
-  }
+  if (l.kind == grid::Layer::Kind::Conv && op.halo &&
+      rowsSplitInto(l.inHeight, l.outHeight, *op.halo, pr))
+    splits.push_back(Split::Rows);
   return splits;
 }
 
@@ -246,7 +238,7 @@ Layout inputLayout(Split s) {
   return s == Split::In ? Layout::Features : s == Split::Rows ? Layout::Rows : Layout::Whole;
 }
 
-double perRank(int64_t n, int64_t parts) { return std::ceil((double)n / (double)std::max<int64_t>(parts, 1)); }
+double perRank(double n, int64_t parts) { return (double)grid::ceilDiv((int64_t)n, parts); }
 
 /// Seconds of `flops` floating-point operations of one layer on one rank.
 double computeSeconds(const grid::Layer &l, double flops, const grid::Machine &m) {
@@ -265,8 +257,7 @@ double activationBytes(const Operator &op, const grid::Grid &g) {
   return perRank(l.batch, g.pc) * (double)l.outElements() * (double)l.elementBytes;
 }
 
-Cost tableCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdates,
-               const grid::Machine &m) {
+Cost tableCost(const Operator &op, Split s, const grid::Grid &g, const grid::Machine &m) {
   const double eb = 4.0;
   int64_t share = s == Split::Rows ? g.pr : 1;
   double rowsHere = perRank(op.tableRows, share);
@@ -280,23 +271,22 @@ Cost tableCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdat
   double rowsPushed = std::min<double>(rowsHere, perRank(op.lookups, g.pc));
   if (g.pc > 1) {
     const grid::Link &link = m.batchLink(g);
-    c.seconds += link.alpha * std::ceil(std::log2((double)g.pc)) +
+    c.seconds += link.alpha * grid::ceilLog2(g.pc) +
                  link.beta * (double)(g.pc - 1) * rowsPushed * (op.tableWidth * eb + 8);
   }
-  double slots = m.optimizerSlots;
-  if (shardUpdates && g.pc > 1)
-    slots /= (double)g.pc;
-  c.bytes = rowsHere * op.tableWidth * eb * (1 + slots) + gathered * (1 + (double)g.pc);
+  // Its state stays whole under ZeRO-1, which shards the all-reduce
+  // buckets' dense updates only.
+  c.bytes = rowsHere * op.tableWidth * eb * (1 + m.optimizerSlots) + gathered * (1 + (double)g.pc);
   return c;
 }
 
 Cost layerCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdates,
                const grid::Machine &m) {
   if (op.table)
-    return tableCost(op, s, g, shardUpdates, m);
+    return tableCost(op, s, g, m);
   const grid::Layer &l = op.layer;
   const double eb = (double)l.elementBytes;
-  const int64_t weights = l.kind == grid::Layer::Kind::Dense ? l.in * l.out : l.weightElements;
+  const int64_t weights = l.weightCount();
   const int64_t weightShare = (s == Split::Out || s == Split::In) ? g.pr : 1;
   const int64_t computeShare = s == Split::Whole ? 1 : g.pr;
   const double samples = perRank(l.batch, g.pc);
@@ -320,7 +310,7 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdat
   if (s == Split::In) // partial products
     c.seconds += grid::allReduceSeconds(g.pr, y, model);
   if (s == Split::Rows && g.pr > 1) {
-    int64_t halo = std::max(op.haloLo, op.haloHi);
+    int64_t halo = op.halo ? std::max(op.halo->lo, op.halo->hi) : 0;
     double xHalo = (double)halo * l.inWidth * l.in * samples * eb;
     double dyHalo = (double)halo * l.outWidth * l.out * samples * eb;
     if (halo > 0)
@@ -356,7 +346,10 @@ Cost edgeCost(const Operator &from, Split fs, const Operator &to, Split ts, cons
   const grid::Link &model = m.modelLink(g);
   if (in == Layout::Whole) {
     // Gathered forward (and kept for the consumer's backward pass); its
-    // gradient is sliced back.
+    // gradient is sliced back. An output an op that runs whole reads is
+    // gathered once, in the producer's own cost.
+    if (from.outputWhole)
+      return c;
     c.seconds = grid::allGatherSeconds(g.pr, x, model);
     c.bytes = x - perRank((int64_t)x, g.pr);
   } else if (out == Layout::Whole) {
@@ -411,8 +404,8 @@ StrategySearch searchStrategies(const std::vector<Operator> &ops, int64_t ranks,
   Frontier all;
   std::vector<Strategy> strategies;
   for (const grid::Grid &g : grid::gridsOf(ranks)) {
-    if (m.ranksPerMachine % g.pr != 0 && g.pr > 1)
-      continue; // a model group stays on one machine
+    if (!m.holdsModelGroup(g))
+      continue;
     for (bool zero : {false, true}) {
       if (zero && g.pc < 2)
         continue;

@@ -42,50 +42,13 @@ namespace {
 
 enum class Split { OutputFeatures, InputFeatures };
 
-/// The weight operand of a layer and where its n (output features or
-/// channels) and k (input features or channels) dimensions are, or null.
-struct Weight {
-  Value value;
-  int64_t outDim = 0, inDim = 0;
-};
-
-Weight weightOf(Operation *op) {
-  auto trainable = [](Value v) {
-    while (auto t = v.getDefiningOp<px::TransposeOp>())
-      v = t.getInput();
-    auto var = v.getDefiningOp<px::VariableOp>();
-    return var && var.getTrainable();
-  };
-  if (auto g = dyn_cast<px::GemmOp>(op))
-    if (trainable(g.getB()) && !g.getTransA())
-      return {g.getB(), g.getTransB() ? 0 : 1, g.getTransB() ? 1 : 0};
-  if (auto m = dyn_cast<px::MatMulOp>(op))
-    if (trainable(m.getRhs()) && cast<RankedTensorType>(m.getRhs().getType()).getRank() == 2)
-      return {m.getRhs(), 1, 0};
-  // A grouped convolution's channels are tied group by group: no model of
-  // it splits them (PxShardingConv.cpp), so it is not a layer here.
-  if (auto c = dyn_cast<px::ConvOp>(op))
-    if (trainable(c.getW()) && c.getGroup() == 1)
-      return {c.getW(), 0, 1};
-  return {};
-}
-
-/// Ops a layer's output passes through, per channel or feature, on its way
-/// to the next layer (their first operand): element-wise ops, batch norm
-/// (per channel) and pooling (per channel).
-bool perChannel(Operation *op) {
-  if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp>(op))
-    return true;
-  return op->hasTrait<px::OpTrait::Elementwise>() && op->getNumOperands() > 0;
-}
-
 /// The layer whose output `v` is, through per-channel ops on their first
 /// operand (an activation, a bias add, a batch norm, a pool), if any.
 Operation *producingLayer(Value v, const llvm::DenseMap<Operation *, Split> &layers) {
   for (Operation *def = v.getDefiningOp(); def; def = def->getOperand(0).getDefiningOp()) {
     if (layers.count(def))
       return def;
-    if (!perChannel(def))
+    if (!followsChannelSplit(def))
       return nullptr;
   }
   return nullptr;
@@ -113,15 +76,11 @@ void dropKeptDims(func::FuncOp func) {
   }
 }
 
-/// Whether `conv`'s rows split into `ranks` blocks for domain parallelism:
-/// its input and output rows divide, and its halos fit in one block.
+/// Whether `conv`'s rows split into `ranks` blocks for domain parallelism.
 bool rowsSplit(px::ConvOp conv, int64_t ranks) {
   std::optional<px::Halo> halo = px::domainHalo(conv);
-  if (!halo)
-    return false;
-  int64_t in = conv.getX().getType().getDimSize(2), out = conv.getY().getType().getDimSize(2);
-  return in % ranks == 0 && out % ranks == 0 && halo->lo <= in / ranks &&
-         halo->hi <= in / ranks;
+  return halo && rowsSplitInto(conv.getX().getType().getDimSize(2),
+                               conv.getY().getType().getDimSize(2), *halo, ranks);
 }
 
 struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
@@ -134,6 +93,11 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
           << convSplit << "' (expected channels, domain or auto)";
       return signalPassFailure();
     }
+    explicitSplits.clear();
+    usedSplits.clear();
+    byRows.clear();
+    if (failed(parseLayerSplits(module)))
+      return signalPassFailure();
     ClusterModel cluster = ClusterModel::fromModule(module);
     func::FuncOp func = getEntryFunction(module);
     if (cluster.modelRanks <= 1 || !func || func.getBody().empty())
@@ -144,8 +108,6 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
           << cluster.modelRanks << " model ranks: run px-cluster with model-ranks first";
       return signalPassFailure();
     }
-    if (failed(parseLayerSplits(module)))
-      return signalPassFailure();
     if (convSplit == "auto")
       chooseConvSplits(module, cluster);
     dropKeptDims<px::ReduceSumOp>(func);
@@ -347,7 +309,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
     llvm::DenseMap<Operation *, Split> layers;
     OpBuilder b(func.getContext());
     for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
-      Weight w = weightOf(&op);
+      SplittableWeight w = splittableWeightOf(&op);
       if (!w.value)
         continue;
       if (auto conv = dyn_cast<px::ConvOp>(&op); conv && splitsRows(conv)) {
@@ -424,7 +386,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
   /// Splits `w` along `dim` over the model axis. Every reader of the weight
   /// (the forward product, the backward ones, its gradient marker) sees the
   /// annotation.
-  void annotateWeight(Weight w, int64_t dim, shard::GridOp grid, Location loc) {
+  void annotateWeight(SplittableWeight w, int64_t dim, shard::GridOp grid, Location loc) {
     auto modelAxis = (shard::GridAxis)(grid.getShape().size() - 1);
     SmallVector<SmallVector<shard::GridAxis>> axes(dim + 1);
     axes[dim] = {modelAxis};

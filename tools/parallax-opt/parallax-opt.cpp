@@ -227,7 +227,8 @@ static cl::opt<std::string> frontierSvg(
 static cl::opt<std::string> frontierMeasured(
     "frontier-measured",
     cl::desc("Measured points to put beside the prediction in --frontier and "
-             "--frontier-svg: a JSON list of {\"point\": K, \"step_seconds\": S, "
+             "--frontier-svg: a JSON list of {\"point\": K (or \"reference\": R, the "
+             "dominated references as --frontier lists them), \"step_seconds\": S, "
              "\"memory_bytes\": B} (bench/frontier.py writes it)"),
     cl::value_desc("FILE.json"), cl::cat(parallaxCategory));
 static cl::opt<int> planPoint(
@@ -584,7 +585,7 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
   auto cluster = clusterOf(context, inputFilename);
   if (!cluster)
     return std::nullopt;
-  int64_t perMachine = cluster->ranksPerMachine;
+  parallax::grid::Machine machine = machineFor(*cluster);
   std::optional<Built> best;
   parallax::grid::Grid chosen;
   double bestSeconds = 0;
@@ -598,7 +599,7 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
   if (!convSplit.getNumOccurrences())
     splits = {"channels", "domain", "auto"};
   for (const parallax::grid::Grid &g : parallax::grid::gridsOf(worldSize())) {
-    if (perMachine % g.pr != 0)
+    if (!machine.holdsModelGroup(g))
       continue;
     chosenModelRanks = g.pr;
     std::vector<double> secondsOfSplits;
@@ -688,6 +689,7 @@ static void printFrontier(const std::vector<parallax::strategy::CompiledPoint> &
 /// --frontier-measured: each entry's measurement onto its frontier point.
 static bool readMeasuredPoints(StringRef path, std::vector<parallax::strategy::CompiledPoint> &points,
                                size_t onFrontier) {
+  namespace st = parallax::strategy;
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return fail(path + ": " + buffer.getError().message()), false;
@@ -698,19 +700,26 @@ static bool readMeasuredPoints(StringRef path, std::vector<parallax::strategy::C
   if (!list)
     return fail(path + ": expected a list of {\"point\", \"step_seconds\", \"memory_bytes\"}"),
            false;
+  size_t references = points.size() - onFrontier;
   for (size_t i = 0; i < list->size(); ++i) {
     auto *o = (*list)[i].getAsObject();
     std::optional<int64_t> point = o ? o->getInteger("point") : std::nullopt;
+    std::optional<int64_t> reference = o ? o->getInteger("reference") : std::nullopt;
     std::optional<double> seconds = o ? o->getNumber("step_seconds") : std::nullopt;
     std::optional<int64_t> bytes = o ? o->getInteger("memory_bytes") : std::nullopt;
-    if (!point || !seconds || !bytes || *point < 0 || (size_t)*point >= onFrontier ||
-        *seconds <= 0 || *bytes <= 0)
-      return fail(path + ": entry " + llvm::Twine(i) +
-                  ": expected a frontier point (0 to " + llvm::Twine(onFrontier - 1) +
-                  ") with step_seconds > 0 and memory_bytes > 0"),
+    bool isPoint = point && *point >= 0 && (size_t)*point < onFrontier;
+    bool isReference = reference && *reference >= 0 && (size_t)*reference < references;
+    if (isPoint == isReference || !seconds || !bytes || *seconds <= 0 || *bytes <= 0)
+      return fail(path + ": entry " + llvm::Twine(i) + ": expected a frontier point (0 to " +
+                  llvm::Twine(onFrontier - 1) + ")" +
+                  (references ? " or a dominated reference (0 to " +
+                                    std::to_string(references - 1) + ")"
+                              : std::string()) +
+                  " with step_seconds > 0 and memory_bytes > 0"),
              false;
-    points[*point].measuredSeconds = *seconds;
-    points[*point].measuredBytes = *bytes;
+    st::CompiledPoint &p = points[isPoint ? *point : onFrontier + *reference];
+    p.measuredSeconds = *seconds;
+    p.measuredBytes = *bytes;
   }
   return true;
 }
@@ -786,6 +795,18 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
          "--plan-point) compiles an ONNX model for --np or --cluster ranks");
     return std::nullopt;
   }
+  if (inference || gridCosts) {
+    fail("the strategy search compiles a training plan: drop --inference and --grid-costs");
+    return std::nullopt;
+  }
+  if (emit.getNumOccurrences() && emit == EmitKind::Mlir) {
+    fail("the strategy search writes a plan (--emit=plan) or only the frontier (no --emit)");
+    return std::nullopt;
+  }
+  if (planPoint.getNumOccurrences() && objective.getNumOccurrences()) {
+    fail("--plan-point names the point: drop --objective");
+    return std::nullopt;
+  }
   if (!gridSpec.empty() || shardWeightUpdate.getNumOccurrences() ||
       convSplit.getNumOccurrences()) {
     fail("the strategy search chooses the grid, each layer's split and ZeRO-1 itself: drop "
@@ -830,15 +851,18 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   start = Clock::now();
   std::vector<st::CompiledPoint> points;
   std::string why;
-  auto add = [&](const st::Point &p, std::string label) {
+  int failed = 0;
+  auto add = [&](const st::Point &p, std::string label, bool searched) {
     std::string error;
     std::optional<Compiled> c = compileStrategy(context, sourceMgr, inputFilename, p.strategy, error);
     if (!c) {
       why += "\n  " + p.strategy.summary() + ": " + error;
+      ++failed;
       return;
     }
     st::CompiledPoint point;
     point.point = p;
+    point.closedForm = searched;
     // A grid compiled by the pairing rule: the splits px-shard-model chose.
     if (p.strategy.splits.empty() && p.strategy.grid.pr > 1) {
       point.point.strategy.byPairingRule = true;
@@ -846,6 +870,13 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
         if (op.splittable)
           point.point.strategy.splits.push_back(
               {op.layer.name, c->splits.lookup(op.layer.name)});
+      // The same plan as a searched point: that point stands for both.
+      auto same = [&](const st::CompiledPoint &o) {
+        const st::Strategy &a = o.point.strategy, &b = point.point.strategy;
+        return a.grid.pr == b.grid.pr && a.shardUpdates == b.shardUpdates && a.splits == b.splits;
+      };
+      if (llvm::any_of(points, same))
+        return;
     }
     point.seconds = c->seconds;
     point.bytes = c->bytes;
@@ -858,18 +889,18 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
     bool isModel = p.strategy.pureModel() && !model;
     data |= isData;
     model |= isModel;
-    add(p, isData ? "pure data parallelism" : isModel ? "pure model parallelism" : "");
+    add(p, isData ? "pure data parallelism" : isModel ? "pure model parallelism" : "", true);
   }
   if (!data) {
     st::Point p;
     p.strategy.grid = {1, worldSize()};
-    add(p, "pure data parallelism");
+    add(p, "pure data parallelism", false);
   }
   // Every grid as --grid=PrxPc compiles it (no splits named: the pairing
   // rule's), with and without ZeRO-1, so that the search never misses what
   // a hand-picked grid gives; P x 1 so is pure model parallelism.
   for (const parallax::grid::Grid &g : parallax::grid::gridsOf(worldSize())) {
-    if (g.pr == 1 || cluster->ranksPerMachine % g.pr != 0)
+    if (g.pr == 1 || !machine.holdsModelGroup(g))
       continue;
     for (bool zero : {false, true}) {
       if (zero && g.pc < 2)
@@ -879,17 +910,17 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
       p.strategy.shardUpdates = zero;
       bool isModel = g.pc == 1 && !model;
       model |= isModel;
-      add(p, isModel ? "pure model parallelism" : "");
+      add(p, isModel ? "pure model parallelism" : "", false);
     }
   }
   summary.compileSeconds = secondsSince(start);
   // The frontier again, over the compiled predictions (of equal points the
   // first stays).
+  auto costOf = [](const st::CompiledPoint &p) { return st::Cost{p.seconds, (double)p.bytes}; };
   for (st::CompiledPoint &p : points)
     p.onFrontier = llvm::none_of(points, [&](const st::CompiledPoint &o) {
-      bool le = o.seconds <= p.seconds && o.bytes <= p.bytes;
-      bool lt = o.seconds < p.seconds || o.bytes < p.bytes;
-      return &o != &p && le && (lt || &o < &p);
+      return costOf(o).dominates(costOf(p)) ||
+             (&o < &p && o.seconds == p.seconds && o.bytes == p.bytes);
     });
   llvm::stable_sort(points, [](const st::CompiledPoint &a, const st::CompiledPoint &b) {
     return a.onFrontier != b.onFrontier ? a.onFrontier : a.seconds < b.seconds;
@@ -916,6 +947,14 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
     for (size_t i = 0; i < onFrontier && !chosen; ++i)
       if (!limit || points[i].bytes <= *limit)
         chosen = i;
+  }
+  if (chosen && limit && points[*chosen].bytes > *limit) {
+    const st::CompiledPoint &p = points[*chosen];
+    fail(inputFilename + ": point " + llvm::Twine(*chosen) + " (" + p.point.strategy.summary() +
+         ") needs " + parallax::rt::bytesText(p.bytes) + " per rank, " +
+         parallax::rt::bytesText(p.bytes - *limit) + " more than --memory-limit " +
+         parallax::rt::bytesText(*limit));
+    return std::nullopt;
   }
   if (!chosen) {
     const st::CompiledPoint &smallest = points[onFrontier - 1];
@@ -950,20 +989,20 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
       "predicted {7:F3} ms/step, {8} per rank\n",
       onFrontier, points.size(), summary.spaces, summary.searchSeconds, summary.compileSeconds,
       *chosen, c.point.strategy.summary(), c.seconds * 1e3, parallax::rt::bytesText(c.bytes));
+  if (failed)
+    llvm::errs() << "parallax-opt: strategy search: " << failed
+                 << " candidate(s) did not compile:" << why << "\n";
   if (report)
     printFrontier(points, onFrontier);
   if (emit != EmitKind::Plan) {
     searchOnly = true;
     return std::nullopt;
   }
-  std::string error;
-  std::optional<Compiled> built =
-      compileStrategy(context, sourceMgr, inputFilename, c.point.strategy, error);
-  if (!built) {
-    fail(inputFilename + ": " + c.point.strategy.summary() + ": " + error);
-    return std::nullopt;
-  }
-  return std::move(built->built);
+  // Compiled again with the diagnostics shown (its warnings included).
+  chosenModelRanks = c.point.strategy.grid.pr;
+  strategyLayerSplits = c.point.strategy.layerSplits();
+  shardWeightUpdate.setValue(c.point.strategy.shardUpdates ? ShardMode::On : ShardMode::Off);
+  return build(context, sourceMgr, inputFilename, [](const llvm::Twine &m) { fail(m); });
 }
 
 /// Imports or parses, runs the pass pipeline, writes IR and the report.

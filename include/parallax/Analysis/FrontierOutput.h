@@ -30,6 +30,9 @@ struct CompiledPoint {
   /// "pure data parallelism", "pure model parallelism", or empty.
   std::string label;
   bool onFrontier = true, chosen = false;
+  /// Whether `point.predicted` is the search's closed form (a point the
+  /// search found, not a reference the driver added).
+  bool closedForm = false;
   /// Measured by parallax-run (the validation figure), where known.
   std::optional<double> measuredSeconds;
   std::optional<int64_t> measuredBytes;

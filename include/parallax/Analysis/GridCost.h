@@ -44,6 +44,11 @@ struct Grid {
   std::string str() const;
 };
 
+/// ceil(a / b), and ceil(log2 p) (the rounds of a tree collective; 0 for
+/// one rank).
+int64_t ceilDiv(int64_t a, int64_t b);
+double ceilLog2(int64_t p);
+
 /// Every Pr x Pc grid of `p` ranks, Pr ascending (1 x p is pure data
 /// parallelism, p x 1 pure model parallelism).
 std::vector<Grid> gridsOf(int64_t p);
@@ -81,6 +86,10 @@ struct Machine {
   const Link &modelLink(const Grid &g) const;
   const Link &batchLink(const Grid &g) const;
   const Link &worldLink(const Grid &g) const;
+  /// Whether each model group of `g` stays on one machine.
+  bool holdsModelGroup(const Grid &g) const {
+    return g.pr == 1 || ranksPerMachine % g.pr == 0;
+  }
 };
 
 /// One layer with a weight, as the model treats it.
@@ -102,6 +111,8 @@ struct Layer {
   bool inputGradient = true;
   int64_t elementBytes = 4;
 
+  /// The weight's elements.
+  int64_t weightCount() const { return kind == Kind::Dense ? in * out : weightElements; }
   /// Elements of one sample's input and output.
   int64_t inElements() const;
   int64_t outElements() const;

@@ -12,6 +12,7 @@
 #include "parallax/Analysis/GridCost.h"
 
 #include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Dialect/Px/PxShardingInterface.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
@@ -23,6 +24,30 @@ namespace parallax {
 /// The trainable variable `v` reads, through reshapes and transposes (a
 /// linear layer's x W^T is a matmul of the transposed weight), or null.
 px::VariableOp trainableWeightOf(mlir::Value v);
+
+/// A layer's weight as px-shard-model splits it over the model axis: a
+/// px.gemm's B (without trans_a), a px.matmul's rank-2 right operand, or a
+/// px.conv's weight with one group (a grouped convolution's channels are
+/// tied group by group, and no sharding model splits them), each a
+/// trainable variable read through transposes; and where its output
+/// features (or channels) and input features are. Null for any other op.
+struct SplittableWeight {
+  mlir::Value value;
+  int64_t outDim = 0, inDim = 0;
+  explicit operator bool() const { return (bool)value; }
+};
+SplittableWeight splittableWeightOf(mlir::Operation *op);
+
+/// Ops that run on a block of channels or features when their input is
+/// split so (px's sharding models carry the split through them): one-result
+/// element-wise ops, batch norm and pooling. Any other op (a reshape, a
+/// softmax, a layer norm, dropout) runs whole, its split input gathered.
+bool followsChannelSplit(mlir::Operation *op);
+
+/// Whether a convolution's rows (`inRows` in, `outRows` out, `halo` rows
+/// from its neighbours) split into `ranks` equal blocks for domain
+/// parallelism: both divide and the halos fit in one block.
+bool rowsSplitInto(int64_t inRows, int64_t outRows, px::Halo halo, int64_t ranks);
 
 /// The layers of `module`'s step function. A weight read through a reshape
 /// or a transpose counts; a product of two computed values (attention scores) has no

@@ -20,6 +20,7 @@
 
 #include "parallax/Analysis/Frontier.h"
 #include "parallax/Analysis/GridCost.h"
+#include "parallax/Dialect/Px/PxShardingInterface.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -39,11 +40,12 @@ struct Operator {
   bool table = false;
   /// A table's rows and width, and the ids looked up per step (all ranks).
   int64_t tableRows = 0, tableWidth = 0, lookups = 0;
-  /// Whether px-shard-model can split it at all (not a grouped convolution).
+  /// Whether px-shard-model can split it at all (splittableWeightOf; a
+  /// table always).
   bool splittable = true;
-  /// A convolution's halo rows (domain split), or -1 where its rows cannot
+  /// A convolution's halo rows (domain split), none where its rows cannot
   /// be split (a stride that skips rows).
-  int64_t haloLo = -1, haloHi = -1;
+  std::optional<px::Halo> halo;
   /// The operators whose output reaches this one's input through ops that
   /// follow a split (element-wise ops, batch norm, pooling: px's sharding
   /// models), so that their splits meet.
