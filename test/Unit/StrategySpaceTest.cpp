@@ -1,6 +1,11 @@
 //===- StrategySpaceTest.cpp - a model's strategies as an FT graph ---------===//
 
 #include "parallax/Analysis/StrategySpace.h"
+#include "parallax/Dialect/Px/PxDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -140,6 +145,51 @@ TEST(StrategySpace, SearchCoversEveryGridAndItsFrontier) {
   m.ranksPerMachine = 2;
   for (const Point &p : searchStrategies(ops, 4, m).candidates)
     EXPECT_LE(p.strategy.grid.pr, 2);
+}
+
+/// fc1 -> relu -> fc2, a residual add of fc2's output and the relu into
+/// fc3, a softmax (which runs whole) into fc4.
+constexpr const char *kResidual = R"mlir(
+module {
+  func.func @main() -> tensor<4x6xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<4x8xf32> batched
+    %w1 = px.variable "fc1.weight" trainable = dense<0.1> : tensor<6x8xf32>
+    %w2 = px.variable "fc2.weight" trainable = dense<0.1> : tensor<6x6xf32>
+    %w3 = px.variable "fc3.weight" trainable = dense<0.1> : tensor<6x6xf32>
+    %w4 = px.variable "fc4.weight" trainable = dense<0.1> : tensor<6x6xf32>
+    %h1 = px.gemm %x, %w1 {trans_b} : tensor<4x8xf32>, tensor<6x8xf32>
+    %r1 = px.relu %h1 : tensor<4x6xf32>
+    %h2 = px.gemm %r1, %w2 {trans_b} : tensor<4x6xf32>, tensor<6x6xf32>
+    %s = px.add %h2, %r1 : tensor<4x6xf32>, tensor<4x6xf32>
+    %h3 = px.gemm %s, %w3 {trans_b} : tensor<4x6xf32>, tensor<6x6xf32>
+    %p = px.softmax %h3 : tensor<4x6xf32>
+    %h4 = px.gemm %p, %w4 {trans_b} : tensor<4x6xf32>, tensor<6x6xf32>
+    return %h4 : tensor<4x6xf32>
+  }
+}
+)mlir";
+
+TEST(StrategySpace, OperatorsTraceProducersThroughSplitFollowingOps) {
+  mlir::MLIRContext context;
+  context.loadDialect<px::PxDialect, mlir::func::FuncDialect>();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(kResidual, &context);
+  ASSERT_TRUE(module);
+  std::vector<Operator> ops = operatorsOf(*module);
+  ASSERT_EQ(ops.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(ops[i].layer.name, "fc" + std::to_string(i + 1) + ".weight");
+  EXPECT_TRUE(ops[0].producers.empty());
+  EXPECT_TRUE(ops[0].inputWhole); // data
+  EXPECT_FALSE(ops[0].outputWhole);
+  EXPECT_EQ(ops[1].producers, std::vector<int>{0});
+  // The residual add joins fc2's output and fc1's (through the relu).
+  EXPECT_EQ(ops[2].producers, (std::vector<int>{0, 1}));
+  EXPECT_FALSE(ops[2].inputWhole);
+  EXPECT_TRUE(ops[2].outputWhole); // the softmax gathers it
+  // After the softmax fc4 reads a whole input and links to nothing.
+  EXPECT_TRUE(ops[3].producers.empty());
+  EXPECT_TRUE(ops[3].inputWhole);
+  EXPECT_EQ(ops[0].layer.batch, 4);
 }
 
 TEST(StrategySpace, LayerSplitsNameEachOperator) {
