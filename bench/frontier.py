@@ -254,9 +254,7 @@ def main():
     results = {}
     models = [m for m in args.models.split(",") if m and m != "none"]
     if models:
-        profile = work / "profile.json"
-        pxbench.run([build / "bin" / "parallax-run", "--calibrate", profile, "--np",
-                     str(args.np), "--threads", "1"], "parallax-run --calibrate", timeout=600)
+        profile = pxbench.calibrate(build, work, args.np)
         flags = ["--profile", str(profile), *OPT_FLAGS]
         for i, name in enumerate(models):
             src = model_path(work, name)

@@ -136,9 +136,7 @@ def main():
     args = ap.parse_args()
     build, work = pxbench.setup(args)
     print(f"load average before: {pxbench.loadavg()}")
-    profile = work / "profile.json"
-    pxbench.run([build / "bin" / "parallax-run", "--calibrate", profile, "--np", str(args.np),
-                 "--threads", "1"], "parallax-run --calibrate", timeout=600)
+    profile = pxbench.calibrate(build, work, args.np)
     results = {}
     for model in args.models.split(","):
         src = make_wide_mlp(work / "wide_mlp.onnx") if model == "wide_mlp" \

@@ -67,6 +67,16 @@ def run(cmd, what, env=None, timeout=None, capture=True):
     return p.stdout
 
 
+def calibrate(build, work, ranks):
+    """`parallax-run --calibrate` on `ranks` ranks of one thread each: the
+    profile (links, kernel rates) the compiler's predictions take through
+    --profile. Returns its path."""
+    profile = Path(work) / "profile.json"
+    run([build / "bin" / "parallax-run", "--calibrate", profile, "--np", str(ranks),
+         "--threads", "1"], "parallax-run --calibrate", timeout=600)
+    return profile
+
+
 def compile_plan(build, model, out, flags):
     """parallax-opt MODEL --emit=plan FLAGS -o OUT (skipped when OUT is newer
     than the model, the compiler and the flags file next to it)."""
