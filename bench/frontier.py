@@ -103,7 +103,8 @@ def validate(build, work, name, src, args, flags):
             break
         if p.get("pairing_rule") or p["grid"].startswith("1x"):
             chosen.append(("reference", r, [f"--grid={p['grid']}", "--shard-weight-update=" +
-                                            ("on" if p["zero1"] else "off")]))
+                                            ("on" if p["zero1"] else "off")] +
+                           (["--recompute"] if p.get("recompute") else [])))
     for kind, k, plan_flags in chosen:
         p = (points if kind == "point" else frontier["dominated_references"])[k]
         tag = f"{name}-{kind[0]}{k}"
@@ -113,6 +114,7 @@ def validate(build, work, name, src, args, flags):
         measured.append({kind: k, "step_seconds": seconds, "memory_bytes": memory})
         split = sum(s != "whole" for s in p["splits"].values())
         strategy = p["grid"] + (", ZeRO-1" if p["zero1"] else "") + \
+            (", recompute" if p.get("recompute") else "") + \
             (f", {split} of {len(p['splits'])} split" if p["grid"][0] != "1" else "") + \
             (" (pairing rule)" if p.get("pairing_rule") else "") + \
             (" (dominated)" if kind == "reference" else "")

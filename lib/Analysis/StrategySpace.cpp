@@ -210,6 +210,8 @@ std::string Strategy::summary() const {
   std::string text = grid.str();
   if (shardUpdates)
     text += ", ZeRO-1";
+  if (recompute)
+    text += ", recompute";
   if (grid.pr > 1)
     text += ", " + std::to_string(split) + " of " + std::to_string(splits.size()) + " split";
   if (grid.pr > 1 && (byPairingRule || splits.empty()))
@@ -281,7 +283,7 @@ Cost tableCost(const Operator &op, Split s, const grid::Grid &g, const grid::Mac
 }
 
 Cost layerCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdates,
-               const grid::Machine &m) {
+               bool recompute, const grid::Machine &m) {
   if (op.table)
     return tableCost(op, s, g, m);
   const grid::Layer &l = op.layer;
@@ -332,6 +334,10 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdat
   double slots = (double)m.optimizerSlots / (double)updaters;
   double kept = outputSplit ? perRank((int64_t)y, g.pr) : y;
   c.bytes += dw * (2.0 + slots) + kept;
+  // Its activation recomputed once more in the backward pass; what that
+  // frees depends on the ops after it, which the compiled plan prices.
+  if (recompute)
+    c.seconds += 2 * kept / m.streamBytesPerSecond;
   return c;
 }
 
@@ -366,15 +372,16 @@ Cost edgeCost(const Operator &from, Split fs, const Operator &to, Split ts, cons
 } // namespace
 
 Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, bool shardUpdates,
-              const grid::Machine &m) {
+              bool recompute, const grid::Machine &m) {
   Space space;
   space.grid = g;
   space.shardUpdates = shardUpdates;
+  space.recompute = recompute;
   for (const Operator &op : ops) {
     std::vector<Split> splits = splitsOf(op, g);
     std::vector<Cost> costs;
     for (Split s : splits)
-      costs.push_back(layerCost(op, s, g, shardUpdates, m));
+      costs.push_back(layerCost(op, s, g, shardUpdates, recompute, m));
     space.graph.addNode(op.layer.name, std::move(costs));
     space.splits.push_back(std::move(splits));
   }
@@ -390,6 +397,7 @@ Strategy Space::strategyOf(const Solution &s, const std::vector<Operator> &ops) 
   Strategy strategy;
   strategy.grid = grid;
   strategy.shardUpdates = shardUpdates;
+  strategy.recompute = recompute;
   for (size_t i = 0; i < ops.size(); ++i)
     if (ops[i].splittable)
       strategy.splits.push_back({ops[i].layer.name, splits[i][s.configs[i]]});
@@ -406,10 +414,11 @@ StrategySearch searchStrategies(const std::vector<Operator> &ops, int64_t ranks,
   for (const grid::Grid &g : grid::gridsOf(ranks)) {
     if (!m.holdsModelGroup(g))
       continue;
-    for (bool zero : {false, true}) {
+    for (auto [zero, recompute] : {std::pair{false, false}, {true, false}, {false, true},
+                                   {true, true}}) {
       if (zero && g.pc < 2)
         continue;
-      Space space = spaceOf(ops, g, zero, m);
+      Space space = spaceOf(ops, g, zero, recompute, m);
       ++result.spaces;
       result.nodes += space.graph.nodes.size();
       result.edges += space.graph.edges.size();

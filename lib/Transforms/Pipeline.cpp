@@ -21,6 +21,8 @@ void parallax::addTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(createPxOptimizer(options.optimizer));
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  if (options.recompute)
+    pm.addPass(createPxRecompute());
   if (options.distributed)
     addPlanLayoutPasses(pm, options.layout);
 }

@@ -69,7 +69,7 @@ TEST(StrategySpace, SplitsEachLayerCanTake) {
 TEST(StrategySpace, MegatronPairCostsOneAllReduceAndNoResharding) {
   auto ops = twoLayers();
   grid::Machine m = machine();
-  Space s = spaceOf(ops, {2, 1}, false, m);
+  Space s = spaceOf(ops, {2, 1}, false, false, m);
   ASSERT_EQ(s.graph.edges.size(), 1u);
   const Graph::Edge &e = s.graph.edges[0];
   int n2 = (int)s.splits[1].size();
@@ -109,7 +109,7 @@ TEST(StrategySpace, ZeroOneShardsTheOptimizerState) {
   auto ops = twoLayers();
   grid::Machine m = machine();
   m.optimizerSlots = 2; // Adam
-  Space plain = spaceOf(ops, {1, 4}, false, m), zero = spaceOf(ops, {1, 4}, true, m);
+  Space plain = spaceOf(ops, {1, 4}, false, false, m), zero = spaceOf(ops, {1, 4}, true, false, m);
   double w = 64 * 128 * 4;
   // Value, gradient and two moments, against value, gradient and a quarter
   // of the moments.
@@ -122,8 +122,9 @@ TEST(StrategySpace, SearchCoversEveryGridAndItsFrontier) {
   grid::Machine m = machine();
   m.ranksPerMachine = 4;
   StrategySearch search = searchStrategies(ops, 4, m);
-  // 1x4, 2x2 and each with ZeRO-1, and 4x1.
-  EXPECT_EQ(search.spaces, 5);
+  // 1x4, 2x2 and each with ZeRO-1, and 4x1; each with and without
+  // recomputation.
+  EXPECT_EQ(search.spaces, 10);
   ASSERT_FALSE(search.frontier.empty());
   for (size_t i = 1; i < search.frontier.size(); ++i) {
     EXPECT_LE(search.frontier[i - 1].predicted.seconds, search.frontier[i].predicted.seconds);

@@ -161,6 +161,12 @@ static cl::opt<BatchnormVariance> batchnormVariance(
                clEnumValN(BatchnormVariance::Unbiased, "unbiased",
                           "as PyTorch (divide by n - 1)")),
     cl::init(BatchnormVariance::Default), cl::cat(parallaxCategory));
+static cl::opt<bool> recompute(
+    "recompute",
+    cl::desc("Recompute cheap activations (element-wise ops) in the backward pass "
+             "instead of keeping them from the forward pass (px-recompute): less "
+             "memory, a little more time"),
+    cl::cat(parallaxCategory));
 static cl::opt<bool> noLocalAggregation(
     "no-local-aggregation",
     cl::desc("Push sparse gradients to their servers without summing them "
@@ -544,6 +550,7 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
     // sharding everywhere, the loss goes on its own.
     sync.lossInBucket = !lossAlone && shardWeightUpdate != ShardMode::On;
     pipeline.layout = planLayout();
+    pipeline.recompute = recompute;
     parallax::addTrainingPipeline(pm, pipeline);
   } else if (emit == EmitKind::Plan) {
     pm.addPass(createCanonicalizerPass());
@@ -744,6 +751,7 @@ static std::optional<Compiled> compileStrategy(MLIRContext &context, llvm::Sourc
   chosenModelRanks = s.grid.pr;
   strategyLayerSplits = s.layerSplits();
   shardWeightUpdate.setValue(s.shardUpdates ? ShardMode::On : ShardMode::Off);
+  recompute.setValue(s.recompute);
   std::string errors;
   ScopedDiagnosticHandler quiet(&context, [&](Diagnostic &d) {
     if (d.getSeverity() == DiagnosticSeverity::Error)
@@ -808,9 +816,9 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
     return std::nullopt;
   }
   if (!gridSpec.empty() || shardWeightUpdate.getNumOccurrences() ||
-      convSplit.getNumOccurrences()) {
-    fail("the strategy search chooses the grid, each layer's split and ZeRO-1 itself: drop "
-         "--grid, --conv-split and --shard-weight-update");
+      convSplit.getNumOccurrences() || recompute.getNumOccurrences()) {
+    fail("the strategy search chooses the grid, each layer's split, ZeRO-1 and recomputation "
+         "itself: drop --grid, --conv-split, --shard-weight-update and --recompute");
     return std::nullopt;
   }
   std::optional<int64_t> limit;
@@ -873,7 +881,8 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
       // The same plan as a searched point: that point stands for both.
       auto same = [&](const st::CompiledPoint &o) {
         const st::Strategy &a = o.point.strategy, &b = point.point.strategy;
-        return a.grid.pr == b.grid.pr && a.shardUpdates == b.shardUpdates && a.splits == b.splits;
+        return a.grid.pr == b.grid.pr && a.shardUpdates == b.shardUpdates &&
+               a.recompute == b.recompute && a.splits == b.splits;
       };
       if (llvm::any_of(points, same))
         return;
@@ -885,7 +894,7 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   };
   bool data = false, model = false;
   for (const st::Point &p : search.candidates) {
-    bool isData = p.strategy.pureData() && !p.strategy.shardUpdates;
+    bool isData = p.strategy.pureData() && !p.strategy.shardUpdates && !p.strategy.recompute;
     bool isModel = p.strategy.pureModel() && !model;
     data |= isData;
     model |= isModel;
@@ -902,28 +911,39 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   for (const parallax::grid::Grid &g : parallax::grid::gridsOf(worldSize())) {
     if (g.pr == 1 || !machine.holdsModelGroup(g))
       continue;
-    for (bool zero : {false, true}) {
+    for (auto [zero, again] : {std::pair{false, false}, {true, false}, {false, true},
+                               {true, true}}) {
       if (zero && g.pc < 2)
         continue;
       st::Point p;
       p.strategy.grid = g;
       p.strategy.shardUpdates = zero;
+      p.strategy.recompute = again;
       bool isModel = g.pc == 1 && !model;
       model |= isModel;
       add(p, isModel ? "pure model parallelism" : "", false);
     }
   }
   summary.compileSeconds = secondsSince(start);
-  // The frontier again, over the compiled predictions (of equal points the
-  // first stays).
-  auto costOf = [](const st::CompiledPoint &p) { return st::Cost{p.seconds, (double)p.bytes}; };
-  for (st::CompiledPoint &p : points)
-    p.onFrontier = llvm::none_of(points, [&](const st::CompiledPoint &o) {
-      return costOf(o).dominates(costOf(p)) ||
-             (&o < &p && o.seconds == p.seconds && o.bytes == p.bytes);
-    });
+  // The frontier again, over the compiled predictions: a slower point
+  // stays only where it saves more than 1% of memory (TensorOpt's epsilon
+  // merge; recomputation or ZeRO-1 that frees a few KiB is not a choice
+  // worth listing), and of equal points the first.
+  // In a sweep by time, each point kept is compared with the last kept
+  // one, so that every point left out has a kept point no slower and at
+  // most 1% smaller.
+  constexpr double kMemoryEpsilon = 0.01;
   llvm::stable_sort(points, [](const st::CompiledPoint &a, const st::CompiledPoint &b) {
-    return a.onFrontier != b.onFrontier ? a.onFrontier : a.seconds < b.seconds;
+    return a.seconds != b.seconds ? a.seconds < b.seconds : a.bytes < b.bytes;
+  });
+  const st::CompiledPoint *kept = nullptr;
+  for (st::CompiledPoint &p : points) {
+    p.onFrontier = !kept || (double)p.bytes * (1 + kMemoryEpsilon) < (double)kept->bytes;
+    if (p.onFrontier)
+      kept = &p;
+  }
+  llvm::stable_sort(points, [](const st::CompiledPoint &a, const st::CompiledPoint &b) {
+    return a.onFrontier > b.onFrontier;
   });
   size_t onFrontier = llvm::count_if(points, [](const st::CompiledPoint &p) { return p.onFrontier; });
   if (onFrontier == 0) {
@@ -985,7 +1005,8 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   const st::CompiledPoint &c = points[*chosen];
   llvm::errs() << llvm::formatv(
       "parallax-opt: strategy search: {0} frontier point(s) of {1} strategies compiled ({2} "
-      "grid and ZeRO-1 spaces, search {3:F2} s, compiling {4:F2} s); point {5}: {6}, "
+      "spaces of grid, ZeRO-1 and recomputation, search {3:F2} s, compiling {4:F2} s); "
+      "point {5}: {6}, "
       "predicted {7:F3} ms/step, {8} per rank\n",
       onFrontier, points.size(), summary.spaces, summary.searchSeconds, summary.compileSeconds,
       *chosen, c.point.strategy.summary(), c.seconds * 1e3, parallax::rt::bytesText(c.bytes));
@@ -1002,6 +1023,7 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   chosenModelRanks = c.point.strategy.grid.pr;
   strategyLayerSplits = c.point.strategy.layerSplits();
   shardWeightUpdate.setValue(c.point.strategy.shardUpdates ? ShardMode::On : ShardMode::Off);
+  recompute.setValue(c.point.strategy.recompute);
   return build(context, sourceMgr, inputFilename, [](const llvm::Twine &m) { fail(m); });
 }
 

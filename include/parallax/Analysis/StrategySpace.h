@@ -5,7 +5,8 @@
 // how the model axis splits it (whole, output features, input features, a
 // convolution's rows or a table's vocabulary), and the whole model chooses
 // whether its dense updates and optimizer state are sharded over the batch
-// axis (ZeRO-1). Each choice costs per rank and step the SPAA'18 closed
+// axis (ZeRO-1) and whether cheap activations are recomputed in the
+// backward pass. Each choice costs per rank and step the SPAA'18 closed
 // forms (GridCost.h): compute at the calibrated rates, the collectives the
 // split needs inside the layer, the gradient's synchronization, and the
 // memory of the weight, its gradient, its optimizer state and its kept
@@ -68,6 +69,8 @@ std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g);
 struct Strategy {
   grid::Grid grid;
   bool shardUpdates = false;
+  /// Cheap activations recomputed in the backward pass (px-recompute).
+  bool recompute = false;
   std::vector<std::pair<std::string, Split>> splits;
   /// Compiled by px-shard-model's pairing rule (no layer-splits), `splits`
   /// read back from what it chose.
@@ -86,7 +89,7 @@ struct Strategy {
 /// The FT graph of `ops` on one grid.
 struct Space {
   grid::Grid grid;
-  bool shardUpdates = false;
+  bool shardUpdates = false, recompute = false;
   Graph graph;
   /// Node i is operator i; its configuration c is splits[i][c].
   std::vector<std::vector<Split>> splits;
@@ -94,7 +97,7 @@ struct Space {
   Strategy strategyOf(const Solution &s, const std::vector<Operator> &ops) const;
 };
 Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, bool shardUpdates,
-              const grid::Machine &m);
+              bool recompute, const grid::Machine &m);
 
 /// A point of the model's frontier: what the closed forms predict.
 struct Point {
@@ -118,7 +121,8 @@ struct StrategySearch {
 };
 
 /// Every grid of `ranks` ranks whose model groups fit on a machine, with
-/// and without ZeRO-1 where the batch axis has two ranks or more.
+/// and without ZeRO-1 where the batch axis has two ranks or more, each
+/// with and without recomputation.
 StrategySearch searchStrategies(const std::vector<Operator> &ops, int64_t ranks,
                                 const grid::Machine &m, size_t pointsPerSpace = 6,
                                 const SearchOptions &options = {});

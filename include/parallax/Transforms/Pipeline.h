@@ -36,13 +36,16 @@ struct TrainingPipelineOptions {
   PxSparsityOptions sparsity;
   PxPartitionOptions partition;
   PxSyncOptions sync;
+  /// px-recompute after the cleanup: cheap activations recomputed in the
+  /// backward pass instead of kept.
+  bool recompute = false;
   /// The plan layout passes (addPlanLayoutPasses) after the rest.
   PlanLayoutOptions layout;
 };
 
 /// Adds canonicalize, [px-cluster], px-autodiff, [px-shard-model,
-/// px-sparsity, px-partition, px-sync], px-optimizer, canonicalize, cse [and
-/// the plan layout passes] to `pm`.
+/// px-sparsity, px-partition, px-sync], px-optimizer, canonicalize, cse
+/// [px-recompute] [and the plan layout passes] to `pm`.
 void addTrainingPipeline(mlir::OpPassManager &pm,
                          const TrainingPipelineOptions &options);
 

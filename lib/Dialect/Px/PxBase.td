@@ -132,6 +132,11 @@ def Px_Dialect : Dialect {
     // rule names its splits) and the report.
     "::mlir::StringAttr":$layer_split,
 
+    // --- Recomputation (px-recompute) ---
+    // An element-wise op px-recompute cloned into the backward pass (so
+    // that CSE does not merge it back into the forward op it repeats).
+    "::mlir::UnitAttr":$recomputed,
+
     // --- Synchronization (px-sync) ---
     // px.variable: the chosen scheme, "allreduce", "allgatherv" or "ps".
     // Read by the variable analysis (the report).

@@ -98,6 +98,8 @@ constexpr llvm::StringLiteral expectedKind() {
     return "an array<f64>";
   else if constexpr (std::is_same_v<AttrT, DictionaryAttr>)
     return "a dictionary";
+  else if constexpr (std::is_same_v<AttrT, UnitAttr>)
+    return "a unit attribute";
   else
     static_assert(!sizeof(AttrT), "describe this px.* attribute type");
 }
@@ -148,6 +150,7 @@ constexpr PxAttrRule kPxAttrs[] = {
     rule<PxDialect::ProfileStepsAttrHelper>(),
     rule<PxDialect::WholeOnGridAttrHelper>(),
     rule<PxDialect::LayerSplitAttrHelper>(),
+    rule<PxDialect::RecomputedAttrHelper>(),
     rule<PxDialect::PartitionsAttrHelper>(),
     rule<PxDialect::PlacementAttrHelper>(),
     rule<PxDialect::PartitionCostAttrHelper>(),
