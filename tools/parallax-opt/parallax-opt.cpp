@@ -35,6 +35,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -44,6 +45,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
+#include <map>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -468,6 +470,12 @@ struct Built {
 /// Imports (and splits the batch of) or parses `inputFilename`, then runs
 /// the pass pipeline on it. Errors go to `error` and the context's
 /// diagnostics.
+/// The strategy search's imports, by the ranks the batch is split over:
+/// its candidates compile one model many times, and reading a large ONNX
+/// file is most of a compile. Cleared before the context goes.
+static std::map<int64_t, Built> importCache;
+static bool cacheImports = false;
+
 static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceMgr,
                                   StringRef inputFilename,
                                   llvm::function_ref<void(const llvm::Twine &)> error) {
@@ -476,20 +484,27 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
     auto options = importOptions();
     if (!options)
       return error(llvm::toString(options.takeError())), std::nullopt;
-    auto imported =
-        parallax::importOnnxModel(context, inputFilename.str(), *options);
-    if (!imported)
-      return error(llvm::toString(imported.takeError())), std::nullopt;
-    built.module = std::move(*imported);
-    parallax::SplitBatchOptions split;
-    split.batchInputs.assign(batchInputs.begin(), batchInputs.end());
-    split.sharedInputs.assign(sharedInputs.begin(), sharedInputs.end());
-    split.globalBatch = batchSize.getNumOccurrences() ? (int64_t)batchSize : 0;
-    split.ranks = options->ranks;
-    auto decided = parallax::splitBatch(*built.module, split);
-    if (!decided)
-      return error(inputFilename + ": " + llvm::toString(decided.takeError())), std::nullopt;
-    built.batch = std::move(*decided);
+    if (auto cached = importCache.find(options->ranks);
+        cacheImports && cached != importCache.end()) {
+      built.module = OwningOpRef<ModuleOp>(cached->second.module->clone());
+      built.batch = cached->second.batch;
+    } else {
+      auto imported = parallax::importOnnxModel(context, inputFilename.str(), *options);
+      if (!imported)
+        return error(llvm::toString(imported.takeError())), std::nullopt;
+      built.module = std::move(*imported);
+      parallax::SplitBatchOptions split;
+      split.batchInputs.assign(batchInputs.begin(), batchInputs.end());
+      split.sharedInputs.assign(sharedInputs.begin(), sharedInputs.end());
+      split.globalBatch = batchSize.getNumOccurrences() ? (int64_t)batchSize : 0;
+      split.ranks = options->ranks;
+      auto decided = parallax::splitBatch(*built.module, split);
+      if (!decided)
+        return error(inputFilename + ": " + llvm::toString(decided.takeError())), std::nullopt;
+      built.batch = std::move(*decided);
+      if (cacheImports)
+        importCache[options->ranks] = {OwningOpRef<ModuleOp>(built.module->clone()), built.batch};
+    }
     if (gridCosts || importOnly)
       return built;
   } else {
@@ -853,6 +868,11 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   summary.spaces = search.spaces;
   summary.closedFormPoints = search.frontier.size();
 
+  cacheImports = true;
+  llvm::scope_exit uncache([] {
+    cacheImports = false;
+    importCache.clear();
+  });
   // Each point compiled, and the references: pure data parallelism, and
   // pure model parallelism where a model group fits on a machine (every
   // layer split by the pairing rule).
