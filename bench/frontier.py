@@ -16,7 +16,7 @@ chosen under a memory limit against hand-picked grids and ZeRO-1, in one run.
    --warmup and the largest memory_bytes of the ranks against the point's prediction
    (targets: within 15% and 10%); with --svg-dir, the frontier drawn with the measured
    points beside it (`--frontier-measured`).
-3. Memory-limited (the first model, wide_mlp by default): a limit between the
+3. Memory-limited (--limited, wide_mlp and lm by default): a limit between the
    frontier's smallest point and pure data parallelism's, so that 1 x N does not fit.
    The plan `--memory-limit` chooses, trained, against the fastest measured of the
    hand-picked grids (`--grid=PrxPc`, bench/grid.py's) whose predicted peak fits, and
@@ -85,6 +85,8 @@ def spread(n, k):
 def validate(build, work, name, src, args, flags):
     frontier, line = search(build, src, args.np, flags, work / f"{name}-frontier.json")
     points = frontier["frontier"]
+    if args.no_validate:
+        return frontier, []
     print(f"\n### {name} on {args.np} ranks: {len(points)} frontier points "
           f"(search {frontier['search_seconds']:.2f} s, compiling "
           f"{frontier['compile_seconds']:.2f} s)\n")
@@ -240,6 +242,10 @@ def main():
     ap.add_argument("--models", default="wide_mlp,dlrm,lm")
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--points", type=int, default=5)
+    ap.add_argument("--limited", default="wide_mlp,lm",
+                    help="models (of --models) that also run the memory-limited comparison")
+    ap.add_argument("--no-validate", action="store_true",
+                    help="skip training the frontier points (the comparison only)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--svg-dir")
@@ -262,7 +268,7 @@ def main():
             src = model_path(work, name)
             frontier, rows = validate(build, work, name, src, args, flags)
             results[name] = {"points": rows}
-            if i == 0:
+            if name in args.limited.split(","):
                 results[name]["memory_limited"] = memory_limited(build, work, name, src,
                                                                  frontier, args, flags)
     if args.scale:
