@@ -467,15 +467,15 @@ struct Built {
 };
 } // namespace
 
-/// Imports (and splits the batch of) or parses `inputFilename`, then runs
-/// the pass pipeline on it. Errors go to `error` and the context's
-/// diagnostics.
 /// The strategy search's imports, by the ranks the batch is split over:
 /// its candidates compile one model many times, and reading a large ONNX
 /// file is most of a compile. Cleared before the context goes.
 static std::map<int64_t, Built> importCache;
 static bool cacheImports = false;
 
+/// Imports (and splits the batch of) or parses `inputFilename`, then runs
+/// the pass pipeline on it. Errors go to `error` and the context's
+/// diagnostics.
 static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceMgr,
                                   StringRef inputFilename,
                                   llvm::function_ref<void(const llvm::Twine &)> error) {
@@ -1122,6 +1122,8 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
         }
         if (convSplit != "channels")
           d["conv_split"] = convSplit.getValue();
+        if (recompute)
+          d["recompute"] = true;
         if (!strategyLayerSplits.empty()) {
           auto &splits = d["layer_splits"] = nlohmann::json::array();
           for (const std::string &split : strategyLayerSplits)
