@@ -1054,6 +1054,9 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   context.loadAllAvailableDialects();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  // Before any compile (the strategy search's are many).
+  if (emit == EmitKind::Plan && outputFilename == "-")
+    return fail("--emit=plan writes a binary file: give it with -o FILE");
   bool searchOnly = false;
   std::optional<Built> built =
       searchesStrategies()
@@ -1151,8 +1154,6 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
                  (!report || emit.getNumOccurrences() > 0 ||
                   outputFilename != "-");
   if (plan) {
-    if (outputFilename == "-")
-      return fail("--emit=plan writes a binary file: give it with -o FILE");
     std::string error;
     auto output = openOutputFile(outputFilename, &error);
     if (!output)
