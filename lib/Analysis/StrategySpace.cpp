@@ -33,6 +33,22 @@ const char *nameOf(Split s) {
   return "?";
 }
 
+std::optional<Split> splitNamed(llvm::StringRef name) {
+  for (Split s : {Split::Whole, Split::Out, Split::In, Split::Rows})
+    if (name == nameOf(s))
+      return s;
+  return std::nullopt;
+}
+
+std::vector<SpaceOptions> spaceOptionsOf(const grid::Grid &g) {
+  std::vector<SpaceOptions> options;
+  for (bool recompute : {false, true})
+    for (bool zero : {false, true})
+      if (!zero || g.pc >= 2)
+        options.push_back({zero, recompute});
+  return options;
+}
+
 namespace {
 
 /// The layer op's input activation (its data operand), as layersOf reads it.
@@ -414,11 +430,8 @@ StrategySearch searchStrategies(const std::vector<Operator> &ops, int64_t ranks,
   for (const grid::Grid &g : grid::gridsOf(ranks)) {
     if (!m.holdsModelGroup(g))
       continue;
-    for (auto [zero, recompute] : {std::pair{false, false}, {true, false}, {false, true},
-                                   {true, true}}) {
-      if (zero && g.pc < 2)
-        continue;
-      Space space = spaceOf(ops, g, zero, recompute, m);
+    for (SpaceOptions o : spaceOptionsOf(g)) {
+      Space space = spaceOf(ops, g, o.shardUpdates, o.recompute, m);
       ++result.spaces;
       result.nodes += space.graph.nodes.size();
       result.edges += space.graph.edges.size();

@@ -12,6 +12,7 @@
 
 #include "parallax/Transforms/Passes.h"
 #include "parallax/Analysis/Layers.h"
+#include "parallax/Analysis/StrategySpace.h"
 #include "parallax/Analysis/VariableAccess.h"
 #include "parallax/Dialect/Px/PxShapes.h"
 #include "parallax/Dialect/Px/PxShardingInterface.h"
@@ -28,7 +29,6 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/ADT/StringSwitch.h"
 
 namespace parallax {
 #define GEN_PASS_DEF_PXSHARDMODEL
@@ -227,19 +227,14 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
   }
 
   /// layer-splits: the split a strategy fixes for each named variable.
-  enum class Named { Whole, Out, In, Rows };
+  using Named = strategy::Split;
   llvm::StringMap<Named> explicitSplits;
   llvm::StringSet<> usedSplits;
 
   LogicalResult parseLayerSplits(ModuleOp module) {
     for (const std::string &spec : layerSplits) {
       auto [name, split] = StringRef(spec).rsplit('=');
-      std::optional<Named> s = llvm::StringSwitch<std::optional<Named>>(split)
-                                   .Case("whole", Named::Whole)
-                                   .Case("out", Named::Out)
-                                   .Case("in", Named::In)
-                                   .Case("rows", Named::Rows)
-                                   .Default(std::nullopt);
+      std::optional<Named> s = strategy::splitNamed(split);
       if (name.empty() || !s)
         return module.emitError("px-shard-model: layer-splits entry '")
                << spec << "': expected VARIABLE=whole|out|in|rows";
@@ -322,7 +317,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
                  << trainableWeightOf(conv.getW()).getName() << "''s convolution do not split over "
                  << ranks << " model ranks (a stride that skips rows, rows that do not divide, "
                  << "or halos wider than a block)";
-        recordSplit(trainableWeightOf(conv.getW()), rowsSplit(conv, ranks) ? "rows" : "whole");
+        recordSplit(trainableWeightOf(conv.getW()), rowsSplit(conv, ranks) ? Named::Rows : Named::Whole);
         if (rowsSplit(conv, ranks)) {
           SmallVector<SmallVector<shard::GridAxis>> rowAxes(3);
           rowAxes[2] = {modelAxis};
@@ -341,7 +336,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       px::VariableOp var = trainableWeightOf(w.value);
       if (std::optional<Named> named = explicitSplitOf(var)) {
         if (*named == Named::Whole) {
-          recordSplit(var, "whole");
+          recordSplit(var, Named::Whole);
           continue;
         }
         if (*named == Named::Rows)
@@ -355,7 +350,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
                  << " features of '" << var.getName() << "' do not divide over " << ranks
                  << " model ranks";
         annotateWeight(w, dimOf(s), grid, op.getLoc());
-        recordSplit(var, s == Split::OutputFeatures ? "out" : "in");
+        recordSplit(var, s == Split::OutputFeatures ? Named::Out : Named::In);
         layers[&op] = s;
         continue;
       }
@@ -365,22 +360,22 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       if (type.getDimSize(dimOf(split)) % ranks != 0)
         split = split == Split::OutputFeatures ? Split::InputFeatures : Split::OutputFeatures;
       if (type.getDimSize(dimOf(split)) % ranks != 0) {
-        recordSplit(var, "whole");
+        recordSplit(var, Named::Whole);
         continue;
       }
       layers[&op] = split;
       annotateWeight(w, dimOf(split), grid, op.getLoc());
-      recordSplit(var, split == Split::OutputFeatures ? "out" : "in");
+      recordSplit(var, split == Split::OutputFeatures ? Named::Out : Named::In);
     }
     return success();
   }
 
   /// px.layer_split on `var`: what this pass chose for it (read by the
   /// strategy search for points compiled by the pairing rule).
-  static void recordSplit(px::VariableOp var, llvm::StringRef split) {
+  static void recordSplit(px::VariableOp var, Named split) {
     if (var)
-      px::setAttr<px::PxDialect::LayerSplitAttrHelper>(var,
-                                                       StringAttr::get(var.getContext(), split));
+      px::setAttr<px::PxDialect::LayerSplitAttrHelper>(
+          var, StringAttr::get(var.getContext(), strategy::nameOf(split)));
   }
 
   /// Splits `w` along `dim` over the model axis. Every reader of the weight
@@ -420,7 +415,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       int64_t vocabulary = var.getType().getDimSize(0);
       if (std::optional<Named> named = explicitSplitOf(var)) {
         if (*named == Named::Whole) {
-          recordSplit(var, "whole");
+          recordSplit(var, Named::Whole);
           continue;
         }
         if (*named != Named::Rows)
@@ -431,7 +426,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
                  << vocabulary << " rows of '" << var.getName() << "' do not divide over "
                  << ranks << " model ranks";
       }
-      recordSplit(var, vocabulary % ranks != 0 ? "whole" : "rows");
+      recordSplit(var, vocabulary % ranks != 0 ? Named::Whole : Named::Rows);
       if (vocabulary % ranks != 0) {
         px::setAttr<px::PxDialect::WholeOnGridAttrHelper>(
             var, b.getStringAttr(llvm::Twine(vocabulary) + " rows do not divide over " +

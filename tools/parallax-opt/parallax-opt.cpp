@@ -785,10 +785,8 @@ static std::optional<Compiled> compileStrategy(MLIRContext &context, llvm::Sourc
       c->bytes = plan->memory.peak();
       b->module->walk([&](px::VariableOp var) {
         if (auto split = px::getAttr<px::PxDialect::LayerSplitAttrHelper>(var))
-          for (auto named : {parallax::strategy::Split::Whole, parallax::strategy::Split::Out,
-                             parallax::strategy::Split::In, parallax::strategy::Split::Rows})
-            if (split.getValue() == parallax::strategy::nameOf(named))
-              c->splits[var.getName()] = named;
+          if (auto named = parallax::strategy::splitNamed(split.getValue()))
+            c->splits[var.getName()] = *named;
       });
       c->built = std::move(*b);
     } else {
@@ -931,14 +929,11 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   for (const parallax::grid::Grid &g : parallax::grid::gridsOf(worldSize())) {
     if (g.pr == 1 || !machine.holdsModelGroup(g))
       continue;
-    for (auto [zero, again] : {std::pair{false, false}, {true, false}, {false, true},
-                               {true, true}}) {
-      if (zero && g.pc < 2)
-        continue;
+    for (st::SpaceOptions o : st::spaceOptionsOf(g)) {
       st::Point p;
       p.strategy.grid = g;
-      p.strategy.shardUpdates = zero;
-      p.strategy.recompute = again;
+      p.strategy.shardUpdates = o.shardUpdates;
+      p.strategy.recompute = o.recompute;
       bool isModel = g.pc == 1 && !model;
       model |= isModel;
       add(p, isModel ? "pure model parallelism" : "", false);

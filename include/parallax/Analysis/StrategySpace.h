@@ -24,7 +24,9 @@
 #include "parallax/Dialect/Px/PxShardingInterface.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +34,10 @@ namespace parallax::strategy {
 
 /// How the model axis splits an operator (px-shard-model's layer-splits).
 enum class Split { Whole, Out, In, Rows };
+/// Its word in layer-splits, px.layer_split and --frontier ("whole", "out",
+/// "in", "rows"), and back.
 const char *nameOf(Split s);
+std::optional<Split> splitNamed(llvm::StringRef name);
 
 /// An operator that chooses a split: a layer with a trainable weight, or an
 /// embedding table read only through row gathers.
@@ -85,6 +90,13 @@ struct Strategy {
   bool pureData() const;
   bool pureModel() const;
 };
+
+/// The choices a grid's strategies make for the whole model: ZeRO-1 (only
+/// where the batch axis has two ranks or more) and recomputation.
+struct SpaceOptions {
+  bool shardUpdates = false, recompute = false;
+};
+std::vector<SpaceOptions> spaceOptionsOf(const grid::Grid &g);
 
 /// The FT graph of `ops` on one grid.
 struct Space {
