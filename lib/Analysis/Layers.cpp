@@ -2,6 +2,7 @@
 
 #include "parallax/Analysis/Layers.h"
 #include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Dialect/Px/PxShapes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -46,10 +47,35 @@ SplittableWeight splittableWeightOf(Operation *op) {
 }
 
 bool followsChannelSplit(Operation *op) {
-  if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp>(op))
+  if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp, px::ReshapeOp, px::TransposeOp,
+          px::DropoutOp>(op))
     return true;
+  // A softmax needs its axis whole: over a layer's features (the last
+  // dimension of [B, F] or [B, T, F]) it gathers them; over attention's
+  // keys ([B, heads, T, T]) it runs on the heads a rank holds.
+  if (isa<px::SoftmaxOp, px::LogSoftmaxOp>(op)) {
+    int64_t rank = cast<RankedTensorType>(op->getResult(0).getType()).getRank();
+    std::optional<int64_t> axis =
+        px::normalizeAxis(cast<IntegerAttr>(op->getAttr("axis")).getInt(), rank);
+    return rank >= 4 && axis && *axis != 1;
+  }
+  // A product of two activations (attention's scores and context) runs on
+  // the heads its operands hold.
+  if (auto m = dyn_cast<px::MatMulOp>(op))
+    return !trainableWeightOf(m.getLhs()) && !trainableWeightOf(m.getRhs()) &&
+           cast<RankedTensorType>(m.getRhs().getType()).getRank() > 2;
   return op->hasTrait<px::OpTrait::Elementwise>() && op->getNumResults() == 1 &&
          op->getNumOperands() > 0;
+}
+
+Value splitCarrierOf(Operation *op) {
+  auto out = op->getNumResults() ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
+                                 : RankedTensorType();
+  for (Value v : op->getOperands())
+    if (auto t = dyn_cast<RankedTensorType>(v.getType());
+        t && out && t.getShape() == out.getShape())
+      return v;
+  return op->getOperand(0);
 }
 
 bool rowsSplitInto(int64_t inRows, int64_t outRows, px::Halo halo, int64_t ranks) {

@@ -133,16 +133,17 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
       if (std::optional<px::Halo> h = px::domainHalo(c); h && o.splittable)
         o.halo = *h;
   });
-  // Producers: each operator's input traced back along first operands
-  // through ops that follow a split to the operator that made it; where
-  // such an op joins activations (a residual add) its other operands add
+  // Producers: each operator's input traced back, along the activation
+  // each op carries (splitCarrierOf), through ops that follow a split to
+  // the operator that made it; where such an op joins activations (a
+  // residual add, attention's products) its other operands add
   // the operator their own chain leads to, and no more. A residual stream
   // so links each operator to the last two that wrote it rather than to
   // every earlier one (its layout is settled at each add), which leaves
   // the FT search something to eliminate. An op that runs whole ends the
   // trace: what reaches it is gathered there, whatever its split.
   auto leadsTo = [&](Value v) -> int {
-    for (Operation *def = v.getDefiningOp(); def; def = def->getOperand(0).getDefiningOp()) {
+    for (Operation *def = v.getDefiningOp(); def; def = splitCarrierOf(def).getDefiningOp()) {
       if (auto p = opOf.find(def); p != opOf.end())
         return p->second;
       if (!followsChannelSplit(def))
@@ -159,15 +160,16 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
     };
     Value input = isa<px::GatherOp>(op) ? Value() : dataOperandOf(op);
     Operation *def = input ? input.getDefiningOp() : nullptr;
-    for (; def; def = def->getOperand(0).getDefiningOp()) {
+    for (; def; def = splitCarrierOf(def).getDefiningOp()) {
       if (auto p = opOf.find(def); p != opOf.end()) {
         addProducer(p->second);
         break;
       }
       if (!followsChannelSplit(def))
         break;
-      for (Value other : def->getOperands().drop_front())
-        addProducer(leadsTo(other));
+      for (Value other : def->getOperands())
+        if (other != splitCarrierOf(def))
+          addProducer(leadsTo(other));
     }
     o.inputWhole |= !o.table && (!def || !opOf.count(def)) && o.producers.empty();
     // Where its output goes, through ops that follow a split.

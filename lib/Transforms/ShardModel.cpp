@@ -42,10 +42,12 @@ namespace {
 
 enum class Split { OutputFeatures, InputFeatures };
 
-/// The layer whose output `v` is, through per-channel ops on their first
-/// operand (an activation, a bias add, a batch norm, a pool), if any.
+/// The layer whose output `v` is, through ops that carry a split on the
+/// activation they read (an activation function, a bias add, a batch norm,
+/// a pool, attention's reshapes, products and softmax), if any.
 Operation *producingLayer(Value v, const llvm::DenseMap<Operation *, Split> &layers) {
-  for (Operation *def = v.getDefiningOp(); def; def = def->getOperand(0).getDefiningOp()) {
+  for (Operation *def = v.getDefiningOp(); def;
+       def = splitCarrierOf(def).getDefiningOp()) {
     if (layers.count(def))
       return def;
     if (!followsChannelSplit(def))

@@ -799,6 +799,24 @@ func.func @dropout_negative_ratio(%x: tensor<4x8xf32>) {
 
 // -----
 
+shard.grid @g(shape = 2)
+func.func @dropout_block_without_dim(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'px.dropout' op a block of a grid names its split_dim, and only a block does}}
+  %0, %1 = px.dropout %x {ratio = 0.5 : f32, grid = @g, grid_axes = array<i16: 0>} : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+func.func @dropout_block_dim(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'px.dropout' op split_dim 2 is not a dimension of the input}}
+  %0, %1 = px.dropout %x {ratio = 0.5 : f32, grid = @g, grid_axes = array<i16: 0>, split_dim = 2 : i64} : tensor<4x8xf32>
+  return
+}
+
+// -----
+
 func.func @dropout_nan_ratio(%x: tensor<4x8xf32>) {
   // expected-error @+1 {{'px.dropout' op ratio must be in [0, 1), got nan}}
   %0, %1 = px.dropout %x {ratio = 0x7FC00000 : f32} : tensor<4x8xf32>

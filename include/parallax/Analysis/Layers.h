@@ -38,11 +38,18 @@ struct SplittableWeight {
 };
 SplittableWeight splittableWeightOf(mlir::Operation *op);
 
-/// Ops that run on a block of channels or features when their input is
-/// split so (px's sharding models carry the split through them): one-result
-/// element-wise ops, batch norm and pooling. Any other op (a reshape, a
-/// softmax, a layer norm, dropout) runs whole, its split input gathered.
+/// Ops that run on a block of channels, features or heads when their input
+/// is split so (px's sharding models carry the split through them):
+/// one-result element-wise ops, batch norm and pooling, and a transformer
+/// block's reshapes, transposes, softmax, dropout and products of two
+/// activations. Any other op (a layer norm, a loss) runs whole, its split
+/// input gathered.
 bool followsChannelSplit(mlir::Operation *op);
+
+/// The operand through which an op that follows a split (above) carries
+/// it: the first operand of the result's shape (an activation, where a
+/// bias add may list its broadcast bias first), else the first.
+mlir::Value splitCarrierOf(mlir::Operation *op);
 
 /// Whether a convolution's rows (`inRows` in, `outRows` out, `halo` rows
 /// from its neighbours) split into `ranks` equal blocks for domain

@@ -366,10 +366,12 @@ struct WholeSharding : public PxShardingModel<WholeSharding<Op>, Op> {
 
 template <typename Op>
 void attachIfElementwise(MLIRContext *ctx) {
-  // One result: px.dropout (two, and a random stream that a split would
-  // have to offset) gets no model, so its operands stay whole.
-  if constexpr (Op::template hasTrait<parallax::px::OpTrait::Elementwise>() &&
-                Op::template hasTrait<::mlir::OpTrait::OneResult>())
+  // One result: px.dropout (two, and a random stream numbered over the
+  // whole tensor) has a model of its own (PxShardingHeads.cpp).
+  if constexpr (hasHeadModel<Op>)
+    return;
+  else if constexpr (Op::template hasTrait<parallax::px::OpTrait::Elementwise>() &&
+                     Op::template hasTrait<::mlir::OpTrait::OneResult>())
     Op::template attachInterface<ElementwiseSharding<Op>>(*ctx);
   else if constexpr (!llvm::is_one_of<Op, GemmOp, MatMulOp, VariableOp, TransposeOp,
                                       GradientOp, SgdOp, MomentumOp, AdamOp, AdagradOp,
@@ -400,6 +402,7 @@ void parallax::px::registerShardingInterfaceModels(DialectRegistry &registry) {
     ReduceSumOp::attachInterface<ReductionSharding<ReduceSumOp>>(*ctx);
     ReduceMeanOp::attachInterface<ReductionSharding<ReduceMeanOp>>(*ctx);
     attachConvolutionModels(ctx);
+    attachHeadModels(ctx);
     attachElementwise<
 #define GET_OP_LIST
 #include "parallax/Dialect/Px/PxOps.cpp.inc"

@@ -147,6 +147,15 @@ constexpr bool hasConvolutionModel =
                     BatchNormGradOp, MaxPoolOp, AveragePoolOp, MaxPoolGradOp,
                     AvgPoolGradOp>::value;
 
+/// Attaches the models that carry a split of heads or features through a
+/// transformer block (PxShardingHeads.cpp): px.reshape, softmax and
+/// log-softmax with their gradients, px.dropout and px.dropout_grad.
+void attachHeadModels(MLIRContext *ctx);
+template <typename Op>
+constexpr bool hasHeadModel =
+    llvm::is_one_of<Op, ReshapeOp, SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
+                    DropoutOp, DropoutGradOp>::value;
+
 /// Attaches the models of the row-block ops (PxShardingGather.cpp):
 /// px.gather (a table split by rows is a vocabulary-parallel embedding),
 /// px.make_sparse_grad and px.gradient.

@@ -421,11 +421,18 @@ def Px_DropoutOp : Px_Op<"dropout", [InferTypeOpAdaptor, Px_Elementwise]> {
     between consecutive samples of `input`, 0 when it holds none: the random
     stream is numbered over the global batch's samples, so a sample's mask
     does not depend on the rank count or on where its rank's samples lie.
+    With `block of` a grid (set by px-shard-model's partition), `input` is
+    this rank's block of a tensor whose dimension `split_dim` is split over
+    `grid_axes`: the stream is numbered over the whole tensor, so that a
+    model split draws the masks of one rank.
   }];
   let arguments = (ins Px_FloatTensor:$input,
                        F32Attr:$ratio,
                        DefaultValuedAttr<I64Attr, "0">:$seed,
-                       OptionalAttr<I64Attr>:$sample_stride);
+                       OptionalAttr<I64Attr>:$sample_stride,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<Shard_GridAxesAttr>:$grid_axes,
+                       OptionalAttr<I64Attr>:$split_dim);
   let results = (outs Px_FloatTensor:$output, Px_BoolTensor:$mask);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;

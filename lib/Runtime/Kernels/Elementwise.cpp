@@ -630,8 +630,9 @@ KernelFn castFactory(KernelArgs &args) {
 //   M         = sample_stride: elements between consecutive samples
 //               (px-split-batch sets it; without it, numel / dim0)
 //   b, G      = this rank's and the global batch; off = env.sampleOffset
-//   e         = (a * b + s) * M + c   (row-major element index: sample s of
-//                                     run a, element c of it)
+//   e         = (a * b + s) * M + c   (row-major element index in the
+//                                     whole tensor: sample s of run a,
+//                                     element c of it)
 //   g         = (a * G + off + s) * M + c   (the element's index in the
 //                                     global batch's tensor)
 //   kept[e]   = uniformAt(key, g) >= float(ratio)  (24-bit uniform in [0, 1))
@@ -642,8 +643,10 @@ KernelFn castFactory(KernelArgs &args) {
 // gets the same mask whichever rank runs it and however the batch is split,
 // also where the samples are not the outermost dimension (a [T, B, H]
 // tensor is T runs of B samples). sample_stride 0 (a tensor that holds no
-// samples) gives g = e on every rank. (dropoutFactory below; the mask loop
-// exists in two bit-identical builds.)
+// samples) gives g = e on every rank. A block of a model split (split_dim
+// over grid_axes) numbers its elements e in the whole tensor
+// (ew::dropoutWholeIndex), so that a split draws one rank's masks.
+// (dropoutFactory below; the mask loop exists in two bit-identical builds.)
 
 using MaskLoop = void (*)(uint64_t key, uint64_t counter0, float threshold,
                          uint8_t *mask, int64_t n);
@@ -714,6 +717,7 @@ KernelFn dropoutFactory(KernelArgs &args) {
       int64_t n, perSample, run;
       float threshold;
       T denom;
+      int64_t blockRun, wholeRun, blockOffset;
       uint64_t seedAttr, stream;
       const ExecEnv *env;
       int threads;
@@ -722,7 +726,8 @@ KernelFn dropoutFactory(KernelArgs &args) {
     };
     auto st = std::make_shared<State>(State{x.as<const T>(), y.as<T>(), m.as<uint8_t>(),
                                             n, perSample, run, (float)ratio,
-                                            (T)(1.0 - ratio), seedAttr, stream, env,
+                                            (T)(1.0 - ratio), l.blockRun, l.wholeRun,
+                                            l.blockOffset, seedAttr, stream, env,
                                             threads, maskLoop, 0, 0});
     return [st] {
       State &s = *st;
@@ -733,13 +738,17 @@ KernelFn dropoutFactory(KernelArgs &args) {
       const uint64_t runStride = (uint64_t)s.env->globalBatch * (uint64_t)s.perSample;
       parallelFor(s.threads, s.n, kCostlyGrain, [&s, runStride](int64_t begin, int64_t end) {
         // In blocks, so that the mask is still in cache for the values, and
-        // never across a run (whose counters jump).
+        // never across a run of samples or of a model split's block (whose
+        // counters jump).
         constexpr int64_t kBlock = 1 << 14;
         for (int64_t b = begin; b < end;) {
-          const int64_t a = b / s.run, runEnd = (a + 1) * s.run;
-          const int64_t e1 = std::min({end, b + kBlock, runEnd});
+          const int64_t w = ew::dropoutWholeIndex(b, s.blockRun, s.wholeRun, s.blockOffset);
+          const int64_t a = w / s.run;
+          int64_t e1 = std::min({end, b + kBlock, b + (a + 1) * s.run - w});
+          if (s.blockRun > 0)
+            e1 = std::min(e1, (b / s.blockRun + 1) * s.blockRun);
           const uint64_t counter =
-              s.base + (uint64_t)a * runStride + (uint64_t)(b - a * s.run);
+              s.base + (uint64_t)a * runStride + (uint64_t)(w - a * s.run);
           s.maskLoop(s.key, counter, s.threshold, s.m + b, e1 - b);
           maskedScale(s.x + b, s.m + b, s.y + b, e1 - b, s.denom);
           b = e1;

@@ -256,8 +256,12 @@ struct DropoutLayout {
   uint64_t seedAttr = 0, stream = 0;
   /// Elements, elements per sample (M), elements of one run of this rank's
   /// samples (the whole tensor when the samples are the outermost
-  /// dimension).
+  /// dimension). perSample and run count the elements of the whole tensor
+  /// when this is a block of a model split.
   int64_t n = 0, perSample = 0, run = 0;
+  /// A block of a model split (`split_dim`, `grid_axes`): see
+  /// dropoutWholeIndex; blockRun 0 otherwise.
+  int64_t blockRun = 0, wholeRun = 0, blockOffset = 0;
 };
 
 inline DropoutLayout dropoutLayout(const KernelArgs &args) {
@@ -270,14 +274,29 @@ inline DropoutLayout dropoutLayout(const KernelArgs &args) {
   args.expectDType(m, DType::Bool, "dropout mask");
   checkSameShape(args, "dropout", x, y);
   checkSameShape(args, "dropout mask", x, m);
-  const int64_t n = x.numElements();
-  const int64_t dim0 = x.rank() ? x.shape[0] : 1;
+  l.n = x.numElements();
+  // The whole tensor's element count and first dimension (a block's grow
+  // by the ranks its split dimension spans).
+  int64_t n = l.n, dim0 = x.rank() ? x.shape[0] : 1;
+  if (args.has("split_dim")) {
+    const int64_t d = args.i64Or("split_dim", 0);
+    if (d < 0 || d >= x.rank())
+      args.fail("dropout: split_dim " + std::to_string(d) + " is not a dimension of its " +
+                std::to_string(x.rank()) + "-d input");
+    const detail::BlockPlace place = detail::blockPlaceOf(args, "dropout");
+    const int64_t parts = place.count;
+    l.blockRun = x.shape[d] * detail::product(x.shape, (size_t)d + 1, x.shape.size());
+    l.wholeRun = l.blockRun * parts;
+    l.blockOffset = place.index * l.blockRun;
+    n *= parts;
+    if (d == 0)
+      dim0 *= parts;
+  }
   const int64_t perSample =
       args.has("sample_stride") ? args.i64Or("sample_stride", 0) : dim0 > 0 ? n / dim0 : 0;
   if (perSample < 0)
     args.fail("dropout: sample_stride must be >= 0");
   const int64_t localBatch = args.env.globalBatch / std::max(args.env.dataRanks, 1);
-  l.n = n;
   l.perSample = perSample;
   l.run = args.has("sample_stride") && perSample > 0 && localBatch > 0 &&
                   n % (perSample * localBatch) == 0

@@ -394,6 +394,18 @@ PX_HD inline uint64_t dropoutCounter(int64_t e, int64_t run, uint64_t base,
   return base + (uint64_t)a * runStride + (uint64_t)(e - a * run);
 }
 
+/// The index in the whole tensor of element e of a block split along one
+/// dimension: the block is runs of `blockRun` elements (its part of the
+/// split dimension and everything after it), each `blockOffset` into a run
+/// of `wholeRun` of the whole tensor. blockRun 0: not a block.
+PX_HD inline int64_t dropoutWholeIndex(int64_t e, int64_t blockRun, int64_t wholeRun,
+                                       int64_t blockOffset) {
+  if (blockRun <= 0)
+    return e;
+  const int64_t r = e / blockRun;
+  return r * wholeRun + blockOffset + (e - r * blockRun);
+}
+
 /// A kept element scaled by 1 / (1 - ratio); a dropped one is +0.
 template <typename T> PX_HD inline T dropoutScale(T x, bool kept, T denom) {
   return kept ? x / denom : T(0);

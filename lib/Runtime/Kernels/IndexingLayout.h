@@ -68,16 +68,8 @@ struct RowBlock {
 };
 
 inline RowBlock rowBlockOf(const KernelArgs &args, int64_t blockRows, const char *op) {
-  if (!args.has("grid_shape"))
-    return {0, blockRows, blockRows};
-  try {
-    KernelGrid grid = kernelGridOf(args.kernel.attrs, args.env.worldSize);
-    GroupPlace place =
-        placeInGroup(args.env.worldSize, args.env.rank, grid.shape, grid.axes);
-    return {place.rank * blockRows, blockRows, blockRows * (int64_t)place.members.size()};
-  } catch (const CommError &e) {
-    args.fail(std::string(op) + ": " + e.what());
-  }
+  BlockPlace place = blockPlaceOf(args, op);
+  return {place.index * blockRows, blockRows, blockRows * place.count};
 }
 
 /// gather(data, indices) -> out: checks it, returns the (non-negative) axis.

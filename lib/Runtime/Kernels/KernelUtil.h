@@ -9,6 +9,7 @@
 #ifndef PARALLAX_LIB_RUNTIME_KERNELS_KERNELUTIL_H
 #define PARALLAX_LIB_RUNTIME_KERNELS_KERNELUTIL_H
 
+#include "parallax/Runtime/Grid.h"
 #include "parallax/Runtime/Kernel.h"
 
 #include <cstdint>
@@ -16,6 +17,25 @@
 #include <vector>
 
 namespace parallax::rt::detail {
+
+/// Which block of a split tensor this rank holds, and of how many: its
+/// place in the group the kernel's grid_shape and grid_axes name (block 0
+/// of 1 without a grid). A grid the world does not fit fails the kernel,
+/// naming `op`.
+struct BlockPlace {
+  int64_t index = 0, count = 1;
+};
+inline BlockPlace blockPlaceOf(const KernelArgs &args, const char *op) {
+  if (!args.has("grid_shape"))
+    return {};
+  try {
+    KernelGrid grid = kernelGridOf(args.kernel.attrs, args.env.worldSize);
+    GroupPlace place = placeInGroup(args.env.worldSize, args.env.rank, grid.shape, grid.axes);
+    return {place.rank, (int64_t)place.members.size()};
+  } catch (const CommError &e) {
+    args.fail(std::string(op) + ": " + e.what());
+  }
+}
 
 /// "[2, 3, 4]", for error messages.
 inline std::string shapeStr(const std::vector<int64_t> &shape) {

@@ -679,6 +679,61 @@ TEST(ElementwiseDropout, SameMaskWhateverTheBatchSplit) {
   EXPECT_NE(m.values(), m2.values());
 }
 
+TEST(ElementwiseDropout, ModelSplitBlocksDrawTheWholeTensorsMask) {
+  // Attention probabilities [B, heads, T, K] on one rank, and the same on a
+  // 2 x 2 grid (grid_shape [2, 2]: the batch over axis 0, the heads over
+  // axis 1, split_dim 1): each rank's block must get the masks of its
+  // samples' and heads' elements of the whole tensor. K crosses the
+  // kernel's blocks of 2^14 elements, and three threads split the work.
+  for (int64_t K : {int64_t(5), int64_t(20000)}) {
+    const int64_t B = 4, Hd = 4, T = 3, b = 2, h = 2;
+    std::vector<double> v = randomValues(B * Hd * T * K, 11);
+    TestTensor x(DType::F32, {B, Hd, T, K}, v), y(DType::F32, {B, Hd, T, K}),
+        m(DType::Bool, {B, Hd, T, K});
+    nlohmann::json attrs = {{"ratio", 0.4}, {"sample_stride", Hd * T * K}};
+    ExecEnv env;
+    env.seed = 8;
+    env.step = 3;
+    env.threads = 3;
+    env.globalBatch = B;
+    runKernel("dropout", {&x}, {&y, &m}, attrs, env);
+    nlohmann::json block = attrs;
+    block["grid_shape"] = {2, 2};
+    block["grid_axes"] = {1};
+    block["split_dim"] = 1;
+    for (int r = 0; r < 4; ++r) {
+      const int64_t dc = r / 2, mc = r % 2;
+      std::vector<double> part;
+      for (int64_t s = 0; s < b; ++s)
+        for (int64_t j = 0; j < h; ++j) {
+          auto from = v.begin() + (((dc * b + s) * Hd + mc * h + j) * T * K);
+          part.insert(part.end(), from, from + T * K);
+        }
+      TestTensor xb(DType::F32, {b, h, T, K}, part), yb(DType::F32, {b, h, T, K}),
+          mb(DType::Bool, {b, h, T, K});
+      ExecEnv e2 = env;
+      e2.worldSize = 4;
+      e2.rank = r;
+      e2.dataRanks = 2;
+      e2.sampleOffset = dc * b;
+      runKernel("dropout", {&xb}, {&yb, &mb}, block, e2);
+      for (int64_t s = 0; s < b; ++s)
+        for (int64_t j = 0; j < h; ++j)
+          for (int64_t i = 0; i < T * K; ++i) {
+            int64_t whole = ((dc * b + s) * Hd + mc * h + j) * T * K + i;
+            int64_t local = (s * h + j) * T * K + i;
+            ASSERT_EQ(mb.get(local), m.get(whole)) << K << " " << r << " " << s << " " << j << " " << i;
+            ASSERT_EQ(yb.get(local), y.get(whole)) << K << " " << r << " " << s << " " << j << " " << i;
+          }
+    }
+  }
+  TestTensor x(DType::F32, {2, 3}), y(DType::F32, {2, 3}), m(DType::Bool, {2, 3});
+  EXPECT_NE(kernelError("dropout", {&x}, {&y, &m},
+                        {{"ratio", 0.5}, {"grid_shape", {2}}, {"split_dim", 2}})
+                .find("dropout: split_dim 2 is not a dimension of its 2-d input"),
+            std::string::npos);
+}
+
 TEST(ElementwiseDropout, SampleStrideNumbersTheGlobalBatch) {
   // A [T, B, H] = [4, 6, 500] tensor (samples along dimension 1, stride 500:
   // what a sequence-first RNN or a transpose gives) on one rank, and the

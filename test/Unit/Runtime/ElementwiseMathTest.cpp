@@ -230,6 +230,10 @@ TEST(ElementwiseMath, DropoutCounterNumbersTheGlobalBatch) {
   EXPECT_EQ(ew::dropoutScale(3.0, false, 0.5), 0.0);
   EXPECT_FALSE(std::signbit(ew::dropoutScale(-3.0, false, 0.5)));
   EXPECT_EQ(ew::dropoutScale(kInf, false, 0.0), 0.0);
+  // A block of two of four heads (runs of 6 elements in runs of 12),
+  // the second block: element 7 is run 1, element 1 of it.
+  EXPECT_EQ(ew::dropoutWholeIndex(7, 6, 12, 6), 12 + 6 + 1);
+  EXPECT_EQ(ew::dropoutWholeIndex(7, 0, 12, 6), 7);
 }
 
 } // namespace

@@ -340,6 +340,7 @@ KernelFn castFactory(KernelArgs &args) {
 struct DropoutParams {
   int64_t n, run;
   uint64_t base, runStride;
+  int64_t blockRun, wholeRun, blockOffset;
   uint64_t seedAttr, stream;
   float threshold;
 };
@@ -352,7 +353,11 @@ __global__ void dropoutKernel(DropoutParams p, const StepInfo *info, const T *x,
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < p.n;
        e += (int64_t)gridDim.x * blockDim.x) {
     const bool kept =
-        ew::dropoutKeep(key, ew::dropoutCounter(e, p.run, p.base, p.runStride), p.threshold);
+        ew::dropoutKeep(key,
+                        ew::dropoutCounter(ew::dropoutWholeIndex(e, p.blockRun, p.wholeRun,
+                                                                 p.blockOffset),
+                                           p.run, p.base, p.runStride),
+                        p.threshold);
     mask[e] = kept;
     y[e] = ew::dropoutScale(x[e], kept, denom);
   }
@@ -369,6 +374,9 @@ KernelFn dropoutFactory(KernelArgs &args) {
                   l.run,
                   (uint64_t)args.env.sampleOffset * (uint64_t)l.perSample,
                   (uint64_t)args.env.globalBatch * (uint64_t)l.perSample,
+                  l.blockRun,
+                  l.wholeRun,
+                  l.blockOffset,
                   l.seedAttr,
                   l.stream,
                   (float)ratio};
