@@ -79,7 +79,9 @@ def compile_plan(build, src, plan, flags):
 
 
 def spread(n, k):
-    return sorted({round(i * (n - 1) / max(k - 1, 1)) for i in range(min(k, n))})
+    """k of n indices, evenly spread, both ends included (all n if n <= k)."""
+    m = min(k, n)
+    return sorted({round(i * (n - 1) / max(m - 1, 1)) for i in range(m)})
 
 
 def validate(build, work, name, src, args, flags):

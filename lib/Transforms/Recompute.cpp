@@ -1,18 +1,26 @@
 //===- Recompute.cpp - cheap activations recomputed in the backward pass --===//
 //
-// Selective activation recomputation: the backward pass reads a clone of an
-// element-wise forward op instead of its kept result, where the clone's
-// operands are live there anyway. The arena (liveness in step order) then
-// frees the forward result after its last forward reader.
+// Selective activation recomputation: the backward pass reads a clone of a
+// cheap forward op instead of its kept result, where the clone's operands
+// are live there anyway (or recomputed themselves). The arena (liveness in
+// step order) then frees the forward result after its last forward reader.
+// Besides element-wise ops this is Megatron-LM's selective recomputation of
+// attention: the scores, softmax and dropout of [B, heads, T, T], the
+// largest activations of a transformer and the cheapest to compute again,
+// are recomputed from the queries and keys (which their gradients read
+// anyway) and the dropout's kept mask.
 //
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Transforms/Passes.h"
+#include "parallax/Analysis/Layers.h"
 #include "parallax/Dialect/Px/PxDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "llvm/ADT/SetVector.h"
 
 namespace parallax {
 #define GEN_PASS_DEF_PXRECOMPUTE
@@ -24,12 +32,114 @@ using namespace parallax;
 
 namespace {
 
+bool computed(Value v) {
+  Operation *def = v.getDefiningOp();
+  return def && !isa<px::VariableOp, px::ConstantOp, px::InputOp>(def);
+}
+
+/// Whether `op` is cheap enough to run again in the backward pass: a
+/// side-effect-free element-wise op; and, on activations (a weight's
+/// transpose stays as it is), a transpose or reshape, a softmax, a product
+/// of two activations (attention's scores and context), or a dropout
+/// (rebuilt from its kept mask).
+bool recomputable(Operation *op) {
+  if (op->getNumResults() == 1 && op->getNumOperands() > 0 && isMemoryEffectFree(op) &&
+      op->hasTrait<px::OpTrait::Elementwise>())
+    return true;
+  if (!llvm::any_of(op->getOperands(), computed))
+    return false;
+  if (isa<px::DropoutOp>(op))
+    return true;
+  if (op->getNumResults() != 1 || !isMemoryEffectFree(op))
+    return false;
+  if (isa<px::TransposeOp, px::ReshapeOp, px::SoftmaxOp, px::LogSoftmaxOp>(op))
+    return true;
+  auto m = dyn_cast<px::MatMulOp>(op);
+  return m && !trainableWeightOf(m.getLhs()) && !trainableWeightOf(m.getRhs()) &&
+         cast<RankedTensorType>(m.getRhs().getType()).getRank() > 2;
+}
+
+/// The operands a clone of `op` reads: a dropout's output is rebuilt from
+/// its input and kept mask.
+SmallVector<Value> recomputedFrom(Operation *op) {
+  if (auto d = dyn_cast<px::DropoutOp>(op))
+    return {d.getInput(), d.getMask()};
+  return SmallVector<Value>(op->getOperands());
+}
+
 struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
+  /// Ops recomputed from what a chain of recomputed ops may reach back:
+  /// past it, keeping the activation costs less than computing it again.
+  static constexpr int kMaxChain = 16;
+
+  Operation *loss = nullptr;
+  func::ReturnOp ret;
+  llvm::DenseMap<Value, bool> availability;
+  llvm::SetVector<Value> marked;
+  llvm::DenseMap<Value, Value> clones;
+
+  bool backward(Operation *user) const { return loss->isBeforeInBlock(user) && user != ret; }
+
+  /// Whether the backward pass can have `v`: it reads it anyway (or it is
+  /// a variable, constant or input), or `v` can be recomputed from such
+  /// values through cheap ops (which are then marked for recomputation).
+  bool available(Value v, int depth) {
+    if (auto it = availability.find(v); it != availability.end())
+      return it->second;
+    Operation *def = v.getDefiningOp();
+    bool ok = !def || isa<px::VariableOp, px::ConstantOp, px::InputOp>(def) ||
+              llvm::any_of(v.getUsers(), [&](Operation *u) { return backward(u); });
+    if (!ok && depth < kMaxChain && def->isBeforeInBlock(loss) && recomputable(def) &&
+        v == def->getResult(0)) {
+      ok = llvm::all_of(recomputedFrom(def), [&](Value o) { return available(o, depth + 1); });
+      if (ok)
+        marked.insert(v);
+    }
+    availability[v] = ok;
+    return ok;
+  }
+
+  /// `v` as the backward pass reads it before `before`: its clone (created
+  /// there, or moved there with the clones it reads), or `v` itself.
+  Value materialize(Value v, Operation *before, OpBuilder &b) {
+    if (auto it = clones.find(v); it != clones.end()) {
+      hoistBefore(it->second.getDefiningOp(), before);
+      return it->second;
+    }
+    if (!marked.contains(v))
+      return v;
+    Operation *op = v.getDefiningOp();
+    b.setInsertionPoint(before);
+    Operation *clone;
+    if (auto d = dyn_cast<px::DropoutOp>(op))
+      clone = px::DropoutGradOp::create(b, op->getLoc(), d.getOutput().getType(), d.getInput(),
+                                        d.getMask(), d.getRatioAttr());
+    else
+      clone = b.clone(*op);
+    px::setAttr<px::PxDialect::RecomputedAttrHelper>(clone, b.getUnitAttr());
+    clones[v] = clone->getResult(0);
+    for (OpOperand &o : clone->getOpOperands())
+      o.set(materialize(o.get(), clone, b));
+    return clone->getResult(0);
+  }
+
+  /// Moves `clone` (and the recomputed ops it reads) before `point` where
+  /// it is not already.
+  static void hoistBefore(Operation *clone, Operation *point) {
+    if (!clone || clone->isBeforeInBlock(point))
+      return;
+    clone->moveBefore(point);
+    for (Value operand : clone->getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && px::hasAttr<px::PxDialect::RecomputedAttrHelper>(def))
+        hoistBefore(def, clone);
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getEntryFunction(getOperation());
     if (!func || func.getBody().empty() || !px::hasAttr<px::PxDialect::LossAttrHelper>(func))
       return;
-    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     int64_t lossIndex = px::getAttr<px::PxDialect::LossAttrHelper>(func).getInt();
     if (lossIndex < 0 || lossIndex >= (int64_t)ret.getNumOperands())
       return;
@@ -38,39 +148,46 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
     Value lossValue = ret.getOperand(lossIndex);
     while (auto ar = lossValue.getDefiningOp<px::AllReduceOp>())
       lossValue = ar.getInput();
-    Operation *loss = lossValue.getDefiningOp();
+    loss = lossValue.getDefiningOp();
     if (!loss)
       return;
-    auto backward = [&](Operation *user) { return loss->isBeforeInBlock(user) && user != ret; };
-    auto liveInBackward = [&](Value v) {
-      Operation *def = v.getDefiningOp();
-      if (def && isa<px::VariableOp, px::ConstantOp, px::InputOp>(def))
-        return true;
-      return llvm::any_of(v.getUsers(), backward);
-    };
-    OpBuilder b(func.getContext());
-    for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
+    availability.clear();
+    marked.clear();
+    clones.clear();
+    // What to recompute: each cheap forward op the backward pass reads
+    // whose operands it can have, with the chains they need.
+    SmallVector<Value> read;
+    for (Operation &op : func.getBody().front()) {
       if (&op == loss)
         break;
-      if (!op.hasTrait<px::OpTrait::Elementwise>() || op.getNumResults() != 1 ||
-          op.getNumOperands() == 0 || !isMemoryEffectFree(&op))
+      if (!recomputable(&op))
         continue;
       Value v = op.getResult(0);
+      if (llvm::none_of(v.getUsers(), [&](Operation *u) { return backward(u); }))
+        continue;
+      if (llvm::all_of(recomputedFrom(&op), [&](Value o) { return available(o, 1); })) {
+        marked.insert(v);
+        read.push_back(v);
+      }
+    }
+    // The backward readers read clones, each made just before its first
+    // reader.
+    OpBuilder b(func.getContext());
+    for (Value v : read) {
       SmallVector<OpOperand *> later;
       for (OpOperand &use : v.getUses())
-        if (backward(use.getOwner()))
+        if (backward(use.getOwner()) &&
+            !px::hasAttr<px::PxDialect::RecomputedAttrHelper>(use.getOwner()))
           later.push_back(&use);
-      if (later.empty() || !llvm::all_of(op.getOperands(), liveInBackward))
+      if (later.empty())
         continue;
       Operation *first = later.front()->getOwner();
       for (OpOperand *use : later)
         if (use->getOwner()->isBeforeInBlock(first))
           first = use->getOwner();
-      b.setInsertionPoint(first);
-      Operation *clone = b.clone(op);
-      px::setAttr<px::PxDialect::RecomputedAttrHelper>(clone, b.getUnitAttr());
+      Value clone = materialize(v, first, b);
       for (OpOperand *use : later)
-        use->set(clone->getResult(0));
+        use->set(clone);
     }
   }
 };

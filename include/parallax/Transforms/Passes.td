@@ -268,16 +268,21 @@ def PxRecompute : Pass<"px-recompute", "mlir::ModuleOp"> {
   let summary = "Recompute cheap activations in the backward pass instead of keeping them";
   let description = [{
     Selective activation recomputation, the strategy search's memory
-    choice (docs/strategy.md): an element-wise op of the forward pass (one
-    result, no side effect: an activation, a bias add, a scaling) whose
-    result the backward pass reads is cloned just before its first
-    backward reader, which reads the clone, so that the forward result is
-    freed after its last forward reader instead of living until the
-    backward pass. Only where every operand of the op is live in the
-    backward pass anyway (read there, or a variable, constant or input):
-    recomputing from an operand that would otherwise die would keep that
-    operand instead. The clones carry `px.recomputed`, so that CSE leaves
-    them. The forward pass is what precedes the loss.
+    choice (docs/strategy.md): a cheap op of the forward pass whose result
+    the backward pass reads is cloned just before its first backward
+    reader, which reads the clone, so that the forward result is freed
+    after its last forward reader instead of living until the backward
+    pass. Cheap: an element-wise op (one result, no side effect: an
+    activation, a bias add, a scaling); and, on computed activations, a
+    transpose, reshape or softmax, a product of two activations, and a
+    dropout, whose output is rebuilt from its input and kept mask
+    (px.dropout_grad): Megatron-LM's recomputation of attention's scores,
+    softmax and dropout from the queries and keys. Only where every
+    operand of the op is live in the backward pass anyway (read there,
+    recomputed itself, or a variable, constant or input): recomputing from
+    an operand that would otherwise die would keep that operand instead.
+    The clones carry `px.recomputed`, so that CSE leaves them. The forward
+    pass is what precedes the loss.
   }];
   let dependentDialects = ["::parallax::px::PxDialect"];
 }
