@@ -39,9 +39,10 @@ bool computed(Value v) {
 
 /// Whether `op` is cheap enough to run again in the backward pass: a
 /// side-effect-free element-wise op; and, on activations (a weight's
-/// transpose stays as it is), a transpose or reshape, a softmax, a product
-/// of two activations (attention's scores and context), or a dropout
-/// (rebuilt from its kept mask).
+/// transpose stays as it is), a transpose or reshape, a softmax or
+/// log-softmax, a batched product neither of whose operands is a layer's
+/// weight (attention's scores and context), or a dropout (rebuilt from its
+/// kept mask).
 bool recomputable(Operation *op) {
   if (op->getNumResults() == 1 && op->getNumOperands() > 0 && isMemoryEffectFree(op) &&
       op->hasTrait<px::OpTrait::Elementwise>())

@@ -801,8 +801,17 @@ func.func @dropout_negative_ratio(%x: tensor<4x8xf32>) {
 
 shard.grid @g(shape = 2)
 func.func @dropout_block_without_dim(%x: tensor<4x8xf32>) {
-  // expected-error @+1 {{'px.dropout' op a block of a grid names its split_dim, and only a block does}}
+  // expected-error @+1 {{'px.dropout' op a block of a grid names its grid_axes and split_dim, and only a block does}}
   %0, %1 = px.dropout %x {ratio = 0.5 : f32, grid = @g, grid_axes = array<i16: 0>} : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+func.func @dropout_block_without_axes(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'px.dropout' op a block of a grid names its grid_axes and split_dim, and only a block does}}
+  %0, %1 = px.dropout %x {ratio = 0.5 : f32, grid = @g, split_dim = 1 : i64} : tensor<4x8xf32>
   return
 }
 

@@ -274,8 +274,8 @@ def PxRecompute : Pass<"px-recompute", "mlir::ModuleOp"> {
     after its last forward reader instead of living until the backward
     pass. Cheap: an element-wise op (one result, no side effect: an
     activation, a bias add, a scaling); and, on computed activations, a
-    transpose, reshape or softmax, a product of two activations, and a
-    dropout, whose output is rebuilt from its input and kept mask
+    transpose, reshape, softmax or log-softmax, a batched product neither
+    of whose operands is a layer's weight, and a dropout, whose output is rebuilt from its input and kept mask
     (px.dropout_grad): Megatron-LM's recomputation of attention's scores,
     softmax and dropout from the queries and keys. Only where every
     operand of the op is live in the backward pass anyway (read there,

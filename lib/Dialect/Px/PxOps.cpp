@@ -756,8 +756,9 @@ LogicalResult DropoutOp::verify() {
   if (!(ratio >= 0.0 && ratio < 1.0)) // also rejects NaN
     return emitOpError("ratio must be in [0, 1), got ")
            << getRatio().convertToDouble();
-  if (getGrid().has_value() != getSplitDim().has_value())
-    return emitOpError("a block of a grid names its split_dim, and only a block does");
+  if (getGrid().has_value() != getSplitDim().has_value() ||
+      getGrid().has_value() != getGridAxes().has_value())
+    return emitOpError("a block of a grid names its grid_axes and split_dim, and only a block does");
   if (std::optional<uint64_t> d = getSplitDim();
       d && *d >= (uint64_t)getInput().getType().getRank())
     return emitOpError("split_dim ") << *d << " is not a dimension of the input";

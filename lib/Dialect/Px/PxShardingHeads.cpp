@@ -79,9 +79,11 @@ struct DropoutSharding : public PxShardingModel<DropoutSharding<Op>, Op> {
     FailureOr<ShardingOption> option =
         PxShardingModel<DropoutSharding<Op>, Op>::getShardingOption(op, operands, results);
     if (succeeded(option) && !option->empty && isa<DropoutOp>(op)) {
+      // The kernel finds its block from its place in the group of the
+      // split's axes, which counts them in the grid's order.
       bool split = false;
       for (SmallVector<GridAxis> &axes : option->shardingArray) {
-        if (split)
+        if (split || !llvm::is_sorted(axes))
           axes.clear();
         split |= !axes.empty();
       }
@@ -166,7 +168,7 @@ struct Regrouping {
 
 int64_t ranksOn(Operation *op, FlatSymbolRefAttr gridName, ArrayRef<GridAxis> axes) {
   SymbolTableCollection symbols;
-  GridOp grid = getGrid(op, gridName, symbols);
+  GridOp grid = getGridOrNull(op, gridName, symbols);
   if (!grid)
     return 0;
   int64_t n = 1;

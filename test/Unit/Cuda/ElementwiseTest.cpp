@@ -346,6 +346,25 @@ TEST_F(CudaKernelTest, ElementwiseDropoutMatchesTheCpuMask) {
                            {TestTensor(t, c.shape), TestTensor(DType::Bool, c.shape)}, c.attrs,
                            1e-6, 0, env);
     }
+  // Blocks of a model split (heads split_dim 1 over grid axis 1 of a 2 x 2
+  // grid), on every rank: the whole tensor's numbering, as on the CPU.
+  for (int r = 0; r < 4; ++r) {
+    SCOPED_TRACE("block of rank " + std::to_string(r));
+    ExecEnv env;
+    env.step = 3;
+    env.seed = 8;
+    env.worldSize = 4;
+    env.rank = r;
+    env.dataRanks = 2;
+    env.globalBatch = 4;
+    env.sampleOffset = (r / 2) * 2;
+    const Shape b = {2, 2, 3, 20000};
+    expectCudaMatchesCpu("dropout", {tensorFor(DType::F32, b, 31)},
+                         {TestTensor(DType::F32, b), TestTensor(DType::Bool, b)},
+                         {{"ratio", 0.4}, {"sample_stride", 4 * 3 * 20000},
+                          {"grid_shape", {2, 2}}, {"grid_axes", {1}}, {"split_dim", 1}},
+                         1e-6, 0, env);
+  }
   // Errors: a bad ratio, a non-i1 mask, an integer input, a negative stride.
   Shape s = {3, 4};
   expectCudaMatchesCpu("dropout", {tensorFor(DType::F32, s, 1)},

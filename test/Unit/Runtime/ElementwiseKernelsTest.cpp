@@ -680,51 +680,73 @@ TEST(ElementwiseDropout, SameMaskWhateverTheBatchSplit) {
 }
 
 TEST(ElementwiseDropout, ModelSplitBlocksDrawTheWholeTensorsMask) {
-  // Attention probabilities [B, heads, T, K] on one rank, and the same on a
-  // 2 x 2 grid (grid_shape [2, 2]: the batch over axis 0, the heads over
-  // axis 1, split_dim 1): each rank's block must get the masks of its
-  // samples' and heads' elements of the whole tensor. K crosses the
-  // kernel's blocks of 2^14 elements, and three threads split the work.
-  for (int64_t K : {int64_t(5), int64_t(20000)}) {
-    const int64_t B = 4, Hd = 4, T = 3, b = 2, h = 2;
-    std::vector<double> v = randomValues(B * Hd * T * K, 11);
-    TestTensor x(DType::F32, {B, Hd, T, K}, v), y(DType::F32, {B, Hd, T, K}),
-        m(DType::Bool, {B, Hd, T, K});
-    nlohmann::json attrs = {{"ratio", 0.4}, {"sample_stride", Hd * T * K}};
+  // A tensor on one rank, and the same on a 2 x 2 grid (grid_shape [2, 2]:
+  // the samples over axis 0, dimension `split` over axis 1, split_dim):
+  // each rank's block must get the masks of its elements of the whole
+  // tensor. Attention's probabilities [B, heads, T, K] (samples outermost),
+  // and a [T, B, heads, K] tensor whose samples are runs inside it (the
+  // counters jump between runs and between blocks). K = 20000 crosses the
+  // kernel's blocks of 2^14 elements; three threads split the work.
+  struct Case {
+    Shape whole;
+    int64_t samples, split;
+  };
+  for (const Case &c : {Case{{4, 4, 3, 5}, 0, 1}, Case{{4, 4, 3, 20000}, 0, 1},
+                        Case{{3, 4, 4, 50}, 1, 2}}) {
+    SCOPED_TRACE(::testing::PrintToString(c.whole));
+    const Shape &W = c.whole;
+    int64_t n = 1;
+    for (int64_t d : W)
+      n *= d;
+    const int64_t perSample = n / W[0] / W[1] * (c.samples == 0 ? W[1] : 1);
+    std::vector<double> v = randomValues(n, 11);
+    TestTensor x(DType::F32, W, v), y(DType::F32, W), m(DType::Bool, W);
+    nlohmann::json attrs = {{"ratio", 0.4}, {"sample_stride", perSample}};
     ExecEnv env;
     env.seed = 8;
     env.step = 3;
     env.threads = 3;
-    env.globalBatch = B;
+    env.globalBatch = W[c.samples];
     runKernel("dropout", {&x}, {&y, &m}, attrs, env);
     nlohmann::json block = attrs;
     block["grid_shape"] = {2, 2};
     block["grid_axes"] = {1};
-    block["split_dim"] = 1;
+    block["split_dim"] = c.split;
+    Shape B = W;
+    B[c.samples] /= 2;
+    B[c.split] /= 2;
+    auto wholeIndex = [&](std::vector<int64_t> at, int64_t dc, int64_t mc) {
+      at[c.samples] += dc * B[c.samples];
+      at[c.split] += mc * B[c.split];
+      int64_t e = 0;
+      for (size_t d = 0; d < W.size(); ++d)
+        e = e * W[d] + at[d];
+      return e;
+    };
     for (int r = 0; r < 4; ++r) {
       const int64_t dc = r / 2, mc = r % 2;
-      std::vector<double> part;
-      for (int64_t s = 0; s < b; ++s)
-        for (int64_t j = 0; j < h; ++j) {
-          auto from = v.begin() + (((dc * b + s) * Hd + mc * h + j) * T * K);
-          part.insert(part.end(), from, from + T * K);
-        }
-      TestTensor xb(DType::F32, {b, h, T, K}, part), yb(DType::F32, {b, h, T, K}),
-          mb(DType::Bool, {b, h, T, K});
+      const int64_t nb = n / 4;
+      std::vector<std::vector<int64_t>> where(nb);
+      std::vector<double> part(nb);
+      for (int64_t e = 0; e < nb; ++e) {
+        std::vector<int64_t> at(B.size());
+        for (int64_t d = (int64_t)B.size() - 1, rest = e; d >= 0; rest /= B[d], --d)
+          at[d] = rest % B[d];
+        where[e] = at;
+        part[e] = v[wholeIndex(at, dc, mc)];
+      }
+      TestTensor xb(DType::F32, B, part), yb(DType::F32, B), mb(DType::Bool, B);
       ExecEnv e2 = env;
       e2.worldSize = 4;
       e2.rank = r;
       e2.dataRanks = 2;
-      e2.sampleOffset = dc * b;
+      e2.sampleOffset = dc * B[c.samples];
       runKernel("dropout", {&xb}, {&yb, &mb}, block, e2);
-      for (int64_t s = 0; s < b; ++s)
-        for (int64_t j = 0; j < h; ++j)
-          for (int64_t i = 0; i < T * K; ++i) {
-            int64_t whole = ((dc * b + s) * Hd + mc * h + j) * T * K + i;
-            int64_t local = (s * h + j) * T * K + i;
-            ASSERT_EQ(mb.get(local), m.get(whole)) << K << " " << r << " " << s << " " << j << " " << i;
-            ASSERT_EQ(yb.get(local), y.get(whole)) << K << " " << r << " " << s << " " << j << " " << i;
-          }
+      for (int64_t e = 0; e < nb; ++e) {
+        int64_t w = wholeIndex(where[e], dc, mc);
+        ASSERT_EQ(mb.get(e), m.get(w)) << "rank " << r << " element " << e;
+        ASSERT_EQ(yb.get(e), y.get(w)) << "rank " << r << " element " << e;
+      }
     }
   }
   TestTensor x(DType::F32, {2, 3}), y(DType::F32, {2, 3}), m(DType::Bool, {2, 3});
