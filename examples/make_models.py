@@ -573,6 +573,56 @@ def _torchvision(factory_name, **kwargs):
     return build
 
 
+def build_mobile():
+    torch, nn, F = _torch()
+
+    class InvertedResidual(nn.Module):
+        """MobileNetV2's block: 1x1 expansion (none when the ratio is 1, as
+        torchvision's first block), 3x3 depthwise convolution (groups =
+        channels), linear 1x1 projection, each with BatchNorm; the input
+        added back when the shape is kept."""
+
+        def __init__(self, cin, cout, stride, expand):
+            super().__init__()
+            hidden = cin * expand
+            self.expand = None
+            if expand != 1:
+                self.expand = nn.Conv2d(cin, hidden, 1, bias=False)
+                self.bn1 = nn.BatchNorm2d(hidden)
+            self.depthwise = nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False)
+            self.bn2 = nn.BatchNorm2d(hidden)
+            self.project = nn.Conv2d(hidden, cout, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(cout)
+            self.residual = stride == 1 and cin == cout
+
+        def forward(self, x):
+            h = x if self.expand is None else F.relu6(self.bn1(self.expand(x)))
+            h = F.relu6(self.bn2(self.depthwise(h)))
+            h = self.bn3(self.project(h))
+            return x + h if self.residual else h
+
+    class Mobile(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 16, 3, 2, 1, bias=False)
+            self.bn = nn.BatchNorm2d(16)
+            self.blocks = nn.Sequential(InvertedResidual(16, 8, 1, 1),
+                                        InvertedResidual(8, 24, 2, 4),
+                                        InvertedResidual(24, 24, 1, 4))
+            self.head = nn.Conv2d(24, 64, 1, bias=False)
+            self.bn_head = nn.BatchNorm2d(64)
+            self.drop = nn.Dropout(0.2)
+            self.fc = nn.Linear(64, 10)
+
+        def forward(self, x, y):
+            h = self.blocks(F.relu6(self.bn(self.stem(x))))
+            h = F.relu6(self.bn_head(self.head(h)))
+            h = torch.flatten(F.adaptive_avg_pool2d(h, 1), 1)
+            return F.cross_entropy(self.fc(self.drop(h)), y)
+
+    return Mobile()
+
+
 def _classifier_inputs():
     # 32x32 is enough even for squeezenet1_1, whose last pool ends at 1x1.
     return (Input("x", (BATCH, 3, 32, 32), "float32"),
@@ -623,6 +673,10 @@ MODELS: Dict[str, Model] = {
                       inputs=_classifier_inputs(),
                       doc="DenseNet-style CNN: dense blocks (concat), BatchNorm, "
                           "padded AvgPool, reflection padding"),
+    "mobile": Model(build_mobile, batch=16, seed=12, committed=True,
+                    inputs=_classifier_inputs(),
+                    doc="MobileNetV2-style CNN: inverted residual blocks with "
+                        "depthwise convolutions, BatchNorm, ReLU6, dropout"),
     # Models we did not write: import compatibility only.
     "tv_resnet18": Model(_torchvision("resnet18"), batch=2, seed=6, committed=False,
                          inputs=_classifier_inputs(), doc="torchvision resnet18"),

@@ -48,7 +48,8 @@ SplittableWeight splittableWeightOf(Operation *op) {
 
 bool followsChannelSplit(Operation *op) {
   if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp, px::ReshapeOp, px::TransposeOp,
-          px::DropoutOp>(op))
+          px::DropoutOp>(op) ||
+      px::isDepthwiseConv(op))
     return true;
   // A softmax needs its axis whole: over a layer's features (the last
   // dimension of [B, F] or [B, T, F]) it gathers them; over attention's

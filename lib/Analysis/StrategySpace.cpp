@@ -142,17 +142,28 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
   // every earlier one (its layout is settled at each add), which leaves
   // the FT search something to eliminate. An op that runs whole ends the
   // trace: what reaches it is gathered there, whatever its split.
+  // An operator that cannot be split but follows a split (a depthwise
+  // convolution runs on the channels it is given) is passed through like
+  // any follower: it has no configuration to choose and no edges.
+  auto operatorAt = [&](Operation *def) -> int {
+    auto p = opOf.find(def);
+    if (p == opOf.end() || (!ops[p->second].splittable && followsChannelSplit(def)))
+      return -1;
+    return p->second;
+  };
   auto leadsTo = [&](Value v) -> int {
     for (Operation *def = v.getDefiningOp(); def; def = splitCarrierOf(def).getDefiningOp()) {
-      if (auto p = opOf.find(def); p != opOf.end())
-        return p->second;
+      if (int p = operatorAt(def); p >= 0)
+        return p;
       if (!followsChannelSplit(def))
         return -1;
     }
     return -1;
   };
   for (Operation *op : inOrder) {
-    int index = opOf.lookup(op);
+    int index = operatorAt(op);
+    if (index < 0)
+      continue;
     Operator &o = ops[index];
     auto addProducer = [&](int p) {
       if (p >= 0 && p != index && !llvm::is_contained(o.producers, p))
@@ -161,8 +172,8 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
     Value input = isa<px::GatherOp>(op) ? Value() : dataOperandOf(op);
     Operation *def = input ? input.getDefiningOp() : nullptr;
     for (; def; def = splitCarrierOf(def).getDefiningOp()) {
-      if (auto p = opOf.find(def); p != opOf.end()) {
-        addProducer(p->second);
+      if (int p = operatorAt(def); p >= 0) {
+        addProducer(p);
         break;
       }
       if (!followsChannelSplit(def))
@@ -171,13 +182,13 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
         if (other != splitCarrierOf(def))
           addProducer(leadsTo(other));
     }
-    o.inputWhole |= !o.table && (!def || !opOf.count(def)) && o.producers.empty();
+    o.inputWhole |= !o.table && (!def || operatorAt(def) < 0) && o.producers.empty();
     // Where its output goes, through ops that follow a split.
     SmallVector<Operation *> work(op->getUsers().begin(), op->getUsers().end());
     llvm::DenseSet<Operation *> seen;
     while (!work.empty() && !o.outputWhole) {
       Operation *user = work.pop_back_val();
-      if (!seen.insert(user).second || opOf.count(user))
+      if (!seen.insert(user).second || operatorAt(user) >= 0)
         continue;
       if (!followsChannelSplit(user)) {
         o.outputWhole = true;

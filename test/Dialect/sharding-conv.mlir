@@ -116,9 +116,9 @@ func.func @pools(%x: tensor<2x4x8x8xf32>, %dy: tensor<2x4x8x8xf32>) -> (tensor<2
 // -----
 
 // A split of the rows of an unpadded convolution (output rows fewer than
-// input rows: no block maps onto a block) and a grouped convolution
-// (channels tied group by group): both run whole, their split inputs
-// gathered first.
+// input rows: no block maps onto a block) and a grouped convolution that
+// is not depthwise (two channels per group, tied): both run whole, their
+// split inputs gathered first.
 // CHECK-LABEL: func.func @whole(
 // CHECK-DAG: %[[WG:.*]] = shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 0 : tensor<2x2x3x3xf32> -> tensor<4x2x3x3xf32>
 // CHECK-DAG: %[[WC:.*]] = tensor.cast %[[WG]]
@@ -135,4 +135,31 @@ func.func @whole(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>, %x2: tensor<2
   %wgs = shard.shard %wg to %out : tensor<4x2x3x3xf32>
   %g = px.conv %x2, %wgs {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x4x8x8xf32>, tensor<4x2x3x3xf32>
   return %c, %g : tensor<2x6x6x6xf32>, tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// A depthwise convolution (a group per channel, MobileNet's), its input
+// gradient and its filter gradient on a block of channels: the local ops
+// have a group per channel of the block, the weight its block of filters,
+// and no collective.
+// CHECK-LABEL: func.func @depthwise(
+// CHECK-SAME: %[[X:.*]]: tensor<2x2x8x8xf32>, %[[W:.*]]: tensor<2x1x3x3xf32>, %[[DY:.*]]: tensor<2x2x4x4xf32>)
+// CHECK-NEXT: %[[Y:.*]] = px.conv %[[X]], %[[W]] {dilations = array<i64: 1, 1>, group = 2 : i64, {{.*}}} : tensor<2x2x8x8xf32>, tensor<2x1x3x3xf32>
+// CHECK-NEXT: %[[DX:.*]] = px.conv_grad_input %[[DY]], %[[W]] {dilations = array<i64: 1, 1>, group = 2 : i64, {{.*}}} : tensor<2x2x4x4xf32>, tensor<2x1x3x3xf32> -> tensor<2x2x8x8xf32>
+// CHECK-NEXT: %[[DW:.*]] = px.conv_grad_filter %[[X]], %[[DY]] {dilations = array<i64: 1, 1>, group = 2 : i64, {{.*}}} : tensor<2x2x8x8xf32>, tensor<2x2x4x4xf32> -> tensor<2x1x3x3xf32>
+// CHECK-NEXT: return %[[Y]], %[[DX]], %[[DW]]
+shard.grid @g(shape = 2)
+func.func @depthwise(%x: tensor<2x4x8x8xf32>, %w: tensor<4x1x3x3xf32>, %dy: tensor<2x4x4x4xf32>) -> (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>, tensor<4x1x3x3xf32>) {
+  %ch = shard.sharding @g split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %ch : tensor<2x4x8x8xf32>
+  %y = px.conv %xs, %w {dilations = array<i64: 1, 1>, group = 4 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<2x4x8x8xf32>, tensor<4x1x3x3xf32>
+  %ys = shard.shard %y to %ch annotate_for_users : tensor<2x4x4x4xf32>
+  %dys = shard.shard %dy to %ch : tensor<2x4x4x4xf32>
+  %dx = px.conv_grad_input %dys, %w {dilations = array<i64: 1, 1>, group = 4 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<2x4x4x4xf32>, tensor<4x1x3x3xf32> -> tensor<2x4x8x8xf32>
+  %dxs = shard.shard %dx to %ch annotate_for_users : tensor<2x4x8x8xf32>
+  %dw = px.conv_grad_filter %xs, %dys {dilations = array<i64: 1, 1>, group = 4 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : tensor<2x4x8x8xf32>, tensor<2x4x4x4xf32> -> tensor<4x1x3x3xf32>
+  %out = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %dws = shard.shard %dw to %out annotate_for_users : tensor<4x1x3x3xf32>
+  return %ys, %dxs, %dws : tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>, tensor<4x1x3x3xf32>
 }

@@ -98,8 +98,21 @@ SmallVector<unsigned> concat(unsigned first, unsigned second, ArrayRef<unsigned>
   return dims;
 }
 
+/// Whether a convolution (or a gradient of one) with `group` groups, data
+/// of `channels` channels and weight `w` is depthwise: one group per
+/// channel, one filter per group. Its channels are one parallel loop that
+/// data, weight and result share, so a block of channels needs nothing
+/// from the other ranks.
+bool depthwise(int64_t group, Value data, Value w) {
+  auto x = cast<RankedTensorType>(data.getType());
+  auto wt = cast<RankedTensorType>(w.getType());
+  return group > 1 && x.getRank() >= 3 && wt.getRank() >= 3 && x.getDimSize(1) == group &&
+         wt.getDimSize(0) == group && wt.getDimSize(1) == 1;
+}
+
 /// The nest of `op`, or none where the model does not describe it: a
-/// grouped convolution (its channel loops are tied group by group).
+/// grouped convolution other than a depthwise one (its channel loops are
+/// tied group by group).
 std::optional<Nest> nestOf(Operation *op) {
   using IT = IteratorType;
   constexpr IT par = IT::parallel, red = IT::reduction;
@@ -110,8 +123,17 @@ std::optional<Nest> nestOf(Operation *op) {
   bool described =
       llvm::TypeSwitch<Operation *, bool>(op)
           .Case([&](ConvOp c) {
-            if (c.getGroup() != 1)
-              return false;
+            if (c.getGroup() != 1) {
+              if (!depthwise(c.getGroup(), c.getX(), c.getW()))
+                return false;
+              unsigned b = n.loop(par), ch = n.loop(par);
+              n.tensor(c.getX(), {b, ch});
+              n.tensor(c.getW(), {ch});
+              if (c.getB())
+                n.tensor(c.getB(), {ch});
+              n.tensor(c.getY(), {b, ch});
+              return true;
+            }
             unsigned b = n.loop(par), co = n.loop(par), ci = n.loop(red);
             SmallVector<unsigned> h = n.rowsOf(op, par);
             n.tensor(c.getX(), concat(b, ci, h));
@@ -122,8 +144,15 @@ std::optional<Nest> nestOf(Operation *op) {
             return true;
           })
           .Case([&](ConvGradInputOp c) {
-            if (c.getGroup() != 1)
-              return false;
+            if (c.getGroup() != 1) {
+              if (!depthwise(c.getGroup(), c.getDx(), c.getW()))
+                return false;
+              unsigned b = n.loop(par), ch = n.loop(par);
+              n.tensor(c.getDy(), {b, ch});
+              n.tensor(c.getW(), {ch});
+              n.tensor(c.getDx(), {b, ch});
+              return true;
+            }
             unsigned b = n.loop(par), ci = n.loop(par), co = n.loop(red);
             SmallVector<unsigned> h = n.rowsOf(op, par);
             n.tensor(c.getDy(), concat(b, co, h));
@@ -132,8 +161,15 @@ std::optional<Nest> nestOf(Operation *op) {
             return true;
           })
           .Case([&](ConvGradFilterOp c) {
-            if (c.getGroup() != 1)
-              return false;
+            if (c.getGroup() != 1) {
+              if (!depthwise(c.getGroup(), c.getX(), c.getDw()))
+                return false;
+              unsigned b = n.loop(red), ch = n.loop(par);
+              n.tensor(c.getX(), {b, ch});
+              n.tensor(c.getDy(), {b, ch});
+              n.tensor(c.getDw(), {ch});
+              return true;
+            }
             unsigned b = n.loop(red), co = n.loop(par), ci = n.loop(par);
             SmallVector<unsigned> h = n.rowsOf(op, red);
             n.tensor(c.getX(), concat(b, ci, h));
@@ -383,6 +419,21 @@ LogicalResult partitionRows(Operation *op, ArrayRef<Value> operands,
   return success();
 }
 
+/// A depthwise convolution on a block of channels has a group per channel
+/// of the block.
+void withLocalGroups(Operation *local) {
+  auto regroup = [&](auto c, Value data) {
+    if (c.getGroup() != 1)
+      c.setGroup(cast<RankedTensorType>(data.getType()).getDimSize(1));
+  };
+  if (auto c = dyn_cast_or_null<ConvOp>(local))
+    regroup(c, c.getX());
+  else if (auto c = dyn_cast_or_null<ConvGradInputOp>(local))
+    regroup(c, c.getDx());
+  else if (auto c = dyn_cast_or_null<ConvGradFilterOp>(local))
+    regroup(c, c.getX());
+}
+
 template <typename Op>
 struct ChannelSharding : public PxShardingModel<ChannelSharding<Op>, Op> {
   SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
@@ -433,9 +484,14 @@ struct ChannelSharding : public PxShardingModel<ChannelSharding<Op>, Op> {
     SmallVector<GridAxis> reduce;
     if (!getIndexingMaps(op).empty() && resultShardings[0])
       reduce = reductionAxes(op, operandShardings, resultShardings);
-    if (reduce.empty())
-      return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                           partitionMap, symbolTable, builder);
+    if (reduce.empty()) {
+      if (failed(partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                               partitionMap, symbolTable, builder)))
+        return failure();
+      if (nestOf(op)) // a grouped convolution the model does not describe runs whole
+        withLocalGroups(partitionMap.lookup(op->getResult(0)).getDefiningOp());
+      return success();
+    }
     // A split reduction (a convolution's input channels, its input
     // gradient's output channels, its filter gradient's samples): each rank
     // holds a partial sum of the one result.
@@ -499,6 +555,11 @@ int64_t rowsOfTensor(Value v) {
 }
 
 } // namespace
+
+bool parallax::px::isDepthwiseConv(Operation *op) {
+  auto c = dyn_cast<ConvOp>(op);
+  return c && depthwise(c.getGroup(), c.getX(), c.getW());
+}
 
 std::optional<Halo> parallax::px::domainHalo(Operation *op) {
   struct Rows {

@@ -37,6 +37,11 @@ struct Halo {
 };
 std::optional<Halo> domainHalo(mlir::Operation *op);
 
+/// Whether `op` is a depthwise px.conv (one group per input channel, one
+/// filter per group, as MobileNet's): a split of its channels runs on the
+/// rank's block with no collective.
+bool isDepthwiseConv(mlir::Operation *op);
+
 } // namespace parallax::px
 
 #endif // PARALLAX_DIALECT_PX_PXSHARDINGINTERFACE_H
