@@ -98,8 +98,8 @@ SmallVector<unsigned> concat(unsigned first, unsigned second, ArrayRef<unsigned>
   return dims;
 }
 
-/// Whether a convolution (or a gradient of one) with `group` groups, data
-/// of `channels` channels and weight `w` is depthwise: one group per
+/// Whether a convolution (or a gradient of one) with `group` groups, input
+/// (or input gradient) `data` and weight `w` is depthwise: one group per
 /// channel, one filter per group. Its channels are one parallel loop that
 /// data, weight and result share, so a block of channels needs nothing
 /// from the other ranks.
@@ -510,6 +510,8 @@ struct ChannelSharding : public PxShardingModel<ChannelSharding<Op>, Op> {
         return failure();
       partial = partitionMap.lookup(op->getResult(0));
     }
+    if (nestOf(op))
+      withLocalGroups(partial.getDefiningOp());
     Value sum = shard::AllReduceOp::create(builder, loc, partial,
                                            resultShardings[0].getGrid(), reduce,
                                            ReductionKind::Sum)
