@@ -46,6 +46,12 @@ SplittableWeight splittableWeightOf(Operation *op) {
   return {};
 }
 
+bool isActivationProduct(Operation *op) {
+  auto m = dyn_cast<px::MatMulOp>(op);
+  return m && !trainableWeightOf(m.getLhs()) && !trainableWeightOf(m.getRhs()) &&
+         cast<RankedTensorType>(m.getRhs().getType()).getRank() > 2;
+}
+
 bool followsChannelSplit(Operation *op) {
   if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp, px::ReshapeOp, px::TransposeOp,
           px::DropoutOp>(op) ||
@@ -60,11 +66,9 @@ bool followsChannelSplit(Operation *op) {
         px::normalizeAxis(cast<IntegerAttr>(op->getAttr("axis")).getInt(), rank);
     return rank >= 4 && axis && *axis != 1;
   }
-  // A product of two activations (attention's scores and context) runs on
-  // the heads its operands hold.
-  if (auto m = dyn_cast<px::MatMulOp>(op))
-    return !trainableWeightOf(m.getLhs()) && !trainableWeightOf(m.getRhs()) &&
-           cast<RankedTensorType>(m.getRhs().getType()).getRank() > 2;
+  // A product of two activations runs on the heads its operands hold.
+  if (isa<px::MatMulOp>(op))
+    return isActivationProduct(op);
   return op->hasTrait<px::OpTrait::Elementwise>() && op->getNumResults() == 1 &&
          op->getNumOperands() > 0;
 }

@@ -55,9 +55,7 @@ bool recomputable(Operation *op) {
     return false;
   if (isa<px::TransposeOp, px::ReshapeOp, px::SoftmaxOp, px::LogSoftmaxOp>(op))
     return true;
-  auto m = dyn_cast<px::MatMulOp>(op);
-  return m && !trainableWeightOf(m.getLhs()) && !trainableWeightOf(m.getRhs()) &&
-         cast<RankedTensorType>(m.getRhs().getType()).getRank() > 2;
+  return isActivationProduct(op);
 }
 
 /// The operands a clone of `op` reads: a dropout's output is rebuilt from

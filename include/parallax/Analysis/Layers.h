@@ -38,6 +38,10 @@ struct SplittableWeight {
 };
 SplittableWeight splittableWeightOf(mlir::Operation *op);
 
+/// A batched px.matmul of two computed activations, neither a layer's
+/// weight: attention's scores (queries times keys) and context.
+bool isActivationProduct(mlir::Operation *op);
+
 /// Ops that run on a block of channels, features or heads when their input
 /// is split so (px's sharding models carry the split through them):
 /// one-result element-wise ops, batch norm and pooling, and a transformer
