@@ -86,7 +86,7 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
     if (auto it = availability.find(v); it != availability.end())
       return it->second;
     Operation *def = v.getDefiningOp();
-    bool ok = !def || isa<px::VariableOp, px::ConstantOp, px::InputOp>(def) ||
+    bool ok = !computed(v) ||
               llvm::any_of(v.getUsers(), [&](Operation *u) { return backward(u); });
     if (!ok && depth < kMaxChain && def->isBeforeInBlock(loss) && recomputable(def) &&
         v == def->getResult(0)) {

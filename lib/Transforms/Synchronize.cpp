@@ -585,9 +585,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
           if (!llvm::is_contained(opAxes, a))
             opAxes.push_back(a);
       llvm::sort(opAxes);
-      int64_t group = 1;
-      for (int16_t a : opAxes)
-        group *= grid.getShape()[a];
+      int64_t group = shard::collectiveProcessGroupSize(opAxes, grid);
       op.setGridAttr(gridRef());
       if (cluster.modelRanks > 1)
         op.setGridAxesAttr(b.getDenseI16ArrayAttr(opAxes));

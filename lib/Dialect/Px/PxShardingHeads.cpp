@@ -169,12 +169,7 @@ struct Regrouping {
 int64_t ranksOn(Operation *op, FlatSymbolRefAttr gridName, ArrayRef<GridAxis> axes) {
   SymbolTableCollection symbols;
   GridOp grid = getGridOrNull(op, gridName, symbols);
-  if (!grid)
-    return 0;
-  int64_t n = 1;
-  for (GridAxis a : axes)
-    n *= grid.getShape()[a];
-  return n;
+  return grid ? collectiveProcessGroupSize(axes, grid) : 0;
 }
 
 /// Trailing unsplit dimensions dropped, as upstream writes its shardings.

@@ -334,9 +334,7 @@ struct ReductionSharding : public PxShardingModel<ReductionSharding<Op>, Op> {
                     .getResult();
     if (isa<ReduceMeanOp>(op)) {
       auto grid = getGrid(op, resultShardings[0].getGridAttr(), symbolTable);
-      int64_t ranks = 1;
-      for (GridAxis a : reduce)
-        ranks *= grid.getShape()[a];
+      int64_t ranks = collectiveProcessGroupSize(reduce, grid);
       auto type = cast<RankedTensorType>(local.getType());
       auto scale = ConstantOp::create(
           builder, op->getLoc(),
