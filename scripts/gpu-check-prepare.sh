@@ -25,7 +25,7 @@ cp -a /usr/lib/libonnxifi.so "$dir/deps/usr/lib/"
 cp -r /usr/lib/$arch/cmake/ONNX "$dir/deps/usr/lib/$arch/cmake/"
 
 opt=$build/bin/parallax-opt run=$build/bin/parallax-run
-models="mlp cnn bag densenet lm lstm_lm gru_classifier nmt dlrm tv_squeezenet tv_mobilenet_v2 tv_resnet18"
+models="mlp cnn bag densenet lm lstm_lm gru_classifier nmt dlrm mobile tv_squeezenet tv_mobilenet_v2 tv_resnet18"
 shape_args() { # the inputs some models leave dynamic
   case $1 in
     bag) echo "--input-shape item_ids=96 --input-shape tag_ids=48" ;;
@@ -47,7 +47,8 @@ done
 # synchronized batch norm; and Pr x Pc grids on 4 ranks (issue 15: row- and
 # column-split products, channel-split convolutions with batch norm
 # synchronized over the batch axis, vocabulary-parallel embeddings, and
-# convolutions split by rows with halo exchanges). The
+# convolutions split by rows with halo exchanges, attention split by heads
+# with split dropouts, depthwise convolutions split by channels). The
 # CPU's losses for the same plan are the reference; ref/NAME.np says the
 # number of ranks.
 variants() {
@@ -59,6 +60,8 @@ variants() {
   echo "grid.dlrm.2x2 4 examples/models/dlrm.onnx --grid=2x2"
   echo "grid.lm.2x2 4 examples/models/lm.onnx --grid=2x2"
   echo "grid.nmt.4x1 4 examples/models/nmt.onnx --grid=4x1"
+  echo "grid.mobile.2x1 2 examples/models/mobile.onnx --grid=2x1"
+  echo "grid.mobile.2x2 4 examples/models/mobile.onnx --grid=2x2"
   echo "grid.cnn.domain.2x2 4 examples/models/cnn.onnx --grid=2x2 --conv-split=domain"
   echo "grid.cnn.domain.4x1 4 examples/models/cnn.onnx --grid=4x1 --conv-split=domain"
 }
