@@ -21,7 +21,18 @@ each plan (parallax-run PLAN --print-plan). For every model, on the same GPU:
   plan's shapes and parallax-run --synthetic's distributions, and per step
   zero_grad(), forward, backward(), step(), timed with perf_counter between
   torch.cuda.synchronize() calls. Embeddings are as written (dense
-  gradients).
+  gradients); a model with nn.Embedding / nn.EmbeddingBag modules and SGD
+  runs a second time with sparse=True on each ("PyTorch sparse": row-sparse
+  gradients, as Parallax's; an embedding read through F.embedding, like the
+  LM's output table, stays dense).
+* Peak GPU memory: PyTorch's torch.cuda.max_memory_allocated() over the
+  dense run, less the batches drawn up front but one, and parallax-run's
+  device_memory_bytes (the most its allocations held at once). Neither
+  counts the CUDA context or the libraries' own memory.
+
+--plans may hold plans compiled at a larger batch (gpu-check-prepare.sh
+writes PLANS/bench/ at batches that fill the GPU better, the LM at 128 x
+20): the batch is read from each plan.
 
 The first W steps of each side are dropped; each side gives the median of
 the other N. Prints a markdown table of ms/step and the ratio PyTorch /
@@ -59,14 +70,31 @@ def run_parallax(parallax_run, plan, device, steps, warmup, metrics):
                  "--weights", "random", "--steps", str(warmup + steps),
                  "--metrics", metrics, "-q"],
                 "parallax-run %s" % plan, timeout=PARALLAX_TIMEOUT_S)
-    return [m["step_time_s"] for m in pxbench.read_metrics(metrics)][warmup:]
+    lines = pxbench.read_metrics(metrics)
+    peak = max((m.get("device_memory_bytes", 0) for m in lines), default=0)
+    return [m["step_time_s"] for m in lines][warmup:], peak
 
 
-def run_torch(torch, model, pj, device, steps, warmup):
+def sparse_embeddings(torch, module):
+    """Turns every embedding module's gradient row-sparse; how many."""
+    n = 0
+    for m in module.modules():
+        if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)):
+            m.sparse = True
+            n += 1
+    return n
+
+
+def run_torch(torch, model, pj, device, steps, warmup, sparse=False):
+    """Step times, the last loss and the peak of allocated GPU memory (0 on
+    the CPU); None when sparse and the module has no embedding to make
+    sparse or an optimizer that takes no sparse gradients."""
     module, spec = pxbench.build_module(model)
     pxbench.check_input_order(spec, pj["inputs"])
-    module.to(device)
     options = pj.get("options", {})
+    if sparse and (options.get("optimizer", "sgd") != "sgd" or not sparse_embeddings(torch, module)):
+        return None
+    module.to(device)
     opt = pxbench.torch_optimizer(module, options.get("optimizer", "sgd"),
                                   options.get("lr", 0.01))
     batches = pxbench.torch_batches(pj["inputs"], warmup + steps, device)
@@ -75,9 +103,16 @@ def run_torch(torch, model, pj, device, steps, warmup):
     # labels) must land on the model's, as the module was written for one.
     # (torch < 2.0, here, has no such context: there the device is the CPU.)
     scope = device if hasattr(device, "__enter__") else contextlib.nullcontext()
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
     with scope:
         times, loss = pxbench.time_torch_steps(module, opt, batches, sync)
-    return times[warmup:], float(loss)
+    # The batches were drawn up front onto the GPU; Parallax holds one (and
+    # the next, staged): count one.
+    drawn = sum(t.numel() * t.element_size() for t in batches[0]) * (len(batches) - 1)
+    peak = torch.cuda.max_memory_allocated(device) - drawn if cuda else 0
+    return times[warmup:], float(loss), peak
 
 
 def bench_model(torch, args, model, device, work):
@@ -100,15 +135,19 @@ def bench_model(torch, args, model, device, work):
         return r
     r["batch"] = next((i["shape"][0] for i in pj["inputs"] if i["batch_axis"] == 0), 1)
     try:
-        r["parallax_times"] = run_parallax(args.run, plan, target, args.steps, args.warmup,
-                                           work / ("%s.jsonl" % model))
+        r["parallax_times"], peak = run_parallax(args.run, plan, target, args.steps,
+                                                 args.warmup, work / ("%s.jsonl" % model))
         r["parallax_s"] = pxbench.median(r["parallax_times"])
+        if peak:
+            r["parallax_peak_bytes"] = peak
     except (SystemExit, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as e:
         r["parallax_error"] = "Parallax: " + why(e)
     try:
-        r["pytorch_times"], r["pytorch_loss"] = run_torch(torch, model, pj, device,
-                                                          args.steps, args.warmup)
+        r["pytorch_times"], r["pytorch_loss"], peak = run_torch(torch, model, pj, device,
+                                                                args.steps, args.warmup)
         r["pytorch_s"] = pxbench.median(r["pytorch_times"])
+        if peak:
+            r["pytorch_peak_bytes"] = peak
     except ImportError as e:  # torchvision missing
         r["pytorch_error"] = "PyTorch module not built: " + why(e)
     except (SystemExit, Exception) as e:  # a module this torch cannot run, out of memory
@@ -116,28 +155,49 @@ def bench_model(torch, args, model, device, work):
     finally:
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    if "parallax_s" in r and "pytorch_s" in r:
-        r["ratio"] = r["pytorch_s"] / r["parallax_s"]
+    if "pytorch_s" in r:
+        try:
+            sparse = run_torch(torch, model, pj, device, args.steps, args.warmup, sparse=True)
+            if sparse:
+                r["pytorch_sparse_times"] = sparse[0]
+                r["pytorch_sparse_s"] = pxbench.median(sparse[0])
+        except Exception as e:  # noqa: BLE001 - the dense row stands
+            r["pytorch_error"] = "PyTorch sparse=True: %s: %s" % (type(e).__name__, why(e))
+        finally:
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    if "parallax_s" in r:
+        for side, key in (("pytorch_s", "ratio"), ("pytorch_sparse_s", "ratio_sparse")):
+            if side in r:
+                r[key] = r[side] / r["parallax_s"]
     return r
 
 
 def cells(r):
-    """ms/step of PyTorch and Parallax, their ratio, and the note."""
-    ms = ["%.3f" % (1e3 * r[side]) if side in r else "-" for side in ("pytorch_s", "parallax_s")]
+    """ms/step of PyTorch (dense, sparse) and Parallax, the ratios, the peak
+    GPU memory of each side in MiB, and the note."""
+    ms = ["%.3f" % (1e3 * r[side]) if side in r else "-"
+          for side in ("pytorch_s", "pytorch_sparse_s", "parallax_s")]
+    ratios = ["%.2f" % r[k] if k in r else "-" for k in ("ratio", "ratio_sparse")]
+    mib = ["%.0f" % (r[k] / 2**20) if k in r else "-"
+           for k in ("pytorch_peak_bytes", "parallax_peak_bytes")]
     errors = list(dict.fromkeys(r[k] for k in ("pytorch_error", "parallax_error") if k in r))
     note = "; ".join(errors) or pxbench.DENSE_GRAD_NOTES.get(r["model"], "")
-    return ms + ["%.2f" % r["ratio"] if "ratio" in r else "-", note]
+    return ms + ratios + mib + [note]
 
 
 def print_table(results, gpu):
     print()
-    print("| model | batch | GPU | PyTorch ms/step | Parallax ms/step | PyTorch / Parallax | note |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | --- |")
+    print("# %s; ms/step medians; ratio: PyTorch / Parallax (> 1: Parallax is faster); "
+          "peak MiB: allocated GPU memory" % gpu)
+    print("| model | batch | PyTorch ms | PyTorch sparse ms | Parallax ms | ratio | ratio sparse "
+          "| PyTorch peak MiB | Parallax peak MiB | note |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in results:
-        pt, px, ratio, note = cells(r)
-        print("| %s | %s | %s | %s | %s | %s | %s |" % (
-            r["model"], r.get("batch", "-"), gpu, pt, px,
-            "**%s**" % ratio if ratio != "-" else ratio, note))
+        pt, pts, px, ratio, ratio_sparse, ptm, pxm, note = cells(r)
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            r["model"], r.get("batch", "-"), pt, pts, px,
+            "**%s**" % ratio if ratio != "-" else ratio, ratio_sparse, ptm, pxm, note))
 
 
 def main():
@@ -188,8 +248,8 @@ def main():
     for model in args.models.split(","):
         r = bench_model(torch, args, model, device, work)
         results.append(r)
-        print("  %-15s ms/step: PyTorch %9s  Parallax %9s  ratio %5s  %s" % (model, *cells(r)),
-              flush=True)
+        print("  %-15s ms/step: PyTorch %9s (sparse %s)  Parallax %9s  ratio %5s (%s)  "
+              "peak MiB %s / %s  %s" % (model, *cells(r)), flush=True)
 
     print_table(results, gpu)
     elapsed = time.perf_counter() - t0

@@ -5,7 +5,8 @@
 #   deps/   libonnx's headers, libraries and CMake config from this machine
 #           (the runtime reads ONNX initializers and writes --save with it);
 #   plans/  every example model compiled here for --target=cuda (1 rank, and
-#           the LM for 2 and 4 ranks) and --target=cpu;
+#           the LM for 2 and 4 ranks) and --target=cpu; plans/bench/ the
+#           models at larger batches for bench/gpu.py;
 #   ref/    20 steps of each CPU plan here: the losses the GPU must match;
 #   conformance/  the ONNX node tests compiled for --target=cuda with their
 #           inputs and expected outputs (run_conformance.py --export).
@@ -39,6 +40,15 @@ for m in $models; do
   done
   "$run" "$dir/plans/$m.cpu.pxplan" --device=cpu --synthetic --seed 1 --weights random \
     --steps 20 --quiet --metrics "$dir/ref/$m.jsonl"
+done
+# bench/gpu.py's second table: batches that fill the GPU better (the LM at
+# 128 x 20, as issue 14 asks), compiled only: no CPU reference.
+mkdir -p "$dir/plans/bench"
+bench_batches="mlp=4096 cnn=256 densenet=128 lm=128 lstm_lm=128 gru_classifier=1024 nmt=128
+  dlrm=4096 mobile=256 tv_squeezenet=256 tv_mobilenet_v2=256 tv_resnet18=256"
+for mb in $bench_batches; do
+  "$opt" examples/models/${mb%=*}.onnx --target=cuda --batch-size ${mb#*=} --emit=plan \
+    -o "$dir/plans/bench/${mb%=*}.cuda.pxplan"
 done
 for np in 2 4; do
   "$opt" examples/models/lm.onnx --target=cuda --np $np --emit=plan -o "$dir/plans/lm.np$np.cuda.pxplan"

@@ -16,9 +16,11 @@
 #              on 2 ranks, and Pr x Pc grids (sync.grid.*) on 4, against the
 #              same plans on CPU ranks here;
 #   conformance  the ONNX node tests (compiled here) with --device=cuda;
-#   bench      ms/step of training on the GPU against PyTorch eager on the
-#              same GPU (bench/gpu.py), and the models' ms/step above against
-#              the CPU run here.
+#   bench      ms/step and peak GPU memory of training on the GPU against
+#              PyTorch eager (dense and sparse=True embeddings) on the same
+#              GPU (bench/gpu.py), at the exported batches and at batches that
+#              fill the GPU better (plans/bench/), and the models' ms/step
+#              above against the CPU run here.
 # One "gpu-check: NAME: PASS|FAIL|SKIP ..." line per check into
 # $OUT/summary.txt, the logs as $OUT/logs.tgz (the device tool brings back
 # few files); without $OUT, both under /tmp/gpu-check. Exit status: the
@@ -36,8 +38,14 @@ say() {
   tar czf "$results/logs.tgz" -C "$out" . 2>/dev/null
 }
 fail() { failed=$((failed + 1)); say "$1" "FAIL $2"; }
-# GPU_CHECK_SKIP="conformance bench" leaves out the slow checks on a rerun.
-skipped() { case " ${GPU_CHECK_SKIP:-} " in *" $1 "*) say "$1" "SKIP (GPU_CHECK_SKIP)" ;; *) return 1 ;; esac; }
+# GPU_CHECK_SKIP="conformance bench" leaves out the slow checks on a rerun;
+# GPU_CHECK_ONLY="bench" runs only the checks it names (after the build).
+# Names: models graph kernels memcheck ranks sync nccl conformance bench.
+skipped() {
+  case " ${GPU_CHECK_SKIP:-} " in *" $1 "*) say "$1" "SKIP (GPU_CHECK_SKIP)"; return 0 ;; esac
+  case " ${GPU_CHECK_ONLY:-$1} " in *" $1 "*) return 1 ;; esac
+  say "$1" "SKIP (GPU_CHECK_ONLY)"
+}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 dir=.gpu-check
 [ -d "$dir/plans" ] || { say setup "FAIL no $dir/plans: run scripts/gpu-check-prepare.sh here and carry $dir"; exit 1; }
@@ -79,7 +87,7 @@ print("max rel diff %.2e over %d steps, %.3f ms/step (reference %.3f)" % (worst,
 sys.exit(0 if worst <= 1e-5 else 1)
 PY
 }
-for plan in "$dir"/plans/*.cuda.pxplan; do
+skipped models || for plan in "$dir"/plans/*.cuda.pxplan; do
   m=$(basename "$plan" .cuda.pxplan)
   case $m in *.np* | sync.*) continue ;; esac
   log=$out/model-$m.log
@@ -92,24 +100,29 @@ for plan in "$dir"/plans/*.cuda.pxplan; do
     fail "model $m" "exit $?: $(grep -v '^rank 0: cuda' "$log" | tail -2 | tr '\n' ' ' | cut -c1-300)"
   fi
 done
-grep -h 'CUDA graph' "$out"/model-*.log | sort | uniq -c | sed 's/^/  /' >>"$summary"
+grep -hs 'CUDA graph' "$out"/model-*.log | sort | uniq -c | sed 's/^/  /' >>"$summary"
 
 # Graph replay against eager steps.
-if timeout 60 "$run" "$dir/plans/mlp.cuda.pxplan" --synthetic --seed 1 --weights random --steps 20 \
+if skipped graph; then :
+elif [ ! -f "$out/mlp.gpu.jsonl" ]; then say graph "SKIP (no model run to compare with)"
+elif timeout 60 "$run" "$dir/plans/mlp.cuda.pxplan" --synthetic --seed 1 --weights random --steps 20 \
      --cuda-graph=off --metrics "$out/mlp.eager.jsonl" >"$out/graph.log" 2>&1 &&
    r=$(compare graph "$out/mlp.eager.jsonl" "$out/mlp.gpu.jsonl"); then say graph "PASS $r"
 else fail graph "$(tail -2 "$out/graph.log" | tr '\n' ' ')"; fi
 
 # Kernels.
+skipped kernels || {
 tests=$(find build-gpu -name parallax-cuda-tests -type f | head -1)
 timeout 150 "$tests" --gtest_brief=1 >"$out/kernels.log" 2>&1
 rc=$?
 passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$out/kernels.log" | grep -oE '[0-9]+$')
 if [ $rc -eq 0 ]; then say kernels "PASS ${passed:-?} tests"
 else fail kernels "rc $rc; $(grep -E '^\[  FAILED  \]' "$out/kernels.log" | sort -u | head -20 | tr '\n' ' ')"; fi
+}
 
 # compute-sanitizer.
-if command -v compute-sanitizer >/dev/null; then
+if skipped memcheck; then :
+elif command -v compute-sanitizer >/dev/null; then
   timeout 90 compute-sanitizer --tool memcheck --error-exitcode 99 "$run" "$dir/plans/lm.cuda.pxplan" \
     --synthetic --seed 1 --weights random --steps 3 --quiet >"$out/memcheck.log" 2>&1
   rc=$?
@@ -122,7 +135,7 @@ fi
 # Ranks sharing the GPU: NCCL refuses them, so --collectives=auto falls
 # back to MPI through host staging and the run's first line says so.
 fallback="collectives through MPI with host staging (ranks 0 and 1 share one GPU"
-for np in 2 4; do
+skipped ranks || for np in 2 4; do
   if timeout 60 "$run" "$dir/plans/lm.np$np.cuda.pxplan" --np $np --synthetic --seed 1 --weights random \
        --steps 20 --metrics "$out/lm.np$np.jsonl" >"$out/ranks$np.log" 2>&1 &&
      r=$(compare ranks "$out/lm.np$np.rank0.jsonl" "$out/lm.gpu.jsonl"); then
@@ -133,7 +146,7 @@ done
 # What --sync offers on 2 ranks (parameter servers, sharded weight update,
 # synchronized batch norm) and Pr x Pc grids on 4 ranks, against the same
 # plans' CPU ranks here.
-for plan in "$dir"/plans/sync.*.cuda.pxplan; do
+skipped sync || for plan in "$dir"/plans/sync.*.cuda.pxplan; do
   m=$(basename "$plan" .cuda.pxplan)
   np=$(cat "$dir/ref/$m.np" 2>/dev/null || echo 2)
   if timeout 90 "$run" "$plan" --np "$np" --synthetic --seed 1 --weights random --steps 20 \
@@ -143,12 +156,14 @@ for plan in "$dir"/plans/sync.*.cuda.pxplan; do
   r=
 done
 # --collectives=nccl on ranks sharing the GPU: an error that says why.
+skipped nccl || {
 timeout 60 "$run" "$dir/plans/lm.np2.cuda.pxplan" --np 2 --synthetic --seed 1 --weights random \
   --steps 2 --collectives=nccl >"$out/nccl-refused.log" 2>&1
 rc=$?
 why=$(grep -m1 -o -- '--collectives=nccl: ranks [0-9]* and [0-9]* share one GPU[^(]*' "$out/nccl-refused.log")
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ -n "$why" ]; then say "nccl refused" "PASS rc $rc: $why"
 else fail "nccl refused" "rc $rc: $(tail -2 "$out/nccl-refused.log" | tr '\n' ' ' | cut -c1-300)"; fi
+}
 
 # The conformance suite on the GPU (plans compiled here).
 if skipped conformance; then :
@@ -171,6 +186,17 @@ rc=$?
 grep '^|' "$out/bench-gpu.log" >>"$summary"
 if [ $rc -eq 0 ]; then say bench "PASS $(tail -1 "$out/bench-gpu.log")"
 else fail bench "rc $rc: $(tail -2 "$out/bench-gpu.log" | tr '\n' ' ' | cut -c1-300)"; fi
+# The same at batches that fill the GPU better (the LM at 128 x 20), every
+# model whose plan gpu-check-prepare.sh compiled for it.
+if [ -d "$dir/plans/bench" ]; then
+  models=$(cd "$dir/plans/bench" && ls ./*.cuda.pxplan | sed 's|^\./||; s|\.cuda\.pxplan$||' | paste -sd,)
+  timeout 300 python3 bench/gpu.py --run "$run" --plans "$dir/plans/bench" --models "$models" \
+    --steps 30 --warmup 5 --json "$results/bench-gpu-large.json" >"$out/bench-gpu-large.log" 2>&1
+  rc=$?
+  grep '^|' "$out/bench-gpu-large.log" >>"$summary"
+  if [ $rc -eq 0 ]; then say "bench large" "PASS $(tail -1 "$out/bench-gpu-large.log")"
+  else fail "bench large" "rc $rc: $(tail -2 "$out/bench-gpu-large.log" | tr '\n' ' ' | cut -c1-300)"; fi
+fi
 }
 
 say total "$failed failed"

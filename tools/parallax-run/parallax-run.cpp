@@ -570,6 +570,8 @@ int main(int argc, char **argv) {
         if (int64_t peak = peakResidentBytes(); peak > 0 && residentBefore > 0)
           line["memory_bytes"] = peak - residentBefore - dataBytes -
                                  std::max<int64_t>(0, residentFileBytes() - filesBefore);
+        if (int64_t peak = device->peakAllocatedBytes(); peak > 0)
+          line["device_memory_bytes"] = peak;
         if (world > 1) {
           int64_t sent = 0, received = 0;
           nlohmann::json byVariable = nlohmann::json::object();

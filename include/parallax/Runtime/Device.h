@@ -84,6 +84,11 @@ public:
   /// std::runtime_error naming the size when the device is out of memory.
   virtual void *allocate(int64_t bytes) = 0;
   virtual void deallocate(void *p) noexcept = 0;
+  /// The most bytes allocate() has held at once on a device with memory of
+  /// its own (the metrics' device_memory_bytes; PyTorch's
+  /// max_memory_allocated is its peer), 0 on the host, whose peak is the
+  /// process's resident memory.
+  virtual int64_t peakAllocatedBytes() const { return 0; }
   /// Host memory that transfers to and from this device are fastest from
   /// (pinned on a GPU); zero-filled.
   virtual void *allocateHost(int64_t bytes);

@@ -155,6 +155,8 @@ void *CudaDevice::allocate(int64_t bytes) {
   }
   check(cudaMemsetAsync(p, 0, (size_t)bytes, stream_), "cudaMemsetAsync");
   allocations_[static_cast<const char *>(p)] = bytes;
+  allocatedBytes_ += bytes;
+  peakAllocatedBytes_ = std::max(peakAllocatedBytes_, allocatedBytes_);
   return p;
 }
 
@@ -162,7 +164,10 @@ void CudaDevice::deallocate(void *p) noexcept {
   if (p) {
     cudaStreamSynchronize(stream_);
     cudaFree(p);
-    allocations_.erase(static_cast<const char *>(p));
+    if (auto it = allocations_.find(static_cast<const char *>(p)); it != allocations_.end()) {
+      allocatedBytes_ -= it->second;
+      allocations_.erase(it);
+    }
   }
 }
 

@@ -65,6 +65,7 @@ public:
 
   std::string description() const override;
   int64_t memoryBytes() const override;
+  int64_t peakAllocatedBytes() const override { return peakAllocatedBytes_; }
   void *allocate(int64_t bytes) override;
   void deallocate(void *p) noexcept override;
   void *allocateHost(int64_t bytes) override;
@@ -152,6 +153,7 @@ private:
   /// event was recorded again waits for a later point, which is safe.
   /// Every allocation's start and size (allocationOf).
   std::map<const char *, int64_t> allocations_;
+  int64_t allocatedBytes_ = 0, peakAllocatedBytes_ = 0;
   cudaEvent_t markEvents_[4] = {};
   uint64_t marks_ = 0;
 };
