@@ -324,3 +324,29 @@ TEST_F(DataTest, SyntheticIdsAreTheInverseCdfOfTheirUniforms) {
     }
   }
 }
+
+// A large batch is drawn on the session's threads in chunks: the values
+// are the serial draw's, element by element (each a function of its
+// counter), and element e of the normal input is Box-Muller at counters 2e
+// and 2e + 1.
+TEST_F(DataTest, SyntheticDataOnSeveralThreadsIsTheSerialDraw) {
+  Session serial(inputsPlan(40000), SessionOptions{});
+  SessionOptions threaded;
+  threaded.threads = 3;
+  Session parallel(inputsPlan(40000), threaded);
+  auto a = makeSyntheticData(serial.plan(), 5, Sharding{});
+  auto b = makeSyntheticData(parallel.plan(), 5, Sharding{});
+  a->fill(serial, 2);
+  b->fill(parallel, 2);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(values(parallel.input(i)), values(serial.input(i))) << "input " << i;
+  std::vector<double> x = values(parallel.input(0));
+  ASSERT_EQ(x.size(), 120000u);
+  uint64_t key = splitmix64(splitmix64(5) ^ kGolden); // input 0
+  for (int64_t e : {0, 16383, 16384, 77777, 119999}) {
+    uint64_t c = (uint64_t)(2 * 120000 + e);
+    double u1 = uniform53At(key, 2 * c), u2 = uniform53At(key, 2 * c + 1);
+    EXPECT_EQ(x[e], (float)(std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2 * M_PI * u2)))
+        << "element " << e;
+  }
+}
