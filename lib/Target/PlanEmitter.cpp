@@ -310,21 +310,27 @@ static bool readsTrainableTableWithData(Operation *op) {
   return var && var.getTrainable() && !ids.getDefiningOp<px::ConstantOp>();
 }
 
+/// The ranks whose blocks make the whole tensor of an op `block of` a
+/// grid's group (its `grid` and `grid_axes`), 1 for an op on whole tensors.
+static int64_t blockRanks(Operation *op) {
+  auto name = op->getAttrOfType<FlatSymbolRefAttr>("grid");
+  auto grid = name ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, name)
+                   : shard::GridOp();
+  if (!grid)
+    return 1;
+  std::vector<int64_t> shape(grid.getShape().begin(), grid.getShape().end()), axes;
+  if (auto a = op->getAttrOfType<shard::GridAxesAttr>("grid_axes"))
+    axes.assign(a.asArrayRef().begin(), a.asArrayRef().end());
+  return rt::groupSize(shape, axes);
+}
+
 /// The rows a gather's ids index: the data's along its axis, or the whole
-/// table's when the data is a row block (`block of` a grid's group).
+/// table's when the data is a row block.
 static int64_t rowsIndexed(px::GatherOp g) {
   auto data = g.getData().getType();
   int64_t rows = data.getDimSize(px::normalizeAxis((int64_t)g.getAxis(), data.getRank())
                                      .value_or(0));
-  auto grid = g.getGrid()
-                  ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(g, g.getGridAttr())
-                  : shard::GridOp();
-  if (!grid)
-    return rows;
-  std::vector<int64_t> shape(grid.getShape().begin(), grid.getShape().end()), axes;
-  for (int16_t a : g.getGridAxes().value_or(ArrayRef<int16_t>()))
-    axes.push_back(a);
-  return rows * rt::groupSize(shape, axes);
+  return rows * blockRanks(g);
 }
 
 /// What an integer input is used for, looking through the ops that move
@@ -360,7 +366,8 @@ static void classifyIndexInput(Value input, rt::PlanInput &in) {
         ids = ids < 0 ? rows : std::min(ids, rows);
       } else if (isa<px::SoftmaxCrossEntropyLossOp,
                      px::NegativeLogLikelihoodLossOp>(user) && n == 1) {
-        int64_t classes = dimOf(user->getOperand(0), 1);
+        // A vocabulary-parallel loss's nll_loss holds a block of the classes.
+        int64_t classes = dimOf(user->getOperand(0), 1) * blockRanks(user);
         labels = labels < 0 ? classes : std::min(labels, classes);
       } else if (isa<px::ReshapeOp, px::ConcatOp, px::CastOp, px::SliceOp,
                      px::TransposeOp, px::ExpandOp>(user) ||

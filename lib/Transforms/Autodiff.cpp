@@ -445,7 +445,7 @@ LogicalResult Differentiator::visit(Operation *op) {
           dscores = px::SoftmaxCrossEntropyLossGradOp::create(
               b, o.getLoc(), o.getLogProb().getType(), dloss, o.getLogProb(),
               o.getLabels(), o.getWeights(), o.getReductionAttr(),
-              o.getIgnoreIndexAttr());
+              o.getIgnoreIndexAttr(), FlatSymbolRefAttr(), shard::GridAxesAttr());
         if (Value dlogp = dys[1]) {
           Value g = px::LogSoftmaxGradOp::create(
               b, o.getLoc(), o.getLogProb(), dlogp, b.getI64IntegerAttr(1));

@@ -818,6 +818,24 @@ func.func @dropout_block_without_axes(%x: tensor<4x8xf32>) {
 // -----
 
 shard.grid @g(shape = 2)
+func.func @nll_block_without_axes(%x: tensor<4x8xf32>, %t: tensor<4xi64>) {
+  // expected-error @+1 {{'px.nll_loss' op a block of a grid names its grid_axes, and only a block does}}
+  %0 = px.nll_loss %x, %t {grid = @g} : tensor<4x8xf32>, tensor<4xi64>
+  return
+}
+
+// -----
+
+shard.grid @g(shape = 2)
+func.func @sce_grad_block_with_weights(%d: tensor<f32>, %lp: tensor<4x8xf32>, %t: tensor<4xi64>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'px.softmax_cross_entropy_loss_grad' op a block of the classes takes no class weights}}
+  %0 = px.softmax_cross_entropy_loss_grad %d, %lp, %t, %w {grid = @g, grid_axes = array<i16: 0>} : tensor<f32>, tensor<4x8xf32>, tensor<4xi64>, tensor<8xf32>
+  return
+}
+
+// -----
+
+shard.grid @g(shape = 2)
 func.func @dropout_block_dim(%x: tensor<4x8xf32>) {
   // expected-error @+1 {{'px.dropout' op split_dim 2 is not a dimension of the input}}
   %0, %1 = px.dropout %x {ratio = 0.5 : f32, grid = @g, grid_axes = array<i16: 0>, split_dim = 2 : i64} : tensor<4x8xf32>

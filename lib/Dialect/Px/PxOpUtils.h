@@ -75,6 +75,18 @@ mlir::FailureOr<Shape> padShape(std::optional<mlir::Location> loc,
                                 llvm::ArrayRef<int64_t> pads,
                                 llvm::StringRef mode);
 
+/// A loss op on a block of the classes (nll_loss, the softmax cross
+/// entropy's gradient): `block of` a grid names its grid_axes, and class
+/// weights, indexed by the whole tensor's class, are not taken.
+inline mlir::LogicalResult verifyClassBlock(mlir::Operation *op, bool grid, bool gridAxes,
+                                            mlir::Value weights) {
+  if (grid != gridAxes)
+    return op->emitOpError("a block of a grid names its grid_axes, and only a block does");
+  if (grid && weights)
+    return op->emitOpError("a block of the classes takes no class weights");
+  return mlir::success();
+}
+
 } // namespace parallax::px::detail
 
 #endif // PARALLAX_LIB_DIALECT_PX_PXOPUTILS_H

@@ -679,6 +679,11 @@ LogicalResult NegativeLogLikelihoodLossOp::inferReturnTypes(
                    inferred);
 }
 
+LogicalResult NegativeLogLikelihoodLossOp::verify() {
+  return verifyClassBlock(*this, getGrid().has_value(), getGridAxes().has_value(),
+                          getWeight());
+}
+
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *ctx,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,

@@ -1,7 +1,8 @@
 //===- PxShardingModel.h - what the px shard models share -------*- C++ -*-===//
 //
 // Private to lib/Dialect/Px: the common part of the px ops' ShardingInterface
-// models (PxShardingInterface.cpp, PxShardingConv.cpp, PxShardingGather.cpp),
+// models (PxShardingInterface.cpp, PxShardingConv.cpp, PxShardingGather.cpp,
+// PxShardingHeads.cpp, PxShardingLoss.cpp),
 // and the hooks by which the convolution, normalization and pooling models
 // and the row-block (embedding) models are attached.
 //
@@ -155,6 +156,14 @@ template <typename Op>
 constexpr bool hasHeadModel =
     llvm::is_one_of<Op, ReshapeOp, SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
                     DropoutOp, DropoutGradOp>::value;
+
+/// Attaches the vocabulary-parallel cross entropy's models
+/// (PxShardingLoss.cpp): px.softmax_cross_entropy_loss and its gradient on
+/// a block of the classes.
+void attachLossModels(MLIRContext *ctx);
+template <typename Op>
+constexpr bool hasLossModel =
+    llvm::is_one_of<Op, SoftmaxCrossEntropyLossOp, SoftmaxCrossEntropyLossGradOp>::value;
 
 /// Attaches the models of the row-block ops (PxShardingGather.cpp):
 /// px.gather (a table split by rows is a vocabulary-parallel embedding),

@@ -348,11 +348,21 @@ def Px_SoftmaxCrossEntropyLossOp
 def Px_NegativeLogLikelihoodLossOp
     : Px_Op<"nll_loss", [Pure, InferTypeOpAdaptor]> {
   let summary = "Negative log likelihood (ONNX NegativeLogLikelihoodLoss)";
+  let description = [{
+    With `block of` a grid (set by px-shard-model's partition of a
+    vocabulary-parallel softmax cross entropy), `input` is this rank's block
+    of the classes (dimension 1 split evenly over `grid_axes`): a target in
+    another rank's block adds nothing, yet every target counts in the
+    mean's denominator, so the group's sum of the results is the loss.
+  }];
   let arguments = (ins Px_FloatTensor:$input, Px_IndexTensor:$target,
                        Optional<Px_FloatTensor>:$weight,
                        DefaultValuedAttr<Px_ReductionAttr, "\"mean\"">:$reduction,
-                       OptionalAttr<I64Attr>:$ignore_index);
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<Shard_GridAxesAttr>:$grid_axes);
   let results = (outs Px_FloatTensor:$loss);
+  let hasVerifier = 1;
   let assemblyFormat = [{
     $input `,` $target (`,` $weight^)? attr-dict `:` type($input) `,` type($target) (`,` type($weight)^)?
   }];

@@ -218,6 +218,9 @@ LogicalResult LogSoftmaxGradOp::verify() { return verifySoftmaxGrad(*this); }
 LogicalResult SoftmaxCrossEntropyLossGradOp::verify() {
   if (failed(sameElementTypes(*this, {getLogProb(), getDloss(), getWeights()})))
     return failure();
+  if (failed(verifyClassBlock(*this, getGrid().has_value(), getGridAxes().has_value(),
+                              getWeights())))
+    return failure();
   return checkLossGrad(*this, getLogProb().getType(), getLabels().getType(),
                        getDloss().getType(), getWeights(), getReduction());
 }

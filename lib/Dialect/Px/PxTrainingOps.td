@@ -111,11 +111,16 @@ def Px_SoftmaxCrossEntropyLossGradOp
     result. dscores = (softmax - onehot(labels)) * w * dloss, where w is the
     class weight (1 without weights) scaled by the reduction (1 / total
     weight for mean), and rows whose label is `ignore_index` get zero.
+    With `block of` a grid, `log_prob` is this rank's block of the classes
+    (dimension 1 split evenly over `grid_axes`) and `dscores` the same block
+    of the gradient: the one-hot is 1 only where the label falls in it.
   }];
   let arguments = (ins Px_FloatTensor:$dloss, Px_FloatTensor:$log_prob,
                        Px_IndexTensor:$labels, Optional<Px_FloatTensor>:$weights,
                        DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction,
-                       OptionalAttr<I64Attr>:$ignore_index);
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       OptionalAttr<FlatSymbolRefAttr>:$grid,
+                       OptionalAttr<Shard_GridAxesAttr>:$grid_axes);
   let results = (outs Px_FloatTensor:$dscores);
   let assemblyFormat = [{
     $dloss `,` $log_prob `,` $labels (`,` $weights^)? attr-dict `:`

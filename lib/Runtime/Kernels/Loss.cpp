@@ -33,23 +33,30 @@ using namespace detail;
 using namespace loss;
 
 /// The class of line `line`, or -1 when it is ignored; throws for a label
-/// outside [0, C).
+/// outside [0, C) (C the whole tensor's classes on a block of them).
 template <typename I>
 inline int64_t classOf(const I *labels, int64_t line, const LossSetup &s,
                        const char *op) {
   int64_t label = (int64_t)labels[line];
   if (s.hasIgnore && label == s.ignoreIndex)
     return -1;
-  if (label < 0 || label >= s.c) {
+  if (label < 0 || label >= s.wholeC) {
     std::string msg = std::string(op) + ": label " + std::to_string(label) +
                       " (at position " + std::to_string(line) +
                       " of the labels) is out of range [0, " +
-                      std::to_string(s.c) + ")";
+                      std::to_string(s.wholeC) + ")";
     if (s.hasIgnore)
       msg += " and is not ignore_index " + std::to_string(s.ignoreIndex);
     throw KernelError(msg);
   }
   return label;
+}
+
+/// Class `cls` in a block of the classes (-1 when another rank's, or for
+/// an ignored line).
+inline int64_t inBlock(int64_t cls, const LossSetup &s) {
+  int64_t local = cls - s.classOffset;
+  return cls >= 0 && local >= 0 && local < s.c ? local : -1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -107,9 +114,11 @@ KernelFn lossTyped(KernelArgs &args, const LossSetup &s, const char *op) {
           }
           lp = logProb;
         }
-        int64_t cls = classOf(labels, l, s, op);
+        int64_t cls = classOf(labels, l, s, op), local = inBlock(cls, s);
         double wl = cls < 0 ? 0.0 : (w ? (double)w[cls] : 1.0);
-        double value = cls < 0 ? 0.0 : -(double)lp[base + cls * s.d] * wl;
+        // On a block, another rank's class adds nothing here but still
+        // counts in the mean's denominator.
+        double value = local < 0 ? 0.0 : -(double)lp[base + local * s.d] * wl;
         if (s.reduction == Reduction::None) {
           loss[l] = (T)value;
         } else {
@@ -132,6 +141,9 @@ KernelFn lossTyped(KernelArgs &args, const LossSetup &s, const char *op) {
 
 template <bool LogSoftmax> KernelFn lossFactory(KernelArgs &args) {
   const char *op = LogSoftmax ? "softmax_cross_entropy_loss" : "nll_loss";
+  if (LogSoftmax && args.has("grid_shape"))
+    args.fail(std::string(op) + ": a block of the classes is partitioned into "
+              "log-softmax and nll_loss, not computed here");
   LossSetup s = lossForwardSetup(args, LogSoftmax, op);
   return dispatchLoss(s, [&](auto t, auto i) {
     return lossTyped<decltype(t), decltype(i), LogSoftmax>(args, s, op);
@@ -201,11 +213,13 @@ KernelFn lossGradTyped(KernelArgs &args, const LossSetup &s, const char *op) {
             for (int64_t k = 0; k < s.c; ++k)
               o[k * s.d] = std::exp(lp[k * s.d]) * tf;
           }
-          o[cls * s.d] = (T)(((double)std::exp(lp[cls * s.d]) - 1.0) * f);
+          if (int64_t local = inBlock(cls, s); local >= 0)
+            o[local * s.d] = (T)(((double)std::exp(lp[local * s.d]) - 1.0) * f);
         } else {
           for (int64_t k = 0; k < s.c; ++k)
             o[k * s.d] = T(0);
-          o[cls * s.d] = -tf;
+          if (int64_t local = inBlock(cls, s); local >= 0)
+            o[local * s.d] = -tf;
         }
       }
     });

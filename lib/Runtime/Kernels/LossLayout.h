@@ -29,6 +29,10 @@ struct LossSetup {
   Reduction reduction = Reduction::Mean;
   bool hasIgnore = false;
   int64_t ignoreIndex = 0;
+  /// A block of the classes (`grid_shape`: nll_loss and the softmax cross
+  /// entropy's gradient of a vocabulary-parallel loss): the whole tensor's
+  /// class count and this block's first class. c is the block's.
+  int64_t wholeC = 0, classOffset = 0;
   std::vector<int64_t> labelShape; ///< [N, D...]: also the "none" loss shape
   DType labelType = DType::I64;
   DType floatType = DType::F32;
@@ -61,7 +65,14 @@ inline LossSetup lossSetup(const KernelArgs &args, const TensorView &scores,
     args.fail(op + ": scores must have rank >= 2 ([N, C, ...]), got " +
               shapeStr(scores.shape));
   s.n = scores.dim(0);
-  s.c = scores.dim(1);
+  s.c = s.wholeC = scores.dim(1);
+  if (args.has("grid_shape")) {
+    if (weights)
+      args.fail(op + ": a block of the classes takes no class weights");
+    const detail::BlockPlace place = detail::blockPlaceOf(args, op.c_str());
+    s.classOffset = place.index * s.c;
+    s.wholeC = s.c * place.count;
+  }
   s.labelShape = {s.n};
   for (int64_t i = 2; i < scores.rank(); ++i) {
     s.labelShape.push_back(scores.dim(i));

@@ -102,6 +102,36 @@ TEST_F(CudaKernelTest, LossGradientsMatchCpu) {
   });
 }
 
+TEST_F(CudaKernelTest, LossClassBlocksMatchCpu) {
+  // A vocabulary-parallel loss: nll_loss and the softmax cross entropy's
+  // gradient on each rank's block of the classes (axis 1 of a 2 x 2 grid),
+  // labels in every block and ignored ones, classes contiguous and D apart.
+  for (const Shape &block : {Shape{16, 4}, Shape{4, 3, 5}})
+    for (const char *reduction : {"mean", "none"})
+      for (int r = 0; r < 4; ++r) {
+        SCOPED_TRACE(::testing::Message() << ::testing::PrintToString(block) << " "
+                                          << reduction << " rank " << r);
+        ExecEnv env;
+        env.worldSize = 4;
+        env.rank = r;
+        std::vector<int64_t> ls = labelShapeOf(block);
+        bool none = std::string(reduction) == "none";
+        std::vector<int64_t> lossShape = none ? ls : std::vector<int64_t>{};
+        TestTensor labels(DType::I64, ls, makeLabels(numel(ls), 2 * block[1], 121, -100));
+        nlohmann::json attrs = {{"reduction", reduction},
+                                {"ignore_index", -100},
+                                {"grid_shape", {2, 2}},
+                                {"grid_axes", {1}}};
+        TestTensor lp(DType::F32, block, randomValues(numel(block), 122, -6, 0));
+        expectCudaMatchesCpu("nll_loss", {lp, labels}, {TestTensor(DType::F32, lossShape)},
+                             attrs, 1e-5, 1e-5, env);
+        TestTensor dloss = none ? TestTensor(DType::F32, ls, randomValues(numel(ls), 123))
+                                : TestTensor(DType::F32, {}, {0.75});
+        expectCudaMatchesCpu("softmax_cross_entropy_loss_grad", {dloss, lp, labels},
+                             {TestTensor(DType::F32, block)}, attrs, 1e-5, 1e-6, env);
+      }
+}
+
 TEST_F(CudaKernelTest, LossAllIgnored) {
   // The mean of nothing is NaN (checked on its own: the comparison cannot
   // take NaN); its gradient is zero, and the sum is 0.

@@ -275,6 +275,59 @@ TEST(LossKernels, GradDefaultReductionAndThreads) {
   expectNear(dx.values(), ref, 1e-12, 1e-14);
 }
 
+// A vocabulary-parallel loss (px-shard-model): on a 2 x 2 grid whose axis 1
+// splits the classes, nll_loss on each rank's block of the log-probabilities
+// gives partial losses that sum to the whole tensor's, and the softmax cross
+// entropy's gradient on a block is that block of the whole gradient. Labels
+// fall in both blocks, with ignored lines (which count in no block) and a
+// trailing dimension (classes D apart).
+TEST(LossKernels, ClassBlocksSumToTheWholeLoss) {
+  for (const char *reduction : {"mean", "sum", "none"})
+    for (const Shape &whole : {Shape{6, 8}, Shape{4, 6, 3}}) {
+      SCOPED_TRACE(::testing::Message() << reduction << " " << ::testing::PrintToString(whole));
+      const int64_t n = whole[0], c = whole[1], d = numel(whole) / (n * c);
+      Shape ls = labelShapeOf(whole);
+      TestTensor x(DType::F64, whole, randomValues(numel(whole), 131, -3, 3));
+      TestTensor labels(DType::I64, ls, makeLabels(numel(ls), c, 132, -100));
+      Shape lossShape = std::string(reduction) == "none" ? ls : Shape{};
+      TestTensor loss(DType::F64, lossShape), lp(DType::F64, whole);
+      nlohmann::json attrs = {{"reduction", reduction}, {"ignore_index", -100}};
+      runKernel("softmax_cross_entropy_loss", {&x, &labels}, {&loss, &lp}, attrs);
+      TestTensor dloss(DType::F64, lossShape,
+                       randomValues(numel(lossShape), 133, 0.5, 1.5)),
+          dx(DType::F64, whole);
+      runKernel("softmax_cross_entropy_loss_grad", {&dloss, &lp, &labels}, {&dx}, attrs);
+      Shape bs = whole;
+      bs[1] = c / 2;
+      std::vector<double> sum(numel(lossShape), 0.0);
+      nlohmann::json block = attrs;
+      block["grid_shape"] = {2, 2};
+      block["grid_axes"] = {1};
+      for (int rank : {2, 3}) { // the second row of the grid: blocks 0 and 1
+        const int64_t first = (rank % 2) * (c / 2);
+        auto at = [&](int64_t i, int64_t k, int64_t j) { return (i * c + first + k) * d + j; };
+        TestTensor lpBlock(DType::F64, bs), part(DType::F64, lossShape), dxBlock(DType::F64, bs);
+        std::vector<double> wholeDx(numel(bs));
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t k = 0; k < c / 2; ++k)
+            for (int64_t j = 0; j < d; ++j) {
+              lpBlock.set((i * (c / 2) + k) * d + j, lp.get(at(i, k, j)));
+              wholeDx[(i * (c / 2) + k) * d + j] = dx.get(at(i, k, j));
+            }
+        ExecEnv env;
+        env.rank = rank;
+        env.worldSize = 4;
+        runKernel("nll_loss", {&lpBlock, &labels}, {&part}, block, env);
+        for (int64_t e = 0; e < numel(lossShape); ++e)
+          sum[e] += part.get(e);
+        runKernel("softmax_cross_entropy_loss_grad", {&dloss, &lpBlock, &labels}, {&dxBlock},
+                  block, env);
+        expectNear(dxBlock.values(), wholeDx, 1e-12, 1e-14, "gradient block");
+      }
+      expectNear(sum, loss.values(), 1e-12, 1e-14, "summed loss");
+    }
+}
+
 TEST(LossKernels, Errors) {
   TestTensor x(DType::F32, {3, 5}), labels(DType::I64, {3}, {0, 5, 1}),
       loss(DType::F32, {}), lp(DType::F32, {3, 5});

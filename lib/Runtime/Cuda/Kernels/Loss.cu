@@ -37,6 +37,9 @@ struct LossDims {
   bool hasIgnore;
   int64_t ignoreIndex;
   int64_t kernel; ///< the plan index, for faults
+  /// On a block of the classes: the whole tensor's classes and the block's
+  /// first (c and 0 otherwise).
+  int64_t wholeC, classOffset;
 };
 
 /// The class of line l, or -1 when it is ignored or (reported) out of range.
@@ -46,9 +49,9 @@ __device__ inline int64_t classOf(const I *labels, int64_t l, const LossDims &s,
   int64_t label = (int64_t)labels[l];
   if (s.hasIgnore && label == s.ignoreIndex)
     return -1;
-  if (label < 0 || label >= s.c) {
+  if (label < 0 || label >= s.wholeC) {
     if (report)
-      reportFault(fault, s.kernel, kFaultLabelOutOfRange, label, s.c);
+      reportFault(fault, s.kernel, kFaultLabelOutOfRange, label, s.wholeC);
     return -1;
   }
   return label;
@@ -56,7 +59,8 @@ __device__ inline int64_t classOf(const I *labels, int64_t l, const LossDims &s,
 
 /// The kernels' view of the factory's setup.
 LossDims dimsOf(const LossSetup &s, const KernelArgs &args) {
-  return {s.n, s.c, s.d, s.n * s.d, s.hasIgnore, s.ignoreIndex, args.index};
+  return {s.n,           s.c,           s.d,      s.n * s.d,     s.hasIgnore,
+          s.ignoreIndex, args.index,    s.wholeC, s.classOffset};
 }
 
 //===----------------------------------------------------------------------===//
@@ -64,13 +68,14 @@ LossDims dimsOf(const LossSetup &s, const KernelArgs &args) {
 //===----------------------------------------------------------------------===//
 
 /// The line's loss (value, weight): to loss[l] without a reduction, else to
-/// lineLoss[l] and lineW[l].
+/// lineLoss[l] and lineW[l]. On a block of the classes a class of another
+/// rank's (not `here`) adds nothing but counts in the mean's weight.
 template <typename T>
 __device__ inline void storeLine(int64_t l, int64_t cls, T logProbOfCls,
                                  const T *w, T *loss, double *lineLoss,
-                                 double *lineW) {
+                                 double *lineW, bool here = true) {
   double wl = cls < 0 ? 0.0 : (w ? (double)w[cls] : 1.0);
-  double value = cls < 0 ? 0.0 : -(double)logProbOfCls * wl;
+  double value = cls < 0 || !here ? 0.0 : -(double)logProbOfCls * wl;
   if (lineLoss) {
     lineLoss[l] = value;
     lineW[l] = wl;
@@ -148,9 +153,10 @@ __global__ void nllLineKernel(const T *in, const I *labels, const T *w, T *loss,
   for (int64_t l = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; l < s.lines;
        l += (int64_t)gridDim.x * blockDim.x) {
     int64_t base = (l / s.d) * s.c * s.d + l % s.d;
-    int64_t cls = classOf(labels, l, s, fault, true);
-    T lp = cls < 0 ? T(0) : in[base + cls * s.d];
-    storeLine(l, cls, lp, w, loss, lineLoss, lineW);
+    int64_t cls = classOf(labels, l, s, fault, true), local = cls - s.classOffset;
+    bool here = cls >= 0 && local >= 0 && local < s.c;
+    T lp = here ? in[base + local * s.d] : T(0);
+    storeLine(l, cls, lp, w, loss, lineLoss, lineW, here);
   }
 }
 
@@ -216,6 +222,9 @@ KernelFn lossTyped(KernelArgs &args, const LossSetup &setup) {
 
 template <bool LogSoftmax> KernelFn lossFactory(KernelArgs &args) {
   const char *op = LogSoftmax ? "softmax_cross_entropy_loss" : "nll_loss";
+  if (LogSoftmax && args.has("grid_shape"))
+    args.fail(std::string(op) + ": a block of the classes is partitioned into "
+              "log-softmax and nll_loss, not computed here");
   LossSetup s = lossForwardSetup(args, LogSoftmax, op);
   return dispatchLoss(s, [&](auto t, auto i) {
     return lossTyped<decltype(t), decltype(i), LogSoftmax>(args, s);
@@ -256,6 +265,7 @@ __global__ void lossGradKernel(const T *dloss, const T *logProb,
     int64_t nn = i / cd, rem = i - nn * cd, k = rem / s.d, dd = rem - k * s.d;
     int64_t l = nn * s.d + dd;
     int64_t cls = classOf(labels, l, s, fault, k == 0);
+    int64_t local = cls - s.classOffset; // k is a class of the block
     double f = 0;
     if (cls >= 0) {
       double wl = w ? (double)w[cls] : 1.0;
@@ -270,9 +280,9 @@ __global__ void lossGradKernel(const T *dloss, const T *logProb,
     }
     if constexpr (Softmax) {
       T e = expT(logProb[i]);
-      out[i] = k == cls ? (T)(((double)e - 1.0) * f) : mulRn(e, (T)f);
+      out[i] = k == local ? (T)(((double)e - 1.0) * f) : mulRn(e, (T)f);
     } else {
-      out[i] = k == cls ? -(T)f : T(0);
+      out[i] = k == local ? -(T)f : T(0);
     }
   }
 }
