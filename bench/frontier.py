@@ -78,6 +78,12 @@ def compile_plan(build, src, plan, flags):
     return info["options"]["predicted"]["step_seconds"], info["memory"]["peak"]
 
 
+def recompute_text(p):
+    """", recompute" or ", recompute 25%", as parallax-opt's summaries."""
+    f = p.get("recompute_fraction", 1)
+    return ", recompute" if f >= 1 else f", recompute {round(f * 100)}%"
+
+
 def spread(n, k):
     """k of n indices, evenly spread, both ends included (all n if n <= k)."""
     m = min(k, n)
@@ -108,7 +114,9 @@ def validate(build, work, name, src, args, flags):
         if p.get("pairing_rule") or p["grid"].startswith("1x"):
             chosen.append(("reference", r, [f"--grid={p['grid']}", "--shard-weight-update=" +
                                             ("on" if p["zero1"] else "off")] +
-                           (["--recompute"] if p.get("recompute") else [])))
+                           (["--recompute"] if p.get("recompute") else []) +
+                           ([f"--recompute-fraction={p['recompute_fraction']}"]
+                            if 0 < p.get("recompute_fraction", 1) < 1 else [])))
     for kind, k, plan_flags in chosen:
         p = (points if kind == "point" else frontier["dominated_references"])[k]
         tag = f"{name}-{kind[0]}{k}"
@@ -118,7 +126,7 @@ def validate(build, work, name, src, args, flags):
         measured.append({kind: k, "step_seconds": seconds, "memory_bytes": memory})
         split = sum(s != "whole" for s in p["splits"].values())
         strategy = p["grid"] + (", ZeRO-1" if p["zero1"] else "") + \
-            (", recompute" if p.get("recompute") else "") + \
+            (recompute_text(p) if p.get("recompute") else "") + \
             (f", {split} of {len(p['splits'])} split" if p["grid"][0] != "1" else "") + \
             (" (pairing rule)" if p.get("pairing_rule") else "") + \
             (" (dominated)" if kind == "reference" else "")

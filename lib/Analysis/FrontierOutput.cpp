@@ -21,7 +21,8 @@ void writeFrontierJson(const FrontierSummary &summary, const std::vector<Compile
     llvm::json::Object o{
         {"grid", c.point.strategy.grid.str()},
         {"zero1", c.point.strategy.shardUpdates},
-        {"recompute", c.point.strategy.recompute},
+        {"recompute", c.point.strategy.recompute > 0},
+        {"recompute_fraction", c.point.strategy.recompute},
         {"pairing_rule", c.point.strategy.byPairingRule},
         {"step_seconds", c.seconds},
         {"memory_bytes", c.bytes},

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cmath>
 
 using namespace mlir;
 
@@ -42,7 +43,7 @@ std::optional<Split> splitNamed(llvm::StringRef name) {
 
 std::vector<SpaceOptions> spaceOptionsOf(const grid::Grid &g) {
   std::vector<SpaceOptions> options;
-  for (bool recompute : {false, true})
+  for (double recompute : kRecomputeLevels)
     for (bool zero : {false, true})
       if (!zero || g.pc >= 2)
         options.push_back({zero, recompute});
@@ -239,8 +240,10 @@ std::string Strategy::summary() const {
   std::string text = grid.str();
   if (shardUpdates)
     text += ", ZeRO-1";
-  if (recompute)
+  if (recompute >= 1)
     text += ", recompute";
+  else if (recompute > 0)
+    text += ", recompute " + std::to_string((int)std::lround(recompute * 100)) + "%";
   if (grid.pr > 1)
     text += ", " + std::to_string(split) + " of " + std::to_string(splits.size()) + " split";
   if (grid.pr > 1 && (byPairingRule || splits.empty()))
@@ -312,7 +315,7 @@ Cost tableCost(const Operator &op, Split s, const grid::Grid &g, const grid::Mac
 }
 
 Cost layerCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdates,
-               bool recompute, const grid::Machine &m) {
+               double recompute, const grid::Machine &m) {
   if (op.table)
     return tableCost(op, s, g, m);
   const grid::Layer &l = op.layer;
@@ -363,10 +366,10 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdat
   double slots = (double)m.optimizerSlots / (double)updaters;
   double kept = outputSplit ? perRank((int64_t)y, g.pr) : y;
   c.bytes += dw * (2.0 + slots) + kept;
-  // Its activation recomputed once more in the backward pass; what that
-  // frees depends on the ops after it, which the compiled plan prices.
-  if (recompute)
-    c.seconds += 2 * kept / m.streamBytesPerSecond;
+  // Its activation recomputed once more in the backward pass (that share
+  // of them); what that frees depends on the ops after it, which the
+  // compiled plan prices.
+  c.seconds += recompute * 2 * kept / m.streamBytesPerSecond;
   return c;
 }
 
@@ -401,7 +404,7 @@ Cost edgeCost(const Operator &from, Split fs, const Operator &to, Split ts, cons
 } // namespace
 
 Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, bool shardUpdates,
-              bool recompute, const grid::Machine &m) {
+              double recompute, const grid::Machine &m) {
   Space space;
   space.grid = g;
   space.shardUpdates = shardUpdates;

@@ -22,7 +22,7 @@ void parallax::addTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
   if (options.recompute)
-    pm.addPass(createPxRecompute());
+    pm.addPass(createPxRecompute(PxRecomputeOptions{options.recomputeFraction}));
   if (options.distributed)
     addPlanLayoutPasses(pm, options.layout);
 }

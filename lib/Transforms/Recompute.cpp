@@ -66,7 +66,17 @@ SmallVector<Value> recomputedFrom(Operation *op) {
   return SmallVector<Value>(op->getOperands());
 }
 
+/// Bytes of a tensor value (0 for anything else).
+int64_t bytesOf(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  if (!t || !t.hasStaticShape())
+    return 0;
+  return t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+}
+
 struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
+  using PxRecomputeBase::PxRecomputeBase;
+
   /// Ops recomputed from what a chain of recomputed ops may reach back:
   /// past it, keeping the activation costs less than computing it again.
   static constexpr int kMaxChain = 16;
@@ -168,6 +178,17 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
         marked.insert(v);
         read.push_back(v);
       }
+    }
+    // A segment: the first of them, in forward order, up to `fraction` of
+    // their bytes.
+    if (fraction < 1.0) {
+      int64_t total = 0, kept = 0;
+      for (Value v : read)
+        total += bytesOf(v);
+      size_t n = 0;
+      while (n < read.size() && (double)(kept + bytesOf(read[n])) <= fraction * (double)total)
+        kept += bytesOf(read[n++]);
+      read.resize(n);
     }
     // The backward readers read clones, each made just before its first
     // reader.

@@ -117,14 +117,35 @@ TEST(StrategySpace, ZeroOneShardsTheOptimizerState) {
                    w * 2 - w * 0.5);
 }
 
+TEST(StrategySpace, RecomputingASegmentCostsItsShareOfTheTime) {
+  // A level of recomputation prices that share of the layers' kept
+  // outputs read again (what it frees, the compiled plan says).
+  auto ops = twoLayers();
+  grid::Machine m = machine();
+  Space none = spaceOf(ops, {1, 4}, false, 0, m), half = spaceOf(ops, {1, 4}, false, 0.5, m),
+        all = spaceOf(ops, {1, 4}, false, 1, m);
+  for (size_t n = 0; n < 2; ++n) {
+    double t0 = none.graph.nodes[n].configs[0].seconds,
+           t1 = all.graph.nodes[n].configs[0].seconds;
+    EXPECT_GT(t1, t0);
+    EXPECT_NEAR(half.graph.nodes[n].configs[0].seconds, (t0 + t1) / 2, 1e-15);
+  }
+  Strategy s;
+  s.grid = {1, 4};
+  s.recompute = 0.25;
+  EXPECT_EQ(s.summary(), "1x4, recompute 25%");
+  s.recompute = 1;
+  EXPECT_EQ(s.summary(), "1x4, recompute");
+}
+
 TEST(StrategySpace, SearchCoversEveryGridAndItsFrontier) {
   auto ops = twoLayers();
   grid::Machine m = machine();
   m.ranksPerMachine = 4;
   StrategySearch search = searchStrategies(ops, 4, m);
-  // 1x4, 2x2 and each with ZeRO-1, and 4x1; each with and without
-  // recomputation.
-  EXPECT_EQ(search.spaces, 10);
+  // 1x4, 2x2 and each with ZeRO-1, and 4x1; each at five recomputation
+  // levels (none, 25%, 50%, 75%, all).
+  EXPECT_EQ(search.spaces, 25);
   ASSERT_FALSE(search.frontier.empty());
   for (size_t i = 1; i < search.frontier.size(); ++i) {
     EXPECT_LE(search.frontier[i - 1].predicted.seconds, search.frontier[i].predicted.seconds);

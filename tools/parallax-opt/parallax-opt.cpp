@@ -169,6 +169,11 @@ static cl::opt<bool> recompute(
              "instead of keeping them from the forward pass (px-recompute): less "
              "memory, a little more time"),
     cl::cat(parallaxCategory));
+static cl::opt<double> recomputeFraction(
+    "recompute-fraction",
+    cl::desc("With --recompute: recompute only this share of those activations' bytes, "
+             "the first in forward order (a segment from the input on; default 1: all)"),
+    cl::init(1.0), cl::cat(parallaxCategory));
 static cl::opt<bool> noLocalAggregation(
     "no-local-aggregation",
     cl::desc("Push sparse gradients to their servers without summing them "
@@ -566,6 +571,7 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
     sync.lossInBucket = !lossAlone && shardWeightUpdate != ShardMode::On;
     pipeline.layout = planLayout();
     pipeline.recompute = recompute;
+    pipeline.recomputeFraction = recomputeFraction;
     parallax::addTrainingPipeline(pm, pipeline);
   } else if (emit == EmitKind::Plan) {
     pm.addPass(createCanonicalizerPass());
@@ -766,7 +772,8 @@ static std::optional<Compiled> compileStrategy(MLIRContext &context, llvm::Sourc
   chosenModelRanks = s.grid.pr;
   strategyLayerSplits = s.layerSplits();
   shardWeightUpdate.setValue(s.shardUpdates ? ShardMode::On : ShardMode::Off);
-  recompute.setValue(s.recompute);
+  recompute.setValue(s.recompute > 0);
+  recomputeFraction.setValue(s.recompute > 0 ? s.recompute : 1.0);
   std::string errors;
   ScopedDiagnosticHandler quiet(&context, [&](Diagnostic &d) {
     if (d.getSeverity() == DiagnosticSeverity::Error)
@@ -829,9 +836,10 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
     return std::nullopt;
   }
   if (!gridSpec.empty() || shardWeightUpdate.getNumOccurrences() ||
-      convSplit.getNumOccurrences() || recompute.getNumOccurrences()) {
+      convSplit.getNumOccurrences() || recompute.getNumOccurrences() ||
+      recomputeFraction.getNumOccurrences()) {
     fail("the strategy search chooses the grid, each layer's split, ZeRO-1 and recomputation "
-         "itself: drop --grid, --conv-split, --shard-weight-update and --recompute");
+         "itself: drop --grid, --conv-split, --shard-weight-update and --recompute[-fraction]");
     return std::nullopt;
   }
   std::optional<int64_t> limit;
@@ -930,6 +938,8 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
     if (g.pr == 1 || !machine.holdsModelGroup(g))
       continue;
     for (st::SpaceOptions o : st::spaceOptionsOf(g)) {
+      if (o.recompute > 0 && o.recompute < 1)
+        continue; // a segment's level: the searched points have them
       st::Point p;
       p.strategy.grid = g;
       p.strategy.shardUpdates = o.shardUpdates;
@@ -1038,7 +1048,8 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   chosenModelRanks = c.point.strategy.grid.pr;
   strategyLayerSplits = c.point.strategy.layerSplits();
   shardWeightUpdate.setValue(c.point.strategy.shardUpdates ? ShardMode::On : ShardMode::Off);
-  recompute.setValue(c.point.strategy.recompute);
+  recompute.setValue(c.point.strategy.recompute > 0);
+  recomputeFraction.setValue(c.point.strategy.recompute > 0 ? c.point.strategy.recompute : 1.0);
   return build(context, sourceMgr, inputFilename, [](const llvm::Twine &m) { fail(m); });
 }
 
@@ -1052,6 +1063,12 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
   // Before any compile (the strategy search's are many).
   if (emit == EmitKind::Plan && outputFilename == "-")
     return fail("--emit=plan writes a binary file: give it with -o FILE");
+  if (recomputeFraction.getNumOccurrences() &&
+      !(recomputeFraction > 0.0 && recomputeFraction <= 1.0))
+    return fail("--recompute-fraction " + llvm::formatv("{0}", recomputeFraction.getValue()).str() +
+                ": expected a share in (0, 1]");
+  if (recomputeFraction.getNumOccurrences() && !recompute && !searchesStrategies())
+    return fail("--recompute-fraction says how much --recompute recomputes: add --recompute");
   bool searchOnly = false;
   std::optional<Built> built =
       searchesStrategies()
@@ -1120,8 +1137,11 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
         }
         if (convSplit != "channels")
           d["conv_split"] = convSplit.getValue();
-        if (recompute)
+        if (recompute) {
           d["recompute"] = true;
+          if (recomputeFraction < 1.0)
+            d["recompute_fraction"] = recomputeFraction.getValue();
+        }
         if (!strategyLayerSplits.empty()) {
           auto &splits = d["layer_splits"] = nlohmann::json::array();
           for (const std::string &split : strategyLayerSplits)

@@ -74,8 +74,10 @@ std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g);
 struct Strategy {
   grid::Grid grid;
   bool shardUpdates = false;
-  /// Cheap activations recomputed in the backward pass (px-recompute).
-  bool recompute = false;
+  /// The share of the cheap activations the backward pass reads that it
+  /// recomputes instead of keeping (px-recompute's fraction, from the first
+  /// in forward order): 0 keeps them all, 1 recomputes all it can.
+  double recompute = 0;
   std::vector<std::pair<std::string, Split>> splits;
   /// Compiled by px-shard-model's pairing rule (no layer-splits), `splits`
   /// read back from what it chose.
@@ -92,16 +94,20 @@ struct Strategy {
 };
 
 /// The choices a grid's strategies make for the whole model: ZeRO-1 (only
-/// where the batch axis has two ranks or more) and recomputation.
+/// where the batch axis has two ranks or more) and how much is recomputed
+/// (kRecomputeLevels: segments from the input on, then everything).
 struct SpaceOptions {
-  bool shardUpdates = false, recompute = false;
+  bool shardUpdates = false;
+  double recompute = 0;
 };
+inline constexpr double kRecomputeLevels[] = {0, 0.25, 0.5, 0.75, 1};
 std::vector<SpaceOptions> spaceOptionsOf(const grid::Grid &g);
 
 /// The FT graph of `ops` on one grid.
 struct Space {
   grid::Grid grid;
-  bool shardUpdates = false, recompute = false;
+  bool shardUpdates = false;
+  double recompute = 0;
   Graph graph;
   /// Node i is operator i; its configuration c is splits[i][c].
   std::vector<std::vector<Split>> splits;
@@ -109,7 +115,7 @@ struct Space {
   Strategy strategyOf(const Solution &s, const std::vector<Operator> &ops) const;
 };
 Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, bool shardUpdates,
-              bool recompute, const grid::Machine &m);
+              double recompute, const grid::Machine &m);
 
 /// A point of the model's frontier: what the closed forms predict.
 struct Point {

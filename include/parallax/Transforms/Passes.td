@@ -282,8 +282,16 @@ def PxRecompute : Pass<"px-recompute", "mlir::ModuleOp"> {
     recomputed itself, or a variable, constant or input): recomputing from
     an operand that would otherwise die would keep that operand instead.
     The clones carry `px.recomputed`, so that CSE leaves them. The forward
-    pass is what precedes the loss.
+    pass is what precedes the loss. `fraction` < 1 recomputes a segment
+    only: the activations the backward pass reads, in forward order, until
+    their bytes reach that fraction of all of them (the strategy search's
+    levels between keeping everything and recomputing all it can).
   }];
+  let options = [
+    Option<"fraction", "fraction", "double", /*default=*/"1.0",
+           "the share of the recomputable activations' bytes to recompute, "
+           "from the first in forward order (0 to 1)">,
+  ];
   let dependentDialects = ["::parallax::px::PxDialect"];
 }
 

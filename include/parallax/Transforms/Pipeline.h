@@ -39,6 +39,9 @@ struct TrainingPipelineOptions {
   /// px-recompute after the cleanup: cheap activations recomputed in the
   /// backward pass instead of kept.
   bool recompute = false;
+  /// px-recompute's `fraction`: the share of those activations' bytes
+  /// recomputed, from the first in forward order.
+  double recomputeFraction = 1.0;
   /// The plan layout passes (addPlanLayoutPasses) after the rest.
   PlanLayoutOptions layout;
 };
