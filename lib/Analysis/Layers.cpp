@@ -83,6 +83,67 @@ Value splitCarrierOf(Operation *op) {
   return op->getOperand(0);
 }
 
+std::optional<int64_t> outputFeatureDim(Operation *layer) {
+  if (isa<px::GemmOp, px::MatMulOp>(layer))
+    return cast<RankedTensorType>(layer->getResult(0).getType()).getRank() - 1;
+  if (isa<px::ConvOp>(layer))
+    return 1;
+  return std::nullopt;
+}
+
+std::optional<int64_t> inputFeatureDim(Operation *layer) {
+  if (auto g = dyn_cast<px::GemmOp>(layer))
+    return g.getTransA() ? 0 : 1;
+  if (auto m = dyn_cast<px::MatMulOp>(layer))
+    return cast<RankedTensorType>(m.getLhs().getType()).getRank() - 1;
+  if (isa<px::ConvOp>(layer))
+    return 1;
+  return std::nullopt;
+}
+
+std::optional<int64_t> carriedSplitDim(Operation *op, Value from, int64_t dim) {
+  auto rankOf = [](Value v) { return cast<RankedTensorType>(v.getType()).getRank(); };
+  if (auto r = dyn_cast<px::ReshapeOp>(op)) {
+    std::optional<px::Regrouping> g =
+        px::Regrouping::of(r.getInput().getType().getShape(), r.getType().getShape());
+    return g ? g->outputDimOf(dim) : std::nullopt;
+  }
+  if (auto t = dyn_cast<px::TransposeOp>(op)) {
+    ArrayRef<int64_t> perm = t.getPerm();
+    auto it = llvm::find(perm, dim);
+    return it == perm.end() ? std::nullopt : std::optional<int64_t>(it - perm.begin());
+  }
+  if (isa<px::SoftmaxOp, px::LogSoftmaxOp>(op)) {
+    std::optional<int64_t> axis = px::normalizeAxis(
+        cast<IntegerAttr>(op->getAttr("axis")).getInt(), rankOf(op->getResult(0)));
+    return axis == dim ? std::nullopt : std::optional<int64_t>(dim);
+  }
+  if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp>(op) || px::isDepthwiseConv(op))
+    return dim == 1 ? std::optional<int64_t>(1) : std::nullopt;
+  if (auto m = dyn_cast<px::MatMulOp>(op)) {
+    // lhs [..., M, K] x rhs [..., K, N]: K is summed.
+    int64_t last = rankOf(m.getResult()) - 1;
+    bool lhs = from == m.getLhs();
+    if (dim == last - (lhs ? 0 : 1))
+      return std::nullopt;
+    return dim;
+  }
+  if (!followsChannelSplit(op))
+    return std::nullopt;
+  // Element-wise: operands align with the result's trailing dimensions.
+  return dim + rankOf(op->getResult(0)) - rankOf(from);
+}
+
+bool featuresReach(Operation *layer, ArrayRef<Operation *> chain, Operation *consumer) {
+  std::optional<int64_t> dim = outputFeatureDim(layer);
+  for (Operation *op : chain) {
+    if (!dim)
+      return false;
+    dim = carriedSplitDim(op, splitCarrierOf(op), *dim);
+  }
+  return dim && dim == inputFeatureDim(consumer);
+}
+
 bool rowsSplitInto(int64_t inRows, int64_t outRows, px::Halo halo, int64_t ranks) {
   return ranks > 0 && inRows % ranks == 0 && outRows % ranks == 0 && halo.lo <= inRows / ranks &&
          halo.hi <= inRows / ranks;

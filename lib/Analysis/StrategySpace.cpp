@@ -172,30 +172,50 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
     };
     Value input = isa<px::GatherOp>(op) ? Value() : dataOperandOf(op);
     Operation *def = input ? input.getDefiningOp() : nullptr;
+    SmallVector<Operation *> chain;
     for (; def; def = splitCarrierOf(def).getDefiningOp()) {
       if (int p = operatorAt(def); p >= 0) {
-        addProducer(p);
+        // A split of its features that the chain does not carry to this
+        // operator's input features is gathered on the way: no pair.
+        if (featuresReach(def, llvm::to_vector(llvm::reverse(chain)), op))
+          addProducer(p);
+        else
+          def = nullptr;
         break;
       }
       if (!followsChannelSplit(def))
         break;
+      chain.push_back(def);
       for (Value other : def->getOperands())
         if (other != splitCarrierOf(def))
           addProducer(leadsTo(other));
     }
     o.inputWhole |= !o.table && (!def || operatorAt(def) < 0) && o.producers.empty();
-    // Where its output goes, through ops that follow a split.
-    SmallVector<Operation *> work(op->getUsers().begin(), op->getUsers().end());
+    // Where its output goes, through ops that follow a split, and whether
+    // the split of its features survives them.
+    struct Reader {
+      OpOperand *use;
+      std::optional<int64_t> dim;
+    };
+    SmallVector<Reader> work;
+    for (OpOperand &use : op->getResult(0).getUses())
+      work.push_back({&use, outputFeatureDim(op)});
     llvm::DenseSet<Operation *> seen;
     while (!work.empty() && !o.outputWhole) {
-      Operation *user = work.pop_back_val();
-      if (!seen.insert(user).second || operatorAt(user) >= 0)
+      Reader r = work.pop_back_val();
+      Operation *user = r.use->getOwner();
+      if (operatorAt(user) >= 0 || !seen.insert(user).second)
         continue;
-      if (!followsChannelSplit(user)) {
+      bool follows = followsChannelSplit(user);
+      std::optional<int64_t> dim =
+          follows && r.dim ? carriedSplitDim(user, r.use->get(), *r.dim) : std::nullopt;
+      // A table's rows are no features: only an op that runs whole ends it.
+      if (!follows || (!dim && !o.table)) {
         o.outputWhole = true;
         break;
       }
-      work.append(user->getUsers().begin(), user->getUsers().end());
+      for (OpOperand &use : user->getResult(0).getUses())
+        work.push_back({&use, dim});
     }
   }
   for (Operator &o : ops)

@@ -42,16 +42,21 @@ namespace {
 
 enum class Split { OutputFeatures, InputFeatures };
 
-/// The layer whose output `v` is, through ops that carry a split on the
-/// activation they read (an activation function, a bias add, a batch norm,
-/// a pool, attention's reshapes, products and softmax), if any.
-Operation *producingLayer(Value v, const llvm::DenseMap<Operation *, Split> &layers) {
-  for (Operation *def = v.getDefiningOp(); def;
+/// The layer whose output `consumer` reads, through ops that carry a split
+/// on the activation they read (an activation function, a bias add, a
+/// batch norm, a pool, attention's reshapes, products and softmax), if a
+/// split of that layer's output features would reach `consumer`'s input
+/// features (featuresReach: no reshape merges it away, no softmax or
+/// product needs it whole, no transpose moves it elsewhere).
+Operation *producingLayer(Operation *consumer, const llvm::DenseMap<Operation *, Split> &layers) {
+  SmallVector<Operation *> chain;
+  for (Operation *def = consumer->getOperand(0).getDefiningOp(); def;
        def = splitCarrierOf(def).getDefiningOp()) {
     if (layers.count(def))
-      return def;
+      return featuresReach(def, llvm::to_vector(llvm::reverse(chain)), consumer) ? def : nullptr;
     if (!followsChannelSplit(def))
       return nullptr;
+    chain.push_back(def);
   }
   return nullptr;
 }
@@ -356,7 +361,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
         layers[&op] = s;
         continue;
       }
-      Operation *from = producingLayer(op.getOperand(0), layers);
+      Operation *from = producingLayer(&op, layers);
       Split split = from && layers[from] == Split::OutputFeatures ? Split::InputFeatures
                                                                   : Split::OutputFeatures;
       if (type.getDimSize(dimOf(split)) % ranks != 0)

@@ -214,6 +214,41 @@ TEST(StrategySpace, OperatorsTraceProducersThroughSplitFollowingOps) {
   EXPECT_EQ(ops[0].layer.batch, 4);
 }
 
+/// fc1's features merged with the tokens by a reshape into fc2 (no pair:
+/// the split is inside the merged dimension), and kept leading by another
+/// into fc3 (a pair).
+constexpr const char *kMerged = R"mlir(
+module {
+  func.func @main() -> tensor<2x4xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<2x4x8xf32> batched
+    %w1 = px.variable "fc1.weight" trainable = dense<0.1> : tensor<8x6xf32>
+    %w2 = px.variable "fc2.weight" trainable = dense<0.2> : tensor<4x24xf32>
+    %w3 = px.variable "fc3.weight" trainable = dense<0.3> : tensor<4x6xf32>
+    %h = px.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x6xf32>
+    %r = px.relu %h : tensor<2x4x6xf32>
+    %f = px.reshape %r : tensor<2x4x6xf32> -> tensor<2x24xf32>
+    %y = px.gemm %f, %w2 {trans_b} : tensor<2x24xf32>, tensor<4x24xf32>
+    %t = px.reshape %r : tensor<2x4x6xf32> -> tensor<8x6xf32>
+    %z = px.gemm %t, %w3 {trans_b} : tensor<8x6xf32>, tensor<4x6xf32>
+    return %y : tensor<2x4xf32>
+  }
+}
+)mlir";
+
+TEST(StrategySpace, OperatorsPairOnlyWhereTheFeaturesArrive) {
+  mlir::MLIRContext context;
+  context.loadDialect<px::PxDialect, mlir::func::FuncDialect>();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(kMerged, &context);
+  ASSERT_TRUE(module);
+  std::vector<Operator> ops = operatorsOf(*module);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_TRUE(ops[1].producers.empty());
+  EXPECT_TRUE(ops[1].inputWhole); // gathered before the merging reshape
+  EXPECT_EQ(ops[2].producers, std::vector<int>{0});
+  EXPECT_FALSE(ops[2].inputWhole);
+  EXPECT_TRUE(ops[0].outputWhole); // one of its readers gathers it
+}
+
 TEST(StrategySpace, LayerSplitsNameEachOperator) {
   Strategy s;
   s.grid = {2, 2};

@@ -17,6 +17,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <vector>
 
 namespace parallax {
@@ -54,6 +55,26 @@ bool followsChannelSplit(mlir::Operation *op);
 /// it: the first operand of the result's shape (an activation, where a
 /// bias add may list its broadcast bias first), else the first.
 mlir::Value splitCarrierOf(mlir::Operation *op);
+
+/// Where a layer's features are, for a split of them to follow: the
+/// dimension of its output that a split by output features divides (a
+/// product's last, a convolution's channels), and the dimension of its
+/// data operand that a split by input features reads (the product's
+/// contracted one, the channels). nullopt for any other op.
+std::optional<int64_t> outputFeatureDim(mlir::Operation *layer);
+std::optional<int64_t> inputFeatureDim(mlir::Operation *layer);
+
+/// The dimension of `op`'s result that holds the split its operand `from`
+/// has in dimension `dim`, for an op that follows a split; nullopt where
+/// the split does not survive it (a softmax over it, a reshape that merges
+/// it into another dimension, a product that sums it).
+std::optional<int64_t> carriedSplitDim(mlir::Operation *op, mlir::Value from, int64_t dim);
+
+/// Whether a split of `layer`'s output features reaches `consumer`'s input
+/// features along `chain` (the ops between them, from the layer on):
+/// Megatron's pairing of a column-split layer with a row-split one.
+bool featuresReach(mlir::Operation *layer, llvm::ArrayRef<mlir::Operation *> chain,
+                   mlir::Operation *consumer);
 
 /// Whether a convolution's rows (`inRows` in, `outRows` out, `halo` rows
 /// from its neighbours) split into `ranks` equal blocks for domain

@@ -2,6 +2,8 @@
 
 #include "parallax/Dialect/Px/PxShapes.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 #include <algorithm>
 
 namespace parallax::px {
@@ -32,6 +34,51 @@ int64_t numElements(llvm::ArrayRef<int64_t> shape) {
   for (int64_t d : shape)
     n *= d;
   return n;
+}
+
+std::optional<Regrouping> Regrouping::of(llvm::ArrayRef<int64_t> in,
+                                         llvm::ArrayRef<int64_t> out) {
+  auto dynamic = [](int64_t d) { return d < 0; };
+  if (llvm::any_of(in, dynamic) || llvm::any_of(out, dynamic))
+    return std::nullopt;
+  llvm::SmallVector<int64_t> i, o;
+  for (auto [d, n] : llvm::enumerate(in))
+    if (n != 1)
+      i.push_back(d);
+  for (auto [d, n] : llvm::enumerate(out))
+    if (n != 1)
+      o.push_back(d);
+  Regrouping g;
+  size_t a = 0, b = 0;
+  while (a < i.size() && b < o.size()) {
+    g.leads.push_back({i[a], o[b]});
+    int64_t p = in[i[a++]], q = out[o[b++]];
+    while (p != q) {
+      if (p < q && a < i.size())
+        p *= in[i[a++]];
+      else if (q < p && b < o.size())
+        q *= out[o[b++]];
+      else
+        return std::nullopt;
+    }
+  }
+  if (a != i.size() || b != o.size())
+    return std::nullopt;
+  return g;
+}
+
+std::optional<int64_t> Regrouping::outputDimOf(int64_t inDim) const {
+  for (auto [i, o] : leads)
+    if (i == inDim)
+      return o;
+  return std::nullopt;
+}
+
+std::optional<int64_t> Regrouping::inputDimOf(int64_t outDim) const {
+  for (auto [i, o] : leads)
+    if (o == outDim)
+      return i;
+  return std::nullopt;
 }
 
 std::string shapeToString(llvm::ArrayRef<int64_t> shape) {

@@ -113,59 +113,6 @@ struct DropoutSharding : public PxShardingModel<DropoutSharding<Op>, Op> {
   }
 };
 
-/// How a reshape regroups dimensions: runs of input and output dimensions
-/// (size-1 dimensions left out) with equal products. A block of a group's
-/// leading input dimension is a block of its leading output dimension when
-/// both divide by the ranks: the same contiguous run of the group's
-/// elements.
-struct Regrouping {
-  /// Per group, its leading input and output dimension.
-  SmallVector<std::pair<int64_t, int64_t>> leads;
-
-  static std::optional<Regrouping> of(ReshapeOp op) {
-    ArrayRef<int64_t> in = op.getInput().getType().getShape();
-    ArrayRef<int64_t> out = op.getOutput().getType().getShape();
-    if (ShapedType::isDynamicShape(in) || ShapedType::isDynamicShape(out))
-      return std::nullopt;
-    SmallVector<int64_t> i, o;
-    for (auto [d, n] : llvm::enumerate(in))
-      if (n != 1)
-        i.push_back(d);
-    for (auto [d, n] : llvm::enumerate(out))
-      if (n != 1)
-        o.push_back(d);
-    Regrouping g;
-    size_t a = 0, b = 0;
-    while (a < i.size() && b < o.size()) {
-      g.leads.push_back({i[a], o[b]});
-      int64_t p = in[i[a++]], q = out[o[b++]];
-      while (p != q) {
-        if (p < q && a < i.size())
-          p *= in[i[a++]];
-        else if (q < p && b < o.size())
-          q *= out[o[b++]];
-        else
-          return std::nullopt;
-      }
-    }
-    if (a != i.size() || b != o.size())
-      return std::nullopt;
-    return g;
-  }
-  std::optional<int64_t> outputDimOf(int64_t inDim) const {
-    for (auto [i, o] : leads)
-      if (i == inDim)
-        return o;
-    return std::nullopt;
-  }
-  std::optional<int64_t> inputDimOf(int64_t outDim) const {
-    for (auto [i, o] : leads)
-      if (o == outDim)
-        return i;
-    return std::nullopt;
-  }
-};
-
 int64_t ranksOn(Operation *op, FlatSymbolRefAttr gridName, ArrayRef<GridAxis> axes) {
   SymbolTableCollection symbols;
   GridOp grid = getGridOrNull(op, gridName, symbols);
@@ -206,7 +153,8 @@ struct ReshapeSharding : public ShardingInterface::ExternalModel<ReshapeSharding
   FailureOr<ShardingOption> getShardingOption(Operation *op, ArrayRef<Sharding> operands,
                                               ArrayRef<Sharding> results) const {
     auto reshape = cast<ReshapeOp>(op);
-    std::optional<Regrouping> g = Regrouping::of(reshape);
+    std::optional<Regrouping> g =
+        Regrouping::of(reshape.getInput().getType().getShape(), reshape.getType().getShape());
     FlatSymbolRefAttr grid;
     for (const Sharding &s : llvm::concat<const Sharding>(results, operands))
       if (s && !grid)
@@ -238,7 +186,8 @@ struct ReshapeSharding : public ShardingInterface::ExternalModel<ReshapeSharding
   FailureOr<std::vector<Sharding>> getShardingAnnotations(Operation *op,
                                                           const ShardingOption &option) const {
     auto reshape = cast<ReshapeOp>(op);
-    std::optional<Regrouping> g = Regrouping::of(reshape);
+    std::optional<Regrouping> g =
+        Regrouping::of(reshape.getInput().getType().getShape(), reshape.getType().getShape());
     SmallVector<SmallVector<GridAxis>> in(reshape.getInput().getType().getRank()),
         out(reshape.getType().getRank());
     for (auto [d, axes] : llvm::enumerate(option.shardingArray)) {

@@ -40,6 +40,21 @@ int64_t numElements(llvm::ArrayRef<int64_t> shape);
 /// Renders a shape as "8x20" (or "scalar") for messages and reports.
 std::string shapeToString(llvm::ArrayRef<int64_t> shape);
 
+/// How a reshape regroups dimensions: runs of input and output dimensions
+/// (size-1 dimensions left out) with equal products. A block of a group's
+/// leading input dimension is a block of its leading output dimension (the
+/// same contiguous run of the group's elements) when both divide by the
+/// ranks: what carries a split through a reshape.
+struct Regrouping {
+  /// Per group, its leading input and output dimension.
+  llvm::SmallVector<std::pair<int64_t, int64_t>> leads;
+
+  /// nullopt for dynamic shapes or products that never meet.
+  static std::optional<Regrouping> of(llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> out);
+  std::optional<int64_t> outputDimOf(int64_t inDim) const;
+  std::optional<int64_t> inputDimOf(int64_t outDim) const;
+};
+
 } // namespace parallax::px
 
 #endif // PARALLAX_DIALECT_PX_PXSHAPES_H

@@ -1,0 +1,50 @@
+// px-shard-model's pairing rule follows the dimension a split of features
+// is on. fc1 splits by output features (its last dimension, 6 over 2
+// ranks); a reshape that merges the tokens and features ([2, 4, 6] ->
+// [2, 24]) leaves that split inside the merged dimension, not as a block of
+// it, so fc2, which reads the merged dimension, is not paired with fc1 (its
+// input features would be another block than fc1's): it splits by output
+// features too, and fc1's output is gathered before the reshape. (Paired,
+// as before the rule followed dimensions, propagation gathered fc1's
+// weight instead: fc1 computed whole on every rank.)
+// In @heads a reshape that keeps the features leading ([2, 4, 6] ->
+// [8, 6]) carries the split, and fc2 splits by input features as paired.
+// RUN: parallax-opt %s --split-input-file --px-shard-model | FileCheck %s
+
+// CHECK-LABEL: func.func @merged
+// CHECK-DAG: px.variable "fc1.weight" {{.*}} px.layer_split = "out"
+// CHECK-DAG: px.variable "fc2.weight" {{.*}} px.layer_split = "out"
+// CHECK: px.all_gather
+module attributes {px.world_size = 2 : i64, px.ranks_per_machine = 2 : i64, px.model_ranks = 2 : i64} {
+  shard.grid @world(shape = 1x2)
+  func.func @merged() -> tensor<2x4xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<2x4x8xf32> batched
+    %w1 = px.variable "fc1.weight" trainable = dense<0.1> : tensor<8x6xf32>
+    %w2 = px.variable "fc2.weight" trainable = dense<0.2> : tensor<4x24xf32>
+    %h = px.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x6xf32>
+    %r = px.relu %h : tensor<2x4x6xf32>
+    %f = px.reshape %r : tensor<2x4x6xf32> -> tensor<2x24xf32>
+    %y = px.gemm %f, %w2 {trans_b} : tensor<2x24xf32>, tensor<4x24xf32>
+    return %y : tensor<2x4xf32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: func.func @kept
+// CHECK-DAG: px.variable "fc1.weight" {{.*}} px.layer_split = "out"
+// CHECK-DAG: px.variable "fc2.weight" {{.*}} px.layer_split = "in"
+// CHECK-NOT: px.all_gather
+module attributes {px.world_size = 2 : i64, px.ranks_per_machine = 2 : i64, px.model_ranks = 2 : i64} {
+  shard.grid @world(shape = 1x2)
+  func.func @kept() -> tensor<8x4xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<2x4x8xf32> batched
+    %w1 = px.variable "fc1.weight" trainable = dense<0.1> : tensor<8x6xf32>
+    %w2 = px.variable "fc2.weight" trainable = dense<0.2> : tensor<4x6xf32>
+    %h = px.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x6xf32>
+    %r = px.relu %h : tensor<2x4x6xf32>
+    %f = px.reshape %r : tensor<2x4x6xf32> -> tensor<8x6xf32>
+    %y = px.gemm %f, %w2 {trans_b} : tensor<8x6xf32>, tensor<4x6xf32>
+    return %y : tensor<8x4xf32>
+  }
+}
