@@ -64,7 +64,7 @@ ClusterModel ClusterModel::fromModule(ModuleOp module) {
       for (NamedAttribute r : rates)
         if (auto points = dyn_cast<DenseF64ArrayAttr>(r.getValue())) {
           rt::RateCurve &curve = c.opRates[r.getName().str()];
-          for (size_t i = 0; i + 1 < points.size(); i += 2)
+          for (int64_t i = 0; i + 1 < points.size(); i += 2)
             curve.points.push_back({points[i], points[i + 1]});
         }
   }
