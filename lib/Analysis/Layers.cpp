@@ -10,6 +10,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 
+#include <numeric>
+
 using namespace mlir;
 
 namespace parallax {
@@ -134,14 +136,24 @@ std::optional<int64_t> carriedSplitDim(Operation *op, Value from, int64_t dim) {
   return dim + rankOf(op->getResult(0)) - rankOf(from);
 }
 
-bool featuresReach(Operation *layer, ArrayRef<Operation *> chain, Operation *consumer) {
+std::optional<int64_t> carriedFeatures(Operation *layer, ArrayRef<Operation *> chain,
+                                       Operation *consumer) {
+  auto sizeOf = [](Operation *op, int64_t dim) {
+    return cast<RankedTensorType>(op->getResult(0).getType()).getDimSize(dim);
+  };
   std::optional<int64_t> dim = outputFeatureDim(layer);
+  if (!dim)
+    return std::nullopt;
+  int64_t sizes = sizeOf(layer, *dim);
   for (Operation *op : chain) {
-    if (!dim)
-      return false;
     dim = carriedSplitDim(op, splitCarrierOf(op), *dim);
+    if (!dim)
+      return std::nullopt;
+    sizes = std::gcd(sizes, sizeOf(op, *dim));
   }
-  return dim && dim == inputFeatureDim(consumer);
+  if (dim != inputFeatureDim(consumer))
+    return std::nullopt;
+  return sizes;
 }
 
 bool rowsSplitInto(int64_t inRows, int64_t outRows, px::Halo halo, int64_t ranks) {

@@ -166,9 +166,11 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
     if (index < 0)
       continue;
     Operator &o = ops[index];
-    auto addProducer = [&](int p) {
-      if (p >= 0 && p != index && !llvm::is_contained(o.producers, p))
+    auto addProducer = [&](int p, int64_t features = 0) {
+      if (p >= 0 && p != index && !llvm::is_contained(o.producers, p)) {
         o.producers.push_back(p);
+        o.producerFeatures.push_back(features);
+      }
     };
     Value input = isa<px::GatherOp>(op) ? Value() : dataOperandOf(op);
     Operation *def = input ? input.getDefiningOp() : nullptr;
@@ -177,8 +179,9 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
       if (int p = operatorAt(def); p >= 0) {
         // A split of its features that the chain does not carry to this
         // operator's input features is gathered on the way: no pair.
-        if (featuresReach(def, llvm::to_vector(llvm::reverse(chain)), op))
-          addProducer(p);
+        if (std::optional<int64_t> features =
+                carriedFeatures(def, llvm::to_vector(llvm::reverse(chain)), op))
+          addProducer(p, *features);
         else
           def = nullptr;
         break;
@@ -218,8 +221,14 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
         work.push_back({&use, dim});
     }
   }
-  for (Operator &o : ops)
-    llvm::sort(o.producers);
+  for (Operator &o : ops) {
+    std::vector<std::pair<int, int64_t>> both;
+    for (size_t i = 0; i < o.producers.size(); ++i)
+      both.push_back({o.producers[i], o.producerFeatures[i]});
+    llvm::sort(both);
+    for (size_t i = 0; i < both.size(); ++i)
+      std::tie(o.producers[i], o.producerFeatures[i]) = both[i];
+  }
   return ops;
 }
 
@@ -394,14 +403,23 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdat
 }
 
 /// Resharding the producer's output into the consumer's input, both ways.
-Cost edgeCost(const Operator &from, Split fs, const Operator &to, Split ts, const grid::Grid &g,
-              const grid::Machine &m) {
+Cost edgeCost(const Operator &from, Split fs, const Operator &to, Split ts, int64_t features,
+              const grid::Grid &g, const grid::Machine &m) {
   Layout out = outputLayout(from, fs), in = to.table ? Layout::Whole : inputLayout(ts);
   Cost c;
-  if (out == in || g.pr <= 1)
+  if (g.pr <= 1)
     return c;
   double x = activationBytes(from, g);
   const grid::Link &model = m.modelLink(g);
+  if (out == Layout::Features && features > 0 && features % g.pr != 0) {
+    // The model ranks do not divide it on the way (heads of a reshape):
+    // gathered there, forward, and sliced back in the backward pass.
+    c.seconds = grid::allGatherSeconds(g.pr, x, model);
+    c.bytes = x - perRank((int64_t)x, g.pr);
+    return c;
+  }
+  if (out == in)
+    return c;
   if (in == Layout::Whole) {
     // Gathered forward (and kept for the consumer's backward pass); its
     // gradient is sliced back. An output an op that runs whole reads is
@@ -438,10 +456,15 @@ Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, bool shardU
     space.splits.push_back(std::move(splits));
   }
   for (size_t to = 0; to < ops.size(); ++to)
-    for (int from : ops[to].producers)
-      space.graph.addEdge(from, (int)to, [&](int f, int t) {
-        return edgeCost(ops[from], space.splits[from][f], ops[to], space.splits[to][t], g, m);
+    for (size_t i = 0; i < ops[to].producers.size(); ++i) {
+      int from = ops[to].producers[i];
+      int64_t features =
+          i < ops[to].producerFeatures.size() ? ops[to].producerFeatures[i] : 0;
+      space.graph.addEdge(from, (int)to, [&, from, to, features](int f, int t) {
+        return edgeCost(ops[from], space.splits[from][f], ops[to], space.splits[to][t], features,
+                        g, m);
       });
+    }
   return space;
 }
 

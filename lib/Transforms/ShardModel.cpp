@@ -47,13 +47,17 @@ enum class Split { OutputFeatures, InputFeatures };
 /// batch norm, a pool, attention's reshapes, products and softmax), if a
 /// split of that layer's output features would reach `consumer`'s input
 /// features (featuresReach: no reshape merges it away, no softmax or
-/// product needs it whole, no transpose moves it elsewhere).
-Operation *producingLayer(Operation *consumer, const llvm::DenseMap<Operation *, Split> &layers) {
+/// product needs it whole, no transpose moves it elsewhere) and the `ranks`
+/// divide it all the way (the heads of a reshape among it).
+Operation *producingLayer(Operation *consumer, const llvm::DenseMap<Operation *, Split> &layers,
+                          int64_t ranks) {
   SmallVector<Operation *> chain;
   for (Operation *def = consumer->getOperand(0).getDefiningOp(); def;
        def = splitCarrierOf(def).getDefiningOp()) {
     if (layers.count(def))
-      return featuresReach(def, llvm::to_vector(llvm::reverse(chain)), consumer) ? def : nullptr;
+      return featuresReach(def, llvm::to_vector(llvm::reverse(chain)), consumer, ranks)
+                 ? def
+                 : nullptr;
     if (!followsChannelSplit(def))
       return nullptr;
     chain.push_back(def);
@@ -361,7 +365,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
         layers[&op] = s;
         continue;
       }
-      Operation *from = producingLayer(&op, layers);
+      Operation *from = producingLayer(&op, layers, ranks);
       Split split = from && layers[from] == Split::OutputFeatures ? Split::InputFeatures
                                                                   : Split::OutputFeatures;
       if (type.getDimSize(dimOf(split)) % ranks != 0)

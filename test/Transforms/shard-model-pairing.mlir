@@ -7,7 +7,7 @@
 // features too, and fc1's output is gathered before the reshape. (Paired,
 // as before the rule followed dimensions, propagation gathered fc1's
 // weight instead: fc1 computed whole on every rank.)
-// In @heads a reshape that keeps the features leading ([2, 4, 6] ->
+// In @kept a reshape that keeps the features leading ([2, 4, 6] ->
 // [8, 6]) carries the split, and fc2 splits by input features as paired.
 // RUN: parallax-opt %s --split-input-file --px-shard-model | FileCheck %s
 
@@ -45,6 +45,27 @@ module attributes {px.world_size = 2 : i64, px.ranks_per_machine = 2 : i64, px.m
     %r = px.relu %h : tensor<2x4x6xf32>
     %f = px.reshape %r : tensor<2x4x6xf32> -> tensor<8x6xf32>
     %y = px.gemm %f, %w2 {trans_b} : tensor<8x6xf32>, tensor<4x6xf32>
+    return %y : tensor<8x4xf32>
+  }
+}
+
+// -----
+
+// The features as 3 heads of 2 on the way: 2 model ranks do not divide the
+// heads, so the split would be gathered there; fc2 is not paired.
+// CHECK-LABEL: func.func @heads
+// CHECK-DAG: px.variable "fc1.weight" {{.*}} px.layer_split = "out"
+// CHECK-DAG: px.variable "fc2.weight" {{.*}} px.layer_split = "out"
+module attributes {px.world_size = 2 : i64, px.ranks_per_machine = 2 : i64, px.model_ranks = 2 : i64} {
+  shard.grid @world(shape = 1x2)
+  func.func @heads() -> tensor<8x4xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<2x4x8xf32> batched
+    %w1 = px.variable "fc1.weight" trainable = dense<0.1> : tensor<8x6xf32>
+    %w2 = px.variable "fc2.weight" trainable = dense<0.2> : tensor<4x6xf32>
+    %h = px.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x6xf32>
+    %a = px.reshape %h : tensor<2x4x6xf32> -> tensor<2x4x3x2xf32>
+    %b = px.reshape %a : tensor<2x4x3x2xf32> -> tensor<8x6xf32>
+    %y = px.gemm %b, %w2 {trans_b} : tensor<8x6xf32>, tensor<4x6xf32>
     return %y : tensor<8x4xf32>
   }
 }

@@ -249,6 +249,46 @@ TEST(StrategySpace, OperatorsPairOnlyWhereTheFeaturesArrive) {
   EXPECT_TRUE(ops[0].outputWhole); // one of its readers gathers it
 }
 
+/// fc1's 6 features as 3 heads of 2 ([2, 4, 6] -> [2, 4, 3, 2] -> [8, 6])
+/// into fc2: the split reaches fc2's input features, through a dimension
+/// of 3.
+constexpr const char *kHeads = R"mlir(
+module {
+  func.func @main() -> tensor<8x4xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<2x4x8xf32> batched
+    %w1 = px.variable "fc1.weight" trainable = dense<0.1> : tensor<8x6xf32>
+    %w2 = px.variable "fc2.weight" trainable = dense<0.2> : tensor<4x6xf32>
+    %h = px.matmul %x, %w1 : tensor<2x4x8xf32>, tensor<8x6xf32>
+    %a = px.reshape %h : tensor<2x4x6xf32> -> tensor<2x4x3x2xf32>
+    %b = px.reshape %a : tensor<2x4x3x2xf32> -> tensor<8x6xf32>
+    %y = px.gemm %b, %w2 {trans_b} : tensor<8x6xf32>, tensor<4x6xf32>
+    return %y : tensor<8x4xf32>
+  }
+}
+)mlir";
+
+TEST(StrategySpace, APairThroughHeadsTheRanksDoNotDivideIsGathered) {
+  mlir::MLIRContext context;
+  context.loadDialect<px::PxDialect, mlir::func::FuncDialect>();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(kHeads, &context);
+  ASSERT_TRUE(module);
+  std::vector<Operator> ops = operatorsOf(*module);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[1].producers, std::vector<int>{0});
+  EXPECT_EQ(ops[1].producerFeatures, std::vector<int64_t>{3});
+  // On 3 model ranks the Megatron pair costs nothing between them; on 2
+  // the 3 heads cannot be split and fc1's output is gathered.
+  grid::Machine m = machine();
+  auto pairCost = [&](int64_t pr) {
+    Space s = spaceOf(ops, {pr, 1}, false, 0, m);
+    int f = configOf(s, 0, Split::Out), t = configOf(s, 1, Split::In);
+    EXPECT_EQ(s.graph.edges.size(), 1u);
+    return s.graph.edges[0].cost[f * s.graph.nodes[1].configs.size() + t].seconds;
+  };
+  EXPECT_EQ(pairCost(3), 0.0);
+  EXPECT_GT(pairCost(2), 0.0);
+}
+
 TEST(StrategySpace, LayerSplitsNameEachOperator) {
   Strategy s;
   s.grid = {2, 2};

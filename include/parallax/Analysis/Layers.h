@@ -72,9 +72,18 @@ std::optional<int64_t> carriedSplitDim(mlir::Operation *op, mlir::Value from, in
 
 /// Whether a split of `layer`'s output features reaches `consumer`'s input
 /// features along `chain` (the ops between them, from the layer on):
-/// Megatron's pairing of a column-split layer with a row-split one.
-bool featuresReach(mlir::Operation *layer, llvm::ArrayRef<mlir::Operation *> chain,
-                   mlir::Operation *consumer);
+/// Megatron's pairing of a column-split layer with a row-split one. Where
+/// it does, the greatest common divisor of the sizes the split dimension
+/// has on the way (the heads of a [B, T, H, D] reshape among them): the
+/// split survives on `ranks` model ranks only if they divide it.
+std::optional<int64_t> carriedFeatures(mlir::Operation *layer,
+                                       llvm::ArrayRef<mlir::Operation *> chain,
+                                       mlir::Operation *consumer);
+inline bool featuresReach(mlir::Operation *layer, llvm::ArrayRef<mlir::Operation *> chain,
+                          mlir::Operation *consumer, int64_t ranks = 1) {
+  std::optional<int64_t> sizes = carriedFeatures(layer, chain, consumer);
+  return sizes && ranks > 0 && *sizes % ranks == 0;
+}
 
 /// Whether a convolution's rows (`inRows` in, `outRows` out, `halo` rows
 /// from its neighbours) split into `ranks` equal blocks for domain

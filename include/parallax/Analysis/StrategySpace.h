@@ -56,6 +56,10 @@ struct Operator {
   /// follow a split (element-wise ops, batch norm, pooling: px's sharding
   /// models), so that their splits meet.
   std::vector<int> producers;
+  /// For each producer, what its split of features passes through on the
+  /// way (carriedFeatures: model ranks that do not divide it leave it
+  /// gathered), 0 where unknown (a residual join's other operand).
+  std::vector<int64_t> producerFeatures;
   /// Whether its input comes through an op that runs whole (a reshape, a
   /// softmax, a layer norm, dropout: gathered there) or is data, and
   /// whether its output reaches such an op.
