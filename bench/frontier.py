@@ -78,6 +78,12 @@ def compile_plan(build, src, plan, flags):
     return info["options"]["predicted"]["step_seconds"], info["memory"]["peak"]
 
 
+def zero1_text(p):
+    """", ZeRO-1" or ", ZeRO-1 50%", as parallax-opt's summaries."""
+    f = p.get("zero1_fraction", 1)
+    return ", ZeRO-1" if f >= 1 else f", ZeRO-1 {round(f * 100)}%"
+
+
 def recompute_text(p):
     """", recompute" or ", recompute 25%", as parallax-opt's summaries."""
     f = p.get("recompute_fraction", 1)
@@ -114,6 +120,8 @@ def validate(build, work, name, src, args, flags):
         if p.get("pairing_rule") or p["grid"].startswith("1x"):
             chosen.append(("reference", r, [f"--grid={p['grid']}", "--shard-weight-update=" +
                                             ("on" if p["zero1"] else "off")] +
+                           ([f"--shard-weight-update-fraction={p['zero1_fraction']}"]
+                            if 0 < p.get("zero1_fraction", 1) < 1 else []) +
                            (["--recompute"] if p.get("recompute") else []) +
                            ([f"--recompute-fraction={p['recompute_fraction']}"]
                             if 0 < p.get("recompute_fraction", 1) < 1 else [])))
@@ -125,7 +133,7 @@ def validate(build, work, name, src, args, flags):
         seconds, memory = train(build, work, plan, args.np, args, tag)
         measured.append({kind: k, "step_seconds": seconds, "memory_bytes": memory})
         split = sum(s != "whole" for s in p["splits"].values())
-        strategy = p["grid"] + (", ZeRO-1" if p["zero1"] else "") + \
+        strategy = p["grid"] + (zero1_text(p) if p["zero1"] else "") + \
             (recompute_text(p) if p.get("recompute") else "") + \
             (f", {split} of {len(p['splits'])} split" if p["grid"][0] != "1" else "") + \
             (" (pairing rule)" if p.get("pairing_rule") else "") + \

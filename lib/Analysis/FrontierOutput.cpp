@@ -20,7 +20,8 @@ void writeFrontierJson(const FrontierSummary &summary, const std::vector<Compile
       splits[name] = nameOf(split);
     llvm::json::Object o{
         {"grid", c.point.strategy.grid.str()},
-        {"zero1", c.point.strategy.shardUpdates},
+        {"zero1", c.point.strategy.shardUpdates > 0},
+        {"zero1_fraction", c.point.strategy.shardUpdates},
         {"recompute", c.point.strategy.recompute > 0},
         {"recompute_fraction", c.point.strategy.recompute},
         {"pairing_rule", c.point.strategy.byPairingRule},

@@ -44,8 +44,8 @@ std::optional<Split> splitNamed(llvm::StringRef name) {
 std::vector<SpaceOptions> spaceOptionsOf(const grid::Grid &g) {
   std::vector<SpaceOptions> options;
   for (double recompute : kRecomputeLevels)
-    for (bool zero : {false, true})
-      if (!zero || g.pc >= 2)
+    for (double zero : kShardLevels)
+      if (zero == 0 || g.pc >= 2)
         options.push_back({zero, recompute});
   return options;
 }
@@ -267,8 +267,10 @@ std::string Strategy::summary() const {
   for (const auto &s : splits)
     split += s.second != Split::Whole;
   std::string text = grid.str();
-  if (shardUpdates)
+  if (shardUpdates >= 1)
     text += ", ZeRO-1";
+  else if (shardUpdates > 0)
+    text += ", ZeRO-1 " + std::to_string((int)std::lround(shardUpdates * 100)) + "%";
   if (recompute >= 1)
     text += ", recompute";
   else if (recompute > 0)
@@ -343,7 +345,7 @@ Cost tableCost(const Operator &op, Split s, const grid::Grid &g, const grid::Mac
   return c;
 }
 
-Cost layerCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdates,
+Cost layerCost(const Operator &op, Split s, const grid::Grid &g, double shardUpdates,
                double recompute, const grid::Machine &m) {
   if (op.table)
     return tableCost(op, s, g, m);
@@ -387,12 +389,14 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, bool shardUpdat
     c.seconds += grid::allReduceSeconds(g.size(), dw, m.worldLink(g));
   else
     c.seconds += grid::allReduceSeconds(g.pc, dw, m.batchLink(g));
-  // The sharded update runs on its share of the parameters.
-  int64_t updaters = shardUpdates && g.pc > 1 ? g.pc : 1;
-  c.seconds += 4.0 * dw * (1 + m.optimizerSlots) / (double)updaters / m.streamBytesPerSecond;
+  // The sharded update runs on its share of the parameters (on that share
+  // of the buckets: the layer's expected share of each).
+  double sharded = g.pc > 1 ? shardUpdates : 0.0;
+  double perUpdater = 1.0 - sharded + sharded / (double)g.pc;
+  c.seconds += 4.0 * dw * (1 + m.optimizerSlots) * perUpdater / m.streamBytesPerSecond;
   // Value and gradient, optimizer state (its share under ZeRO-1), and the
   // output kept for the backward pass.
-  double slots = (double)m.optimizerSlots / (double)updaters;
+  double slots = (double)m.optimizerSlots * perUpdater;
   double kept = outputSplit ? perRank((int64_t)y, g.pr) : y;
   c.bytes += dw * (2.0 + slots) + kept;
   // Its activation recomputed once more in the backward pass (that share
@@ -441,7 +445,7 @@ Cost edgeCost(const Operator &from, Split fs, const Operator &to, Split ts, int6
 
 } // namespace
 
-Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, bool shardUpdates,
+Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, double shardUpdates,
               double recompute, const grid::Machine &m) {
   Space space;
   space.grid = g;

@@ -67,40 +67,72 @@ struct ShardWeightUpdatePass
     : parallax::impl::PxShardWeightUpdateBase<ShardWeightUpdatePass> {
   using PxShardWeightUpdateBase::PxShardWeightUpdateBase;
 
+  /// A bucket the pass can shard: its updates, their variables, and the
+  /// bucket's bytes and block.
+  struct Shardable {
+    ArrayRef<px::AllReduceOp> bucket;
+    SmallVector<Operation *> updates;
+    SmallVector<Value> vars;
+    int64_t total = 0, shard = 0;
+  };
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     func::FuncOp func = getEntryFunction(module);
     if (!func || func.getBody().empty())
       return;
     ClusterModel cluster = ClusterModel::fromModule(module);
-    for (auto &bucket : bucketsOf(func.getBody().front()))
-      shard(bucket, cluster);
+    auto buckets = bucketsOf(func.getBody().front());
+    SmallVector<Shardable> shardable;
+    int64_t total = 0;
+    for (auto &bucket : buckets)
+      if (std::optional<Shardable> s = shardableOf(bucket, cluster)) {
+        total += s->total;
+        shardable.push_back(std::move(*s));
+      }
+    // A share of them, the largest first (the most optimizer state per
+    // bucket), until at least `fraction` of their bytes is sharded.
+    if (fraction < 1.0) {
+      llvm::stable_sort(shardable, [](const Shardable &a, const Shardable &b) {
+        return a.total > b.total;
+      });
+      int64_t taken = 0;
+      size_t n = 0;
+      while (n < shardable.size() && (double)taken < fraction * (double)total)
+        taken += shardable[n++].total;
+      shardable.resize(n);
+    }
+    for (Shardable &s : shardable)
+      shard(s);
   }
 
-  void shard(ArrayRef<px::AllReduceOp> bucket, const ClusterModel &cluster) {
+  std::optional<Shardable> shardableOf(ArrayRef<px::AllReduceOp> bucket,
+                                       const ClusterModel &cluster) {
     px::AllReduceOp first = bucket.front(), last = bucket.back();
     rt::KernelGrid grid = gridOf(first, first.getGridAttr(), first.getGridAxes());
     // The verifiers keep grids static and positive and machines non-empty;
     // the group helpers throw otherwise, which this code cannot catch.
     if (grid.shape.empty() || !first.getInPlace() || cluster.ranksPerMachine < 1 ||
         llvm::any_of(grid.shape, [](int64_t d) { return d < 1; }))
-      return;
+      return std::nullopt;
     int64_t g = grid.groupSize();
     if (g <= 1 || g < minRanks ||
         (!acrossMachines &&
          rt::groupsSpanMachines(grid.shape, grid.axes, (int)cluster.ranksPerMachine)) ||
         (first.getReduction() != shard::ReductionKind::Sum &&
          first.getReduction() != shard::ReductionKind::Average))
-      return;
-    SmallVector<Operation *> updates;
-    SmallVector<Value> vars;
+      return std::nullopt;
+    Shardable s;
+    s.bucket = bucket;
+    SmallVector<Operation *> &updates = s.updates;
+    SmallVector<Value> &vars = s.vars;
     for (px::AllReduceOp ar : llvm::make_range(bucket.begin(), bucket.end())) {
       Operation *update = nullptr;
       px::VariableOp var = updatedBy(ar.getOutput(), update);
       if (!var || !ar.getInPlace() || bytesOf(ar.getOutput()) == 0 ||
           getElementTypeOrSelf(var.getType()) != getElementTypeOrSelf(ar.getType()) ||
           llvm::is_contained(vars, var.getOutput()) || !lastReader(var, update))
-        return;
+        return std::nullopt;
       updates.push_back(update);
       vars.push_back(var.getOutput());
     }
@@ -108,8 +140,18 @@ struct ShardWeightUpdatePass
                     rt::alignToPlan(std::max<int64_t>(bytesOf(last.getInput()), 1));
     int64_t shard = rt::alignToPlan((total + g - 1) / g);
     if (shard > INT_MAX) // MPI counts blocks in ints
-      return;
+      return std::nullopt;
+    s.total = total;
+    s.shard = shard;
+    return s;
+  }
 
+  void shard(const Shardable &s) {
+    ArrayRef<px::AllReduceOp> bucket = s.bucket;
+    px::AllReduceOp first = bucket.front();
+    const SmallVector<Operation *> &updates = s.updates;
+    const SmallVector<Value> &vars = s.vars;
+    int64_t shard = s.shard;
     OpBuilder b(first);
     IntegerAttr shardBytes = b.getI64IntegerAttr(shard);
     SmallVector<int64_t> offsets;

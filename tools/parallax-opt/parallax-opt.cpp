@@ -152,6 +152,11 @@ static cl::opt<ShardMode> shardWeightUpdate(
                clEnumValN(ShardMode::Off, "off",
                           "all-reduce in full, update on every rank")),
     cl::init(ShardMode::Auto), cl::cat(parallaxCategory));
+static cl::opt<double> shardWeightUpdateFraction(
+    "shard-weight-update-fraction",
+    cl::desc("With --shard-weight-update: shard the largest buckets until at least this "
+             "share of their bytes is sharded (default 1: all)"),
+    cl::init(1.0), cl::cat(parallaxCategory));
 enum class BatchnormVariance { Default, Biased, Unbiased };
 static cl::opt<BatchnormVariance> batchnormVariance(
     "batchnorm-variance",
@@ -352,6 +357,7 @@ static parallax::PlanLayoutOptions planLayout() {
   layout.shardWeightUpdate = shardWeightUpdate != ShardMode::Off;
   layout.shard.minRanks = shardWeightUpdate == ShardMode::On ? 2 : 4;
   layout.shard.acrossMachines = shardWeightUpdate == ShardMode::On;
+  layout.shard.fraction = shardWeightUpdateFraction;
   return layout;
 }
 
@@ -771,7 +777,8 @@ static std::optional<Compiled> compileStrategy(MLIRContext &context, llvm::Sourc
                                                std::string &why) {
   chosenModelRanks = s.grid.pr;
   strategyLayerSplits = s.layerSplits();
-  shardWeightUpdate.setValue(s.shardUpdates ? ShardMode::On : ShardMode::Off);
+  shardWeightUpdate.setValue(s.shardUpdates > 0 ? ShardMode::On : ShardMode::Off);
+  shardWeightUpdateFraction.setValue(s.shardUpdates > 0 ? s.shardUpdates : 1.0);
   recompute.setValue(s.recompute > 0);
   recomputeFraction.setValue(s.recompute > 0 ? s.recompute : 1.0);
   std::string errors;
@@ -836,6 +843,7 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
     return std::nullopt;
   }
   if (!gridSpec.empty() || shardWeightUpdate.getNumOccurrences() ||
+      shardWeightUpdateFraction.getNumOccurrences() ||
       convSplit.getNumOccurrences() || recompute.getNumOccurrences() ||
       recomputeFraction.getNumOccurrences()) {
     fail("the strategy search chooses the grid, each layer's split, ZeRO-1 and recomputation "
@@ -938,8 +946,8 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
     if (g.pr == 1 || !machine.holdsModelGroup(g))
       continue;
     for (st::SpaceOptions o : st::spaceOptionsOf(g)) {
-      if (o.recompute > 0 && o.recompute < 1)
-        continue; // a segment's level: the searched points have them
+      if ((o.recompute > 0 && o.recompute < 1) || (o.shardUpdates > 0 && o.shardUpdates < 1))
+        continue; // a share's level: the searched points have them
       st::Point p;
       p.strategy.grid = g;
       p.strategy.shardUpdates = o.shardUpdates;
@@ -1047,7 +1055,9 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   // Compiled again with the diagnostics shown (its warnings included).
   chosenModelRanks = c.point.strategy.grid.pr;
   strategyLayerSplits = c.point.strategy.layerSplits();
-  shardWeightUpdate.setValue(c.point.strategy.shardUpdates ? ShardMode::On : ShardMode::Off);
+  shardWeightUpdate.setValue(c.point.strategy.shardUpdates > 0 ? ShardMode::On : ShardMode::Off);
+  shardWeightUpdateFraction.setValue(c.point.strategy.shardUpdates > 0 ? c.point.strategy.shardUpdates
+                                                                       : 1.0);
   recompute.setValue(c.point.strategy.recompute > 0);
   recomputeFraction.setValue(c.point.strategy.recompute > 0 ? c.point.strategy.recompute : 1.0);
   return build(context, sourceMgr, inputFilename, [](const llvm::Twine &m) { fail(m); });
@@ -1069,6 +1079,11 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
                 ": expected a share in (0, 1]");
   if (recomputeFraction.getNumOccurrences() && !recompute && !searchesStrategies())
     return fail("--recompute-fraction says how much --recompute recomputes: add --recompute");
+  if (shardWeightUpdateFraction.getNumOccurrences() &&
+      !(shardWeightUpdateFraction > 0.0 && shardWeightUpdateFraction <= 1.0))
+    return fail("--shard-weight-update-fraction " +
+                llvm::formatv("{0}", shardWeightUpdateFraction.getValue()).str() +
+                ": expected a share in (0, 1]");
   bool searchOnly = false;
   std::optional<Built> built =
       searchesStrategies()
@@ -1155,6 +1170,8 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
         d["shard_weight_update"] = shardWeightUpdate == ShardMode::Off  ? "off"
                                    : shardWeightUpdate == ShardMode::On ? "on"
                                                                         : "auto";
+        if (shardWeightUpdate != ShardMode::Off && shardWeightUpdateFraction < 1.0)
+          d["shard_weight_update_fraction"] = shardWeightUpdateFraction.getValue();
       }
     }
     auto emitted = parallax::emitPlan(*module, planOptions);

@@ -73,11 +73,14 @@ std::vector<Operator> operatorsOf(mlir::ModuleOp module);
 /// The splits `op` can take on `g` (Whole only without a model axis).
 std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g);
 
-/// One point's strategy: the grid, each named operator's split, and
-/// whether updates are sharded (ZeRO-1).
+/// One point's strategy: the grid, each named operator's split, how much of
+/// the update is sharded (ZeRO-1) and how much is recomputed.
 struct Strategy {
   grid::Grid grid;
-  bool shardUpdates = false;
+  /// The share of the all-reduce buckets' bytes whose updates and
+  /// optimizer state are sharded over the batch axis (ZeRO-1; the largest
+  /// buckets first): 0 none, 1 every bucket px-shard-weight-update can.
+  double shardUpdates = 0;
   /// The share of the cheap activations the backward pass reads that it
   /// recomputes instead of keeping (px-recompute's fraction, from the first
   /// in forward order): 0 keeps them all, 1 recomputes all it can.
@@ -101,16 +104,18 @@ struct Strategy {
 /// where the batch axis has two ranks or more) and how much is recomputed
 /// (kRecomputeLevels: segments from the input on, then everything).
 struct SpaceOptions {
-  bool shardUpdates = false;
+  double shardUpdates = 0;
   double recompute = 0;
 };
 inline constexpr double kRecomputeLevels[] = {0, 0.25, 0.5, 0.75, 1};
+/// ZeRO-1's levels (where the batch axis has two ranks or more).
+inline constexpr double kShardLevels[] = {0, 0.5, 1};
 std::vector<SpaceOptions> spaceOptionsOf(const grid::Grid &g);
 
 /// The FT graph of `ops` on one grid.
 struct Space {
   grid::Grid grid;
-  bool shardUpdates = false;
+  double shardUpdates = 0;
   double recompute = 0;
   Graph graph;
   /// Node i is operator i; its configuration c is splits[i][c].
@@ -118,7 +123,7 @@ struct Space {
 
   Strategy strategyOf(const Solution &s, const std::vector<Operator> &ops) const;
 };
-Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, bool shardUpdates,
+Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, double shardUpdates,
               double recompute, const grid::Machine &m);
 
 /// A point of the model's frontier: what the closed forms predict.

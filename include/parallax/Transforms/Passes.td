@@ -235,7 +235,9 @@ def PxShardWeightUpdate : Pass<"px-shard-weight-update", "mlir::ModuleOp"> {
     and the bucket's grid; a `px.all_gather_variables` after the bucket's
     last update hands every rank every block. Groups of fewer than
     `min-ranks` ranks, and groups spanning machines unless
-    `across-machines`, keep the full all-reduce.
+    `across-machines`, keep the full all-reduce; with `fraction` < 1 only
+    the largest buckets, until at least that share of the bytes, are
+    sharded.
   }];
   let dependentDialects = ["::parallax::px::PxDialect"];
   let options = [
@@ -245,6 +247,9 @@ def PxShardWeightUpdate : Pass<"px-shard-weight-update", "mlir::ModuleOp"> {
     Option<"acrossMachines", "across-machines", "bool", /*default=*/"false",
            "also shard groups whose ranks are on several machines (measured "
            "slower between machines over TCP)">,
+    Option<"fraction", "fraction", "double", /*default=*/"1.0",
+           "shard the largest buckets until at least this share of the "
+           "shardable buckets' bytes is (0 to 1; the strategy search's levels)">,
   ];
 }
 
