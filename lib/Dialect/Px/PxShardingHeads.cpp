@@ -113,12 +113,6 @@ struct DropoutSharding : public PxShardingModel<DropoutSharding<Op>, Op> {
   }
 };
 
-int64_t ranksOn(Operation *op, FlatSymbolRefAttr gridName, ArrayRef<GridAxis> axes) {
-  SymbolTableCollection symbols;
-  GridOp grid = getGridOrNull(op, gridName, symbols);
-  return grid ? collectiveProcessGroupSize(axes, grid) : 0;
-}
-
 /// Trailing unsplit dimensions dropped, as upstream writes its shardings.
 Sharding shardingOf(FlatSymbolRefAttr grid, SmallVector<SmallVector<GridAxis>> axes) {
   while (!axes.empty() && axes.back().empty())

@@ -65,14 +65,6 @@ LossMaps mapsOf(Operation *op) {
   auto g = cast<SoftmaxCrossEntropyLossGradOp>(op);
   return {g.getLogProb(), (bool)g.getWeights(), g.getReduction() == "none"};
 }
-
-/// The ranks of `axes` of the grid, 0 when it cannot be found.
-int64_t ranksOn(Operation *op, FlatSymbolRefAttr gridName, ArrayRef<GridAxis> axes) {
-  SymbolTableCollection symbols;
-  GridOp grid = getGridOrNull(op, gridName, symbols);
-  return grid ? collectiveProcessGroupSize(axes, grid) : 0;
-}
-
 /// The grid axes that split the classes of a partitioned instance (none:
 /// computed whole).
 SmallVector<GridAxis> classAxes(const Sharding &scores) {

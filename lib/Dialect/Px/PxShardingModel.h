@@ -127,6 +127,14 @@ struct PxShardingModel : public ShardingInterface::ExternalModel<Derived, Op> {
   }
 };
 
+/// The ranks of `axes` of the grid `gridName` names from `op` (0 when it
+/// cannot be found): what a split over those axes must divide.
+inline int64_t ranksOn(Operation *op, FlatSymbolRefAttr gridName, ArrayRef<GridAxis> axes) {
+  SymbolTableCollection symbols;
+  GridOp grid = getGridOrNull(op, gridName, symbols);
+  return grid ? collectiveProcessGroupSize(axes, grid) : 0;
+}
+
 /// The grid axes that split the op's reduction loops (a product's k, a
 /// convolution's input channels).
 inline SmallVector<GridAxis> reductionAxes(Operation *op, ArrayRef<Sharding> operandShardings,
