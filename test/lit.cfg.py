@@ -18,3 +18,5 @@ config.environment["PATH"] = os.pathsep.join(
 config.substitutions.append(("%models", os.path.join(config.parallax_src_root, "examples", "models")))
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Importer", "Inputs")))
+config.substitutions.append(("%bench", os.path.join(config.parallax_src_root, "bench")))
+config.substitutions.append(("%bin", config.parallax_tools_dir))
