@@ -136,8 +136,7 @@ std::optional<int64_t> carriedSplitDim(Operation *op, Value from, int64_t dim) {
   return dim + rankOf(op->getResult(0)) - rankOf(from);
 }
 
-std::optional<int64_t> carriedFeatures(Operation *layer, ArrayRef<Operation *> chain,
-                                       Operation *consumer) {
+std::optional<CarriedSplit> featuresAlong(Operation *layer, ArrayRef<Operation *> chain) {
   auto sizeOf = [](Operation *op, int64_t dim) {
     return cast<RankedTensorType>(op->getResult(0).getType()).getDimSize(dim);
   };
@@ -151,9 +150,35 @@ std::optional<int64_t> carriedFeatures(Operation *layer, ArrayRef<Operation *> c
       return std::nullopt;
     sizes = std::gcd(sizes, sizeOf(op, *dim));
   }
-  if (dim != inputFeatureDim(consumer))
+  return CarriedSplit{*dim, sizes};
+}
+
+std::optional<int64_t> carriedFeatures(Operation *layer, ArrayRef<Operation *> chain,
+                                       Operation *consumer) {
+  std::optional<CarriedSplit> c = featuresAlong(layer, chain);
+  if (!c || c->dim != inputFeatureDim(consumer))
     return std::nullopt;
-  return sizes;
+  return c->sizes;
+}
+
+std::optional<int64_t> operandDimOf(Operation *op, Value operand, int64_t dim) {
+  auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+  RankedTensorType out = type(op->getResult(0)), in = type(operand);
+  if (auto m = dyn_cast<px::MatMulOp>(op)) {
+    // lhs [..., M, K] x rhs [..., K, N]: M from lhs, N from rhs, the batch
+    // dimensions from both.
+    int64_t last = out.getRank() - 1;
+    if (dim < last - 1)
+      return in.getRank() == out.getRank() ? std::optional<int64_t>(dim) : std::nullopt;
+    bool lhs = operand == m.getLhs();
+    if ((dim == last - 1) != lhs)
+      return std::nullopt;
+    return lhs ? in.getRank() - 2 : in.getRank() - 1;
+  }
+  int64_t d = dim - (out.getRank() - in.getRank());
+  if (d < 0 || in.getDimSize(d) != out.getDimSize(dim))
+    return std::nullopt;
+  return d;
 }
 
 bool rowsSplitInto(int64_t inRows, int64_t outRows, px::Halo halo, int64_t ranks) {

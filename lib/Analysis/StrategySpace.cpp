@@ -152,12 +152,19 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
       return -1;
     return p->second;
   };
-  auto leadsTo = [&](Value v) -> int {
+  // The operator `v` comes from through ops that follow a split, with the
+  // op it is and the chain from it to `v` (in forward order).
+  auto leadsTo = [&](Value v, Operation *&from, SmallVector<Operation *> &path) -> int {
+    path.clear();
     for (Operation *def = v.getDefiningOp(); def; def = splitCarrierOf(def).getDefiningOp()) {
-      if (int p = operatorAt(def); p >= 0)
+      if (int p = operatorAt(def); p >= 0) {
+        from = def;
+        std::reverse(path.begin(), path.end());
         return p;
+      }
       if (!followsChannelSplit(def))
         return -1;
+      path.push_back(def);
     }
     return -1;
   };
@@ -175,23 +182,51 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
     Value input = isa<px::GatherOp>(op) ? Value() : dataOperandOf(op);
     Operation *def = input ? input.getDefiningOp() : nullptr;
     SmallVector<Operation *> chain;
+    Operation *producer = nullptr;
     for (; def; def = splitCarrierOf(def).getDefiningOp()) {
       if (int p = operatorAt(def); p >= 0) {
         // A split of its features that the chain does not carry to this
         // operator's input features is gathered on the way: no pair.
         if (std::optional<int64_t> features =
-                carriedFeatures(def, llvm::to_vector(llvm::reverse(chain)), op))
+                carriedFeatures(def, llvm::to_vector(llvm::reverse(chain)), op)) {
           addProducer(p, *features);
-        else
+          producer = def;
+        } else {
           def = nullptr;
+        }
         break;
       }
       if (!followsChannelSplit(def))
         break;
       chain.push_back(def);
-      for (Value other : def->getOperands())
-        if (other != splitCarrierOf(def))
-          addProducer(leadsTo(other));
+    }
+    // Where the chain joins other activations (a residual add, attention's
+    // products), the operators those come from, where their split arrives
+    // on the dimension the chain's has there (unknown where the chain
+    // reaches no operator: then linked as before).
+    std::reverse(chain.begin(), chain.end());
+    std::optional<int64_t> dim = producer ? outputFeatureDim(producer) : std::nullopt;
+    for (Operation *join : chain) {
+      Value carrier = splitCarrierOf(join);
+      std::optional<int64_t> out = dim ? carriedSplitDim(join, carrier, *dim) : std::nullopt;
+      for (Value other : join->getOperands()) {
+        if (other == carrier)
+          continue;
+        Operation *from = nullptr;
+        SmallVector<Operation *> path;
+        int q = leadsTo(other, from, path);
+        if (q < 0)
+          continue;
+        if (!producer) {
+          addProducer(q);
+          continue;
+        }
+        std::optional<int64_t> want = out ? operandDimOf(join, other, *out) : std::nullopt;
+        std::optional<CarriedSplit> got = featuresAlong(from, path);
+        if (want && got && got->dim == *want)
+          addProducer(q, got->sizes);
+      }
+      dim = out;
     }
     o.inputWhole |= !o.table && (!def || operatorAt(def) < 0) && o.producers.empty();
     // Where its output goes, through ops that follow a split, and whether

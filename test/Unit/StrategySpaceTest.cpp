@@ -290,6 +290,36 @@ TEST(StrategySpace, APairThroughHeadsTheRanksDoNotDivideIsGathered) {
   EXPECT_GT(pairCost(2), 0.0);
 }
 
+/// A residual add of fc2's output and fc1's transposed: fc1's features
+/// arrive on the rows there, fc2's on the columns.
+constexpr const char *kCrossedJoin = R"mlir(
+module {
+  func.func @main() -> tensor<6x6xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<6x8xf32> batched
+    %w1 = px.variable "fc1.weight" trainable = dense<0.1> : tensor<6x8xf32>
+    %w2 = px.variable "fc2.weight" trainable = dense<0.2> : tensor<6x8xf32>
+    %w3 = px.variable "fc3.weight" trainable = dense<0.3> : tensor<6x6xf32>
+    %h1 = px.gemm %x, %w1 {trans_b} : tensor<6x8xf32>, tensor<6x8xf32>
+    %t = px.transpose %h1 {perm = array<i64: 1, 0>} : tensor<6x6xf32>
+    %h2 = px.gemm %x, %w2 {trans_b} : tensor<6x8xf32>, tensor<6x8xf32>
+    %s = px.add %h2, %t : tensor<6x6xf32>, tensor<6x6xf32>
+    %y = px.gemm %s, %w3 {trans_b} : tensor<6x6xf32>, tensor<6x6xf32>
+    return %y : tensor<6x6xf32>
+  }
+}
+)mlir";
+
+TEST(StrategySpace, AJoinLinksOnlyWhereItsSplitArrivesAlike) {
+  mlir::MLIRContext context;
+  context.loadDialect<px::PxDialect, mlir::func::FuncDialect>();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(kCrossedJoin, &context);
+  ASSERT_TRUE(module);
+  std::vector<Operator> ops = operatorsOf(*module);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[2].producers, std::vector<int>{1});
+  EXPECT_EQ(ops[2].producerFeatures, std::vector<int64_t>{6});
+}
+
 TEST(StrategySpace, LayerSplitsNameEachOperator) {
   Strategy s;
   s.grid = {2, 2};

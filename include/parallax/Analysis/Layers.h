@@ -79,6 +79,19 @@ std::optional<int64_t> carriedSplitDim(mlir::Operation *op, mlir::Value from, in
 std::optional<int64_t> carriedFeatures(mlir::Operation *layer,
                                        llvm::ArrayRef<mlir::Operation *> chain,
                                        mlir::Operation *consumer);
+/// The same up to the end of `chain`: the dimension the split is on there
+/// and the sizes' divisor, or nullopt where it does not survive.
+struct CarriedSplit {
+  int64_t dim, sizes;
+};
+std::optional<CarriedSplit> featuresAlong(mlir::Operation *layer,
+                                          llvm::ArrayRef<mlir::Operation *> chain);
+
+/// The dimension of `op`'s operand `operand` that a split of its result's
+/// dimension `dim` reads (an element-wise op's operands aligned at the
+/// trailing dimensions, a product's rows, columns and batch dimensions),
+/// nullopt where the operand has none (a broadcast, the summed dimension).
+std::optional<int64_t> operandDimOf(mlir::Operation *op, mlir::Value operand, int64_t dim);
 inline bool featuresReach(mlir::Operation *layer, llvm::ArrayRef<mlir::Operation *> chain,
                           mlir::Operation *consumer, int64_t ranks = 1) {
   std::optional<int64_t> sizes = carriedFeatures(layer, chain, consumer);
