@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cmath>
 
 using namespace mlir;
 
@@ -185,6 +184,12 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
     Operation *producer = nullptr;
     for (; def; def = splitCarrierOf(def).getDefiningOp()) {
       if (int p = operatorAt(def); p >= 0) {
+        // A table's lookups have no features to follow (its edge is priced
+        // by its layout alone).
+        if (ops[p].table) {
+          addProducer(p);
+          break;
+        }
         // A split of its features that the chain does not carry to this
         // operator's input features is gathered on the way: no pair.
         if (std::optional<int64_t> features =
