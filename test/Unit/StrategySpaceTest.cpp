@@ -170,6 +170,16 @@ TEST(StrategySpace, SearchCoversEveryGridAndItsFrontier) {
     EXPECT_LE(p.strategy.grid.pr, 2);
 }
 
+/// The operators of a step written in px IR (an Operator keeps no IR);
+/// none when it does not parse, which the caller's size check reports.
+std::vector<Operator> operatorsOfText(const char *text) {
+  mlir::MLIRContext context;
+  context.loadDialect<px::PxDialect, mlir::func::FuncDialect>();
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+  EXPECT_TRUE(module) << "the step does not parse";
+  return module ? operatorsOf(*module) : std::vector<Operator>{};
+}
+
 /// fc1 -> relu -> fc2, a residual add of fc2's output and the relu into
 /// fc3, a softmax (which runs whole) into fc4.
 constexpr const char *kResidual = R"mlir(
@@ -193,11 +203,7 @@ module {
 )mlir";
 
 TEST(StrategySpace, OperatorsTraceProducersThroughSplitFollowingOps) {
-  mlir::MLIRContext context;
-  context.loadDialect<px::PxDialect, mlir::func::FuncDialect>();
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(kResidual, &context);
-  ASSERT_TRUE(module);
-  std::vector<Operator> ops = operatorsOf(*module);
+  std::vector<Operator> ops = operatorsOfText(kResidual);
   ASSERT_EQ(ops.size(), 4u);
   for (size_t i = 0; i < 4; ++i)
     EXPECT_EQ(ops[i].layer.name, "fc" + std::to_string(i + 1) + ".weight");
@@ -237,11 +243,7 @@ module {
 )mlir";
 
 TEST(StrategySpace, OperatorsPairOnlyWhereTheFeaturesArrive) {
-  mlir::MLIRContext context;
-  context.loadDialect<px::PxDialect, mlir::func::FuncDialect>();
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(kMerged, &context);
-  ASSERT_TRUE(module);
-  std::vector<Operator> ops = operatorsOf(*module);
+  std::vector<Operator> ops = operatorsOfText(kMerged);
   ASSERT_EQ(ops.size(), 3u);
   EXPECT_TRUE(ops[1].producers.empty());
   EXPECT_TRUE(ops[1].inputWhole); // gathered before the merging reshape
@@ -269,11 +271,7 @@ module {
 )mlir";
 
 TEST(StrategySpace, APairThroughHeadsTheRanksDoNotDivideIsGathered) {
-  mlir::MLIRContext context;
-  context.loadDialect<px::PxDialect, mlir::func::FuncDialect>();
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(kHeads, &context);
-  ASSERT_TRUE(module);
-  std::vector<Operator> ops = operatorsOf(*module);
+  std::vector<Operator> ops = operatorsOfText(kHeads);
   ASSERT_EQ(ops.size(), 2u);
   EXPECT_EQ(ops[1].producers, std::vector<int>{0});
   EXPECT_EQ(ops[1].producerFeatures, std::vector<int64_t>{3});
@@ -310,11 +308,7 @@ module {
 )mlir";
 
 TEST(StrategySpace, AJoinLinksOnlyWhereItsSplitArrivesAlike) {
-  mlir::MLIRContext context;
-  context.loadDialect<px::PxDialect, mlir::func::FuncDialect>();
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(kCrossedJoin, &context);
-  ASSERT_TRUE(module);
-  std::vector<Operator> ops = operatorsOf(*module);
+  std::vector<Operator> ops = operatorsOfText(kCrossedJoin);
   ASSERT_EQ(ops.size(), 3u);
   EXPECT_EQ(ops[2].producers, std::vector<int>{1});
   EXPECT_EQ(ops[2].producerFeatures, std::vector<int64_t>{6});

@@ -769,18 +769,24 @@ struct Compiled {
 };
 } // namespace
 
-/// Compiles `s` (its grid, its layer splits, ZeRO-1 or not) into a plan's
-/// module; an error (a split the model cannot take) goes to `why`.
-static std::optional<Compiled> compileStrategy(MLIRContext &context, llvm::SourceMgr &sourceMgr,
-                                               StringRef inputFilename,
-                                               const parallax::strategy::Strategy &s,
-                                               std::string &why) {
+/// The options a strategy sets, as --grid, the layer splits,
+/// --shard-weight-update[-fraction] and --recompute[-fraction] would.
+static void applyStrategy(const parallax::strategy::Strategy &s) {
   chosenModelRanks = s.grid.pr;
   strategyLayerSplits = s.layerSplits();
   shardWeightUpdate.setValue(s.shardUpdates > 0 ? ShardMode::On : ShardMode::Off);
   shardWeightUpdateFraction.setValue(s.shardUpdates > 0 ? s.shardUpdates : 1.0);
   recompute.setValue(s.recompute > 0);
   recomputeFraction.setValue(s.recompute > 0 ? s.recompute : 1.0);
+}
+
+/// Compiles `s` (its grid, its layer splits, ZeRO-1 or not) into a plan's
+/// module; an error (a split the model cannot take) goes to `why`.
+static std::optional<Compiled> compileStrategy(MLIRContext &context, llvm::SourceMgr &sourceMgr,
+                                               StringRef inputFilename,
+                                               const parallax::strategy::Strategy &s,
+                                               std::string &why) {
+  applyStrategy(s);
   std::string errors;
   ScopedDiagnosticHandler quiet(&context, [&](Diagnostic &d) {
     if (d.getSeverity() == DiagnosticSeverity::Error)
@@ -1053,13 +1059,7 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
     return std::nullopt;
   }
   // Compiled again with the diagnostics shown (its warnings included).
-  chosenModelRanks = c.point.strategy.grid.pr;
-  strategyLayerSplits = c.point.strategy.layerSplits();
-  shardWeightUpdate.setValue(c.point.strategy.shardUpdates > 0 ? ShardMode::On : ShardMode::Off);
-  shardWeightUpdateFraction.setValue(c.point.strategy.shardUpdates > 0 ? c.point.strategy.shardUpdates
-                                                                       : 1.0);
-  recompute.setValue(c.point.strategy.recompute > 0);
-  recomputeFraction.setValue(c.point.strategy.recompute > 0 ? c.point.strategy.recompute : 1.0);
+  applyStrategy(c.point.strategy);
   return build(context, sourceMgr, inputFilename, [](const llvm::Twine &m) { fail(m); });
 }
 
