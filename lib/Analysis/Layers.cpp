@@ -57,7 +57,7 @@ bool isActivationProduct(Operation *op) {
 bool followsChannelSplit(Operation *op) {
   if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp, px::ReshapeOp, px::TransposeOp,
           px::DropoutOp>(op) ||
-      px::isDepthwiseConv(op))
+      px::isGroupedConv(op))
     return true;
   // A softmax needs its axis whole: over a layer's features (the last
   // dimension of [B, F] or [B, T, F]) it gathers them; over attention's
@@ -120,7 +120,7 @@ std::optional<int64_t> carriedSplitDim(Operation *op, Value from, int64_t dim) {
         cast<IntegerAttr>(op->getAttr("axis")).getInt(), rankOf(op->getResult(0)));
     return axis == dim ? std::nullopt : std::optional<int64_t>(dim);
   }
-  if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp>(op) || px::isDepthwiseConv(op))
+  if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp>(op) || px::isGroupedConv(op))
     return dim == 1 ? std::optional<int64_t>(1) : std::nullopt;
   if (auto m = dyn_cast<px::MatMulOp>(op)) {
     // lhs [..., M, K] x rhs [..., K, N]: K is summed.
@@ -149,6 +149,9 @@ std::optional<CarriedSplit> featuresAlong(Operation *layer, ArrayRef<Operation *
     if (!dim)
       return std::nullopt;
     sizes = std::gcd(sizes, sizeOf(op, *dim));
+    // A grouped convolution keeps a split that falls between its groups.
+    if (px::isGroupedConv(op))
+      sizes = std::gcd(sizes, cast<px::ConvOp>(op).getGroup());
   }
   return CarriedSplit{*dim, sizes};
 }

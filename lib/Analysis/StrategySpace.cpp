@@ -142,8 +142,8 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
   // every earlier one (its layout is settled at each add), which leaves
   // the FT search something to eliminate. An op that runs whole ends the
   // trace: what reaches it is gathered there, whatever its split.
-  // An operator that cannot be split but follows a split (a depthwise
-  // convolution runs on the channels it is given) is passed through like
+  // An operator that cannot be split but follows a split (a grouped
+  // convolution runs on the groups it is given) is passed through like
   // any follower: it has no configuration to choose and no edges.
   auto operatorAt = [&](Operation *def) -> int {
     auto p = opOf.find(def);

@@ -100,7 +100,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (convSplit != "channels" && convSplit != "domain" && convSplit != "auto") {
-      module.emitError("px-shard-model: unknown conv-split '")
+      mlir::emitError(module.getLoc(), "px-shard-model: unknown conv-split '")
           << convSplit << "' (expected channels, domain or auto)";
       return signalPassFailure();
     }
@@ -127,8 +127,14 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       return signalPassFailure();
     for (auto &named : explicitSplits)
       if (!usedSplits.contains(named.getKey())) {
-        module.emitError("px-shard-model: layer-splits names '")
-            << named.getKey() << "', which is no layer's weight or embedding table";
+        // The variables that name a layer are those the pairing rule split.
+        SmallVector<StringRef> layerNames;
+        for (auto var : func.getOps<px::VariableOp>())
+          if (px::hasAttr<px::PxDialect::LayerSplitAttrHelper>(var))
+            layerNames.push_back(var.getName());
+        mlir::emitError(module.getLoc(), "px-shard-model: layer-splits names '")
+            << named.getKey() << "', which is no layer's weight or embedding table (those are: "
+            << llvm::join(layerNames, ", ") << ")";
         return signalPassFailure();
       }
 
@@ -247,7 +253,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       auto [name, split] = StringRef(spec).rsplit('=');
       std::optional<Named> s = strategy::splitNamed(split);
       if (name.empty() || !s)
-        return module.emitError("px-shard-model: layer-splits entry '")
+        return mlir::emitError(module.getLoc(), "px-shard-model: layer-splits entry '")
                << spec << "': expected VARIABLE=whole|out|in|rows";
       explicitSplits[name] = *s;
     }

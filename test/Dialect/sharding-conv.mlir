@@ -116,25 +116,63 @@ func.func @pools(%x: tensor<2x4x8x8xf32>, %dy: tensor<2x4x8x8xf32>) -> (tensor<2
 // -----
 
 // A split of the rows of an unpadded convolution (output rows fewer than
-// input rows: no block maps onto a block) and a grouped convolution that
-// is not depthwise (two channels per group, tied): both run whole, their
-// split inputs gathered first.
+// input rows: no block maps onto a block) runs whole, its split input
+// gathered first.
 // CHECK-LABEL: func.func @whole(
-// CHECK-DAG: %[[WG:.*]] = shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 0 : tensor<2x2x3x3xf32> -> tensor<4x2x3x3xf32>
-// CHECK-DAG: %[[WC:.*]] = tensor.cast %[[WG]]
-// CHECK-DAG: %[[XG:.*]] = shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 2 : tensor<2x4x4x8xf32> -> tensor<2x4x8x8xf32>
-// CHECK-DAG: %[[XC:.*]] = tensor.cast %[[XG]]
+// CHECK: %[[XG:.*]] = shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 2 : tensor<2x4x4x8xf32> -> tensor<2x4x8x8xf32>
+// CHECK: %[[XC:.*]] = tensor.cast %[[XG]]
 // CHECK: px.conv %[[XC]], %{{.*}} {{.*}} : tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>
-// CHECK-NEXT: px.conv %{{.*}}, %[[WC]] {{.*}}group = 2 {{.*}} : tensor<2x4x8x8xf32>, tensor<4x2x3x3xf32>
 shard.grid @g(shape = 2)
-func.func @whole(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>, %x2: tensor<2x4x8x8xf32>, %wg: tensor<4x2x3x3xf32>) -> (tensor<2x6x6x6xf32>, tensor<2x4x8x8xf32>) {
+func.func @whole(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) -> tensor<2x6x6x6xf32> {
   %rows = shard.sharding @g split_axes = [[], [], [0]] : !shard.sharding
   %xs = shard.shard %x to %rows : tensor<2x4x8x8xf32>
   %c = px.conv %xs, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<2x4x8x8xf32>, tensor<6x4x3x3xf32>
+  return %c : tensor<2x6x6x6xf32>
+}
+
+// -----
+
+// A grouped convolution (ResNeXt's: 2 groups of 4 input and 4 output
+// channels), its input gradient and its filter gradient on a block of
+// channels of 2 ranks: each rank holds one whole group, so the local ops
+// are ungrouped convolutions of its block, with no collective.
+// CHECK-LABEL: func.func @grouped(
+// CHECK-SAME: %[[X:.*]]: tensor<2x4x8x8xf32>, %[[W:.*]]: tensor<4x4x3x3xf32>, %[[DY:.*]]: tensor<2x4x8x8xf32>)
+// CHECK-NEXT: %[[Y:.*]] = px.conv %[[X]], %[[W]] {dilations = array<i64: 1, 1>, pads = {{.*}}} : tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>
+// CHECK-NEXT: %[[DX:.*]] = px.conv_grad_input %[[DY]], %[[W]] {dilations = array<i64: 1, 1>, pads = {{.*}}} : tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32> -> tensor<2x4x8x8xf32>
+// CHECK-NEXT: %[[DW:.*]] = px.conv_grad_filter %[[X]], %[[DY]] {dilations = array<i64: 1, 1>, pads = {{.*}}} : tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32> -> tensor<4x4x3x3xf32>
+// CHECK-NEXT: return %[[Y]], %[[DX]], %[[DW]]
+shard.grid @g(shape = 2)
+func.func @grouped(%x: tensor<2x8x8x8xf32>, %w: tensor<8x4x3x3xf32>, %dy: tensor<2x8x8x8xf32>) -> (tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>, tensor<8x4x3x3xf32>) {
+  %ch = shard.sharding @g split_axes = [[], [0]] : !shard.sharding
+  %xs = shard.shard %x to %ch : tensor<2x8x8x8xf32>
   %out = shard.sharding @g split_axes = [[0]] : !shard.sharding
-  %wgs = shard.shard %wg to %out : tensor<4x2x3x3xf32>
-  %g = px.conv %x2, %wgs {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x4x8x8xf32>, tensor<4x2x3x3xf32>
-  return %c, %g : tensor<2x6x6x6xf32>, tensor<2x4x8x8xf32>
+  %ws = shard.shard %w to %out : tensor<8x4x3x3xf32>
+  %y = px.conv %xs, %ws {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x8x8x8xf32>, tensor<8x4x3x3xf32>
+  %ys = shard.shard %y to %ch annotate_for_users : tensor<2x8x8x8xf32>
+  %dys = shard.shard %dy to %ch : tensor<2x8x8x8xf32>
+  %dx = px.conv_grad_input %dys, %ws {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x8x8x8xf32>, tensor<8x4x3x3xf32> -> tensor<2x8x8x8xf32>
+  %dxs = shard.shard %dx to %ch annotate_for_users : tensor<2x8x8x8xf32>
+  %dw = px.conv_grad_filter %xs, %dys {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32> -> tensor<8x4x3x3xf32>
+  %dws = shard.shard %dw to %out annotate_for_users : tensor<8x4x3x3xf32>
+  return %ys, %dxs, %dws : tensor<2x8x8x8xf32>, tensor<2x8x8x8xf32>, tensor<8x4x3x3xf32>
+}
+
+// -----
+
+// The same convolution's filters split over 4 ranks would cut each group
+// in two (its output channels sum all of the group's inputs): it runs
+// whole, its split weight gathered first.
+// CHECK-LABEL: func.func @grouped_through(
+// CHECK: %[[WG:.*]] = shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 0 : tensor<2x4x3x3xf32> -> tensor<8x4x3x3xf32>
+// CHECK: %[[WC:.*]] = tensor.cast %[[WG]]
+// CHECK: px.conv %{{.*}}, %[[WC]] {{.*}}group = 2 {{.*}} : tensor<2x8x8x8xf32>, tensor<8x4x3x3xf32>
+shard.grid @g(shape = 4)
+func.func @grouped_through(%x: tensor<2x8x8x8xf32>, %w: tensor<8x4x3x3xf32>) -> tensor<2x8x8x8xf32> {
+  %out = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %ws = shard.shard %w to %out : tensor<8x4x3x3xf32>
+  %y = px.conv %x, %ws {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x8x8x8xf32>, tensor<8x4x3x3xf32>
+  return %y : tensor<2x8x8x8xf32>
 }
 
 // -----

@@ -69,3 +69,56 @@ module attributes {px.world_size = 2 : i64, px.ranks_per_machine = 2 : i64, px.m
     return %y : tensor<8x4xf32>
   }
 }
+
+// -----
+
+// A grouped convolution (2 groups) between two convolutions: on 2 model
+// ranks each holds one group, so conv1's output channels reach conv3's
+// input channels through it (ResNeXt's bottleneck, split Megatron-style)
+// and the grouped convolution runs on the rank's group, nothing gathered.
+// CHECK-LABEL: func.func @grouped
+// CHECK-DAG: px.variable "conv1.weight" {{.*}} px.layer_split = "out"
+// CHECK-DAG: px.variable "conv3.weight" {{.*}} px.layer_split = "in"
+// CHECK-NOT: px.all_gather
+// CHECK: px.conv %{{.*}}, %{{.*}} {{{.*}}} : tensor<2x4x4x4xf32>, tensor<4x4x3x3xf32>
+module attributes {px.world_size = 2 : i64, px.ranks_per_machine = 2 : i64, px.model_ranks = 2 : i64} {
+  shard.grid @world(shape = 1x2)
+  func.func @grouped() -> tensor<2x4x4x4xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<2x3x4x4xf32> batched
+    %w1 = px.variable "conv1.weight" trainable = dense<0.1> : tensor<8x3x1x1xf32>
+    %w2 = px.variable "conv2.weight" trainable = dense<0.2> : tensor<8x4x3x3xf32>
+    %w3 = px.variable "conv3.weight" trainable = dense<0.3> : tensor<4x8x1x1xf32>
+    %a = px.conv %x, %w1 {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<2x3x4x4xf32>, tensor<8x3x1x1xf32>
+    %r = px.relu %a : tensor<2x8x4x4xf32>
+    %b = px.conv %r, %w2 {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x8x4x4xf32>, tensor<8x4x3x3xf32>
+    %r2 = px.relu %b : tensor<2x8x4x4xf32>
+    %c = px.conv %r2, %w3 {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<2x8x4x4xf32>, tensor<4x8x1x1xf32>
+    return %c : tensor<2x4x4x4xf32>
+  }
+}
+
+// -----
+
+// The same on 4 model ranks would cut each group in two: conv3 is not
+// paired, and the grouped convolution runs whole on conv1's gathered
+// output.
+// CHECK-LABEL: func.func @grouped_through
+// CHECK-DAG: px.variable "conv1.weight" {{.*}} px.layer_split = "out"
+// CHECK-DAG: px.variable "conv3.weight" {{.*}} px.layer_split = "out"
+// CHECK: px.all_gather
+// CHECK: px.conv %{{.*}}, %{{.*}} {{{.*}}group = 2 {{.*}}} : tensor<2x8x4x4xf32>, tensor<8x4x3x3xf32>
+module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.model_ranks = 4 : i64} {
+  shard.grid @world(shape = 1x4)
+  func.func @grouped_through() -> tensor<2x4x4x4xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<2x3x4x4xf32> batched
+    %w1 = px.variable "conv1.weight" trainable = dense<0.1> : tensor<8x3x1x1xf32>
+    %w2 = px.variable "conv2.weight" trainable = dense<0.2> : tensor<8x4x3x3xf32>
+    %w3 = px.variable "conv3.weight" trainable = dense<0.3> : tensor<4x8x1x1xf32>
+    %a = px.conv %x, %w1 {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<2x3x4x4xf32>, tensor<8x3x1x1xf32>
+    %r = px.relu %a : tensor<2x8x4x4xf32>
+    %b = px.conv %r, %w2 {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x8x4x4xf32>, tensor<8x4x3x3xf32>
+    %r2 = px.relu %b : tensor<2x8x4x4xf32>
+    %c = px.conv %r2, %w3 {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<2x8x4x4xf32>, tensor<4x8x1x1xf32>
+    return %c : tensor<2x4x4x4xf32>
+  }
+}

@@ -216,6 +216,14 @@ static cl::opt<std::string> convSplit(
              "SPAA'18's domain parallelism), or auto (each convolution the way "
              "the closed-form grid model prices cheaper)"),
     cl::init("channels"), cl::cat(parallaxCategory));
+static cl::list<std::string> layerSplit(
+    "layer-split",
+    cl::desc("With --grid: LAYER=whole|out|in|rows (repeatable or comma-separated) fixes "
+             "how the model axis splits the layer whose weight (or embedding table) is "
+             "the variable LAYER, instead of the pairing rule: whole on every model rank, "
+             "by output or input features (channels), or by a convolution's input rows "
+             "or a table's vocabulary"),
+    cl::CommaSeparated, cl::cat(parallaxCategory));
 static cl::opt<bool> gridCosts(
     "grid-costs",
     cl::desc("Print the predicted cost of every Pr x Pc grid of the --np "
@@ -563,7 +571,11 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
       return error(llvm::toString(model.takeError())), std::nullopt;
     pipeline.cluster.modelRanks = *model;
     pipeline.shardModel.convSplit = convSplit;
-    pipeline.shardModel.layerSplits.assign(strategyLayerSplits.begin(), strategyLayerSplits.end());
+    if (!strategyLayerSplits.empty())
+      pipeline.shardModel.layerSplits.assign(strategyLayerSplits.begin(),
+                                             strategyLayerSplits.end());
+    else
+      pipeline.shardModel.layerSplits.assign(layerSplit.begin(), layerSplit.end());
     pipeline.sparsity.profileData = profileData;
     pipeline.sparsity.profileSteps = profileSteps;
     pipeline.partition.forced = forcedPartitions;
@@ -851,9 +863,10 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   if (!gridSpec.empty() || shardWeightUpdate.getNumOccurrences() ||
       shardWeightUpdateFraction.getNumOccurrences() ||
       convSplit.getNumOccurrences() || recompute.getNumOccurrences() ||
-      recomputeFraction.getNumOccurrences()) {
+      recomputeFraction.getNumOccurrences() || layerSplit.getNumOccurrences()) {
     fail("the strategy search chooses the grid, each layer's split, ZeRO-1 and recomputation "
-         "itself: drop --grid, --conv-split, --shard-weight-update and --recompute[-fraction]");
+         "itself: drop --grid, --conv-split, --layer-split, --shard-weight-update and "
+         "--recompute[-fraction]");
     return std::nullopt;
   }
   std::optional<int64_t> limit;
@@ -1084,6 +1097,15 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     return fail("--shard-weight-update-fraction " +
                 llvm::formatv("{0}", shardWeightUpdateFraction.getValue()).str() +
                 ": expected a share in (0, 1]");
+  if (layerSplit.getNumOccurrences() && !searchesStrategies()) {
+    llvm::Expected<int64_t> pr = modelRanks();
+    bool split = pr && *pr > 1 && gridSpec != "auto";
+    if (!pr)
+      llvm::consumeError(pr.takeError()); // the build reports it
+    else if (!split)
+      return fail("--layer-split fixes how --grid's model axis splits a layer: give "
+                  "--grid=PrxPc with Pr > 1");
+  }
   bool searchOnly = false;
   std::optional<Built> built =
       searchesStrategies()

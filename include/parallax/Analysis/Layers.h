@@ -45,7 +45,8 @@ bool isActivationProduct(mlir::Operation *op);
 
 /// Ops that run on a block of channels, features or heads when their input
 /// is split so (px's sharding models carry the split through them):
-/// one-result element-wise ops, batch norm and pooling, and a transformer
+/// one-result element-wise ops, batch norm, pooling and grouped (depthwise)
+/// convolutions, and a transformer
 /// block's reshapes, transposes, softmax, dropout and products of two
 /// activations. Any other op (a layer norm, a loss) runs whole, its split
 /// input gathered.
@@ -74,8 +75,9 @@ std::optional<int64_t> carriedSplitDim(mlir::Operation *op, mlir::Value from, in
 /// features along `chain` (the ops between them, from the layer on):
 /// Megatron's pairing of a column-split layer with a row-split one. Where
 /// it does, the greatest common divisor of the sizes the split dimension
-/// has on the way (the heads of a [B, T, H, D] reshape among them): the
-/// split survives on `ranks` model ranks only if they divide it.
+/// has on the way (the heads of a [B, T, H, D] reshape among them, a
+/// grouped convolution's groups): the split survives on `ranks` model ranks
+/// only if they divide it.
 std::optional<int64_t> carriedFeatures(mlir::Operation *layer,
                                        llvm::ArrayRef<mlir::Operation *> chain,
                                        mlir::Operation *consumer);

@@ -99,20 +99,22 @@ SmallVector<unsigned> concat(unsigned first, unsigned second, ArrayRef<unsigned>
 }
 
 /// Whether a convolution (or a gradient of one) with `group` groups, input
-/// (or input gradient) `data` and weight `w` is depthwise: one group per
-/// channel, one filter per group. Its channels are one parallel loop that
-/// data, weight and result share, so a block of channels needs nothing
-/// from the other ranks.
-bool depthwise(int64_t group, Value data, Value w) {
+/// (or input gradient) `data` and weight `w` is grouped: its channels (and
+/// its filters) are `group` contiguous blocks, each group's output channels
+/// summing its own input channels only. A block of whole groups therefore
+/// needs nothing from the other ranks, so its channels are one parallel
+/// loop that data, weight and result share; a split is taken only where it
+/// falls between groups (groupsDivide). A depthwise convolution
+/// (MobileNet's: a group per channel) is the case of one channel per group.
+bool grouped(int64_t group, Value data, Value w) {
   auto x = cast<RankedTensorType>(data.getType());
   auto wt = cast<RankedTensorType>(w.getType());
-  return group > 1 && x.getRank() >= 3 && wt.getRank() >= 3 && x.getDimSize(1) == group &&
-         wt.getDimSize(0) == group && wt.getDimSize(1) == 1;
+  return group > 1 && x.getRank() >= 3 && wt.getRank() >= 3 &&
+         x.getDimSize(1) == group * wt.getDimSize(1) && wt.getDimSize(0) % group == 0;
 }
 
-/// The nest of `op`, or none where the model does not describe it: a
-/// grouped convolution other than a depthwise one (its channel loops are
-/// tied group by group).
+/// The nest of `op`, or none where the model does not describe it (a
+/// convolution whose channels and groups do not agree).
 std::optional<Nest> nestOf(Operation *op) {
   using IT = IteratorType;
   constexpr IT par = IT::parallel, red = IT::reduction;
@@ -124,7 +126,7 @@ std::optional<Nest> nestOf(Operation *op) {
       llvm::TypeSwitch<Operation *, bool>(op)
           .Case([&](ConvOp c) {
             if (c.getGroup() != 1) {
-              if (!depthwise(c.getGroup(), c.getX(), c.getW()))
+              if (!grouped(c.getGroup(), c.getX(), c.getW()))
                 return false;
               unsigned b = n.loop(par), ch = n.loop(par);
               n.tensor(c.getX(), {b, ch});
@@ -145,7 +147,7 @@ std::optional<Nest> nestOf(Operation *op) {
           })
           .Case([&](ConvGradInputOp c) {
             if (c.getGroup() != 1) {
-              if (!depthwise(c.getGroup(), c.getDx(), c.getW()))
+              if (!grouped(c.getGroup(), c.getDx(), c.getW()))
                 return false;
               unsigned b = n.loop(par), ch = n.loop(par);
               n.tensor(c.getDy(), {b, ch});
@@ -162,7 +164,7 @@ std::optional<Nest> nestOf(Operation *op) {
           })
           .Case([&](ConvGradFilterOp c) {
             if (c.getGroup() != 1) {
-              if (!depthwise(c.getGroup(), c.getX(), c.getDw()))
+              if (!grouped(c.getGroup(), c.getX(), c.getDw()))
                 return false;
               unsigned b = n.loop(red), ch = n.loop(par);
               n.tensor(c.getX(), {b, ch});
@@ -419,19 +421,48 @@ LogicalResult partitionRows(Operation *op, ArrayRef<Value> operands,
   return success();
 }
 
-/// A depthwise convolution on a block of channels has a group per channel
-/// of the block.
+/// A grouped convolution on a block of channels has the groups of the
+/// block: its input channels over each group's (the weight's second
+/// dimension, which no split changes).
 void withLocalGroups(Operation *local) {
-  auto regroup = [&](auto c, Value data) {
+  auto regroup = [&](auto c, Value data, Value w) {
     if (c.getGroup() != 1)
-      c.setGroup(cast<RankedTensorType>(data.getType()).getDimSize(1));
+      c.setGroup(cast<RankedTensorType>(data.getType()).getDimSize(1) /
+                 std::max<int64_t>(1, cast<RankedTensorType>(w.getType()).getDimSize(1)));
   };
   if (auto c = dyn_cast_or_null<ConvOp>(local))
-    regroup(c, c.getX());
+    regroup(c, c.getX(), c.getW());
   else if (auto c = dyn_cast_or_null<ConvGradInputOp>(local))
-    regroup(c, c.getDx());
+    regroup(c, c.getDx(), c.getW());
   else if (auto c = dyn_cast_or_null<ConvGradFilterOp>(local))
-    regroup(c, c.getX());
+    regroup(c, c.getX(), c.getDw());
+}
+
+/// The groups of a grouped convolution (or gradient), 1 for any other op.
+int64_t groupsOf(Operation *op) {
+  if (auto c = dyn_cast<ConvOp>(op))
+    return c.getGroup();
+  if (auto c = dyn_cast<ConvGradInputOp>(op))
+    return c.getGroup();
+  if (auto c = dyn_cast<ConvGradFilterOp>(op))
+    return c.getGroup();
+  return 1;
+}
+
+/// Whether `option` splits a grouped convolution's channels (loop 1 of its
+/// nest) into blocks of whole groups: the ranks of the axes that split them
+/// divide the groups.
+bool groupsDivide(Operation *op, const ShardingOption &option) {
+  int64_t groups = groupsOf(op);
+  if (groups <= 1 || option.shardingArray.size() < 2 || option.shardingArray[1].empty())
+    return true;
+  auto grid = SymbolTable::lookupNearestSymbolFrom<GridOp>(op, option.grid);
+  if (!grid)
+    return false;
+  int64_t ranks = 1;
+  for (GridAxis a : option.shardingArray[1])
+    ranks *= grid.getShape()[a];
+  return ranks > 0 && groups % ranks == 0;
 }
 
 template <typename Op>
@@ -461,8 +492,13 @@ struct ChannelSharding : public PxShardingModel<ChannelSharding<Op>, Op> {
                                               ArrayRef<Sharding> operandShardings,
                                               ArrayRef<Sharding> resultShardings) const {
     std::optional<Nest> n = nestOf(op);
-    if (n && splitsOnlySplittable(*n, operandShardings, resultShardings))
-      return shard::detail::defaultGetShardingOption(op, operandShardings, resultShardings);
+    if (n && splitsOnlySplittable(*n, operandShardings, resultShardings)) {
+      FailureOr<ShardingOption> option =
+          shard::detail::defaultGetShardingOption(op, operandShardings, resultShardings);
+      // A split through a group ties the ranks' channels: computed whole.
+      if (failed(option) || groupsDivide(op, *option))
+        return option;
+    }
     for (ArrayRef<Sharding> list : {operandShardings, resultShardings})
       for (const Sharding &sh : list)
         if (sh)
@@ -488,7 +524,7 @@ struct ChannelSharding : public PxShardingModel<ChannelSharding<Op>, Op> {
       if (failed(partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
                                partitionMap, symbolTable, builder)))
         return failure();
-      if (nestOf(op)) // a grouped convolution the model does not describe runs whole
+      if (nestOf(op)) // a grouped convolution on a block of groups
         withLocalGroups(partitionMap.lookup(op->getResult(0)).getDefiningOp());
       return success();
     }
@@ -558,9 +594,9 @@ int64_t rowsOfTensor(Value v) {
 
 } // namespace
 
-bool parallax::px::isDepthwiseConv(Operation *op) {
+bool parallax::px::isGroupedConv(Operation *op) {
   auto c = dyn_cast<ConvOp>(op);
-  return c && depthwise(c.getGroup(), c.getX(), c.getW());
+  return c && grouped(c.getGroup(), c.getX(), c.getW());
 }
 
 std::optional<Halo> parallax::px::domainHalo(Operation *op) {

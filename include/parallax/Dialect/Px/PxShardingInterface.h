@@ -37,10 +37,11 @@ struct Halo {
 };
 std::optional<Halo> domainHalo(mlir::Operation *op);
 
-/// Whether `op` is a depthwise px.conv (one group per input channel, one
-/// filter per group, as MobileNet's): a split of its channels runs on the
-/// rank's block with no collective.
-bool isDepthwiseConv(mlir::Operation *op);
+/// Whether `op` is a grouped px.conv (ResNeXt's, or MobileNet's depthwise
+/// one: a group per channel): a split of its channels into whole groups
+/// runs on the rank's block with no collective (a split through a group
+/// computes it whole).
+bool isGroupedConv(mlir::Operation *op);
 
 } // namespace parallax::px
 
