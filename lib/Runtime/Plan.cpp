@@ -92,7 +92,10 @@ const char *kindName(PlanTensor::Kind k) {
 
 json initToJson(const InitialValue &v) {
   switch (v.kind) {
-  case InitialValue::Kind::Onnx: return {{"onnx", v.onnxName}};
+  case InitialValue::Kind::Onnx:
+    if (!v.paddedFrom.empty())
+      return {{"onnx", v.onnxName}, {"padded_from", v.paddedFrom}};
+    return {{"onnx", v.onnxName}};
   case InitialValue::Kind::Splat: return {{"splat", planDouble(v.splat)}};
   case InitialValue::Kind::Blob:
     return {{"blob", {v.blobOffset, v.blobBytes}}};
@@ -139,6 +142,8 @@ struct Reader {
     if (j.contains("onnx")) {
       v.kind = InitialValue::Kind::Onnx;
       v.onnxName = get<std::string>(j, "onnx", ctx);
+      if (j.contains("padded_from"))
+        v.paddedFrom = get<std::vector<int64_t>>(j, "padded_from", ctx);
     } else if (j.contains("splat")) {
       v.kind = InitialValue::Kind::Splat;
       auto splat = planDoubleValue(field(j, "splat", ctx));
@@ -194,6 +199,21 @@ void validate(const Plan &p, const Reader &r) {
     if (whole < 0)
       r.fail("variable '" + v.name + "' is too large");
     checkBlob(v.init, whole * (int64_t)sizeOf(v.dtype), "variable '" + v.name + "'");
+    const std::vector<int64_t> &value = v.split() ? v.wholeShape : v.shape;
+    const std::vector<int64_t> &from = v.init.paddedFrom;
+    bool fits = from.size() == value.size();
+    for (size_t d = 0; fits && d < from.size(); ++d)
+      fits = from[d] >= 0 && from[d] <= value[d];
+    if (!from.empty() && !fits) {
+      auto text = [](const std::vector<int64_t> &shape) {
+        std::string t;
+        for (int64_t d : shape)
+          t += (t.empty() ? "" : "x") + std::to_string(d);
+        return t;
+      };
+      r.fail("variable '" + v.name + "': its initial value cannot be padded from " +
+             text(from) + " to " + text(value));
+    }
   }
   // Variable blocks: every member inside its block, aligned, none overlapping.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> blockRanges(p.variableBlocks.size());

@@ -290,6 +290,14 @@ void Session::loadInitialValues() {
   std::vector<std::string> onnxNames;
   std::vector<TensorView> onnxDests;
   uint64_t randomFilled = 0;
+  // Padded initial values (InitialValue::paddedFrom): the initializer,
+  // read into `data`, and the zeros it is placed into.
+  struct Padded {
+    std::vector<char> data;
+    std::vector<int64_t> shape;
+    TensorView dest;
+  };
+  std::vector<Padded> padded;
   auto load = [&](const InitialValue &init, const TensorView &dest) {
     switch (init.kind) {
     case InitialValue::Kind::Splat:
@@ -299,14 +307,26 @@ void Session::loadInitialValues() {
       if (init.blobBytes > 0) // an empty tensor has no storage (null data)
         std::memcpy(dest.data, plan_.blobs.data() + init.blobOffset, init.blobBytes);
       break;
-    case InitialValue::Kind::Onnx:
+    case InitialValue::Kind::Onnx: {
+      TensorView into = dest;
+      if (!init.paddedFrom.empty()) {
+        // Read at the initializer's shape, placed into zeros once read.
+        fillSplat(dest, 0.0);
+        Padded p;
+        p.data.resize(std::max<size_t>(bytesOf(dest.dtype, init.paddedFrom), 1));
+        p.shape = init.paddedFrom;
+        p.dest = dest;
+        into = TensorView{p.data.data(), dest.dtype, init.paddedFrom};
+        padded.push_back(std::move(p));
+      }
       if (options_.weightsPath == kRandomWeights)
-        fillRandom(dest, randomFilled++, options_.seed);
+        fillRandom(into, randomFilled++, options_.seed);
       else {
         onnxNames.push_back(init.onnxName);
-        onnxDests.push_back(dest);
+        onnxDests.push_back(into);
       }
       break;
+    }
     }
   };
   // A GPU session loads into host copies and uploads them once checked.
@@ -350,6 +370,9 @@ void Session::loadInitialValues() {
     load(c.value, hostDest(constants_[i].data(), c.dtype, c.shape));
   }
   auto finish = [&](const std::string &onnxPath) {
+    for (Padded &p : padded)
+      placeBlock(p.data.data(), p.shape, static_cast<char *>(p.dest.data), p.dest.shape,
+                 std::vector<int64_t>(p.dest.shape.size(), 0), sizeOf(p.dest.dtype));
     for (Whole &w : wholes) {
       const PlanVariable &v = *w.variable;
       copyBlock(w.data.data(), v.wholeShape, static_cast<char *>(w.block.data), v.shape,
@@ -619,6 +642,16 @@ std::vector<char> Session::wholeVariable(size_t i) {
     placeBlock(all.data() + q * blockBytes, v.shape, whole.data(), v.wholeShape,
                blockOriginOf(v, q), sizeOf(v.dtype));
   return whole;
+}
+
+std::pair<std::vector<char>, std::vector<int64_t>>
+Session::savedValue(size_t i, const TensorView &value) const {
+  const PlanVariable &v = plan_.variables.at(i);
+  std::vector<int64_t> shape = v.init.paddedFrom.empty() ? value.shape : v.init.paddedFrom;
+  std::vector<char> bytes(std::max<size_t>(bytesOf(v.dtype, shape), 1));
+  copyBlock(static_cast<const char *>(value.data), value.shape, bytes.data(), shape,
+            std::vector<int64_t>(shape.size(), 0), sizeOf(v.dtype));
+  return {std::move(bytes), shape};
 }
 
 std::vector<int64_t> Session::blockOriginOf(const PlanVariable &v, int rank) const {

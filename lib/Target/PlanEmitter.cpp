@@ -186,6 +186,7 @@ Emitter::initialValue(Operation *op, Attribute value, rt::DType dtype) {
   if (auto ref = dyn_cast<px::OnnxInitializerAttr>(value)) {
     init.kind = rt::InitialValue::Kind::Onnx;
     init.onnxName = ref.getName().str();
+    init.paddedFrom.assign(ref.getStored().begin(), ref.getStored().end());
     return init;
   }
   auto dense = dyn_cast<DenseElementsAttr>(value);
@@ -327,6 +328,11 @@ static int64_t blockRanks(Operation *op) {
 /// The rows a gather's ids index: the data's along its axis, or the whole
 /// table's when the data is a row block.
 static int64_t rowsIndexed(px::GatherOp g) {
+  // A padded vocabulary (px-pad-vocabulary): the initializer's rows.
+  if (auto var = g.getData().getDefiningOp<px::VariableOp>())
+    if (auto ref = dyn_cast<px::OnnxInitializerAttr>(var.getInit());
+        ref && !ref.getStored().empty())
+      return ref.getStored()[0];
   auto data = g.getData().getType();
   int64_t rows = data.getDimSize(px::normalizeAxis((int64_t)g.getAxis(), data.getRank())
                                      .value_or(0));
@@ -367,7 +373,10 @@ static void classifyIndexInput(Value input, rt::PlanInput &in) {
       } else if (isa<px::SoftmaxCrossEntropyLossOp,
                      px::NegativeLogLikelihoodLossOp>(user) && n == 1) {
         // A vocabulary-parallel loss's nll_loss holds a block of the classes.
-        int64_t classes = dimOf(user->getOperand(0), 1) * blockRanks(user);
+        // Of padded scores, the classes before the padding.
+        auto real = px::getAttr<px::PxDialect::ClassesAttrHelper>(user);
+        int64_t classes =
+            real ? real.getInt() : dimOf(user->getOperand(0), 1) * blockRanks(user);
         labels = labels < 0 ? classes : std::min(labels, classes);
       } else if (isa<px::ReshapeOp, px::ConcatOp, px::CastOp, px::SliceOp,
                      px::TransposeOp, px::ExpandOp>(user) ||

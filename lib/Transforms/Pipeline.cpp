@@ -9,8 +9,10 @@ void parallax::addTrainingPipeline(mlir::OpPassManager &pm,
   // Canonical forms first (e.g. matmul of a transposed weight -> gemm), so
   // that px-autodiff differentiates the simpler graph.
   pm.addPass(mlir::createCanonicalizerPass());
-  if (options.distributed)
+  if (options.distributed) {
     pm.addPass(createPxCluster(options.cluster));
+    pm.addPass(createPxPadVocabulary());
+  }
   pm.addPass(createPxAutodiff());
   if (options.distributed) {
     pm.addPass(createPxShardModel(options.shardModel));

@@ -56,6 +56,22 @@ func.func @variable_initializer_type() {
 
 // -----
 
+func.func @initializer_padded_smaller() {
+  // expected-error @+1 {{initializer 'w': cannot be padded from [30, 16] to 'tensor<28x16xf32>'}}
+  %0 = px.variable "w" trainable = #px.onnx_initializer<"w", padded from [30, 16]> : tensor<28x16xf32>
+  return
+}
+
+// -----
+
+func.func @initializer_padded_rank() {
+  // expected-error @+1 {{initializer 'w': padded from a shape of rank 1 to 'tensor<28x16xf32>'}}
+  %0 = px.variable "w" trainable = #px.onnx_initializer<"w", padded from [27]> : tensor<28x16xf32>
+  return
+}
+
+// -----
+
 func.func @variable_not_tensor() {
   // expected-error @+1 {{'px.variable' op result #0 must be statically shaped tensor}}
   %0 = px.variable "w" = #px.onnx_initializer<"w"> : f32

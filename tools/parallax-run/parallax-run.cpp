@@ -40,6 +40,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <list>
 #include <map>
 #include <optional>
 #include <thread>
@@ -623,6 +624,8 @@ int main(int argc, char **argv) {
       if (rank == 0) {
         std::vector<std::string> names;
         std::vector<TensorView> values;
+        // Padded variables' initializer parts (kept alive until written).
+        std::list<std::vector<char>> unpadded;
         for (size_t i = 0; i < session.plan().variables.size(); ++i) {
           const PlanVariable &v = session.plan().variables[i];
           if (v.role == PlanVariable::Role::OptimizerState ||
@@ -633,6 +636,11 @@ int main(int argc, char **argv) {
             values.push_back(TensorView{w->second.data(), v.dtype, v.wholeShape});
           else
             values.push_back(session.variable(i));
+          if (!v.init.paddedFrom.empty()) {
+            auto [bytes, shape] = session.savedValue(i, values.back());
+            unpadded.push_back(std::move(bytes));
+            values.back() = TensorView{unpadded.back().data(), v.dtype, shape};
+          }
           std::string bad = describeNonFinite(values.back().data, v.dtype, values.back().shape);
           if (!bad.empty())
             return failRank(args["save"].as<std::string>() + ": not written: the trained '" +

@@ -59,6 +59,11 @@ struct InitialValue {
   std::string onnxName;  ///< Onnx: initializer name in the source model
   double splat = 0.0;    ///< Splat: every element
   uint64_t blobOffset = 0, blobBytes = 0; ///< Blob: a range of Plan::blobs
+  /// Onnx: the initializer's own shape where the value is larger (a
+  /// vocabulary padded to a multiple of the model ranks): the value is the
+  /// initializer followed by zeros in every dimension, and --save writes
+  /// back the initializer's part. Empty: the value's shape.
+  std::vector<int64_t> paddedFrom;
 };
 
 struct PlanVariable {

@@ -120,6 +120,12 @@ public:
   /// grid (--grid): every rank's block gathered and put in its place (a
   /// collective; call it on every rank). Row-major host bytes.
   std::vector<char> wholeVariable(size_t i);
+  /// What --save writes of variable `i` whose whole value is `value`: the
+  /// value, or where the plan pads its initializer (a vocabulary padded to
+  /// a multiple of the model ranks) the initializer's part of it.
+  /// Row-major host bytes and their shape.
+  std::pair<std::vector<char>, std::vector<int64_t>> savedValue(size_t i,
+                                                                const TensorView &value) const;
 
   /// The rows of variable `i` this rank keeps current, as [begin, end)
   /// ranges of its first dimension: all of them, except for a

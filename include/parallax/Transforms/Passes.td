@@ -300,6 +300,36 @@ def PxRecompute : Pass<"px-recompute", "mlir::ModuleOp"> {
   let dependentDialects = ["::parallax::px::PxDialect"];
 }
 
+def PxPadVocabulary : Pass<"px-pad-vocabulary", "mlir::ModuleOp"> {
+  let summary = "Pad a vocabulary the model ranks do not divide, as Megatron-LM does";
+  let description = [{
+    On a grid whose model axis has Pr ranks (`px.model_ranks`), a
+    vocabulary-parallel embedding splits its table's rows over them and a
+    vocabulary-parallel loss its classes: both need the vocabulary to
+    divide by Pr (BERT's 30522 words do not by 4, GPT-2's 50257 by
+    nothing). Before px-autodiff, this pass pads such a vocabulary with
+    zero rows to the next multiple of Pr, Megatron-LM's padded vocabulary:
+
+    - a trainable table read only by `px.gather` (axis 0, ids from data)
+      and, tied, by the output layer below: its rows;
+    - the classes of a `px.softmax_cross_entropy_loss` without class
+      weights whose [N, C] scores come from an output layer (a `px.gemm`
+      or `px.matmul` by a trainable weight, or by the transpose of a
+      table) through reshapes that keep C last and adds of a trainable
+      [C] bias: the weight's and the bias's C, the scores in between, and
+      a mask added before the loss that gives the padded classes a score
+      of -1e30, so that the softmax, the loss and every gradient are
+      those of the C classes (the padding's gradients are zero, its
+      values never change). The loss records C in `px.classes`.
+
+    A padded variable's initial value is its ONNX initializer `padded
+    from` its own shape (the runtime appends the zeros, `--save` writes
+    the initializer's part back). A vocabulary with any other use is left
+    as it is (split where it divides, else whole).
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect"];
+}
+
 def PxShardModel : Pass<"px-shard-model", "mlir::ModuleOp"> {
   let summary = "Split each layer's weight over the grid's model axis and partition the step";
   let description = [{

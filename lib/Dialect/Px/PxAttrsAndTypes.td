@@ -21,9 +21,24 @@ def Px_OnnxInitializerAttr : AttrDef<Px_Dialect, "OnnxInitializer",
                                      [TypedAttrInterface]> {
   let mnemonic = "onnx_initializer";
   let summary = "Reference to an initializer tensor of the source ONNX model";
+  let description = [{
+    `padded from [d0, d1, ...]` names the initializer's own shape where the
+    value is larger than it (px-pad-classes: a vocabulary the model ranks
+    do not divide, padded as Megatron-LM pads it): the value is the
+    initializer followed by zeros in every dimension, and what a run saves
+    back is the initializer's part.
+  }];
   let parameters = (ins StringRefParameter<"initializer name">:$name,
-                        AttributeSelfTypeParameter<"">:$type);
-  let assemblyFormat = "`<` $name `>`";
+                        AttributeSelfTypeParameter<"">:$type,
+                        OptionalArrayRefParameter<"int64_t",
+                            "the initializer's shape, when padded">:$stored);
+  let builders = [
+    AttrBuilder<(ins "::llvm::StringRef":$name, "::mlir::Type":$type), [{
+      return $_get($_ctxt, name, type, ::llvm::ArrayRef<int64_t>());
+    }]>
+  ];
+  let assemblyFormat = "`<` $name (`,` `padded` `from` ` ` `[` $stored^ `]`)? `>`";
+  let genVerifyDecl = 1;
 }
 
 def Px_InitialValueAttr : AnyAttrOf<[ElementsAttr, Px_OnnxInitializerAttr]>;

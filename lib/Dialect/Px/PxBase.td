@@ -121,6 +121,13 @@ def Px_Dialect : Dialect {
     // chosen count (docs/sync.md). Informational.
     "::mlir::DenseF64ArrayAttr":$partition_cost,
 
+    // --- Vocabulary padding (px-pad-vocabulary) ---
+    // px.softmax_cross_entropy_loss (and the px.nll_loss of its
+    // vocabulary-parallel form): the classes its labels index, where its
+    // scores are padded to more (the padding masked). Read by the plan
+    // emitter (the synthetic labels' range).
+    "::mlir::IntegerAttr":$classes,
+
     // --- Model parallelism (px-shard-model) ---
     // px.variable: why a table read only by row gathers stays whole on a
     // grid that splits the model (its rows do not divide over the model

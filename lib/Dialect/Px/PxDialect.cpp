@@ -63,6 +63,21 @@ std::string parallax::locationName(Location loc) {
   return "";
 }
 
+LogicalResult OnnxInitializerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                          StringRef name, Type type, ArrayRef<int64_t> stored) {
+  if (stored.empty())
+    return success();
+  auto shaped = dyn_cast<RankedTensorType>(type);
+  if (!shaped || shaped.getRank() != (int64_t)stored.size())
+    return emitError() << "initializer '" << name << "': padded from a shape of rank "
+                       << stored.size() << " to " << type;
+  for (auto [have, to] : llvm::zip(stored, shaped.getShape()))
+    if (have < 0 || have > to)
+      return emitError() << "initializer '" << name << "': cannot be padded from ["
+                         << llvm::make_range(stored.begin(), stored.end()) << "] to " << type;
+  return success();
+}
+
 Operation *PxDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                           Type type, Location loc) {
   // Both kinds of px.constant value: a literal, or a reference to an
@@ -150,6 +165,7 @@ constexpr PxAttrRule kPxAttrs[] = {
     rule<PxDialect::ProfileStepsAttrHelper>(),
     rule<PxDialect::WholeOnGridAttrHelper>(),
     rule<PxDialect::LayerSplitAttrHelper>(),
+    rule<PxDialect::ClassesAttrHelper>(),
     rule<PxDialect::RecomputedAttrHelper>(),
     rule<PxDialect::PartitionsAttrHelper>(),
     rule<PxDialect::PlacementAttrHelper>(),

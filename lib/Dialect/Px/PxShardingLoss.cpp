@@ -166,6 +166,10 @@ private:
                                     b.getNamedAttr("grid_axes", axes)};
     if (op.getIgnoreIndexAttr())
       nll.push_back(b.getNamedAttr("ignore_index", op.getIgnoreIndexAttr()));
+    // A padded vocabulary's real classes (px-pad-vocabulary).
+    if (auto classes = getAttr<PxDialect::ClassesAttrHelper>(op))
+      nll.push_back(b.getNamedAttr(PxDialect::ClassesAttrHelper(b.getContext()).getName(),
+                                   classes));
     Value partial =
         NegativeLogLikelihoodLossOp::create(b, loc, ValueRange{logProb, local[1]}, nll)
             .getResult();

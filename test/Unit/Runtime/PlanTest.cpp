@@ -89,6 +89,22 @@ TEST(Plan, RoundTripKeepsEverything) {
   EXPECT_EQ(p.checksum, 0u);
 }
 
+TEST(Plan, KeepsAndChecksAPaddedInitializer) {
+  // A vocabulary padded to a multiple of the model ranks: the initializer
+  // has fewer rows than the variable.
+  Plan p = smallPlan();
+  p.variables[0].init.paddedFrom = {1, 3};
+  Plan q = parsePlan(serializePlan(p), "p.pxplan");
+  EXPECT_EQ(q.variables[0].init.paddedFrom, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(planToJson(q)["variables"][0]["init"]["padded_from"], nlohmann::json({1, 3}));
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &r) { r.variables[0].init.paddedFrom = {3, 3}; }))
+                .find("variable 'w': its initial value cannot be padded from 3x3 to 2x3"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &r) { r.variables[0].init.paddedFrom = {2}; }))
+                .find("cannot be padded from 2 to 2x3"),
+            std::string::npos);
+}
+
 /// smallPlan with a second variable, both in one variable block.
 Plan blockedPlan() {
   Plan p = smallPlan();

@@ -1,0 +1,98 @@
+// px-pad-vocabulary alone: on 4 model ranks a vocabulary of 27 words is
+// padded to 28. @tied: the table (read by a row gather and, transposed, by
+// the output layer) gets a zero row, the output bias a zero, the scores a
+// column masked to -1e30 before the loss, which records its 27 classes.
+// RUN: parallax-opt %s --split-input-file --px-pad-vocabulary | FileCheck %s
+
+// CHECK-LABEL: func.func @tied
+// CHECK-DAG: px.variable "bias" trainable = #px.onnx_initializer<"bias", padded from [27]> : tensor<28xf32>
+// CHECK-DAG: px.variable "embed" trainable = #px.onnx_initializer<"embed", padded from [27, 16]> : tensor<28x16xf32>
+// CHECK: px.gather %{{.*}}[%{{.*}}] : tensor<28x16xf32>, tensor<8x6xi64>
+// CHECK: px.transpose %{{.*}} {perm = array<i64: 1, 0>} : tensor<28x16xf32>
+// CHECK: px.matmul %{{.*}}, %{{.*}} : tensor<8x6x16xf32>, tensor<16x28xf32>
+// CHECK: px.add %{{.*}}, %{{.*}} : tensor<8x6x28xf32>, tensor<28xf32>
+// CHECK: px.reshape %{{.*}} : tensor<8x6x28xf32> -> tensor<48x28xf32>
+// CHECK: %[[MASK:.*]] = px.constant dense<[0.000000e+00, {{.*}}, 0.000000e+00, -1.000000e+30]> : tensor<28xf32>
+// CHECK: %[[MASKED:.*]] = px.add %{{.*}}, %[[MASK]] : tensor<48x28xf32>, tensor<28xf32>
+// CHECK: px.softmax_cross_entropy_loss %[[MASKED]], %{{.*}} {{{.*}}px.classes = 27 : i64{{.*}}} : tensor<48x28xf32>, tensor<48xi64>
+module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.model_ranks = 4 : i64} {
+  func.func @tied() -> tensor<f32> attributes {px.loss = 0 : i64} {
+    %tokens = px.input "tokens" : tensor<8x6xi64> batched
+    %targets = px.input "targets" : tensor<48xi64> batched
+    %embed = px.variable "embed" trainable = #px.onnx_initializer<"embed"> : tensor<27x16xf32>
+    %bias = px.variable "bias" trainable = #px.onnx_initializer<"bias"> : tensor<27xf32>
+    %h = px.gather %embed[%tokens] : tensor<27x16xf32>, tensor<8x6xi64>
+    %t = px.transpose %embed {perm = array<i64: 1, 0>} : tensor<27x16xf32>
+    %s = px.matmul %h, %t : tensor<8x6x16xf32>, tensor<16x27xf32>
+    %b = px.add %s, %bias : tensor<8x6x27xf32>, tensor<27xf32>
+    %r = px.reshape %b : tensor<8x6x27xf32> -> tensor<48x27xf32>
+    %loss, %log_prob = px.softmax_cross_entropy_loss %r, %targets : tensor<48x27xf32>, tensor<48xi64>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// An output layer of its own (a gemm by [27, 16], trans_b, its bias in the
+// gemm), and a table read only by gathers: padded too.
+// CHECK-LABEL: func.func @untied
+// CHECK-DAG: px.variable "out.weight" trainable = #px.onnx_initializer<"out.weight", padded from [27, 16]> : tensor<28x16xf32>
+// CHECK-DAG: px.variable "out.bias" trainable = #px.onnx_initializer<"out.bias", padded from [27]> : tensor<28xf32>
+// CHECK-DAG: px.variable "table" trainable = dense<1.000000e-01> : tensor<28x16xf32>
+// CHECK: px.gemm %{{.*}}, %{{.*}}, %{{.*}} {trans_b} : tensor<48x16xf32>, tensor<28x16xf32>, tensor<28xf32>
+// CHECK: px.softmax_cross_entropy_loss {{.*}} : tensor<48x28xf32>, tensor<48xi64>
+module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.model_ranks = 4 : i64} {
+  func.func @untied() -> tensor<f32> attributes {px.loss = 0 : i64} {
+    %tokens = px.input "tokens" : tensor<48xi64> batched
+    %targets = px.input "targets" : tensor<48xi64> batched
+    %table = px.variable "table" trainable = dense<0.1> : tensor<27x16xf32>
+    %w = px.variable "out.weight" trainable = #px.onnx_initializer<"out.weight"> : tensor<27x16xf32>
+    %bias = px.variable "out.bias" trainable = #px.onnx_initializer<"out.bias"> : tensor<27xf32>
+    %h = px.gather %table[%tokens] : tensor<27x16xf32>, tensor<48xi64>
+    %s = px.gemm %h, %w, %bias {trans_b} : tensor<48x16xf32>, tensor<27x16xf32>, tensor<27xf32>
+    %loss, %log_prob = px.softmax_cross_entropy_loss %s, %targets : tensor<48x27xf32>, tensor<48xi64>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// Left as they are: classes that divide by the ranks (28), a loss with
+// class weights, and a table that something other than a gather reads.
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: padded from
+// CHECK-NOT: px.classes
+module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.model_ranks = 4 : i64} {
+  func.func @kept() -> (tensor<f32>, tensor<f32>, tensor<27x16xf32>) attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<48x16xf32> batched
+    %targets = px.input "targets" : tensor<48xi64> batched
+    %tokens = px.input "tokens" : tensor<48xi64> batched
+    %w = px.variable "w" trainable = #px.onnx_initializer<"w"> : tensor<28x16xf32>
+    %s = px.gemm %x, %w {trans_b} : tensor<48x16xf32>, tensor<28x16xf32>
+    %loss, %log_prob = px.softmax_cross_entropy_loss %s, %targets : tensor<48x28xf32>, tensor<48xi64>
+    %w2 = px.variable "w2" trainable = #px.onnx_initializer<"w2"> : tensor<27x16xf32>
+    %cw = px.variable "cw" = dense<1.0> : tensor<27xf32>
+    %s2 = px.gemm %x, %w2 {trans_b} : tensor<48x16xf32>, tensor<27x16xf32>
+    %loss2, %log_prob2 = px.softmax_cross_entropy_loss %s2, %targets, %cw : tensor<48x27xf32>, tensor<48xi64>, tensor<27xf32>
+    %table = px.variable "table" trainable = #px.onnx_initializer<"table"> : tensor<27x16xf32>
+    %h = px.gather %table[%tokens] : tensor<27x16xf32>, tensor<48xi64>
+    %twice = px.add %table, %table : tensor<27x16xf32>, tensor<27x16xf32>
+    return %loss, %loss2, %twice : tensor<f32>, tensor<f32>, tensor<27x16xf32>
+  }
+}
+
+// -----
+
+// One model rank (data parallelism): nothing to pad.
+// CHECK-LABEL: func.func @one
+// CHECK-NOT: padded from
+module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64} {
+  func.func @one() -> tensor<f32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<48x16xf32> batched
+    %targets = px.input "targets" : tensor<48xi64> batched
+    %w = px.variable "w" trainable = #px.onnx_initializer<"w"> : tensor<27x16xf32>
+    %s = px.gemm %x, %w {trans_b} : tensor<48x16xf32>, tensor<27x16xf32>
+    %loss, %log_prob = px.softmax_cross_entropy_loss %s, %targets : tensor<48x27xf32>, tensor<48xi64>
+    return %loss : tensor<f32>
+  }
+}
