@@ -72,6 +72,8 @@ std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
       info.alphaMeasured = source.getValue() == "profile";
     if (auto whole = px::getAttr<px::PxDialect::WholeOnGridAttrHelper>(var))
       info.wholeOnGrid = whole.getValue().str();
+    if (auto ref = dyn_cast<px::OnnxInitializerAttr>(var.getInit()))
+      info.paddedFrom.assign(ref.getStored().begin(), ref.getStored().end());
     result.push_back(std::move(info));
   });
   return result;
@@ -144,6 +146,12 @@ static std::string describeAccessOnGrid(const VariableInfo &v) {
   std::string s = describeAccess(v);
   if (!v.wholeOnGrid.empty())
     s += "; whole on every model rank: " + v.wholeOnGrid;
+  if (!v.paddedFrom.empty()) {
+    s += "; padded from ";
+    for (size_t d = 0; d < v.paddedFrom.size(); ++d)
+      s += (d ? "x" : "") + std::to_string(v.paddedFrom[d]);
+    s += " to divide over the model ranks";
+  }
   return s;
 }
 

@@ -54,8 +54,10 @@ bool gathersRows(Operation *user, Value table) {
 /// The output layer whose [N, C] scores `scores` are, through reshapes
 /// that keep C last and adds of a trainable [C] bias: the ops from the
 /// layer's product (or its weight's transpose) to `scores`, each with C as
-/// its result's last dimension, and the variables' dimensions that hold C.
-bool outputLayerOf(Value scores, int64_t classes, SmallVector<Operation *> &chain, Pads &pads) {
+/// its result's last dimension, the variables' dimensions that hold C, and
+/// the layer's weight.
+bool outputLayerOf(Value scores, int64_t classes, SmallVector<Operation *> &chain, Pads &pads,
+                   px::VariableOp &weight) {
   auto bias = [&](Value b) {
     px::VariableOp var = trainableVariable(b);
     auto type = var ? dyn_cast<RankedTensorType>(var.getType()) : RankedTensorType();
@@ -88,6 +90,7 @@ bool outputLayerOf(Value scores, int64_t classes, SmallVector<Operation *> &chai
       if (!w || (g.getC() && !bias(g.getC())))
         return false;
       pads[w] = g.getTransB() ? 0 : 1;
+      weight = w;
       return true;
     }
     if (auto m = dyn_cast<px::MatMulOp>(def)) {
@@ -95,6 +98,7 @@ bool outputLayerOf(Value scores, int64_t classes, SmallVector<Operation *> &chai
         return false;
       if (px::VariableOp w = trainableVariable(m.getRhs())) {
         pads[w] = 1;
+        weight = w;
         return true;
       }
       // A tied embedding: the output layer reads the table's transpose.
@@ -104,6 +108,7 @@ bool outputLayerOf(Value scores, int64_t classes, SmallVector<Operation *> &chai
         return false;
       chain.push_back(t);
       pads[table] = 0;
+      weight = table;
       return true;
     }
     return false;
@@ -174,7 +179,19 @@ struct PadVocabularyPass : parallax::impl::PxPadVocabularyBase<PadVocabularyPass
         continue;
       SmallVector<Operation *> found;
       Pads pads;
-      if (!outputLayerOf(loss.getScores(), classes, found, pads))
+      px::VariableOp weight;
+      if (!outputLayerOf(loss.getScores(), classes, found, pads, weight))
+        continue;
+      // Worth it where the layer is a vocabulary: classes at least as many
+      // as its input features (a split by classes then moves less than
+      // one by input features, whose partial [N, C] scores are summed), or
+      // a table the embedding shares. A classifier's few classes keep
+      // their split by input features, unpadded.
+      int64_t inputs = cast<RankedTensorType>(weight.getType()).getDimSize(1 - pads[weight]);
+      bool tied = llvm::any_of(weight->getUsers(), [&](Operation *u) {
+        return gathersRows(u, weight.getOutput());
+      });
+      if (classes < inputs && !tied)
         continue;
       llvm::SetVector<Operation *> chain(found.begin(), found.end());
       if (!llvm::all_of(pads, [&](auto &p) { return onlyPaddedUses(p.first, chain); }) ||

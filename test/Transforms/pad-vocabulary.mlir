@@ -58,12 +58,13 @@ module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.m
 // -----
 
 // Left as they are: classes that divide by the ranks (28), a loss with
-// class weights, and a table that something other than a gather reads.
+// class weights, a classifier with fewer classes (27) than inputs (32),
+// and a table that something other than a gather reads.
 // CHECK-LABEL: func.func @kept
 // CHECK-NOT: padded from
 // CHECK-NOT: px.classes
 module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.model_ranks = 4 : i64} {
-  func.func @kept() -> (tensor<f32>, tensor<f32>, tensor<27x16xf32>) attributes {px.loss = 0 : i64} {
+  func.func @kept() -> (tensor<f32>, tensor<f32>, tensor<27x16xf32>, tensor<f32>) attributes {px.loss = 0 : i64} {
     %x = px.input "x" : tensor<48x16xf32> batched
     %targets = px.input "targets" : tensor<48xi64> batched
     %tokens = px.input "tokens" : tensor<48xi64> batched
@@ -77,7 +78,11 @@ module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.m
     %table = px.variable "table" trainable = #px.onnx_initializer<"table"> : tensor<27x16xf32>
     %h = px.gather %table[%tokens] : tensor<27x16xf32>, tensor<48xi64>
     %twice = px.add %table, %table : tensor<27x16xf32>, tensor<27x16xf32>
-    return %loss, %loss2, %twice : tensor<f32>, tensor<f32>, tensor<27x16xf32>
+    %x3 = px.input "x3" : tensor<48x32xf32> batched
+    %w3 = px.variable "classifier" trainable = #px.onnx_initializer<"classifier"> : tensor<27x32xf32>
+    %s3 = px.gemm %x3, %w3 {trans_b} : tensor<48x32xf32>, tensor<27x32xf32>
+    %loss3, %log_prob3 = px.softmax_cross_entropy_loss %s3, %targets : tensor<48x27xf32>, tensor<48xi64>
+    return %loss, %loss2, %twice, %loss3 : tensor<f32>, tensor<f32>, tensor<27x16xf32>, tensor<f32>
   }
 }
 

@@ -5,7 +5,8 @@
 // model axis; its row-sparse gradient is of the block, with no collective.
 // A table whose rows do not divide stays whole, and says why.
 // RUN: parallax-opt %s --px-shard-model | FileCheck %s
-// The report names the tables left whole (DLRM's rows do not divide by 3).
+// The report names the tables px-pad-vocabulary padded (DLRM's 1000000
+// rows do not divide by 3: 1000002, split by rows).
 // RUN: parallax-opt %models/dlrm.onnx --np 3 --grid=3x1 --report | FileCheck %s --check-prefix=REPORT
 
 // CHECK: %[[IDS:.*]] = px.input "ids" : tensor<3xi64> batched
@@ -24,7 +25,7 @@
 // CHECK-NOT: px.all_reduce
 // CHECK: return %[[S]]
 
-// REPORT: tables.0.weight 1000000x16 f32 61.0 MiB gather rows: sparse, <= 128 of 1000000 rows/step (alpha <= 0.0001); whole on every model rank: 1000000 rows do not divide over 3 model ranks
+// REPORT: tables.0.weight 333334x16 f32 20.3 MiB gather rows: sparse, <= 128 of 333334 rows/step (alpha <= 0.0004); padded from 1000000x16 to divide over the model ranks
 module attributes {px.world_size = 2 : i64, px.ranks_per_machine = 2 : i64, px.model_ranks = 2 : i64} {
   shard.grid @world(shape = 1x2)
   func.func @main() -> (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) attributes {px.loss = 0 : i64} {

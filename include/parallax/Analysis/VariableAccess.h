@@ -54,6 +54,9 @@ struct VariableInfo {
   /// Why a row-gathered table stays whole on a model-split grid
   /// (px-shard-model), or empty.
   std::string wholeOnGrid;
+  /// The initializer's own shape where the variable pads it
+  /// (px-pad-vocabulary), or empty.
+  std::vector<int64_t> paddedFrom;
 };
 
 /// The variables of `module`'s entry function, in IR order.

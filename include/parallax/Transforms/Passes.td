@@ -313,7 +313,10 @@ def PxPadVocabulary : Pass<"px-pad-vocabulary", "mlir::ModuleOp"> {
     - a trainable table read only by `px.gather` (axis 0, ids from data)
       and, tied, by the output layer below: its rows;
     - the classes of a `px.softmax_cross_entropy_loss` without class
-      weights whose [N, C] scores come from an output layer (a `px.gemm`
+      weights whose [N, C] scores come from an output layer with at least
+      as many classes as input features, or tied to a table (a
+      vocabulary, which splits by classes; a classifier's few classes
+      split by input features and stay as they are) (a `px.gemm`
       or `px.matmul` by a trainable weight, or by the transpose of a
       table) through reshapes that keep C last and adds of a trainable
       [C] bias: the weight's and the bias's C, the scores in between, and

@@ -12,7 +12,8 @@ transpose, plus a bias of 27), cross entropy over every position
 folding (make_models.py's way), which keeps the tie: the default export
 folds the transpose into an initializer of its own.
 OUTDIR/untied.onnx: nn.Embedding(27, 16), a Linear-ReLU, and an output
-nn.Linear(16, 27) of its own, cross entropy over every position.
+nn.Linear(16, 27) of its own (more classes than inputs: a vocabulary),
+cross entropy over every position.
 """
 
 import os
@@ -45,8 +46,8 @@ class Untied(nn.Module):
     def __init__(self):
         super().__init__()
         self.embed = nn.Embedding(VOCAB, WIDTH)
-        self.fc = nn.Linear(WIDTH, 32)
-        self.out = nn.Linear(32, VOCAB)
+        self.fc = nn.Linear(WIDTH, WIDTH)
+        self.out = nn.Linear(WIDTH, VOCAB)
 
     def forward(self, tokens, targets):
         h = F.relu(self.fc(self.embed(tokens)))
