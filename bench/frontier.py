@@ -152,6 +152,7 @@ def validate(build, work, name, src, args, flags):
     if args.svg_dir:
         m = work / f"{name}-measured.json"
         m.write_text(json.dumps(measured))
+        Path(args.svg_dir).mkdir(parents=True, exist_ok=True)
         svg = Path(args.svg_dir) / f"frontier-{name}.svg"
         search(build, src, args.np, flags, work / f"{name}-frontier-measured.json",
                ["--frontier-measured", str(m), "--frontier-svg", str(svg)])

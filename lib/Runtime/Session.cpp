@@ -309,7 +309,17 @@ void Session::loadInitialValues() {
       break;
     case InitialValue::Kind::Onnx: {
       TensorView into = dest;
-      if (!init.paddedFrom.empty()) {
+      bool rowsOnly = !init.paddedFrom.empty() && init.paddedFrom.size() == dest.shape.size() &&
+                      std::equal(init.paddedFrom.begin() + 1, init.paddedFrom.end(),
+                                 dest.shape.begin() + 1);
+      if (rowsOnly) {
+        // Padded rows: the initializer is the value's leading bytes, read
+        // in place (no second copy of a large table), the rest zeros.
+        into = TensorView{dest.data, dest.dtype, init.paddedFrom};
+        int64_t head = (int64_t)bytesOf(dest.dtype, init.paddedFrom);
+        std::memset(static_cast<char *>(dest.data) + head, 0,
+                    (size_t)(dest.bytes() - head));
+      } else if (!init.paddedFrom.empty()) {
         // Read at the initializer's shape, placed into zeros once read.
         fillSplat(dest, 0.0);
         Padded p;
