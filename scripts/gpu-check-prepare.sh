@@ -53,12 +53,20 @@ done
 for np in 2 4; do
   "$opt" examples/models/lm.onnx --target=cuda --np $np --emit=plan -o "$dir/plans/lm.np$np.cuda.pxplan"
 done
+# Models the tests export at test time, for the grids below (a vocabulary
+# padded for its model ranks, grouped convolutions on their groups).
+exports=$(mktemp -d)
+trap 'rm -rf "$exports"' EXIT
+/usr/bin/python3 test/Distributed/Inputs/vocab_models.py "$exports" tied 2>/dev/null
+/usr/bin/python3 test/Distributed/Inputs/grouped_models.py "$exports" resnext 2>/dev/null
+resnext_split=stem.weight=whole,fc.weight=whole,blocks.0.expand.weight=out,blocks.0.project.weight=in,blocks.1.expand.weight=out,blocks.1.project.weight=in
 # What --sync offers, on 2 ranks: parameter servers, sharded weight updates,
 # synchronized batch norm; and Pr x Pc grids on 4 ranks (issue 15: row- and
 # column-split products, channel-split convolutions with batch norm
 # synchronized over the batch axis, vocabulary-parallel embeddings, and
 # convolutions split by rows with halo exchanges, attention split by heads
-# with split dropouts, depthwise convolutions split by channels). The
+# with split dropouts, depthwise and grouped convolutions split by channels,
+# a vocabulary of 27 words padded to 28 for 4 model ranks). The
 # CPU's losses for the same plan are the reference; ref/NAME.np says the
 # number of ranks.
 variants() {
@@ -74,6 +82,8 @@ variants() {
   echo "grid.mobile.2x2 4 examples/models/mobile.onnx --grid=2x2"
   echo "grid.cnn.domain.2x2 4 examples/models/cnn.onnx --grid=2x2 --conv-split=domain"
   echo "grid.cnn.domain.4x1 4 examples/models/cnn.onnx --grid=4x1 --conv-split=domain"
+  echo "grid.vocab.4x1 4 $exports/tied.onnx --grid=4x1"
+  echo "grid.resnext.4x1 4 $exports/resnext.onnx --grid=4x1 --layer-split=$resnext_split"
 }
 variants | while read -r name np model flags; do
   for t in cpu cuda; do

@@ -11,6 +11,10 @@ transpose, plus a bias of 27), cross entropy over every position
 (BERT's masked-LM head without the mask); exported without constant
 folding (make_models.py's way), which keeps the tie: the default export
 folds the transpose into an initializer of its own.
+OUTDIR/folded.onnx: the tied model with torch.onnx.export's defaults,
+whose constant folding writes the embedding's transpose as an initializer
+of its own ([16, 27]: the output layer's classes are its second
+dimension).
 OUTDIR/untied.onnx: nn.Embedding(27, 16), a Linear-ReLU, and an output
 nn.Linear(16, 27) of its own (more classes than inputs: a vocabulary),
 cross entropy over every position.
@@ -54,7 +58,7 @@ class Untied(nn.Module):
         return F.cross_entropy(self.out(h).reshape(-1, VOCAB), targets.reshape(-1))
 
 
-MODELS = {"tied": Tied, "untied": Untied}
+MODELS = {"tied": Tied, "folded": Tied, "untied": Untied}
 TRAINING = {"tied"}
 
 
