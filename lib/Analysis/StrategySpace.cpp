@@ -1,6 +1,7 @@
 //===- StrategySpace.cpp - a model's parallelization strategies as an FT graph ---===//
 
 #include "parallax/Analysis/StrategySpace.h"
+#include "parallax/Analysis/Vocabulary.h"
 #include "parallax/Analysis/Layers.h"
 #include "parallax/Analysis/VariableAccess.h"
 #include "parallax/Dialect/Px/PxDialect.h"
@@ -108,6 +109,11 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
       tables.insert(v.name);
       ops.push_back(std::move(t));
     }
+  for (const Vocabulary &v : vocabulariesOf(func)) {
+    px::VariableOp var = v.loss ? v.weight : v.variables.front().first;
+    if (auto it = byName.find(var.getName()); it != byName.end())
+      ops[it->second].vocabulary = true;
+  }
   func.walk([&](Operation *op) {
     if (auto g = dyn_cast<px::GatherOp>(op)) {
       auto var = g.getData().getDefiningOp<px::VariableOp>();
@@ -278,12 +284,12 @@ std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g) {
   if (pr <= 1 || !op.splittable)
     return splits;
   if (op.table) {
-    if (op.tableRows % pr == 0)
+    if (op.tableRows % pr == 0 || op.vocabulary)
       splits.push_back(Split::Rows);
     return splits;
   }
   const grid::Layer &l = op.layer;
-  if (l.out % pr == 0)
+  if (l.out % pr == 0 || op.vocabulary)
     splits.push_back(Split::Out);
   if (l.in % pr == 0)
     splits.push_back(Split::In);

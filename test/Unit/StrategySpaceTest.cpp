@@ -314,6 +314,40 @@ TEST(StrategySpace, AJoinLinksOnlyWhereItsSplitArrivesAlike) {
   EXPECT_EQ(ops[2].producerFeatures, std::vector<int64_t>{6});
 }
 
+/// A tied vocabulary of 27 words (the embedding and, transposed, the
+/// output layer of a softmax cross entropy) and a classifier of 27 classes
+/// over 32 inputs: px-pad-vocabulary pads the vocabulary, not the
+/// classifier.
+constexpr const char *kVocabulary = R"mlir(
+module {
+  func.func @main() -> (tensor<f32>, tensor<f32>) attributes {px.loss = 0 : i64} {
+    %tokens = px.input "tokens" : tensor<48xi64> batched
+    %targets = px.input "targets" : tensor<48xi64> batched
+    %x = px.input "x" : tensor<48x32xf32> batched
+    %embed = px.variable "embed" trainable = #px.onnx_initializer<"embed"> : tensor<27x16xf32>
+    %h = px.gather %embed[%tokens] : tensor<27x16xf32>, tensor<48xi64>
+    %s = px.gemm %h, %embed {trans_b} : tensor<48x16xf32>, tensor<27x16xf32>
+    %loss, %log_prob = px.softmax_cross_entropy_loss %s, %targets : tensor<48x27xf32>, tensor<48xi64>
+    %w = px.variable "classifier" trainable = #px.onnx_initializer<"classifier"> : tensor<27x32xf32>
+    %c = px.gemm %x, %w {trans_b} : tensor<48x32xf32>, tensor<27x32xf32>
+    %loss2, %log_prob2 = px.softmax_cross_entropy_loss %c, %targets : tensor<48x27xf32>, tensor<48xi64>
+    return %loss, %loss2 : tensor<f32>, tensor<f32>
+  }
+}
+)mlir";
+
+TEST(StrategySpace, AVocabularySplitsOnAnyGridAsPadded) {
+  std::vector<Operator> ops = operatorsOfText(kVocabulary);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].layer.name, "embed");
+  EXPECT_TRUE(ops[0].vocabulary);
+  EXPECT_FALSE(ops[1].vocabulary);
+  // 27 classes on 4 model ranks: the vocabulary by classes (padded to
+  // 28), the classifier by its 32 inputs only.
+  EXPECT_EQ(splitsOf(ops[0], {4, 1}), (std::vector<Split>{Split::Whole, Split::Out, Split::In}));
+  EXPECT_EQ(splitsOf(ops[1], {4, 1}), (std::vector<Split>{Split::Whole, Split::In}));
+}
+
 TEST(StrategySpace, LayerSplitsNameEachOperator) {
   Strategy s;
   s.grid = {2, 2};

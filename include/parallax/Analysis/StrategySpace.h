@@ -49,6 +49,10 @@ struct Operator {
   /// Whether px-shard-model can split it at all (splittableWeightOf; a
   /// table always).
   bool splittable = true;
+  /// A vocabulary (Vocabulary.h): a table's rows or an output layer's
+  /// classes split on any grid, padded where the model ranks do not divide
+  /// them (px-pad-vocabulary).
+  bool vocabulary = false;
   /// A convolution's halo rows (domain split), none where its rows cannot
   /// be split (a stride that skips rows).
   std::optional<px::Halo> halo;
