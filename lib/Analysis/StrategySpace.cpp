@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 using namespace mlir;
 
@@ -263,6 +264,8 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
         o.outputWhole = true;
         break;
       }
+      if (px::isGroupedConv(user))
+        o.outputGroups = std::gcd(o.outputGroups, cast<px::ConvOp>(user).getGroup());
       for (OpOperand &use : user->getResult(0).getUses())
         work.push_back({&use, dim});
     }
@@ -411,7 +414,7 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, double shardUpd
   if (s == Split::Out && l.inputGradient) // partial input gradients
     c.seconds += grid::allReduceSeconds(g.pr, x, model);
   bool outputSplit = s == Split::Out || s == Split::Rows;
-  if (outputSplit && op.outputWhole) {
+  if (outputSplit && op.outputGatheredOn(g)) {
     // Gathered for an op that runs whole, and held whole there.
     c.seconds += grid::allGatherSeconds(g.pr, y, model);
     c.bytes += y - perRank((int64_t)y, g.pr);
@@ -474,7 +477,7 @@ Cost edgeCost(const Operator &from, Split fs, const Operator &to, Split ts, int6
     // Gathered forward (and kept for the consumer's backward pass); its
     // gradient is sliced back. An output an op that runs whole reads is
     // gathered once, in the producer's own cost.
-    if (from.outputWhole)
+    if (from.outputGatheredOn(g))
       return c;
     c.seconds = grid::allGatherSeconds(g.pr, x, model);
     c.bytes = x - perRank((int64_t)x, g.pr);

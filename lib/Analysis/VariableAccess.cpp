@@ -146,12 +146,8 @@ static std::string describeAccessOnGrid(const VariableInfo &v) {
   std::string s = describeAccess(v);
   if (!v.wholeOnGrid.empty())
     s += "; whole on every model rank: " + v.wholeOnGrid;
-  if (!v.paddedFrom.empty()) {
-    s += "; padded from ";
-    for (size_t d = 0; d < v.paddedFrom.size(); ++d)
-      s += (d ? "x" : "") + std::to_string(v.paddedFrom[d]);
-    s += " to divide over the model ranks";
-  }
+  if (!v.paddedFrom.empty())
+    s += "; padded from " + px::shapeToString(v.paddedFrom) + " to divide over the model ranks";
   return s;
 }
 

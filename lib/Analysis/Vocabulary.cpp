@@ -16,7 +16,11 @@ px::VariableOp trainableVariable(Value v) {
   return var && var.getTrainable() ? var : px::VariableOp();
 }
 
-int64_t lastDim(Value v) { return cast<RankedTensorType>(v.getType()).getShape().back(); }
+/// The last dimension of `v`, 0 for a scalar.
+int64_t lastDim(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getRank() ? t.getShape().back() : 0;
+}
 
 /// An embedding lookup: rows of `table` by ids from the data.
 bool gathersRows(Operation *user, Value table) {
@@ -28,11 +32,9 @@ bool gathersRows(Operation *user, Value table) {
   return px::normalizeAxis((int64_t)g.getAxis(), type.getRank()) == std::optional<int64_t>(0);
 }
 
-/// Zeros (or the same splat) can be appended to it.
-bool paddable(px::VariableOp var) {
-  auto dense = dyn_cast<DenseElementsAttr>(var.getInit());
-  return isa<px::OnnxInitializerAttr>(var.getInit()) || (dense && dense.isSplat());
-}
+/// Zeros can be appended to its initial value, which then names its own
+/// shape (`padded from`): an ONNX initializer.
+bool paddable(px::VariableOp var) { return isa<px::OnnxInitializerAttr>(var.getInit()); }
 
 /// The output layer whose [N, C] scores `scores` are, through reshapes
 /// that keep C last and adds of a trainable [C] bias (into `v`).
@@ -100,9 +102,9 @@ bool isVocabulary(const Vocabulary &v) {
   px::VariableOp weight = v.weight;
   int64_t dim = v.variables.lookup(weight);
   int64_t inputs = cast<RankedTensorType>(weight.getType()).getDimSize(1 - dim);
-  return v.size >= inputs || llvm::any_of(weight->getUsers(), [&](Operation *u) {
-           return gathersRows(u, weight.getOutput());
-         });
+  return v.size >= inputs || (dim == 0 && llvm::any_of(weight->getUsers(), [&](Operation *u) {
+                                return gathersRows(u, weight.getOutput());
+                              }));
 }
 
 } // namespace
@@ -112,11 +114,13 @@ std::vector<Vocabulary> vocabulariesOf(func::FuncOp func) {
   llvm::DenseSet<Operation *> taken;
   auto claim = [&](Vocabulary v) {
     llvm::SetVector<Operation *> chain(v.chain.begin(), v.chain.end());
-    for (auto &entry : v.variables) {
-      px::VariableOp var = entry.first;
+    for (auto &[var, dim] : v.variables) {
+      // A row gather reads a table padded by rows only.
+      px::VariableOp table = var;
+      bool rows = dim == 0;
       if (taken.contains(var) || !paddable(var) ||
           !llvm::all_of(var->getUsers(), [&](Operation *u) {
-            return chain.contains(u) || gathersRows(u, var.getOutput());
+            return chain.contains(u) || (rows && gathersRows(u, table.getOutput()));
           }))
         return;
     }
@@ -133,9 +137,13 @@ std::vector<Vocabulary> vocabulariesOf(func::FuncOp func) {
         outputLayerOf(loss.getScores(), v) && isVocabulary(v))
       claim(std::move(v));
   });
+  // Tables of at least as many rows as their width (a vocabulary, not a
+  // small lookup such as BERT's two token types, which a split would cost
+  // an all-reduce of every lookup to save a few rows).
   for (auto var : func.getOps<px::VariableOp>()) {
     auto type = dyn_cast<RankedTensorType>(var.getType());
-    if (!var.getTrainable() || !type || type.getRank() < 1 || var->use_empty() ||
+    if (!var.getTrainable() || !type || type.getRank() != 2 ||
+        type.getDimSize(0) < type.getDimSize(1) || var->use_empty() ||
         !llvm::all_of(var->getUsers(), [&](Operation *u) { return gathersRows(u, var.getOutput()); }))
       continue;
     Vocabulary v;

@@ -46,4 +46,11 @@ std::optional<DType> dtypeFromOnnx(int32_t onnxType) {
   return std::nullopt;
 }
 
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 } // namespace parallax::rt

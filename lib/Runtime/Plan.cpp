@@ -204,16 +204,9 @@ void validate(const Plan &p, const Reader &r) {
     bool fits = from.size() == value.size();
     for (size_t d = 0; fits && d < from.size(); ++d)
       fits = from[d] >= 0 && from[d] <= value[d];
-    if (!from.empty() && !fits) {
-      auto text = [](const std::vector<int64_t> &shape) {
-        std::string t;
-        for (int64_t d : shape)
-          t += (t.empty() ? "" : "x") + std::to_string(d);
-        return t;
-      };
+    if (!from.empty() && !fits)
       r.fail("variable '" + v.name + "': its initial value cannot be padded from " +
-             text(from) + " to " + text(value));
-    }
+             shapeString(from) + " to " + shapeString(value));
   }
   // Variable blocks: every member inside its block, aligned, none overlapping.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> blockRanges(p.variableBlocks.size());
@@ -249,6 +242,9 @@ void validate(const Plan &p, const Reader &r) {
       r.fail("constant " + std::to_string(i) + " is too large");
     checkBlob(c.value, n * (int64_t)sizeOf(c.dtype),
               "constant " + std::to_string(i));
+    if (!c.value.paddedFrom.empty())
+      r.fail("constant " + std::to_string(i) +
+             ": a padded initial value is a variable's (a padded vocabulary)");
   }
   if (p.arenaBytes < 0)
     r.fail("negative arena size");

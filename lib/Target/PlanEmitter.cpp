@@ -327,12 +327,19 @@ static int64_t blockRanks(Operation *op) {
 
 /// The rows a gather's ids index: the data's along its axis, or the whole
 /// table's when the data is a row block.
-static int64_t rowsIndexed(px::GatherOp g) {
-  // A padded vocabulary (px-pad-vocabulary): the initializer's rows.
+/// The rows of a table px-pad-vocabulary padded that `g` reads: its
+/// initializer's, which are all the ids may name.
+static std::optional<int64_t> realRows(px::GatherOp g) {
   if (auto var = g.getData().getDefiningOp<px::VariableOp>())
     if (auto ref = dyn_cast<px::OnnxInitializerAttr>(var.getInit());
         ref && !ref.getStored().empty())
       return ref.getStored()[0];
+  return std::nullopt;
+}
+
+static int64_t rowsIndexed(px::GatherOp g) {
+  if (std::optional<int64_t> rows = realRows(g))
+    return *rows;
   auto data = g.getData().getType();
   int64_t rows = data.getDimSize(px::normalizeAxis((int64_t)g.getAxis(), data.getRank())
                                      .value_or(0));
@@ -543,6 +550,12 @@ llvm::Error Emitter::emitKernel(Operation *op) {
   }
   if (isa<px::DropoutOp>(op))
     k.attrs["stream"] = dropoutStreams++;
+  // A padded vocabulary: ids and labels name its real rows and classes.
+  if (auto g = dyn_cast<px::GatherOp>(op))
+    if (std::optional<int64_t> rows = realRows(g))
+      k.attrs["rows"] = *rows;
+  if (auto classes = px::getAttr<px::PxDialect::ClassesAttrHelper>(op))
+    k.attrs["classes"] = classes.getInt();
   if (!options.allowNegativeIds && readsTrainableTableWithData(op))
     k.attrs["nonnegative_ids"] = true;
   if (runsOnCommThread(op))

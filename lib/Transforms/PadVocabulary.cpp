@@ -53,15 +53,20 @@ void padVariable(px::VariableOp var, int64_t dim, int64_t to) {
 }
 
 /// The padded classes masked out of `loss`'s softmax: -1e30 added to their
-/// scores (a finite value: no infinity to make a NaN), the real classes
-/// recorded on the loss.
+/// scores (finite, so that no infinity makes a NaN; half the lowest finite
+/// value where -1e30 is not, as in f16), the real classes recorded on the
+/// loss.
 void maskPadding(px::SoftmaxCrossEntropyLossOp loss, int64_t classes, int64_t to) {
   auto scores = cast<RankedTensorType>(loss.getScores().getType());
   Type elem = scores.getElementType();
   const llvm::fltSemantics &sem = cast<FloatType>(elem).getFloatSemantics();
   APFloat masked(-1e30);
   bool lost = false;
-  masked.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+  if (masked.convert(sem, APFloat::rmNearestTiesToEven, &lost) & APFloat::opOverflow ||
+      masked.isInfinity()) {
+    masked = APFloat::getLargest(sem, /*Negative=*/true);
+    masked.divide(APFloat(sem, 2), APFloat::rmNearestTiesToEven);
+  }
   SmallVector<APFloat> mask(to, APFloat::getZero(sem));
   for (int64_t c = classes; c < to; ++c)
     mask[c] = masked;

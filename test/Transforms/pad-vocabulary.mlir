@@ -38,14 +38,14 @@ module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.m
 // CHECK-LABEL: func.func @untied
 // CHECK-DAG: px.variable "out.weight" trainable = #px.onnx_initializer<"out.weight", padded from [27, 16]> : tensor<28x16xf32>
 // CHECK-DAG: px.variable "out.bias" trainable = #px.onnx_initializer<"out.bias", padded from [27]> : tensor<28xf32>
-// CHECK-DAG: px.variable "table" trainable = dense<1.000000e-01> : tensor<28x16xf32>
+// CHECK-DAG: px.variable "table" trainable = #px.onnx_initializer<"table", padded from [27, 16]> : tensor<28x16xf32>
 // CHECK: px.gemm %{{.*}}, %{{.*}}, %{{.*}} {trans_b} : tensor<48x16xf32>, tensor<28x16xf32>, tensor<28xf32>
 // CHECK: px.softmax_cross_entropy_loss {{.*}} : tensor<48x28xf32>, tensor<48xi64>
 module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.model_ranks = 4 : i64} {
   func.func @untied() -> tensor<f32> attributes {px.loss = 0 : i64} {
     %tokens = px.input "tokens" : tensor<48xi64> batched
     %targets = px.input "targets" : tensor<48xi64> batched
-    %table = px.variable "table" trainable = dense<0.1> : tensor<27x16xf32>
+    %table = px.variable "table" trainable = #px.onnx_initializer<"table"> : tensor<27x16xf32>
     %w = px.variable "out.weight" trainable = #px.onnx_initializer<"out.weight"> : tensor<27x16xf32>
     %bias = px.variable "out.bias" trainable = #px.onnx_initializer<"out.bias"> : tensor<27xf32>
     %h = px.gather %table[%tokens] : tensor<27x16xf32>, tensor<48xi64>
@@ -58,13 +58,16 @@ module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.m
 // -----
 
 // Left as they are: classes that divide by the ranks (28), a loss with
-// class weights, a classifier with fewer classes (27) than inputs (32),
-// and a table that something other than a gather reads.
+// class weights, a classifier with fewer classes (27) than inputs (32), a
+// table that something other than a gather reads, a table of fewer rows
+// than its width (2 token types), a splat initial value (no initializer
+// to name its own shape), and an output weight whose classes are its
+// second dimension that a row gather also reads.
 // CHECK-LABEL: func.func @kept
 // CHECK-NOT: padded from
 // CHECK-NOT: px.classes
 module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.model_ranks = 4 : i64} {
-  func.func @kept() -> (tensor<f32>, tensor<f32>, tensor<27x16xf32>, tensor<f32>) attributes {px.loss = 0 : i64} {
+  func.func @kept() -> (tensor<f32>, tensor<f32>, tensor<27x16xf32>, tensor<f32>, tensor<f32>) attributes {px.loss = 0 : i64} {
     %x = px.input "x" : tensor<48x16xf32> batched
     %targets = px.input "targets" : tensor<48xi64> batched
     %tokens = px.input "tokens" : tensor<48xi64> batched
@@ -82,7 +85,16 @@ module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.m
     %w3 = px.variable "classifier" trainable = #px.onnx_initializer<"classifier"> : tensor<27x32xf32>
     %s3 = px.gemm %x3, %w3 {trans_b} : tensor<48x32xf32>, tensor<27x32xf32>
     %loss3, %log_prob3 = px.softmax_cross_entropy_loss %s3, %targets : tensor<48x27xf32>, tensor<48xi64>
-    return %loss, %loss2, %twice, %loss3 : tensor<f32>, tensor<f32>, tensor<27x16xf32>, tensor<f32>
+    %types = px.variable "types" trainable = #px.onnx_initializer<"types"> : tensor<2x16xf32>
+    %tt = px.gather %types[%tokens] : tensor<2x16xf32>, tensor<48xi64>
+    %splat = px.variable "splat" trainable = dense<0.1> : tensor<27x16xf32>
+    %sp = px.gather %splat[%tokens] : tensor<27x16xf32>, tensor<48xi64>
+    %x4 = px.input "x4" : tensor<48x16xf32> batched
+    %w4 = px.variable "both" trainable = #px.onnx_initializer<"both"> : tensor<16x27xf32>
+    %g4 = px.gather %w4[%tokens] : tensor<16x27xf32>, tensor<48xi64>
+    %s4 = px.gemm %x4, %w4 : tensor<48x16xf32>, tensor<16x27xf32>
+    %loss4, %log_prob4 = px.softmax_cross_entropy_loss %s4, %targets : tensor<48x27xf32>, tensor<48xi64>
+    return %loss, %loss2, %twice, %loss3, %loss4 : tensor<f32>, tensor<f32>, tensor<27x16xf32>, tensor<f32>, tensor<f32>
   }
 }
 

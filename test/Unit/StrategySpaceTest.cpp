@@ -348,6 +348,40 @@ TEST(StrategySpace, AVocabularySplitsOnAnyGridAsPadded) {
   EXPECT_EQ(splitsOf(ops[1], {4, 1}), (std::vector<Split>{Split::Whole, Split::In}));
 }
 
+/// conv1 -> relu -> a convolution of 2 groups -> relu -> conv3.
+constexpr const char *kGrouped = R"mlir(
+module {
+  func.func @main() -> tensor<2x4x4x4xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<2x3x4x4xf32> batched
+    %w1 = px.variable "conv1.weight" trainable = dense<0.1> : tensor<8x3x1x1xf32>
+    %w2 = px.variable "conv2.weight" trainable = dense<0.2> : tensor<8x4x3x3xf32>
+    %w3 = px.variable "conv3.weight" trainable = dense<0.3> : tensor<4x8x1x1xf32>
+    %a = px.conv %x, %w1 {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<2x3x4x4xf32>, tensor<8x3x1x1xf32>
+    %r = px.relu %a : tensor<2x8x4x4xf32>
+    %b = px.conv %r, %w2 {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : tensor<2x8x4x4xf32>, tensor<8x4x3x3xf32>
+    %r2 = px.relu %b : tensor<2x8x4x4xf32>
+    %c = px.conv %r2, %w3 {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<2x8x4x4xf32>, tensor<4x8x1x1xf32>
+    return %c : tensor<2x4x4x4xf32>
+  }
+}
+)mlir";
+
+TEST(StrategySpace, AGroupedConvolutionKeepsASplitBetweenItsGroups) {
+  std::vector<Operator> ops = operatorsOfText(kGrouped);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].layer.name, "conv1.weight");
+  // The grouped convolution follows a split: no configuration of its own.
+  EXPECT_FALSE(ops[1].splittable);
+  EXPECT_EQ(ops[2].producers, std::vector<int>{0});
+  // conv1's features reach conv3 through 2 groups: on 2 model ranks a
+  // pair, on 4 the grouped convolution runs whole and conv1's output is
+  // gathered.
+  EXPECT_EQ(ops[2].producerFeatures, std::vector<int64_t>{2});
+  EXPECT_EQ(ops[0].outputGroups, 2);
+  EXPECT_FALSE(ops[0].outputGatheredOn({2, 1}));
+  EXPECT_TRUE(ops[0].outputGatheredOn({4, 1}));
+}
+
 TEST(StrategySpace, LayerSplitsNameEachOperator) {
   Strategy s;
   s.grid = {2, 2};

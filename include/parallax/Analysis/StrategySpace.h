@@ -68,6 +68,15 @@ struct Operator {
   /// softmax, a layer norm, dropout: gathered there) or is data, and
   /// whether its output reaches such an op.
   bool inputWhole = false, outputWhole = false;
+  /// The groups of the grouped convolutions its output passes through
+  /// (their greatest common divisor; 0: none): model ranks that do not
+  /// divide them compute such a convolution whole, its input gathered.
+  int64_t outputGroups = 0;
+  /// Whether its output is gathered on `g` (outputWhole, or a grouped
+  /// convolution the model ranks would cut).
+  bool outputGatheredOn(const grid::Grid &g) const {
+    return outputWhole || (outputGroups > 0 && outputGroups % g.pr != 0);
+  }
 };
 
 /// The operators of `module`'s forward step (imported, batch not yet

@@ -1,9 +1,9 @@
 //===- Vocabulary.h - what px-pad-vocabulary may pad -----------*- C++ -*-===//
 //
-// The vocabularies of a step: tables read only by row gathers, and the
-// classes of a softmax cross entropy over an output layer that is a
-// vocabulary (at least as many classes as input features, or tied to a
-// table). px-pad-vocabulary pads those the model ranks do not divide; the
+// The vocabularies of a step: tables read only by row gathers with at
+// least as many rows as their width, and the classes of a softmax cross
+// entropy over an output layer that is a vocabulary (at least as many
+// classes as input features, or tied to a table). px-pad-vocabulary pads those the model ranks do not divide; the
 // strategy search offers their split on any grid, as the padding makes it.
 //
 //===----------------------------------------------------------------------===//
@@ -39,7 +39,7 @@ struct Vocabulary {
 
 /// The vocabularies of `func`, whatever the ranks: each variable in one at
 /// most, every use of its variables a row gather or the layer's chain,
-/// their initial values ONNX initializers or splats.
+/// their initial values ONNX initializers.
 std::vector<Vocabulary> vocabulariesOf(mlir::func::FuncOp func);
 
 } // namespace parallax

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,8 @@ constexpr int64_t kMaxTensorElements = int64_t(1) << 50;
 size_t sizeOf(DType t);
 /// "f32", "f64", "f16", "bf16", "i64", "i32", "i16", "i8", "ui8", "i1".
 const char *nameOf(DType t);
+/// "[2, 3, 4]", for messages.
+std::string shapeString(const std::vector<int64_t> &shape);
 std::optional<DType> dtypeFromName(std::string_view name);
 bool isFloat(DType t);
 

@@ -311,7 +311,8 @@ def PxPadVocabulary : Pass<"px-pad-vocabulary", "mlir::ModuleOp"> {
     zero rows to the next multiple of Pr, Megatron-LM's padded vocabulary:
 
     - a trainable table read only by `px.gather` (axis 0, ids from data)
-      and, tied, by the output layer below: its rows;
+      and, tied, by the output layer below, with at least as many rows as
+      its width: its rows;
     - the classes of a `px.softmax_cross_entropy_loss` without class
       weights whose [N, C] scores come from an output layer with at least
       as many classes as input features, or tied to a table (a
@@ -327,8 +328,11 @@ def PxPadVocabulary : Pass<"px-pad-vocabulary", "mlir::ModuleOp"> {
 
     A padded variable's initial value is its ONNX initializer `padded
     from` its own shape (the runtime appends the zeros, `--save` writes
-    the initializer's part back). A vocabulary with any other use is left
-    as it is (split where it divides, else whole).
+    the initializer's part back; only ONNX initializers are padded). A
+    vocabulary with any other use is left as it is (split where it
+    divides, else whole). Which variables are vocabularies is
+    `vocabulariesOf` (Analysis/Vocabulary.h), which the strategy search
+    reads too.
   }];
   let dependentDialects = ["::parallax::px::PxDialect"];
 }

@@ -23,7 +23,7 @@ def Px_OnnxInitializerAttr : AttrDef<Px_Dialect, "OnnxInitializer",
   let summary = "Reference to an initializer tensor of the source ONNX model";
   let description = [{
     `padded from [d0, d1, ...]` names the initializer's own shape where the
-    value is larger than it (px-pad-classes: a vocabulary the model ranks
+    value is larger than it (px-pad-vocabulary: a vocabulary the model ranks
     do not divide, padded as Megatron-LM pads it): the value is the
     initializer followed by zeros in every dimension, and what a run saves
     back is the initializer's part.

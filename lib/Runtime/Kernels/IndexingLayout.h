@@ -69,7 +69,16 @@ struct RowBlock {
 
 inline RowBlock rowBlockOf(const KernelArgs &args, int64_t blockRows, const char *op) {
   BlockPlace place = blockPlaceOf(args, op);
-  return {place.index * blockRows, blockRows, blockRows * place.count};
+  RowBlock b{place.index * blockRows, blockRows, blockRows * place.count};
+  // A padded vocabulary (the plan's "rows"): ids name its real rows only.
+  if (args.has("rows")) {
+    int64_t rows = args.i64("rows");
+    if (rows < 0 || rows > b.tableRows)
+      args.fail(std::string(op) + ": rows " + std::to_string(rows) + " of a table of " +
+                std::to_string(b.tableRows));
+    b.tableRows = rows;
+  }
+  return b;
 }
 
 /// gather(data, indices) -> out: checks it, returns the (non-negative) axis.

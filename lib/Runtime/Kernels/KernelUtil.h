@@ -38,12 +38,7 @@ inline BlockPlace blockPlaceOf(const KernelArgs &args, const char *op) {
 }
 
 /// "[2, 3, 4]", for error messages.
-inline std::string shapeStr(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
+inline std::string shapeStr(const std::vector<int64_t> &shape) { return shapeString(shape); }
 
 /// The error for a negative id in an embedding lookup (a kernel with the
 /// plan's "nonnegative_ids"): PyTorch's nn.Embedding raises on it where

@@ -33,18 +33,19 @@ using namespace detail;
 using namespace loss;
 
 /// The class of line `line`, or -1 when it is ignored; throws for a label
-/// outside [0, C) (C the whole tensor's classes on a block of them).
+/// outside [0, C) (C the whole tensor's classes on a block of them, the
+/// real ones of padded scores).
 template <typename I>
 inline int64_t classOf(const I *labels, int64_t line, const LossSetup &s,
                        const char *op) {
   int64_t label = (int64_t)labels[line];
   if (s.hasIgnore && label == s.ignoreIndex)
     return -1;
-  if (label < 0 || label >= s.wholeC) {
+  if (label < 0 || label >= s.labelRange) {
     std::string msg = std::string(op) + ": label " + std::to_string(label) +
                       " (at position " + std::to_string(line) +
                       " of the labels) is out of range [0, " +
-                      std::to_string(s.wholeC) + ")";
+                      std::to_string(s.labelRange) + ")";
     if (s.hasIgnore)
       msg += " and is not ignore_index " + std::to_string(s.ignoreIndex);
     throw KernelError(msg);

@@ -33,6 +33,9 @@ struct LossSetup {
   /// entropy's gradient of a vocabulary-parallel loss): the whole tensor's
   /// class count and this block's first class. c is the block's.
   int64_t wholeC = 0, classOffset = 0;
+  /// The classes a label may name: wholeC, or the real ones of padded
+  /// scores (a padded vocabulary: the plan's "classes").
+  int64_t labelRange = 0;
   std::vector<int64_t> labelShape; ///< [N, D...]: also the "none" loss shape
   DType labelType = DType::I64;
   DType floatType = DType::F32;
@@ -72,6 +75,13 @@ inline LossSetup lossSetup(const KernelArgs &args, const TensorView &scores,
     const detail::BlockPlace place = detail::blockPlaceOf(args, op.c_str());
     s.classOffset = place.index * s.c;
     s.wholeC = s.c * place.count;
+  }
+  s.labelRange = s.wholeC;
+  if (args.has("classes")) {
+    s.labelRange = args.i64("classes");
+    if (s.labelRange < 1 || s.labelRange > s.wholeC)
+      args.fail(op + ": classes " + std::to_string(s.labelRange) + " of scores of " +
+                std::to_string(s.wholeC));
   }
   s.labelShape = {s.n};
   for (int64_t i = 2; i < scores.rank(); ++i) {

@@ -98,10 +98,16 @@ TEST(Plan, KeepsAndChecksAPaddedInitializer) {
   EXPECT_EQ(q.variables[0].init.paddedFrom, (std::vector<int64_t>{1, 3}));
   EXPECT_EQ(planToJson(q)["variables"][0]["init"]["padded_from"], nlohmann::json({1, 3}));
   EXPECT_NE(errorOf(withProgram(p, [](Plan &r) { r.variables[0].init.paddedFrom = {3, 3}; }))
-                .find("variable 'w': its initial value cannot be padded from 3x3 to 2x3"),
+                .find("variable 'w': its initial value cannot be padded from [3, 3] to [2, 3]"),
             std::string::npos);
   EXPECT_NE(errorOf(withProgram(p, [](Plan &r) { r.variables[0].init.paddedFrom = {2}; }))
-                .find("cannot be padded from 2 to 2x3"),
+                .find("cannot be padded from [2] to [2, 3]"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &r) {
+              r.constants[0].value = r.variables[0].init;
+              r.constants[0].value.paddedFrom = {1};
+            }))
+                .find("constant 0: a padded initial value is a variable's"),
             std::string::npos);
 }
 

@@ -37,9 +37,10 @@ struct LossDims {
   bool hasIgnore;
   int64_t ignoreIndex;
   int64_t kernel; ///< the plan index, for faults
-  /// On a block of the classes: the whole tensor's classes and the block's
-  /// first (c and 0 otherwise).
-  int64_t wholeC, classOffset;
+  /// The classes a label may name (the whole tensor's on a block of them,
+  /// the real ones of padded scores) and the block's first class (0 when
+  /// whole).
+  int64_t labelRange, classOffset;
 };
 
 /// The class of line l, or -1 when it is ignored or (reported) out of range.
@@ -49,9 +50,9 @@ __device__ inline int64_t classOf(const I *labels, int64_t l, const LossDims &s,
   int64_t label = (int64_t)labels[l];
   if (s.hasIgnore && label == s.ignoreIndex)
     return -1;
-  if (label < 0 || label >= s.wholeC) {
+  if (label < 0 || label >= s.labelRange) {
     if (report)
-      reportFault(fault, s.kernel, kFaultLabelOutOfRange, label, s.wholeC);
+      reportFault(fault, s.kernel, kFaultLabelOutOfRange, label, s.labelRange);
     return -1;
   }
   return label;
@@ -60,7 +61,7 @@ __device__ inline int64_t classOf(const I *labels, int64_t l, const LossDims &s,
 /// The kernels' view of the factory's setup.
 LossDims dimsOf(const LossSetup &s, const KernelArgs &args) {
   return {s.n,           s.c,           s.d,      s.n * s.d,     s.hasIgnore,
-          s.ignoreIndex, args.index,    s.wholeC, s.classOffset};
+          s.ignoreIndex, args.index,    s.labelRange, s.classOffset};
 }
 
 //===----------------------------------------------------------------------===//
