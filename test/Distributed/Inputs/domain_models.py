@@ -23,12 +23,12 @@ padding 1) between them, counting the padding (count_include_pad=True)
 and not (False), then Linear.
 """
 
-import os
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_export import export_models
 
 BATCH, CLASSES = 8, 5
 
@@ -109,20 +109,11 @@ TRAINING = {"stem_bn": (Stem, (3, 64, 64))}
 
 
 def main():
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
     every = {**MODELS, **TRAINING}
-    for name in sys.argv[2:] or list(every):
-        build, shape = every[name]
-        torch.manual_seed(0)
-        model = build()
-        args = (torch.randn(BATCH, *shape), torch.randint(0, CLASSES, (BATCH,)))
-        path = os.path.join(out, name + ".onnx")
-        if name in TRAINING:
-            torch.onnx.export(model, args, path, training=torch.onnx.TrainingMode.TRAINING,
-                              do_constant_folding=False)
-        else:
-            torch.onnx.export(model, args, path)
+    export_models({name: build for name, (build, _) in every.items()},
+                  lambda name: (torch.randn(BATCH, *every[name][1]),
+                                torch.randint(0, CLASSES, (BATCH,))),
+                  training=TRAINING)
 
 
 if __name__ == "__main__":

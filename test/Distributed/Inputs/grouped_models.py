@@ -14,12 +14,12 @@ OUTDIR/groups2.onnx: 3x3 convolutions with a bias, the second of 2 groups
 defaults.
 """
 
-import os
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_export import export_models
 
 BATCH, CLASSES = 8, 5
 
@@ -76,20 +76,11 @@ TRAINING = {"resnext": (ResNeXt, (3, 16, 16))}
 
 
 def main():
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
     every = {**MODELS, **TRAINING}
-    for name in sys.argv[2:] or list(every):
-        build, shape = every[name]
-        torch.manual_seed(0)
-        model = build()
-        args = (torch.randn(BATCH, *shape), torch.randint(0, CLASSES, (BATCH,)))
-        path = os.path.join(out, name + ".onnx")
-        if name in TRAINING:
-            torch.onnx.export(model, args, path, training=torch.onnx.TrainingMode.TRAINING,
-                              do_constant_folding=False)
-        else:
-            torch.onnx.export(model, args, path)
+    export_models({name: build for name, (build, _) in every.items()},
+                  lambda name: (torch.randn(BATCH, *every[name][1]),
+                                torch.randint(0, CLASSES, (BATCH,))),
+                  training=TRAINING)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,12 @@ nn.Linear(16, 27) of its own (more classes than inputs: a vocabulary),
 cross entropy over every position.
 """
 
-import os
-import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_export import export_models
 
 BATCH, LEN, VOCAB, WIDTH = 8, 6, 27, 16
 
@@ -63,18 +63,9 @@ TRAINING = {"tied"}
 
 
 def main():
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
-    for name in sys.argv[2:] or list(MODELS):
-        torch.manual_seed(0)
-        model = MODELS[name]()
-        args = (torch.randint(0, VOCAB, (BATCH, LEN)), torch.randint(0, VOCAB, (BATCH, LEN)))
-        path = os.path.join(out, name + ".onnx")
-        if name in TRAINING:
-            torch.onnx.export(model, args, path, training=torch.onnx.TrainingMode.TRAINING,
-                              do_constant_folding=False)
-        else:
-            torch.onnx.export(model, args, path)
+    export_models(MODELS, lambda name: (torch.randint(0, VOCAB, (BATCH, LEN)),
+                                        torch.randint(0, VOCAB, (BATCH, LEN))),
+                  training=TRAINING)
 
 
 if __name__ == "__main__":
