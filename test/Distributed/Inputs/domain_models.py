@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_export import export_models
+from torch_export import export_classifiers
 
 BATCH, CLASSES = 8, 5
 
@@ -109,11 +109,7 @@ TRAINING = {"stem_bn": (Stem, (3, 64, 64))}
 
 
 def main():
-    every = {**MODELS, **TRAINING}
-    export_models({name: build for name, (build, _) in every.items()},
-                  lambda name: (torch.randn(BATCH, *every[name][1]),
-                                torch.randint(0, CLASSES, (BATCH,))),
-                  training=TRAINING)
+    export_classifiers(MODELS, TRAINING, BATCH, CLASSES)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_export import export_models
+from torch_export import export_classifiers
 
 BATCH, CLASSES = 8, 5
 
@@ -76,11 +76,7 @@ TRAINING = {"resnext": (ResNeXt, (3, 16, 16))}
 
 
 def main():
-    every = {**MODELS, **TRAINING}
-    export_models({name: build for name, (build, _) in every.items()},
-                  lambda name: (torch.randn(BATCH, *every[name][1]),
-                                torch.randint(0, CLASSES, (BATCH,))),
-                  training=TRAINING)
+    export_classifiers(MODELS, TRAINING, BATCH, CLASSES)
 
 
 if __name__ == "__main__":

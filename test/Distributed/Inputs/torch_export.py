@@ -28,3 +28,13 @@ def export_models(models, example_args, training=()):
                               training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
         else:
             torch.onnx.export(model, example_args(name), path)
+
+
+def export_classifiers(models, training, batch, classes):
+    """models and training: name -> (constructor, one sample's input shape);
+    a batch of normal inputs and labels in [0, classes)."""
+    every = {**models, **training}
+    export_models({name: build for name, (build, _) in every.items()},
+                  lambda name: (torch.randn(batch, *every[name][1]),
+                                torch.randint(0, classes, (batch,))),
+                  training=training)
