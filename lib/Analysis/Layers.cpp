@@ -54,6 +54,13 @@ bool isActivationProduct(Operation *op) {
          cast<RankedTensorType>(m.getRhs().getType()).getRank() > 2;
 }
 
+bool isRowGatherOf(Operation *user, Value table) {
+  auto g = dyn_cast<px::GatherOp>(user);
+  return g && g.getData() == table && g.getIndices() != table &&
+         px::normalizeAxis((int64_t)g.getAxis(), g.getData().getType().getRank()) ==
+             std::optional<int64_t>(0);
+}
+
 bool followsChannelSplit(Operation *op) {
   if (isa<px::BatchNormOp, px::MaxPoolOp, px::AveragePoolOp, px::ReshapeOp, px::TransposeOp,
           px::DropoutOp>(op) ||

@@ -2,7 +2,7 @@
 
 #include "parallax/Analysis/Vocabulary.h"
 
-#include "parallax/Dialect/Px/PxShapes.h"
+#include "parallax/Analysis/Layers.h"
 
 #include "llvm/ADT/SetVector.h"
 
@@ -24,12 +24,8 @@ int64_t lastDim(Value v) {
 
 /// An embedding lookup: rows of `table` by ids from the data.
 bool gathersRows(Operation *user, Value table) {
-  auto g = dyn_cast<px::GatherOp>(user);
-  if (!g || g.getData() != table || g.getIndices() == table ||
-      g.getIndices().getDefiningOp<px::ConstantOp>())
-    return false;
-  auto type = g.getData().getType();
-  return px::normalizeAxis((int64_t)g.getAxis(), type.getRank()) == std::optional<int64_t>(0);
+  return isRowGatherOf(user, table) &&
+         !cast<px::GatherOp>(user).getIndices().getDefiningOp<px::ConstantOp>();
 }
 
 /// Zeros can be appended to its initial value, which then names its own

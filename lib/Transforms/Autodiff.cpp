@@ -20,6 +20,7 @@
 
 #include "PxBuilder.h"
 
+#include "parallax/Analysis/Layers.h"
 #include "parallax/Dialect/Px/PxShapes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -46,18 +47,9 @@ bool isFloatTensor(Value v) {
 
 /// A trainable variable read only through px.gather on axis 0.
 bool isRowGathered(px::VariableOp var) {
-  if (!var.getTrainable() || var.getOutput().use_empty())
-    return false;
-  int64_t rank = var.getOutput().getType().getRank();
-  for (OpOperand &use : var.getOutput().getUses()) {
-    auto gather = dyn_cast<px::GatherOp>(use.getOwner());
-    if (!gather || use.getOperandNumber() != 0)
-      return false;
-    auto axis = px::normalizeAxis((int64_t)gather.getAxis(), rank);
-    if (!axis || *axis != 0)
-      return false;
-  }
-  return true;
+  return var.getTrainable() && !var.getOutput().use_empty() &&
+         llvm::all_of(var->getUsers(),
+                      [&](Operation *u) { return isRowGatherOf(u, var.getOutput()); });
 }
 
 class Differentiator {

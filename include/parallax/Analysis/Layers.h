@@ -43,6 +43,9 @@ SplittableWeight splittableWeightOf(mlir::Operation *op);
 /// weight: attention's scores (queries times keys) and context.
 bool isActivationProduct(mlir::Operation *op);
 
+/// Whether `user` is a px.gather of rows of `table` (its data, axis 0).
+bool isRowGatherOf(mlir::Operation *user, mlir::Value table);
+
 /// Ops that run on a block of channels, features or heads when their input
 /// is split so (px's sharding models carry the split through them):
 /// one-result element-wise ops, batch norm, pooling and grouped (depthwise)
