@@ -104,6 +104,9 @@ TEST_F(CudaKernelTest, IndexingGatherErrors) {
                   nlohmann::json::object(), "index 5 is out of range [-5, 5)");
   expectDataError("gather", {data, TestTensor(DType::I32, {2}, {-6, 0})}, {out},
                   nlohmann::json::object(), "index -6 is out of range [-5, 5)");
+  // A table padded to 5 rows of which 4 are real (the plan's "rows").
+  expectDataError("gather", {data, TestTensor(DType::I64, {2}, {1, 4})}, {out},
+                  {{"rows", 4}}, "index 4 is out of range [-4, 4)");
   // A bad index far into a large gather.
   TestTensor big(DType::F32, {100, 8}), bigIdx(DType::I64, {4000});
   for (int i = 0; i < 4000; ++i)

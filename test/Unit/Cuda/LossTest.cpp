@@ -188,6 +188,18 @@ TEST_F(CudaKernelTest, LossLabelOutOfRange) {
   expectCudaMatchesCpu("nll_loss", {x, labels}, {TestTensor(DType::F32, {})});
 }
 
+TEST_F(CudaKernelTest, LossLabelInThePadding) {
+  // Scores padded to 5 classes of which 4 are real (the plan's "classes").
+  TestTensor x(DType::F32, {4, 5}, randomValues(20, 7));
+  TestTensor labels(DType::I64, {4}, {0, 1, 4, 3});
+  nlohmann::json attrs = {{"classes", 4}};
+  expectCudaMatchesCpu("softmax_cross_entropy_loss", {x, labels},
+                       {TestTensor(DType::F32, {}), TestTensor(DType::F32, {4, 5})}, attrs);
+  expectCudaMatchesCpu("nll_loss", {x, labels}, {TestTensor(DType::F32, {})}, attrs);
+  std::string message = cudaKernelError("nll_loss", {x, labels}, {TestTensor(DType::F32, {})}, attrs);
+  EXPECT_NE(message.find("label 4 is out of range [0, 4)"), std::string::npos) << message;
+}
+
 TEST_F(CudaKernelTest, LossBindErrors) {
   TestTensor x(DType::F32, {4, 5}), labels(DType::I64, {4}), loss(DType::F32, {}),
       lp(DType::F32, {4, 5});

@@ -109,6 +109,15 @@ TEST(IndexingKernels, GatherErrors) {
   EXPECT_NE(e.find("index -6"), std::string::npos) << e;
   TestTensor ok(DType::I64, {2}, {-5, 4});
   EXPECT_EQ(kernelError("gather", {&data, &ok}, {&out}), "");
+  // A table padded to 5 rows of which 4 are real (a padded vocabulary, the
+  // plan's "rows"): row 4 is no id.
+  TestTensor four(DType::I64, {2}, {1, 4});
+  e = kernelError("gather", {&data, &four}, {&out}, {{"rows", 4}});
+  EXPECT_NE(e.find("index 4 (at position 1 of indices) is out of range [-4, 4)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(kernelError("gather", {&data, &ok}, {&out}, {{"rows", 6}}).find("rows 6 of a table of 5"),
+            std::string::npos);
   EXPECT_NE(kernelError("gather", {&data, &ok}, {&out}, {{"axis", 2}}).find("axis 2"),
             std::string::npos);
   TestTensor fidx(DType::F32, {2});

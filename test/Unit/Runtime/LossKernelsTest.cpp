@@ -350,6 +350,17 @@ TEST(LossKernels, Errors) {
 
   TestTensor good(DType::I64, {3}, {0, 4, 1});
   EXPECT_EQ(kernelError("softmax_cross_entropy_loss", {&x, &good}, {&loss, &lp}), "");
+  // Scores padded to 5 classes of which 4 are real (a padded vocabulary,
+  // the plan's "classes"): class 4 is no label.
+  e = kernelError("softmax_cross_entropy_loss", {&x, &good}, {&loss, &lp}, {{"classes", 4}});
+  EXPECT_NE(e.find("label 4 (at position 1 of the labels) is out of range [0, 4)"),
+            std::string::npos)
+      << e;
+  e = kernelError("nll_loss", {&x, &good}, {&loss}, {{"classes", 4}});
+  EXPECT_NE(e.find("out of range [0, 4)"), std::string::npos) << e;
+  EXPECT_NE(kernelError("nll_loss", {&x, &good}, {&loss}, {{"classes", 6}})
+                .find("classes 6 of scores of 5"),
+            std::string::npos);
   EXPECT_NE(kernelError("nll_loss", {&x, &good}, {&loss}, {{"reduction", "avg"}})
                 .find("reduction"),
             std::string::npos);
