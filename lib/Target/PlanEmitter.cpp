@@ -325,8 +325,6 @@ static int64_t blockRanks(Operation *op) {
   return rt::groupSize(shape, axes);
 }
 
-/// The rows a gather's ids index: the data's along its axis, or the whole
-/// table's when the data is a row block.
 /// The rows of a table px-pad-vocabulary padded that `g` reads: its
 /// initializer's, which are all the ids may name.
 static std::optional<int64_t> realRows(px::GatherOp g) {
@@ -337,6 +335,8 @@ static std::optional<int64_t> realRows(px::GatherOp g) {
   return std::nullopt;
 }
 
+/// The rows a gather's ids index: a padded table's real ones, the data's
+/// along its axis, or the whole table's when the data is a row block.
 static int64_t rowsIndexed(px::GatherOp g) {
   if (std::optional<int64_t> rows = realRows(g))
     return *rows;

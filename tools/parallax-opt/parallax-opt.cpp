@@ -324,8 +324,6 @@ static int64_t worldSize() {
 
 /// The Pr --grid=auto or the strategy search is trying, then the one it chose.
 static std::optional<int64_t> chosenModelRanks;
-/// The strategy search's layer splits (px-shard-model's layer-splits).
-static std::vector<std::string> strategyLayerSplits;
 /// Import and split the batch only, over one rank (the strategy search
 /// reads the model's operators at the global batch).
 static bool importOnly = false;
@@ -571,11 +569,7 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
       return error(llvm::toString(model.takeError())), std::nullopt;
     pipeline.cluster.modelRanks = *model;
     pipeline.shardModel.convSplit = convSplit;
-    if (!strategyLayerSplits.empty())
-      pipeline.shardModel.layerSplits.assign(strategyLayerSplits.begin(),
-                                             strategyLayerSplits.end());
-    else
-      pipeline.shardModel.layerSplits.assign(layerSplit.begin(), layerSplit.end());
+    pipeline.shardModel.layerSplits.assign(layerSplit.begin(), layerSplit.end());
     pipeline.sparsity.profileData = profileData;
     pipeline.sparsity.profileSteps = profileSteps;
     pipeline.partition.forced = forcedPartitions;
@@ -785,7 +779,11 @@ struct Compiled {
 /// --shard-weight-update[-fraction] and --recompute[-fraction] would.
 static void applyStrategy(const parallax::strategy::Strategy &s) {
   chosenModelRanks = s.grid.pr;
-  strategyLayerSplits = s.layerSplits();
+  // The search's splits where --layer-split would put them (which the
+  // search refuses on its command line).
+  layerSplit.clear();
+  for (std::string &split : s.layerSplits())
+    layerSplit.push_back(split);
   shardWeightUpdate.setValue(s.shardUpdates > 0 ? ShardMode::On : ShardMode::Off);
   shardWeightUpdateFraction.setValue(s.shardUpdates > 0 ? s.shardUpdates : 1.0);
   recompute.setValue(s.recompute > 0);
@@ -1179,9 +1177,9 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
           if (recomputeFraction < 1.0)
             d["recompute_fraction"] = recomputeFraction.getValue();
         }
-        if (!strategyLayerSplits.empty()) {
+        if (!layerSplit.empty()) {
           auto &splits = d["layer_splits"] = nlohmann::json::array();
-          for (const std::string &split : strategyLayerSplits)
+          for (const std::string &split : layerSplit)
             splits.push_back(split);
         }
         if (auto pr = modelRanks(); pr && *pr > 1)
