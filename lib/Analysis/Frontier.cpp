@@ -41,7 +41,7 @@ bool lessCost(const Cost &a, const Cost &b) {
 // Choice and Frontier
 //===----------------------------------------------------------------------===//
 
-void Choice::collect(std::vector<int> &configs) const {
+void Choice::collect(std::vector<int> &configs, std::vector<int> *variants) const {
   // Iterative: a long chain's tree is as deep as the chain.
   std::vector<const Choice *> stack{this};
   while (!stack.empty()) {
@@ -51,6 +51,11 @@ void Choice::collect(std::vector<int> &configs) const {
       if ((size_t)c->node >= configs.size())
         configs.resize(c->node + 1, -1);
       configs[c->node] = c->config;
+      if (variants) {
+        if ((size_t)c->node >= variants->size())
+          variants->resize(c->node + 1, 0);
+        (*variants)[c->node] = c->variant;
+      }
     }
     if (c->right)
       stack.push_back(c->right.get());
@@ -222,9 +227,17 @@ void Frontier::thin(double epsilon) {
 // Graph
 //===----------------------------------------------------------------------===//
 
-int Graph::addNode(std::string name, std::vector<Cost> configs) {
-  nodes.push_back({std::move(name), std::move(configs)});
+int Graph::addNode(std::string name, std::vector<Cost> configs,
+                   std::vector<std::vector<Cost>> variants) {
+  assert((variants.empty() || variants.size() == configs.size()) &&
+         "variants are per configuration");
+  nodes.push_back({std::move(name), std::move(configs), std::move(variants)});
   return (int)nodes.size() - 1;
+}
+
+const Cost &Graph::costOf(int n, int config, int variant) const {
+  const Node &node = nodes[n];
+  return variant == 0 ? node.configs[config] : node.variants[config][variant - 1];
 }
 
 //===----------------------------------------------------------------------===//
@@ -470,13 +483,24 @@ std::vector<Solution> searchFrontier(const Graph &graph, const SearchOptions &op
   s.alive.assign(n, 1);
   s.incident.resize(n);
   s.liveNodes = (int)n;
-  for (size_t v = 0; v < n; ++v)
-    for (size_t c = 0; c < graph.nodes[v].configs.size(); ++c) {
-      auto leaf = std::make_shared<Choice>();
-      leaf->node = (int)v;
-      leaf->config = (int)c;
-      s.node[v].emplace_back(graph.nodes[v].configs[c], std::move(leaf));
+  for (size_t v = 0; v < n; ++v) {
+    const Graph::Node &node = graph.nodes[v];
+    for (size_t c = 0; c < node.configs.size(); ++c) {
+      auto leaf = [&](int variant) {
+        auto l = std::make_shared<Choice>();
+        l->node = (int)v;
+        l->config = (int)c;
+        l->variant = variant;
+        return l;
+      };
+      // The configuration's own cost and its variants: a frontier already.
+      Frontier f(node.configs[c], leaf(0));
+      if (!node.variants.empty())
+        for (size_t k = 0; k < node.variants[c].size(); ++k)
+          f.insert({node.variants[c][k], leaf((int)k + 1)});
+      s.node[v].push_back(std::move(f));
     }
+  }
   for (const Graph::Edge &e : graph.edges) {
     assert(e.from >= 0 && (size_t)e.from < n && e.to >= 0 && (size_t)e.to < n);
     size_t nf = s.configs(e.from), nt = s.configs(e.to);
@@ -505,9 +529,9 @@ std::vector<Solution> searchFrontier(const Graph &graph, const SearchOptions &op
   std::vector<Solution> out;
   out.reserve(result.size());
   for (const Frontier::Point &p : result.points()) {
-    Solution sol{p.cost, std::vector<int>(n, -1)};
+    Solution sol{p.cost, std::vector<int>(n, -1), std::vector<int>(n, 0)};
     if (p.choice)
-      p.choice->collect(sol.configs);
+      p.choice->collect(sol.configs, &sol.variants);
     assert(std::find(sol.configs.begin(), sol.configs.end(), -1) == sol.configs.end() &&
            "a node's configuration was lost");
     out.push_back(std::move(sol));

@@ -18,12 +18,16 @@ void writeFrontierJson(const FrontierSummary &summary, const std::vector<Compile
     llvm::json::Object splits;
     for (const auto &[name, split] : c.point.strategy.splits)
       splits[name] = nameOf(split);
+    llvm::json::Array recomputed;
+    for (const std::string &name : c.point.strategy.recomputed)
+      recomputed.push_back(name);
     llvm::json::Object o{
         {"grid", c.point.strategy.grid.str()},
         {"zero1", c.point.strategy.shardUpdates > 0},
         {"zero1_fraction", c.point.strategy.shardUpdates},
         {"recompute", c.point.strategy.recompute > 0},
         {"recompute_fraction", c.point.strategy.recompute},
+        {"recompute_layers", std::move(recomputed)},
         {"pairing_rule", c.point.strategy.byPairingRule},
         {"step_seconds", c.seconds},
         {"memory_bytes", c.bytes},

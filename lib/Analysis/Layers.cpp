@@ -29,6 +29,16 @@ px::VariableOp trainableWeightOf(Value v) {
   return var && var.getTrainable() ? var : px::VariableOp();
 }
 
+px::VariableOp layerWeightOf(Operation *op) {
+  if (auto g = dyn_cast<px::GemmOp>(op))
+    return trainableWeightOf(g.getB());
+  if (auto m = dyn_cast<px::MatMulOp>(op))
+    return trainableWeightOf(m.getRhs());
+  if (auto c = dyn_cast<px::ConvOp>(op))
+    return trainableWeightOf(c.getW());
+  return {};
+}
+
 SplittableWeight splittableWeightOf(Operation *op) {
   auto trainable = [](Value v) {
     while (auto t = v.getDefiningOp<px::TransposeOp>())

@@ -64,17 +64,6 @@ Value dataOperandOf(Operation *op) {
   return {};
 }
 
-/// The trainable weight of a layer op, as layersOf finds it.
-px::VariableOp layerWeightOf(Operation *op) {
-  if (auto g = dyn_cast<px::GemmOp>(op))
-    return trainableWeightOf(g.getB());
-  if (auto m = dyn_cast<px::MatMulOp>(op))
-    return trainableWeightOf(m.getRhs());
-  if (auto c = dyn_cast<px::ConvOp>(op))
-    return trainableWeightOf(c.getW());
-  return {};
-}
-
 } // namespace
 
 std::vector<Operator> operatorsOf(ModuleOp module) {
@@ -324,6 +313,9 @@ std::string Strategy::summary() const {
     text += ", recompute";
   else if (recompute > 0)
     text += ", recompute " + std::to_string((int)std::lround(recompute * 100)) + "%";
+  if (!recomputed.empty())
+    text += ", " + std::to_string(recomputed.size()) +
+            (recomputed.size() == 1 ? " layer" : " layers") + " recomputed";
   if (grid.pr > 1)
     text += ", " + std::to_string(split) + " of " + std::to_string(splits.size()) + " split";
   if (grid.pr > 1 && (byPairingRule || splits.empty()))
@@ -455,6 +447,31 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, double shardUpd
   return c;
 }
 
+/// `layerCost` with the layer's output recomputed from its input in the
+/// backward pass (px-recompute's `layers`): its forward product again and
+/// the cheap ops after it, for the output it no longer keeps. None where
+/// px-recompute cannot: a table, a layer whose output leaves through a
+/// collective (partial sums reduced, or gathered for an op that runs
+/// whole).
+std::optional<Cost> recomputedLayerCost(const Operator &op, Split s, const grid::Grid &g,
+                                        const Cost &kept, double recompute,
+                                        const grid::Machine &m) {
+  if (op.table || s == Split::In)
+    return std::nullopt;
+  bool outputSplit = s == Split::Out || s == Split::Rows;
+  if (outputSplit && op.outputGatheredOn(g))
+    return std::nullopt;
+  const grid::Layer &l = op.layer;
+  double y = perRank(l.batch, g.pc) * (double)l.outElements() * (double)l.elementBytes;
+  double output = outputSplit ? perRank((int64_t)y, g.pr) : y;
+  double forward = l.flops() / (double)g.pc / (double)(s == Split::Whole ? 1 : g.pr);
+  Cost c = kept;
+  c.seconds += computeSeconds(l, forward, m) + m.kernelSeconds +
+               (1 - recompute) * 2 * output / m.streamBytesPerSecond;
+  c.bytes -= output;
+  return c;
+}
+
 /// Resharding the producer's output into the consumer's input, both ways.
 Cost edgeCost(const Operator &from, Split fs, const Operator &to, Split ts, int64_t features,
               const grid::Grid &g, const grid::Machine &m) {
@@ -503,9 +520,17 @@ Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, double shar
   for (const Operator &op : ops) {
     std::vector<Split> splits = splitsOf(op, g);
     std::vector<Cost> costs;
-    for (Split s : splits)
+    std::vector<std::vector<Cost>> variants;
+    bool recomputes = false;
+    for (Split s : splits) {
       costs.push_back(layerCost(op, s, g, shardUpdates, recompute, m));
-    space.graph.addNode(op.layer.name, std::move(costs));
+      std::optional<Cost> r = recomputedLayerCost(op, s, g, costs.back(), recompute, m);
+      variants.push_back(r ? std::vector<Cost>{*r} : std::vector<Cost>{});
+      recomputes |= r.has_value();
+    }
+    if (!recomputes)
+      variants.clear();
+    space.graph.addNode(op.layer.name, std::move(costs), std::move(variants));
     space.splits.push_back(std::move(splits));
   }
   for (size_t to = 0; to < ops.size(); ++to)
@@ -526,9 +551,12 @@ Strategy Space::strategyOf(const Solution &s, const std::vector<Operator> &ops) 
   strategy.grid = grid;
   strategy.shardUpdates = shardUpdates;
   strategy.recompute = recompute;
-  for (size_t i = 0; i < ops.size(); ++i)
+  for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].splittable)
       strategy.splits.push_back({ops[i].layer.name, splits[i][s.configs[i]]});
+    if (i < s.variants.size() && s.variants[i] == 1)
+      strategy.recomputed.push_back(ops[i].layer.name);
+  }
   return strategy;
 }
 

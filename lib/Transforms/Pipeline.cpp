@@ -23,8 +23,12 @@ void parallax::addTrainingPipeline(mlir::OpPassManager &pm,
   pm.addPass(createPxOptimizer(options.optimizer));
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
-  if (options.recompute)
-    pm.addPass(createPxRecompute(PxRecomputeOptions{options.recomputeFraction}));
+  if (options.recompute || !options.recomputeLayers.empty()) {
+    PxRecomputeOptions recompute;
+    recompute.fraction = options.recompute ? options.recomputeFraction : 0.0;
+    recompute.layers.assign(options.recomputeLayers.begin(), options.recomputeLayers.end());
+    pm.addPass(createPxRecompute(recompute));
+  }
   if (options.distributed)
     addPlanLayoutPasses(pm, options.layout);
 }

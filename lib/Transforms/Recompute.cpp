@@ -8,7 +8,9 @@
 // attention: the scores, softmax and dropout of [B, heads, T, T], the
 // largest activations of a transformer and the cheapest to compute again,
 // are recomputed from the queries and keys (which their gradients read
-// anyway) and the dropout's kept mask.
+// anyway) and the dropout's kept mask. The layers the `layers` option
+// names are checkpointed: their products run again from their inputs,
+// with the cheap ops that follow them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +22,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace parallax {
 #define GEN_PASS_DEF_PXRECOMPUTE
@@ -89,6 +93,36 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
 
   bool backward(Operation *user) const { return loss->isBeforeInBlock(user) && user != ret; }
 
+  llvm::StringSet<> checkpointed;
+  /// A layer op the `layers` option names.
+  bool checkpointedLayer(Operation *op) const {
+    px::VariableOp w = layerWeightOf(op);
+    return w && op->getNumResults() == 1 && checkpointed.contains(w.getName());
+  }
+
+  /// The values of the named layers' segments: each layer's output and
+  /// what cheap ops compute from it alone (every computed operand in the
+  /// segment), up to the next layer. A residual join's other operand
+  /// comes from outside: the join is the next segment's input, kept, so
+  /// that the residual stream is the checkpoint and no recomputation
+  /// reaches back through it to the model's input.
+  llvm::DenseSet<Value> segments(func::FuncOp func) {
+    llvm::DenseSet<Value> in;
+    for (Operation &op : func.getBody().front()) {
+      if (&op == loss)
+        break;
+      bool layer = checkpointedLayer(&op) &&
+                   llvm::all_of(op.getOperands(), [&](Value o) { return available(o, 1); });
+      bool follows = !layer && recomputable(&op) && !layerWeightOf(&op) &&
+                     llvm::any_of(op.getOperands(), [&](Value o) { return in.contains(o); }) &&
+                     llvm::all_of(op.getOperands(),
+                                  [&](Value o) { return in.contains(o) || !computed(o); });
+      if (layer || follows)
+        in.insert(op.getResult(0));
+    }
+    return in;
+  }
+
   /// Whether the backward pass can have `v`: it reads it anyway (or it is
   /// a variable, constant or input), or `v` can be recomputed from such
   /// values through cheap ops (which are then marked for recomputation).
@@ -144,6 +178,29 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
         hoistBefore(def, clone);
   }
 
+  /// Every name in `layers` is a trainable variable's (one whose product
+  /// a collective reads, a weight resharded on a model axis, recomputes
+  /// nothing); an error lists the layers' weights otherwise.
+  LogicalResult checkLayerNames(func::FuncOp func) const {
+    llvm::SetVector<StringRef> names;
+    llvm::StringSet<> variables;
+    for (Operation &op : func.getBody().front()) {
+      if (px::VariableOp w = layerWeightOf(&op))
+        names.insert(w.getName());
+      if (auto var = dyn_cast<px::VariableOp>(op); var && var.getTrainable())
+        variables.insert(var.getName());
+    }
+    for (const std::string &name : layers)
+      if (!variables.contains(name)) {
+        std::string known;
+        for (StringRef n : names)
+          known += (known.empty() ? "" : ", ") + n.str();
+        return emitError(func.getLoc(), "px-recompute: layers: no layer's weight is named '")
+               << name << "' (the layers: " << (known.empty() ? "none" : known) << ")";
+      }
+    return success();
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getEntryFunction(getOperation());
     if (!func || func.getBody().empty() || !px::hasAttr<px::PxDialect::LossAttrHelper>(func))
@@ -163,8 +220,14 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
     availability.clear();
     marked.clear();
     clones.clear();
+    checkpointed.clear();
+    for (const std::string &name : layers)
+      checkpointed.insert(name);
+    if (failed(checkLayerNames(func)))
+      return signalPassFailure();
     // What to recompute: each cheap forward op the backward pass reads
-    // whose operands it can have, with the chains they need.
+    // whose operands it can have, with the chains they need; and what the
+    // named layers' segments hold.
     SmallVector<Value> read;
     for (Operation &op : func.getBody().front()) {
       if (&op == loss)
@@ -188,7 +251,24 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
       size_t n = 0;
       while (n < read.size() && (double)(kept + bytesOf(read[n])) <= fraction * (double)total)
         kept += bytesOf(read[n++]);
+      // The rest stay kept: a clone that reads one reads it as it is.
+      for (size_t i = n; i < read.size(); ++i)
+        marked.remove(read[i]);
       read.resize(n);
+    }
+    // The named layers' segments, whatever the fraction: what the
+    // backward pass reads of them.
+    llvm::DenseSet<Value> segment = segments(func);
+    for (Operation &op : func.getBody().front()) {
+      if (&op == loss)
+        break;
+      Value v = op.getNumResults() ? op.getResult(0) : Value();
+      if (!v || !segment.contains(v))
+        continue;
+      marked.insert(v);
+      if (!llvm::is_contained(read, v) &&
+          llvm::any_of(v.getUsers(), [&](Operation *u) { return backward(u); }))
+        read.push_back(v);
     }
     // The backward readers read clones, each made just before its first
     // reader.

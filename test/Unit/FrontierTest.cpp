@@ -52,13 +52,39 @@ Frontier frontierOf(const std::vector<Cost> &costs, int node = 0) {
 }
 
 /// The cost of one assignment, straight from the graph.
-Cost costOf(const Graph &g, const std::vector<int> &configs) {
+Cost costOf(const Graph &g, const std::vector<int> &configs, const std::vector<int> &variants = {}) {
   Cost total;
   for (size_t v = 0; v < g.nodes.size(); ++v)
-    total += g.nodes[v].configs[configs[v]];
+    total += g.costOf((int)v, configs[v], variants.empty() ? 0 : variants[v]);
   for (const Graph::Edge &e : g.edges)
     total += e.cost[configs[e.from] * g.nodes[e.to].configs.size() + configs[e.to]];
   return total;
+}
+
+/// `g` with each configuration's variants as configurations of their own,
+/// whose edges cost what the configuration's do.
+Graph withVariantsAsConfigs(const Graph &g) {
+  Graph out;
+  std::vector<std::vector<int>> configOf(g.nodes.size());
+  for (size_t v = 0; v < g.nodes.size(); ++v) {
+    std::vector<Cost> cs;
+    const Graph::Node &n = g.nodes[v];
+    for (size_t c = 0; c < n.configs.size(); ++c) {
+      size_t k = n.variants.empty() ? 0 : n.variants[c].size();
+      for (size_t i = 0; i <= k; ++i) {
+        cs.push_back(g.costOf((int)v, (int)c, (int)i));
+        configOf[v].push_back((int)c);
+      }
+    }
+    out.addNode(n.name, cs);
+  }
+  for (const Graph::Edge &e : g.edges) {
+    size_t to = g.nodes[e.to].configs.size();
+    out.addEdge(e.from, e.to, [&](int f, int t) {
+      return e.cost[configOf[e.from][f] * to + configOf[e.to][t]];
+    });
+  }
+  return out;
 }
 
 /// The Pareto set of every assignment, ascending in seconds.
@@ -66,6 +92,9 @@ std::vector<Cost> bruteForce(const Graph &g) {
   for (const Graph::Node &n : g.nodes)
     if (n.configs.empty())
       return {};
+  for (const Graph::Node &n : g.nodes)
+    if (!n.variants.empty())
+      return bruteForce(withVariantsAsConfigs(g));
   std::vector<Cost> all;
   std::vector<int> configs(g.nodes.size(), 0);
   while (true) {
@@ -95,12 +124,16 @@ void checkSolutions(const Graph &g, const std::vector<Solution> &got) {
   for (size_t i = 0; i < got.size(); ++i) {
     const Solution &s = got[i];
     ASSERT_EQ(s.configs.size(), g.nodes.size());
+    ASSERT_EQ(s.variants.size(), g.nodes.size());
     for (size_t v = 0; v < g.nodes.size(); ++v) {
       ASSERT_GE(s.configs[v], 0) << "node " << v << " has no configuration";
       ASSERT_LT(s.configs[v], (int)g.nodes[v].configs.size());
+      const Graph::Node &n = g.nodes[v];
+      ASSERT_GE(s.variants[v], 0);
+      ASSERT_LE(s.variants[v], n.variants.empty() ? 0 : (int)n.variants[s.configs[v]].size());
     }
     // Exact up to the order of the additions.
-    Cost c = costOf(g, s.configs);
+    Cost c = costOf(g, s.configs, s.variants);
     EXPECT_NEAR(c.seconds, s.cost.seconds, 1e-9 * std::max(1.0, std::abs(c.seconds)))
         << "solution " << i;
     EXPECT_NEAR(c.bytes, s.cost.bytes, 1e-9 * std::max(1.0, std::abs(c.bytes))) << "solution " << i;
@@ -535,6 +568,50 @@ TEST(SearchFrontier, RandomGraphsMatchEnumeration) {
   }
   // The sample does reach enumeration.
   EXPECT_GT(enumerated, 10);
+}
+
+TEST(SearchFrontier, VariantsJoinTheirConfigurationsFrontier) {
+  // a keeps its activation (1 s, 4 B) or recomputes it (2 s, 1 B); b has
+  // two configurations. Every combination is on the frontier, and each
+  // point says which variant of a gives it.
+  Graph g;
+  int a = g.addNode("a", {{1, 4}}, {{{2, 1}}});
+  int b = g.addNode("b", {{1, 1}, {0.5, 3}});
+  g.addEdge(a, b, [](int, int) { return Cost{}; });
+  std::vector<Solution> got = searchFrontier(g);
+  ASSERT_EQ(got.size(), 4u);
+  std::vector<Cost> want = {{1.5, 7}, {2, 5}, {2.5, 4}, {3, 2}};
+  std::vector<std::pair<int, int>> aVariantBConfig = {{0, 1}, {0, 0}, {1, 1}, {1, 0}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].cost.seconds, want[i].seconds) << "point " << i;
+    EXPECT_EQ(got[i].cost.bytes, want[i].bytes) << "point " << i;
+    EXPECT_EQ(got[i].configs[a], 0);
+    EXPECT_EQ(got[i].variants[a], aVariantBConfig[i].first) << "point " << i;
+    EXPECT_EQ(got[i].configs[b], aVariantBConfig[i].second) << "point " << i;
+    EXPECT_EQ(got[i].variants[b], 0);
+  }
+  checkSolutions(g, got);
+}
+
+TEST(SearchFrontier, RandomGraphsWithVariantsMatchEnumeration) {
+  std::mt19937 rng(20261127);
+  std::uniform_int_distribution<int> nodes(2, 6), extra(0, 6), variants(0, 2), cost(0, 6);
+  for (int iter = 0; iter < 150; ++iter) {
+    int n = nodes(rng);
+    Graph g = randomGraph(rng, n, 3, n - 1 + extra(rng) % (n + 2));
+    for (Graph::Node &node : g.nodes) {
+      if (variants(rng) == 0)
+        continue; // some nodes have none
+      node.variants.resize(node.configs.size());
+      for (std::vector<Cost> &vs : node.variants)
+        for (int k = variants(rng); k > 0; --k)
+          vs.push_back({(double)cost(rng), (double)cost(rng)});
+    }
+    SCOPED_TRACE("graph " + std::to_string(iter));
+    checkExact(g);
+    if (::testing::Test::HasFatalFailure())
+      return;
+  }
 }
 
 //===----------------------------------------------------------------------===//

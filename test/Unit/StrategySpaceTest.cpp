@@ -138,6 +138,43 @@ TEST(StrategySpace, RecomputingASegmentCostsItsShareOfTheTime) {
   EXPECT_EQ(s.summary(), "1x4, recompute");
 }
 
+TEST(StrategySpace, ALayerMayRecomputeItsOutput) {
+  // Each split whose output px-recompute can recompute has a variant that
+  // keeps none of it for the layer's forward product once more: not a
+  // split by input features (its partial sums leave through an all-reduce),
+  // nor an output gathered for an op that runs whole (fc2's, for the loss).
+  auto ops = twoLayers();
+  grid::Machine m = machine();
+  Space s = spaceOf(ops, {2, 2}, 0, 0, m);
+  const Graph::Node &fc1 = s.graph.nodes[0], &fc2 = s.graph.nodes[1];
+  ASSERT_EQ(fc1.variants.size(), fc1.configs.size());
+  double y = 16 * 128 * 4; // fc1's output on a rank: 16 samples
+  double forward = 2.0 * 16 * 64 * 128 / m.flopsPerSecond;
+  auto check = [&](Split split, double output, double flops) {
+    int c = configOf(s, 0, split);
+    ASSERT_EQ(fc1.variants[c].size(), 1u) << nameOf(split);
+    const Cost &keep = fc1.configs[c], &again = fc1.variants[c][0];
+    EXPECT_DOUBLE_EQ(keep.bytes - again.bytes, output) << nameOf(split);
+    EXPECT_NEAR(again.seconds - keep.seconds, flops + 2 * output / m.streamBytesPerSecond, 1e-15)
+        << nameOf(split);
+  };
+  check(Split::Whole, y, forward);
+  check(Split::Out, y / 2, forward / 2);
+  EXPECT_TRUE(fc1.variants[configOf(s, 0, Split::In)].empty());
+  ASSERT_EQ(fc2.variants.size(), fc2.configs.size());
+  EXPECT_EQ(fc2.variants[configOf(s, 1, Split::Whole)].size(), 1u);
+  EXPECT_TRUE(fc2.variants[configOf(s, 1, Split::In)].empty());
+  // A solution's variant 1 names the layer among the recomputed ones.
+  Solution sol{{}, {configOf(s, 0, Split::Out), configOf(s, 1, Split::In)}, {1, 0}};
+  Strategy strategy = s.strategyOf(sol, ops);
+  EXPECT_EQ(strategy.recomputed, std::vector<std::string>{"fc1.weight"});
+  EXPECT_EQ(strategy.summary(), "2x2, 1 layer recomputed, 2 of 2 split");
+  // The search reaches below what keeping every output can: its smallest
+  // point recomputes.
+  StrategySearch search = searchStrategies(ops, 4, m);
+  EXPECT_FALSE(search.frontier.back().strategy.recomputed.empty());
+}
+
 TEST(StrategySpace, SearchCoversEveryGridAndItsFrontier) {
   auto ops = twoLayers();
   grid::Machine m = machine();

@@ -179,6 +179,13 @@ static cl::opt<double> recomputeFraction(
     cl::desc("With --recompute: recompute only this share of those activations' bytes, "
              "the first in forward order (a segment from the input on; default 1: all)"),
     cl::init(1.0), cl::cat(parallaxCategory));
+static cl::list<std::string> recomputeLayers(
+    "recompute-layers",
+    cl::desc("LAYER,... (repeatable or comma-separated): recompute these layers' outputs "
+             "in the backward pass from their inputs, with the cheap ops after them "
+             "(activation checkpointing; LAYER names the weight variable, as "
+             "--layer-split does): less memory, a layer's forward time more each"),
+    cl::CommaSeparated, cl::cat(parallaxCategory));
 static cl::opt<bool> noLocalAggregation(
     "no-local-aggregation",
     cl::desc("Push sparse gradients to their servers without summing them "
@@ -584,6 +591,7 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
     pipeline.layout = planLayout();
     pipeline.recompute = recompute;
     pipeline.recomputeFraction = recomputeFraction;
+    pipeline.recomputeLayers.assign(recomputeLayers.begin(), recomputeLayers.end());
     parallax::addTrainingPipeline(pm, pipeline);
   } else if (emit == EmitKind::Plan) {
     pm.addPass(createCanonicalizerPass());
@@ -788,6 +796,9 @@ static void applyStrategy(const parallax::strategy::Strategy &s) {
   shardWeightUpdateFraction.setValue(s.shardUpdates > 0 ? s.shardUpdates : 1.0);
   recompute.setValue(s.recompute > 0);
   recomputeFraction.setValue(s.recompute > 0 ? s.recompute : 1.0);
+  recomputeLayers.clear();
+  for (const std::string &layer : s.recomputed)
+    recomputeLayers.push_back(layer);
 }
 
 /// Compiles `s` (its grid, its layer splits, ZeRO-1 or not) into a plan's
@@ -861,10 +872,11 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   if (!gridSpec.empty() || shardWeightUpdate.getNumOccurrences() ||
       shardWeightUpdateFraction.getNumOccurrences() ||
       convSplit.getNumOccurrences() || recompute.getNumOccurrences() ||
-      recomputeFraction.getNumOccurrences() || layerSplit.getNumOccurrences()) {
+      recomputeFraction.getNumOccurrences() || layerSplit.getNumOccurrences() ||
+      recomputeLayers.getNumOccurrences()) {
     fail("the strategy search chooses the grid, each layer's split, ZeRO-1 and recomputation "
-         "itself: drop --grid, --conv-split, --layer-split, --shard-weight-update and "
-         "--recompute[-fraction]");
+         "itself: drop --grid, --conv-split, --layer-split, --shard-weight-update, "
+         "--recompute[-fraction] and --recompute-layers");
     return std::nullopt;
   }
   std::optional<int64_t> limit;
@@ -933,7 +945,8 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
       auto same = [&](const st::CompiledPoint &o) {
         const st::Strategy &a = o.point.strategy, &b = point.point.strategy;
         return a.grid.pr == b.grid.pr && a.shardUpdates == b.shardUpdates &&
-               a.recompute == b.recompute && a.splits == b.splits;
+               a.recompute == b.recompute && a.splits == b.splits &&
+               a.recomputed == b.recomputed;
       };
       if (llvm::any_of(points, same))
         return;
@@ -945,7 +958,8 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   };
   bool data = false, model = false;
   for (const st::Point &p : search.candidates) {
-    bool isData = p.strategy.pureData() && !p.strategy.shardUpdates && !p.strategy.recompute;
+    bool isData = p.strategy.pureData() && !p.strategy.shardUpdates && !p.strategy.recompute &&
+                  p.strategy.recomputed.empty();
     bool isModel = p.strategy.pureModel() && !model;
     data |= isData;
     model |= isModel;
@@ -1154,6 +1168,16 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       d["weight_decay"] = (double)weightDecay;
       if (allowNegativeIds)
         d["allow_negative_ids"] = true;
+      if (recompute) {
+        d["recompute"] = true;
+        if (recomputeFraction < 1.0)
+          d["recompute_fraction"] = recomputeFraction.getValue();
+      }
+      if (!recomputeLayers.empty()) {
+        auto &layers = d["recompute_layers"] = nlohmann::json::array();
+        for (const std::string &layer : recomputeLayers)
+          layers.push_back(layer);
+      }
       if (distributed()) {
         d["sync"] = syncScheme;
         // What --report predicts, for parallax-run's metrics to be held to.
@@ -1172,11 +1196,6 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
         }
         if (convSplit != "channels")
           d["conv_split"] = convSplit.getValue();
-        if (recompute) {
-          d["recompute"] = true;
-          if (recomputeFraction < 1.0)
-            d["recompute_fraction"] = recomputeFraction.getValue();
-        }
         if (!layerSplit.empty()) {
           auto &splits = d["layer_splits"] = nlohmann::json::array();
           for (const std::string &split : layerSplit)

@@ -47,9 +47,12 @@ struct Cost {
 /// that were combined from it (a leaf fixes one node's configuration).
 struct Choice {
   int node = -1, config = -1;
+  /// Which of the configuration's costs (Graph::Node::variants).
+  int variant = 0;
   std::shared_ptr<const Choice> left, right;
-  /// Writes each fixed node's configuration into `configs` (by node).
-  void collect(std::vector<int> &configs) const;
+  /// Writes each fixed node's configuration into `configs` (by node), and
+  /// its variant into `variants` where given.
+  void collect(std::vector<int> &configs, std::vector<int> *variants = nullptr) const;
 };
 using ChoicePtr = std::shared_ptr<const Choice>;
 
@@ -98,6 +101,11 @@ struct Graph {
     /// The cost of each configuration (compute, communication inside the
     /// operator, the memory it holds).
     std::vector<Cost> configs;
+    /// Per configuration (or none), other costs of the same configuration
+    /// that change none of its edges: its activation recomputed instead of
+    /// kept. They enter the configuration's frontier beside its own cost;
+    /// Solution::variants says which one a point took.
+    std::vector<std::vector<Cost>> variants;
   };
   struct Edge {
     int from = 0, to = 0;
@@ -107,7 +115,11 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<Edge> edges;
 
-  int addNode(std::string name, std::vector<Cost> configs);
+  int addNode(std::string name, std::vector<Cost> configs,
+              std::vector<std::vector<Cost>> variants = {});
+  /// The cost of node `n` in configuration `config`, variant `variant` (0:
+  /// the configuration's own cost, k: its variants[k - 1]).
+  const Cost &costOf(int n, int config, int variant) const;
   /// An edge whose costs are `cost(f, t)`.
   template <typename F>
   void addEdge(int from, int to, F cost) {
@@ -124,6 +136,8 @@ struct Solution {
   Cost cost;
   /// The configuration of each node, by node index.
   std::vector<int> configs;
+  /// The variant of each node's configuration (Graph::costOf), by node.
+  std::vector<int> variants;
 };
 
 struct SearchOptions {

@@ -26,6 +26,11 @@ namespace parallax {
 /// linear layer's x W^T is a matmul of the transposed weight), or null.
 px::VariableOp trainableWeightOf(mlir::Value v);
 
+/// A layer op's trainable weight, as layersOf names the layer: a px.gemm's
+/// B, a px.matmul's right operand, a px.conv's weight (read through
+/// reshapes and transposes); null for any other op.
+px::VariableOp layerWeightOf(mlir::Operation *op);
+
 /// A layer's weight as px-shard-model splits it over the model axis: a
 /// px.gemm's B (without trans_a), a px.matmul's rank-2 right operand, or a
 /// px.conv's weight with one group (a grouped convolution's channels are

@@ -10,7 +10,8 @@
 // forms (GridCost.h): compute at the calibrated rates, the collectives the
 // split needs inside the layer, the gradient's synchronization, and the
 // memory of the weight, its gradient, its optimizer state and its kept
-// activation; each edge between a producer and a consumer costs the
+// activation, which each layer may recompute instead (a variant of its
+// split that trades its forward time for that memory); each edge between a producer and a consumer costs the
 // resharding of the activation between them. searchStrategies runs the FT
 // search (Frontier.h) on every grid and keeps the frontier of them all.
 //
@@ -99,6 +100,9 @@ struct Strategy {
   /// in forward order): 0 keeps them all, 1 recomputes all it can.
   double recompute = 0;
   std::vector<std::pair<std::string, Split>> splits;
+  /// The layers whose outputs are recomputed from their inputs
+  /// (checkpointed; px-recompute's `layers`), by weight name.
+  std::vector<std::string> recomputed;
   /// Compiled by px-shard-model's pairing rule (no layer-splits), `splits`
   /// read back from what it chose.
   bool byPairingRule = false;
@@ -131,7 +135,8 @@ struct Space {
   double shardUpdates = 0;
   double recompute = 0;
   Graph graph;
-  /// Node i is operator i; its configuration c is splits[i][c].
+  /// Node i is operator i; its configuration c is splits[i][c], whose
+  /// variant 1 (where it has one) recomputes the layer's output.
   std::vector<std::vector<Split>> splits;
 
   Strategy strategyOf(const Solution &s, const std::vector<Operator> &ops) const;

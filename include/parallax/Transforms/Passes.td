@@ -291,11 +291,24 @@ def PxRecompute : Pass<"px-recompute", "mlir::ModuleOp"> {
     only: the activations the backward pass reads, in forward order, until
     their bytes reach that fraction of all of them (the strategy search's
     levels between keeping everything and recomputing all it can).
+
+    `layers` names layers (by weight variable, as --layer-split does) whose
+    outputs are recomputed too, as activation checkpointing does: the
+    product or convolution runs again from its input (which its weight's
+    gradient reads anyway) and so does every cheap op after it up to the
+    next layer or the next op that is not cheap (a collective, a layer
+    norm), whatever `fraction` says. Only the layer's input then lives
+    until the backward pass. A layer whose output goes through a
+    collective before any backward reader (one split by input features)
+    recomputes nothing.
   }];
   let options = [
     Option<"fraction", "fraction", "double", /*default=*/"1.0",
            "the share of the recomputable activations' bytes to recompute, "
            "from the first in forward order (0 to 1)">,
+    ListOption<"layers", "layers", "std::string",
+               "layers whose outputs are recomputed from their inputs (weight "
+               "variable names)">,
   ];
   let dependentDialects = ["::parallax::px::PxDialect"];
 }

@@ -12,6 +12,9 @@
 
 #include "mlir/Pass/PassManager.h"
 
+#include <string>
+#include <vector>
+
 namespace parallax {
 
 /// How buckets become buffers: in place always; weight updates sharded
@@ -42,6 +45,10 @@ struct TrainingPipelineOptions {
   /// px-recompute's `fraction`: the share of those activations' bytes
   /// recomputed, from the first in forward order.
   double recomputeFraction = 1.0;
+  /// px-recompute's `layers`: layers (by weight) whose outputs are
+  /// recomputed from their inputs (checkpointed), with or without
+  /// `recompute`.
+  std::vector<std::string> recomputeLayers;
   /// The plan layout passes (addPlanLayoutPasses) after the rest.
   PlanLayoutOptions layout;
 };
