@@ -90,6 +90,12 @@ def recompute_text(p):
     return ", recompute" if f >= 1 else f", recompute {round(f * 100)}%"
 
 
+def layers_text(p):
+    """", 3 layers recomputed", as parallax-opt's summaries."""
+    n = len(p.get("recompute_layers", []))
+    return f", {n} layer{'' if n == 1 else 's'} recomputed" if n else ""
+
+
 def spread(n, k):
     """k of n indices, evenly spread, both ends included (all n if n <= k)."""
     m = min(k, n)
@@ -134,7 +140,7 @@ def validate(build, work, name, src, args, flags):
         measured.append({kind: k, "step_seconds": seconds, "memory_bytes": memory})
         split = sum(s != "whole" for s in p["splits"].values())
         strategy = p["grid"] + (zero1_text(p) if p["zero1"] else "") + \
-            (recompute_text(p) if p.get("recompute") else "") + \
+            (recompute_text(p) if p.get("recompute") else "") + layers_text(p) + \
             (f", {split} of {len(p['splits'])} split" if p["grid"][0] != "1" else "") + \
             (" (pairing rule)" if p.get("pairing_rule") else "") + \
             (" (dominated)" if kind == "reference" else "")
