@@ -18,6 +18,7 @@
 #include "llvm/Support/Format.h"
 
 #include <cmath>
+#include <map>
 
 using namespace mlir;
 
@@ -257,6 +258,13 @@ double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape
   if (flops) {
     bool conv = isa<px::ConvOp, px::ConvGradInputOp, px::ConvGradFilterOp>(op);
     seconds = flops / (conv ? m.convFlopsPerSecond : m.flopsPerSecond);
+    // A product of a few rows by a large weight streams the weight: the
+    // longer of its flops and its bytes (a roofline), where calibrated.
+    auto streamed = m.opRates.find("product_bytes");
+    if (!conv && streamed != m.opRates.end())
+      if (double moved = (double)bytesMovedBy(op, gridShape), rate = streamed->second.at(moved);
+          moved > 0 && rate > 0)
+        seconds = std::max(seconds, moved / rate);
   } else if (int64_t moved = bytesMovedBy(op, gridShape)) {
     seconds = (double)moved / m.streamBytesPerSecond;
   }
@@ -311,6 +319,7 @@ struct Collective {
   double seconds;
   std::vector<std::pair<int64_t, int64_t>> byMember = {};
   std::vector<int64_t> axes = {}; // the group's, resolved (rt::groupAxes)
+  bool calibrated = false;         // at the profile's rate for its kind
 };
 
 /// A halo exchange (or its adjoint) over a group of g: what each member
@@ -329,6 +338,27 @@ Collective haloOf(Operation *op, int64_t g, const grid::Link &link) {
     c.bytes = std::max(c.bytes, b.first);
   }
   c.seconds = g <= 1 ? 0.0 : (g > 2 ? 2 : 1) * link.alpha + (double)c.bytes * link.beta;
+  return c;
+}
+
+/// The calibrated rate (bytes each member sends per second) of a `kind`
+/// collective sending `sent` bytes on a group of `g` ranks of one machine
+/// (KernelRates.h's collectives), 0 where the profile has none.
+double collectiveRate(const grid::Machine &m, std::string_view kind, int64_t g, bool spans,
+                      double sent) {
+  if (spans || g < 2 || sent <= 0)
+    return 0;
+  auto it = m.opRates.find(rt::collectiveRateName(kind, g));
+  return it == m.opRates.end() ? 0 : it->second.at(sent);
+}
+
+/// `c` timed at its calibrated rate where the profile has one for its kind
+/// and group.
+Collective &atCalibratedRate(Collective &c, const grid::Machine &m, int64_t g, bool spans) {
+  if (double rate = collectiveRate(m, c.kind, g, spans, (double)c.bytes); rate > 0) {
+    c.seconds = (double)c.bytes / rate;
+    c.calibrated = true;
+  }
   return c;
 }
 
@@ -353,16 +383,24 @@ std::optional<Collective> collectiveOf(Operation *op, ArrayRef<int64_t> gridShap
     c.axes = rt::groupAxes(shape, axes);
     return c;
   }
-  // The times are the grid model's alpha-beta forms (GridCost.h); a
+  // The times are the grid model's alpha-beta forms (GridCost.h), or the
+  // calibrated rates of the collective on groups of its size; a
   // reduce-scatter costs what an all-gather of its input does.
-  if (isa<px::AllReduceOp>(op))
-    return Collective{"all_reduce", rt::ringBytes(in, g), grid::allReduceSeconds(g, in, link)};
-  if (isa<px::AllGatherOp>(op))
-    return Collective{"all_gather", rt::allGatherBytes(in, g),
-                      grid::allGatherSeconds(g, (double)in * g, link)};
-  if (isa<px::ReduceScatterOp>(op))
-    return Collective{"reduce_scatter", rt::reduceScatterBytes(in, g),
-                      grid::allGatherSeconds(g, in, link)};
+  bool spans = &link == &m.inter;
+  if (isa<px::AllReduceOp>(op)) {
+    Collective c{"all_reduce", rt::ringBytes(in, g), grid::allReduceSeconds(g, in, link)};
+    return atCalibratedRate(c, m, g, spans);
+  }
+  if (isa<px::AllGatherOp>(op)) {
+    Collective c{"all_gather", rt::allGatherBytes(in, g),
+                 grid::allGatherSeconds(g, (double)in * g, link)};
+    return atCalibratedRate(c, m, g, spans);
+  }
+  if (isa<px::ReduceScatterOp>(op)) {
+    Collective c{"reduce_scatter", rt::reduceScatterBytes(in, g),
+                 grid::allGatherSeconds(g, in, link)};
+    return atCalibratedRate(c, m, g, spans);
+  }
   if (isa<px::AllToAllOp>(op)) {
     int64_t bytes = rt::allToAllBytes(in, g);
     return Collective{"all_to_all", bytes,
@@ -497,6 +535,49 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
   if (auto bn = px::getAttr<px::PxDialect::BatchnormBytesPerStepAttrHelper>(module))
     p.other.syncBytes += bn.getInt();
 
+  // The all-reduce buckets that synchronize gradients, by the variables
+  // they hold: each bucket's volume sets its calibrated rate.
+  struct Bucket {
+    int64_t sent = 0, group = 1;
+    bool spans = false, sharded = false;
+  };
+  std::map<int64_t, Bucket> buckets;
+  llvm::StringMap<int64_t> bucketOf;
+  for (auto ar : func.getOps<px::AllReduceOp>()) {
+    auto names = px::getAttr<px::PxDialect::VariablesAttrHelper>(ar);
+    if (!ar.getBucket() || !names)
+      continue;
+    ArrayRef<int16_t> axes16 = ar.getGridAxes();
+    std::vector<int64_t> axes(axes16.begin(), axes16.end());
+    Bucket &b = buckets[*ar.getBucket()];
+    b.group = groupSizeOf(gridShape, axes16);
+    b.spans = &linkOf(gridShape, axes, perMachine, machine) == &machine.inter;
+    b.sharded = ar.getShardUpdate();
+    b.sent += rt::ringBytes(bytesOf(ar.getInput().getType()), b.group);
+    for (Attribute n : names)
+      if (auto name = dyn_cast<StringAttr>(n))
+        bucketOf[name.getValue()] = *ar.getBucket();
+  }
+  /// A variable's all-reduce at its bucket's calibrated rates (a sharded
+  /// update's: a reduce-scatter, then the all-gather of the parameters),
+  /// or nullopt where the profile has none.
+  auto calibratedSync = [&](StringRef var, int64_t sent) -> std::optional<double> {
+    auto it = bucketOf.find(var);
+    if (it == bucketOf.end())
+      return std::nullopt;
+    const Bucket &b = buckets[it->second];
+    if (!b.sharded) {
+      double rate = collectiveRate(machine, "all_reduce", b.group, b.spans, (double)b.sent);
+      return rate > 0 ? std::optional<double>((double)sent / rate) : std::nullopt;
+    }
+    double half = (double)b.sent / 2,
+           scatter = collectiveRate(machine, "reduce_scatter", b.group, b.spans, half),
+           gather = collectiveRate(machine, "all_gather", b.group, b.spans, half);
+    if (scatter <= 0 || gather <= 0)
+      return std::nullopt;
+    return (double)sent / 2 / scatter + (double)sent / 2 / gather;
+  };
+
   llvm::DenseSet<Operation *> forward = forwardOps(func);
   // One layer per trainable variable, in step order.
   llvm::DenseMap<Operation *, size_t> layerOfVar;
@@ -521,7 +602,10 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     l.syncSeconds = (double)l.syncBytes * batchLink.beta;
     auto scheme = px::getAttr<px::PxDialect::SyncAttrHelper>(var);
     if (scheme && scheme.getValue() == "allreduce") {
-      l.syncSeconds += reductionSeconds(l.syncBytes, machine);
+      if (std::optional<double> seconds = calibratedSync(l.name, l.syncBytes))
+        l.syncSeconds = *seconds;
+      else
+        l.syncSeconds += reductionSeconds(l.syncBytes, machine);
       // In the runtime's all_reduce kernels (the buckets).
       p.byKernel["all_reduce"].seconds += l.syncSeconds;
     }
@@ -594,7 +678,8 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
       double copies =
           2.0 * (double)(bytesOf(op.getOperand(0).getType()) + bytesOf(op.getResult(0).getType())) /
               machine.streamBytesPerSecond +
-          (isa<px::AllReduceOp>(op) ? reductionSeconds(c->bytes, machine) : 0.0) +
+          (isa<px::AllReduceOp>(op) && !c->calibrated ? reductionSeconds(c->bytes, machine)
+                                                       : 0.0) +
           machine.kernelSeconds;
       layerFor(&op).computeSeconds += copies;
       ++kernelTime(op).calls;

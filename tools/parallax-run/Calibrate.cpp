@@ -2,6 +2,7 @@
 
 #include "Calibrate.h"
 
+#include "parallax/Runtime/CollectiveVolume.h"
 #include "parallax/Runtime/Kernel.h"
 #include "parallax/Runtime/KernelRates.h"
 
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -233,7 +235,7 @@ std::vector<Probe> ratedProbes(bool small) {
   nlohmann::json conv = {{"strides", {1, 1}}, {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}},
                          {"group", 1}};
   double flops = convFlops((double)elements(image), (double)(c * 9));
-  const int64_t vector = small ? 1 << 14 : 1 << 22;
+  const int64_t vector = small ? 1 << 14 : 1 << 22, rows = small ? 256 : 1 << 11;
   auto [gru, gruGrad] = recurrent("gru", "gru_grad", 3, 4, false);
   auto [lstm, lstmGrad] = recurrent("lstm", "lstm_grad", 4, 4, true);
   return {{"conv", conv, {image, filter}, {image}, flops},
@@ -245,7 +247,10 @@ std::vector<Probe> ratedProbes(bool small) {
           {"max_pool_grad", pool, {image, image}, {image}, taps},
           gru, gruGrad, lstm, lstmGrad,
           // Tensors of 64 KiB (in cache) and 16 MiB (from memory).
-          {"add", {}, {{vector}, {vector}}, {{vector}}, 0, "elementwise"}};
+          {"add", {}, {{vector}, {vector}}, {{vector}}, 0, "elementwise"},
+          // 16 rows by a weight of 1 MiB (in cache) and of 64 MiB (from
+          // memory): a layer's product at a small batch per rank.
+          {"gemm", {}, {{16, rows}, {rows, 4 * rows}}, {{16, 4 * rows}}, 0, "product_bytes"}};
 }
 
 /// Work per second of each kernel of kRatedKernels (KernelRates.h), in its
@@ -282,6 +287,64 @@ nlohmann::json measureRatedKernels(Comm &comm, int threads) {
   return rates;
 }
 
+/// concurrentSeconds for a collective `fn`: every rank makes the same
+/// number of calls (one call timed first, the slowest rank's figure
+/// setting how many fill 0.25 s).
+double collectiveSeconds(Comm &comm, const std::function<void()> &fn) {
+  Group &world = comm.group({comm.size()}, {0});
+  auto slowest = [&](double v) {
+    comm.run([&] { comm.allreduce(world, &v, 1, DType::F64, ReduceOp::Max); });
+    return v;
+  };
+  fn(); // warm: first-touch page faults, the library's buffers
+  comm.run([&] { comm.barrier(world); });
+  auto t0 = std::chrono::steady_clock::now();
+  fn();
+  int64_t calls = std::max<int64_t>(1, (int64_t)std::ceil(0.25 / std::max(slowest(seconds(t0)), 1e-9)));
+  std::vector<double> times;
+  for (int rep = 0; rep < 5; ++rep) {
+    comm.run([&] { comm.barrier(world); });
+    t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < calls; ++i)
+      fn();
+    times.push_back(seconds(t0) / (double)calls);
+  }
+  std::sort(times.begin(), times.end());
+  return slowest(times[times.size() / 2]);
+}
+
+/// Bytes per second each member sends in the collectives of
+/// kRatedCollectives (KernelRates.h), on groups of consecutive ranks of
+/// each size that divides a machine's ranks, every group at once: a [sent
+/// bytes, rate] pair for a 1 MiB and a 32 MiB buffer. What the links'
+/// figures leave out shows here: the algorithm the MPI library picks for
+/// the size, the reduction, and ranks that share cores waiting for each
+/// other at every step of the algorithm.
+void measureCollectives(Comm &comm, nlohmann::json &rates) {
+  const int64_t world = comm.size(), perMachine = std::max(1, comm.ranksPerMachine());
+  for (int64_t g = 2; g <= perMachine; ++g) {
+    if (perMachine % g != 0)
+      continue;
+    Group &group = comm.group({world / g, g}, {1});
+    for (int64_t bytes : {int64_t(1) << 20, int64_t(32) << 20}) {
+      const int64_t count = bytes / (int64_t)sizeof(float);
+      std::vector<float> buffer(count, 0.0f); // sums of zeros: no denormals
+      auto time = [&](std::string_view kind, int64_t sent, const std::function<void()> &call) {
+        double seconds = collectiveSeconds(comm, [&] { comm.run(call); });
+        rates[collectiveRateName(kind, g)].push_back({(double)sent, (double)sent / std::max(seconds, 1e-12)});
+      };
+      time("all_reduce", ringBytes(bytes, g), [&] {
+        comm.allreduce(group, buffer.data(), count, DType::F32, ReduceOp::Sum);
+      });
+      time("reduce_scatter", reduceScatterBytes(bytes, g), [&] {
+        comm.reduceScatterBlock(group, buffer.data(), count / g, DType::F32, ReduceOp::Sum);
+      });
+      time("all_gather", allGatherBytes(bytes / g, g),
+           [&] { comm.allgatherBlock(group, buffer.data(), bytes / g); });
+    }
+  }
+}
+
 } // namespace
 
 int calibrate(Comm &comm, const std::string &outPath, int threads) {
@@ -306,6 +369,7 @@ int calibrate(Comm &comm, const std::string &outPath, int threads) {
   profile["stream_bytes_per_second"] = measureStream(comm, threads);
   profile["kernel_seconds"] = measureKernelSeconds(comm, threads);
   profile["op_rates"] = measureRatedKernels(comm, threads);
+  measureCollectives(comm, profile["op_rates"]);
   // The convolutions' generic rate (the grid model's): the large probe's.
   profile["conv_flops_per_second"] = profile["op_rates"]["conv"].back()[1];
   if (comm.rank() == 0) {

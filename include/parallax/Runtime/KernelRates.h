@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -33,6 +34,8 @@ enum class KernelWork {
   WindowTaps,
   /// Operands and results, in bytes.
   Bytes,
+  /// What each member of the group sends (CollectiveVolume.h's volumes).
+  SentBytes,
 };
 
 /// A convolution kernel's flops (any of the three): its output's elements
@@ -74,14 +77,40 @@ inline constexpr RatedKernel kRatedKernels[] = {
     // activations, often in cache, where the streaming rate (a dense
     // update's, from memory) undersells them.
     {"elementwise", KernelWork::Bytes},
+    // Not a kernel either: the products' (gemm, matmul) rate when memory
+    // bounds them, their operands' and result's bytes per second, timed on
+    // a product of a few rows by a large weight (which a BLAS packs: read,
+    // written and read again). A product takes the longer of its flops at
+    // flops_per_second and its bytes at this rate.
+    {"product_bytes", KernelWork::Bytes},
 };
+
+/// The collectives --calibrate times on groups of each size one machine
+/// holds (every group at once, as a grid's groups run): their rates are
+/// named "all_reduce/4" and so on, per group size, since ranks that share
+/// cores slow each other down more in a larger group.
+inline constexpr std::string_view kRatedCollectives[] = {"all_reduce", "reduce_scatter",
+                                                         "all_gather"};
+inline std::string collectiveRateName(std::string_view kind, int64_t groupSize) {
+  return std::string(kind) + "/" + std::to_string(groupSize);
+}
 
 /// The unit `op`'s calibrated rate counts, or none for a kernel without one.
 inline std::optional<KernelWork> ratedWorkOf(std::string_view op) {
   for (const RatedKernel &k : kRatedKernels)
     if (k.op == op)
       return k.work;
-  return std::nullopt;
+  size_t slash = op.find('/');
+  if (slash == std::string_view::npos || slash + 1 == op.size())
+    return std::nullopt;
+  std::string_view kind = op.substr(0, slash), size = op.substr(slash + 1);
+  if (std::find(std::begin(kRatedCollectives), std::end(kRatedCollectives), kind) ==
+          std::end(kRatedCollectives) ||
+      size.size() > 6 || size.front() == '0' ||
+      !std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      std::stoi(std::string(size)) < 2)
+    return std::nullopt;
+  return KernelWork::SentBytes;
 }
 
 /// A kernel's calibrated rate against the work of one call, from the

@@ -28,6 +28,15 @@ TEST(KernelRates, TheUnitsOfWork) {
   EXPECT_EQ(*ratedWorkOf("max_pool"), KernelWork::WindowTaps);
   EXPECT_EQ(*ratedWorkOf("elementwise"), KernelWork::Bytes);
   EXPECT_FALSE(ratedWorkOf("softmax").has_value());
+  EXPECT_EQ(*ratedWorkOf("product_bytes"), KernelWork::Bytes);
+  // Collectives, per group size.
+  EXPECT_EQ(collectiveRateName("all_reduce", 4), "all_reduce/4");
+  EXPECT_EQ(*ratedWorkOf("all_reduce/4"), KernelWork::SentBytes);
+  EXPECT_EQ(*ratedWorkOf("reduce_scatter/16"), KernelWork::SentBytes);
+  EXPECT_EQ(*ratedWorkOf("all_gather/2"), KernelWork::SentBytes);
+  for (const char *bad : {"all_reduce/1", "all_reduce/", "all_reduce/04", "all_reduce/x",
+                          "all_to_all/4", "gather/4", "all_reduce/1234567"})
+    EXPECT_FALSE(ratedWorkOf(bad).has_value()) << bad;
   // gru_classifier's GRU: 12 steps of 16, 7680 weights.
   EXPECT_DOUBLE_EQ(recurrentFlops(12, 16, 7680, false), 2949120);
   EXPECT_DOUBLE_EQ(recurrentFlops(12, 16, 7680, true), 5898240);
