@@ -316,7 +316,7 @@ double collectiveSeconds(Comm &comm, const std::function<void()> &fn) {
 /// Bytes per second each member sends in the collectives of
 /// kRatedCollectives (KernelRates.h), on groups of consecutive ranks of
 /// each size that divides a machine's ranks, every group at once: a [sent
-/// bytes, rate] pair for a 1 MiB and a 32 MiB buffer. What the links'
+/// bytes, rate] pair for a 64 KiB, a 1 MiB and a 32 MiB buffer. What the links'
 /// figures leave out shows here: the algorithm the MPI library picks for
 /// the size, the reduction, and ranks that share cores waiting for each
 /// other at every step of the algorithm.
@@ -326,7 +326,7 @@ void measureCollectives(Comm &comm, nlohmann::json &rates) {
     if (perMachine % g != 0)
       continue;
     Group &group = comm.group({world / g, g}, {1});
-    for (int64_t bytes : {int64_t(1) << 20, int64_t(32) << 20}) {
+    for (int64_t bytes : {int64_t(64) << 10, int64_t(1) << 20, int64_t(32) << 20}) {
       const int64_t count = bytes / (int64_t)sizeof(float);
       std::vector<float> buffer(count, 0.0f); // sums of zeros: no denormals
       auto time = [&](std::string_view kind, int64_t sent, const std::function<void()> &call) {
