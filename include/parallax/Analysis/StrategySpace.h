@@ -118,13 +118,15 @@ struct Strategy {
 };
 
 /// The choices a grid's strategies make for the whole model: ZeRO-1 (only
-/// where the batch axis has two ranks or more) and how much is recomputed
-/// (kRecomputeLevels: segments from the input on, then everything).
+/// where the batch axis has two ranks or more) and whether the cheap
+/// activations are recomputed (kRecomputeLevels: none or all; the layers'
+/// own recomputation, a variant of each one's split, gives the levels
+/// between, and px-recompute's fraction stays a hand option).
 struct SpaceOptions {
   double shardUpdates = 0;
   double recompute = 0;
 };
-inline constexpr double kRecomputeLevels[] = {0, 0.25, 0.5, 0.75, 1};
+inline constexpr double kRecomputeLevels[] = {0, 1};
 /// ZeRO-1's levels (where the batch axis has two ranks or more).
 inline constexpr double kShardLevels[] = {0, 0.5, 1};
 std::vector<SpaceOptions> spaceOptionsOf(const grid::Grid &g);
