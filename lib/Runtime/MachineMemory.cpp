@@ -7,6 +7,7 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -87,6 +88,21 @@ int64_t heapInUseBytes() {
   return (int64_t)(info.uordblks + info.hblkhd);
 #else
   return -1;
+#endif
+}
+
+bool trimHeapAbove(int64_t &highMark, int64_t threshold) {
+  int64_t now = residentBytes();
+  if (now < 0)
+    return false;
+  bool above = highMark >= 0 && now > highMark + threshold;
+  highMark = std::max(highMark, now);
+#ifdef __GLIBC__
+  if (above)
+    malloc_trim(0);
+  return above;
+#else
+  return false;
 #endif
 }
 

@@ -58,12 +58,12 @@ namespace {
 /// paid hundreds of page faults per bucket: with 4 ranks sharing 2 cores
 /// that was several milliseconds of a 40 ms step. A user who sets glibc's
 /// own malloc environment variables keeps them.
-void keepFreedMemory() {
+bool keepFreedMemory() {
 #ifdef __GLIBC__
   for (const char *v : {"GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
                         "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_"})
     if (std::getenv(v))
-      return;
+      return false;
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   // 32 MiB is the largest threshold glibc accepts, and above it every block
@@ -73,6 +73,9 @@ void keepFreedMemory() {
   // step, 62 ms without the faults; plain all-reduce: 63 and 52 ms). With
   // no mmap at all every block comes from the heap and is reused.
   mallopt(M_MMAP_MAX, 0);
+  return true;
+#else
+  return false;
 #endif
 }
 
@@ -218,7 +221,7 @@ std::vector<std::string> withoutLauncherFlags(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  keepFreedMemory();
+  const bool heapKept = keepFreedMemory();
   cxxopts::Options cli("parallax-run",
                        "Execute a Parallax plan (made by parallax-opt --emit=plan)");
   cli.positional_help("PLAN");
@@ -535,6 +538,7 @@ int main(int argc, char **argv) {
     Progress progress(steps, args["log-every"].as<int64_t>(),
                       args.count("quiet") > 0 || rank != 0, firstStep);
     auto start = std::chrono::steady_clock::now();
+    int64_t heapMark = -1;
     if (firstStep < steps)
       data->fill(session, firstStep);
     for (int64_t s = firstStep; s < steps; ++s) {
@@ -548,6 +552,11 @@ int main(int argc, char **argv) {
       double loss = session.loss();
       auto t1 = std::chrono::steady_clock::now();
       double stepTime = std::chrono::duration<double>(t1 - t0).count();
+      // The heap's holes back to the system when a step left it larger
+      // (trimHeapAbove); checked after every step of 10 ms or more (reading
+      // /proc costs tens of microseconds), else at steps 1, 2, 4, 8 ...
+      if (heapKept && (stepTime >= 0.01 || ((s + 1) & s) == 0))
+        trimHeapAbove(heapMark, 1 << 20);
       double elapsed = std::chrono::duration<double>(t1 - start).count();
       double samplesPerSec = data->globalBatch() / std::max(stepTime, 1e-9);
       // A checkpoint after a finite loss only, and reported after this

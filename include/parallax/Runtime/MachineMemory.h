@@ -36,6 +36,17 @@ int64_t heapInUseBytes();
 /// false where it cannot.
 bool resetPeakResident();
 
+/// Resident memory that passes its last high mark between two steps while
+/// the plan's own memory stays put is the heap fragmenting: a library's
+/// per-call scratch (oneDNN's sgemm packing buffer) freed, a block that
+/// lives on (Open MPI's, allocated inside a collective on the same thread)
+/// placed in its hole, the next scratch placed higher. Hands the heap's
+/// free pages back to the system (glibc's malloc_trim) when resident memory
+/// is more than `threshold` bytes above `highMark` (-1: none yet), which it
+/// then raises; true when it trimmed. Refaulting pages it gave back does
+/// not pass the mark again, so a steady step never trims.
+bool trimHeapAbove(int64_t &highMark, int64_t threshold);
+
 /// "2GiB", "512 MiB", "1.5e9", "3GB" as bytes (binary and decimal units);
 /// nullopt for anything else or a negative count.
 std::optional<int64_t> parseBytes(const std::string &text);
