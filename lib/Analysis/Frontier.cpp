@@ -237,6 +237,8 @@ int Graph::addNode(std::string name, std::vector<Cost> configs,
 
 const Cost &Graph::costOf(int n, int config, int variant) const {
   const Node &node = nodes[n];
+  assert(variant == 0 || ((size_t)config < node.variants.size() &&
+                          (size_t)variant <= node.variants[config].size()));
   return variant == 0 ? node.configs[config] : node.variants[config][variant - 1];
 }
 

@@ -259,12 +259,13 @@ double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape
     bool conv = isa<px::ConvOp, px::ConvGradInputOp, px::ConvGradFilterOp>(op);
     seconds = flops / (conv ? m.convFlopsPerSecond : m.flopsPerSecond);
     // A product of a few rows by a large weight streams the weight: the
-    // longer of its flops and its bytes (a roofline), where calibrated.
+    // longer of its flops and its bytes (a roofline), where calibrated;
+    // the rate is of whole calls, their fixed cost included.
     auto streamed = m.opRates.find("product_bytes");
-    if (!conv && streamed != m.opRates.end())
+    if (isa<px::GemmOp, px::MatMulOp>(op) && streamed != m.opRates.end())
       if (double moved = (double)bytesMovedBy(op, gridShape), rate = streamed->second.at(moved);
-          moved > 0 && rate > 0)
-        seconds = std::max(seconds, moved / rate);
+          moved > 0 && rate > 0 && moved / rate > seconds + m.kernelSeconds)
+        return moved / rate;
   } else if (int64_t moved = bytesMovedBy(op, gridShape)) {
     seconds = (double)moved / m.streamBytesPerSecond;
   }
@@ -555,6 +556,9 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     ArrayRef<int16_t> axes16 = ar.getGridAxes();
     std::vector<int64_t> axes(axes16.begin(), axes16.end());
     Bucket &b = buckets[*ar.getBucket()];
+    // One bucket is one group's (px-sync numbers them over both).
+    assert((b.sent == 0 || b.group == groupSizeOf(gridShape, axes16)) &&
+           "a bucket's all-reduces span one group");
     b.group = groupSizeOf(gridShape, axes16);
     b.spans = &linkOf(gridShape, axes, perMachine, machine) == &machine.inter;
     b.sharded = ar.getShardUpdate();
@@ -570,7 +574,10 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     auto it = bucketOf.find(var);
     if (it == bucketOf.end())
       return std::nullopt;
-    const Bucket &b = buckets[it->second];
+    auto found = buckets.find(it->second);
+    if (found == buckets.end())
+      return std::nullopt;
+    const Bucket &b = found->second;
     if (!b.sharded) {
       double rate = collectiveRate(machine, "all_reduce", b.group, b.spans, (double)b.sent);
       return rate > 0 ? std::optional<double>((double)sent / rate) : std::nullopt;

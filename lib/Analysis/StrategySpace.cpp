@@ -462,7 +462,7 @@ std::optional<Cost> recomputedLayerCost(const Operator &op, Split s, const grid:
   if (outputSplit && op.outputGatheredOn(g))
     return std::nullopt;
   const grid::Layer &l = op.layer;
-  double y = perRank(l.batch, g.pc) * (double)l.outElements() * (double)l.elementBytes;
+  double y = activationBytes(op, g);
   double output = outputSplit ? perRank((int64_t)y, g.pr) : y;
   double forward = l.flops() / (double)g.pc / (double)(s == Split::Whole ? 1 : g.pr);
   Cost c = kept;
@@ -554,7 +554,8 @@ Strategy Space::strategyOf(const Solution &s, const std::vector<Operator> &ops) 
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].splittable)
       strategy.splits.push_back({ops[i].layer.name, splits[i][s.configs[i]]});
-    if (i < s.variants.size() && s.variants[i] == 1)
+    // A layer's one variant recomputes its output (spaceOf).
+    if (i < s.variants.size() && s.variants[i] != 0)
       strategy.recomputed.push_back(ops[i].layer.name);
   }
   return strategy;

@@ -24,6 +24,7 @@
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace parallax {
@@ -100,27 +101,45 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
     return w && op->getNumResults() == 1 && checkpointed.contains(w.getName());
   }
 
-  /// The values of the named layers' segments: each layer's output and
-  /// what cheap ops compute from it alone (every computed operand in the
-  /// segment), up to the next layer. A residual join's other operand
-  /// comes from outside: the join is the next segment's input, kept, so
-  /// that the residual stream is the checkpoint and no recomputation
-  /// reaches back through it to the model's input.
-  llvm::DenseSet<Value> segments(func::FuncOp func) {
-    llvm::DenseSet<Value> in;
+  /// The values of the named layers' segments, each with its layer: the
+  /// layer's output and what cheap ops compute from it alone (every
+  /// computed operand in the same layer's segment; variables and constants
+  /// aside), up to the next layer. A residual join's other operand comes
+  /// from elsewhere (the stream, another layer, the model's input): the
+  /// join is the next segment's input, kept, so that the residual stream
+  /// is the checkpoint and no recomputation reaches back through it.
+  llvm::DenseMap<Value, Operation *> segments(func::FuncOp func) {
+    llvm::DenseMap<Value, Operation *> layerOf;
+    auto free = [](Value o) {
+      Operation *def = o.getDefiningOp();
+      return def && isa<px::VariableOp, px::ConstantOp>(def);
+    };
     for (Operation &op : func.getBody().front()) {
       if (&op == loss)
         break;
-      bool layer = checkpointedLayer(&op) &&
-                   llvm::all_of(op.getOperands(), [&](Value o) { return available(o, 1); });
-      bool follows = !layer && recomputable(&op) && !layerWeightOf(&op) &&
-                     llvm::any_of(op.getOperands(), [&](Value o) { return in.contains(o); }) &&
-                     llvm::all_of(op.getOperands(),
-                                  [&](Value o) { return in.contains(o) || !computed(o); });
-      if (layer || follows)
-        in.insert(op.getResult(0));
+      if (checkpointedLayer(&op)) {
+        if (llvm::all_of(op.getOperands(), [&](Value o) { return available(o, 1); }))
+          layerOf[op.getResult(0)] = &op;
+        continue;
+      }
+      if (!recomputable(&op) || layerWeightOf(&op))
+        continue;
+      Operation *root = nullptr;
+      bool follows = true;
+      for (Value o : op.getOperands()) {
+        if (free(o))
+          continue;
+        auto it = layerOf.find(o);
+        if (it == layerOf.end() || (root && root != it->second)) {
+          follows = false;
+          break;
+        }
+        root = it->second;
+      }
+      if (follows && root)
+        layerOf[op.getResult(0)] = root;
     }
-    return in;
+    return layerOf;
   }
 
   /// Whether the backward pass can have `v`: it reads it anyway (or it is
@@ -132,6 +151,13 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
     Operation *def = v.getDefiningOp();
     bool ok = !computed(v) ||
               llvm::any_of(v.getUsers(), [&](Operation *u) { return backward(u); });
+    // A view of a weight (a layer's transposed or reshaped weight, which
+    // a checkpointed layer reads) is taken again.
+    if (!ok && def->isBeforeInBlock(loss) && def->getNumResults() == 1 &&
+        isa<px::TransposeOp, px::ReshapeOp>(def) && trainableWeightOf(v)) {
+      ok = true;
+      marked.insert(v);
+    }
     if (!ok && depth < kMaxChain && def->isBeforeInBlock(loss) && recomputable(def) &&
         v == def->getResult(0)) {
       ok = llvm::all_of(recomputedFrom(def), [&](Value o) { return available(o, depth + 1); });
@@ -230,7 +256,7 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
     // named layers' segments hold.
     SmallVector<Value> read;
     for (Operation &op : func.getBody().front()) {
-      if (&op == loss)
+      if (&op == loss || fraction <= 0)
         break;
       if (!recomputable(&op))
         continue;
@@ -258,17 +284,33 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
     }
     // The named layers' segments, whatever the fraction: what the
     // backward pass reads of them.
-    llvm::DenseSet<Value> segment = segments(func);
+    llvm::DenseMap<Value, Operation *> segment = segments(func);
+    llvm::SmallPtrSet<Operation *, 8> recomputing;
     for (Operation &op : func.getBody().front()) {
       if (&op == loss)
         break;
       Value v = op.getNumResults() ? op.getResult(0) : Value();
-      if (!v || !segment.contains(v))
+      auto it = v ? segment.find(v) : segment.end();
+      if (it == segment.end())
         continue;
       marked.insert(v);
       if (!llvm::is_contained(read, v) &&
-          llvm::any_of(v.getUsers(), [&](Operation *u) { return backward(u); }))
+          llvm::any_of(v.getUsers(), [&](Operation *u) { return backward(u); })) {
         read.push_back(v);
+        recomputing.insert(it->second);
+      }
+    }
+    // A named layer that frees nothing: what the backward pass reads is
+    // not computed from its output alone (a collective, a residual join or
+    // an op that is not cheap comes first), or what it reads is not kept.
+    for (Operation &op : func.getBody().front()) {
+      if (loss->isBeforeInBlock(&op))
+        break;
+      if (checkpointedLayer(&op) && !recomputing.contains(&op))
+        emitWarning(op.getLoc(), "px-recompute: layers: '")
+            << layerWeightOf(&op).getName()
+            << "' frees nothing: the backward pass reads nothing computed from its output "
+               "alone (a collective, a residual join or an op that is not cheap comes first)";
     }
     // The backward readers read clones, each made just before its first
     // reader.

@@ -7,8 +7,13 @@
 // reaches back through the stream. fraction=0: no other cheap op.
 // RUN: parallax-opt %s --px-recompute='fraction=0 layers=fc1.weight' | FileCheck %s
 // RUN: parallax-opt %s --px-recompute='fraction=0 layers=fc1.weight' | FileCheck %s --check-prefix=JOIN
-// Without the option nothing with a weight is recomputed.
-// RUN: parallax-opt %s --px-recompute='fraction=0' | FileCheck %s --check-prefix=NONE
+// Without the option no product with a weight is recomputed (the cheap
+// ops are: tanh).
+// RUN: parallax-opt %s --px-recompute | FileCheck %s --check-prefix=NONE
+// fc2's output is the loss's: nothing the backward pass reads comes from
+// it, and the pass says so.
+// RUN: parallax-opt %s --px-recompute='fraction=0 layers=fc2.weight' 2>&1 >/dev/null | FileCheck %s --check-prefix=NOTHING
+// NOTHING: warning: px-recompute: layers: 'fc2.weight' frees nothing
 // A name that is no layer's weight: the error lists the layers.
 // RUN: not parallax-opt %s --px-recompute='layers=fc9.weight' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
@@ -19,7 +24,8 @@
 // CHECK-NEXT: px.greater %[[H1C]], %{{.*}} : tensor<4x6xf32>, tensor<f32>
 // JOIN-COUNT-1: px.add
 // JOIN-NOT: px.add
-// NONE-NOT: px.recomputed
+// NONE: px.tanh {{.*}}{px.recomputed}
+// NONE-NOT: px.gemm {{.*}}px.recomputed
 // UNKNOWN: error: px-recompute: layers: no layer's weight is named 'fc9.weight' (the layers: fc1.weight, fc2.weight)
 
 module {

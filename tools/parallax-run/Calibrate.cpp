@@ -300,7 +300,8 @@ double collectiveSeconds(Comm &comm, const std::function<void()> &fn) {
   comm.run([&] { comm.barrier(world); });
   auto t0 = std::chrono::steady_clock::now();
   fn();
-  int64_t calls = std::max<int64_t>(1, (int64_t)std::ceil(0.25 / std::max(slowest(seconds(t0)), 1e-9)));
+  double once = slowest(seconds(t0));
+  int64_t calls = std::max<int64_t>(1, (int64_t)std::ceil(0.25 / std::max(once, 1e-9)));
   std::vector<double> times;
   for (int rep = 0; rep < 5; ++rep) {
     comm.run([&] { comm.barrier(world); });
@@ -330,8 +331,9 @@ void measureCollectives(Comm &comm, nlohmann::json &rates) {
       const int64_t count = bytes / (int64_t)sizeof(float);
       std::vector<float> buffer(count, 0.0f); // sums of zeros: no denormals
       auto time = [&](std::string_view kind, int64_t sent, const std::function<void()> &call) {
-        double seconds = collectiveSeconds(comm, [&] { comm.run(call); });
-        rates[collectiveRateName(kind, g)].push_back({(double)sent, (double)sent / std::max(seconds, 1e-12)});
+        double t = collectiveSeconds(comm, [&] { comm.run(call); });
+        rates[collectiveRateName(kind, g)].push_back(
+            {(double)sent, (double)sent / std::max(t, 1e-12)});
       };
       time("all_reduce", ringBytes(bytes, g), [&] {
         comm.allreduce(group, buffer.data(), count, DType::F32, ReduceOp::Sum);
@@ -349,6 +351,17 @@ void measureCollectives(Comm &comm, nlohmann::json &rates) {
 
 int calibrate(Comm &comm, const std::string &outPath, int threads) {
   int perMachine = std::max(1, comm.ranksPerMachine());
+  // Every rank must time the same groups, in the same order: the same
+  // number of ranks on every machine.
+  int64_t extremes[2] = {perMachine, -(int64_t)perMachine};
+  Group &world = comm.group({comm.size()}, {0});
+  comm.run([&] { comm.allreduce(world, extremes, 2, DType::I64, ReduceOp::Max); });
+  if (extremes[0] != -extremes[1] || comm.size() % perMachine != 0) {
+    if (comm.rank() == 0)
+      std::cerr << "parallax-run: error: --calibrate needs as many ranks on every machine "
+                << "(from " << -extremes[1] << " to " << extremes[0] << " here)\n";
+    return 1;
+  }
   int machines = comm.size() / perMachine;
   std::vector<int64_t> grid{machines, perMachine};
   nlohmann::json profile;

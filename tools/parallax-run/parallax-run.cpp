@@ -539,6 +539,7 @@ int main(int argc, char **argv) {
                       args.count("quiet") > 0 || rank != 0, firstStep);
     auto start = std::chrono::steady_clock::now();
     int64_t heapMark = -1;
+    auto lastHeapCheck = start;
     if (firstStep < steps)
       data->fill(session, firstStep);
     for (int64_t s = firstStep; s < steps; ++s) {
@@ -554,9 +555,13 @@ int main(int argc, char **argv) {
       double stepTime = std::chrono::duration<double>(t1 - t0).count();
       // The heap's holes back to the system when a step left it larger
       // (trimHeapAbove); checked after every step of 10 ms or more (reading
-      // /proc costs tens of microseconds), else at steps 1, 2, 4, 8 ...
-      if (heapKept && (stepTime >= 0.01 || ((s + 1) & s) == 0))
+      // /proc costs tens of microseconds), else at steps 1, 2, 4, 8 ... and
+      // once a second.
+      if (heapKept && (stepTime >= 0.01 || ((s + 1) & s) == 0 ||
+                       t1 - lastHeapCheck > std::chrono::seconds(1))) {
         trimHeapAbove(heapMark, 1 << 20);
+        lastHeapCheck = t1;
+      }
       double elapsed = std::chrono::duration<double>(t1 - start).count();
       double samplesPerSec = data->globalBatch() / std::max(stepTime, 1e-9);
       // A checkpoint after a finite loss only, and reported after this

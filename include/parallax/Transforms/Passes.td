@@ -289,18 +289,18 @@ def PxRecompute : Pass<"px-recompute", "mlir::ModuleOp"> {
     The clones carry `px.recomputed`, so that CSE leaves them. The forward
     pass is what precedes the loss. `fraction` < 1 recomputes a segment
     only: the activations the backward pass reads, in forward order, until
-    their bytes reach that fraction of all of them (the strategy search's
-    levels between keeping everything and recomputing all it can).
+    their bytes reach that fraction of all of them (0: none).
 
     `layers` names layers (by weight variable, as --layer-split does) whose
     outputs are recomputed too, as activation checkpointing does: the
     product or convolution runs again from its input (which its weight's
-    gradient reads anyway) and so does every cheap op after it up to the
-    next layer or the next op that is not cheap (a collective, a layer
-    norm), whatever `fraction` says. Only the layer's input then lives
-    until the backward pass. A layer whose output goes through a
-    collective before any backward reader (one split by input features)
-    recomputes nothing.
+    gradient reads anyway) and so does every cheap op that computes from
+    that output alone, up to the next layer, an op that is not cheap (a
+    collective, a layer norm) or a join with a value from elsewhere (a
+    residual stream, which stays the checkpoint), whatever `fraction`
+    says. A layer whose output goes through a collective before any
+    backward reader (one split by input features) recomputes nothing, and
+    the pass warns.
   }];
   let options = [
     Option<"fraction", "fraction", "double", /*default=*/"1.0",

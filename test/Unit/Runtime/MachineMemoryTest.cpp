@@ -2,8 +2,8 @@
 //
 // trimHeapAbove on a heap fragmented the way parallax-run's malloc policy
 // (no mmap) lets a library's per-call scratch fragment it: a large block
-// freed below a small one that lives on stays resident until trimmed, and
-// a step that stays below the mark trims nothing.
+// freed below one that lives on stays resident until trimmed, and a step
+// that stays below the mark trims nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -21,15 +22,29 @@ using namespace parallax::rt;
 
 namespace {
 
+#ifdef __GLIBC__
+/// parallax-run's policy for the test's length: every block from the heap,
+/// none handed back; glibc's defaults again after.
+struct KeepFreedMemory {
+  KeepFreedMemory() {
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  }
+  ~KeepFreedMemory() {
+    mallopt(M_MMAP_MAX, 65536);
+    mallopt(M_TRIM_THRESHOLD, 128 << 10);
+  }
+};
+#endif
+
 TEST(MachineMemory, TrimHeapAboveHandsBackAHoleOnlyPastTheMark) {
 #ifndef __GLIBC__
   GTEST_SKIP() << "malloc_trim is glibc's";
 #else
   if (residentBytes() < 0)
     GTEST_SKIP() << "no /proc/self/status";
-  // parallax-run's policy: every block from the heap, none handed back.
-  mallopt(M_MMAP_MAX, 0);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  KeepFreedMemory policy;
+  malloc_trim(0); // what earlier tests freed is not resident
   int64_t mark = -1;
   EXPECT_FALSE(trimHeapAbove(mark, 1 << 20)); // the first call sets the mark
   EXPECT_GT(mark, 0);
@@ -37,8 +52,13 @@ TEST(MachineMemory, TrimHeapAboveHandsBackAHoleOnlyPastTheMark) {
   char *block = static_cast<char *>(std::malloc(scratch));
   ASSERT_NE(block, nullptr);
   std::memset(block, 1, scratch);
-  char *livesOn = static_cast<char *>(std::malloc(64)); // above it: no merge with the top
-  ASSERT_NE(livesOn, nullptr);
+  // A block that lives on above it, so that freeing it leaves a hole
+  // rather than a larger top (blocks of 256 KiB until one lands above).
+  std::vector<void *> barriers;
+  while (barriers.size() < 64 &&
+         (barriers.empty() || static_cast<char *>(barriers.back()) < block + scratch))
+    barriers.push_back(std::malloc(256 << 10));
+  ASSERT_GT(static_cast<char *>(barriers.back()), block);
   std::free(block);
   int64_t holding = residentBytes();
   EXPECT_GT(holding, mark + (int64_t)scratch / 2); // freed, still resident
@@ -52,8 +72,8 @@ TEST(MachineMemory, TrimHeapAboveHandsBackAHoleOnlyPastTheMark) {
   std::memset(block, 2, scratch);
   EXPECT_FALSE(trimHeapAbove(mark, 1 << 20));
   std::free(block);
-  std::free(livesOn);
-  mallopt(M_MMAP_MAX, 65536);
+  for (void *b : barriers)
+    std::free(b);
 #endif
 }
 
