@@ -289,7 +289,9 @@ nlohmann::json measureRatedKernels(Comm &comm, int threads) {
 
 /// concurrentSeconds for a collective `fn`: every rank makes the same
 /// number of calls (one call timed first, the slowest rank's figure
-/// setting how many fill 0.25 s).
+/// setting how many fill 0.25 s), where concurrentSeconds lets each rank
+/// call a kernel as often as fits its own 0.25 s (a kernel's first call is
+/// too noisy a measure to size the others' loops by).
 double collectiveSeconds(Comm &comm, const std::function<void()> &fn) {
   Group &world = comm.group({comm.size()}, {0});
   auto slowest = [&](double v) {
