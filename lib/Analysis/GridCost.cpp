@@ -40,6 +40,28 @@ double allReduceSeconds(int64_t p, double bytes, const Link &link) {
   return p <= 1 ? 0 : 2 * link.alpha * ceilLog2(p) + link.beta * allReduceBytes(p, bytes);
 }
 
+double calibratedCollectiveRate(const Machine &m, std::string_view kind, int64_t g,
+                                bool oneMachine, double sent) {
+  if (!oneMachine || g < 2 || sent <= 0)
+    return 0;
+  auto it = m.opRates.find(rt::collectiveRateName(kind, g));
+  if (it == m.opRates.end() || it->second.points.empty() ||
+      sent < it->second.points.front().first)
+    return 0;
+  return it->second.at(sent);
+}
+
+double allGatherSeconds(int64_t p, double bytes, const Link &link, const Machine &m) {
+  double sent = allGatherBytes(p, bytes);
+  double rate = calibratedCollectiveRate(m, "all_gather", p, &link == &m.intra, sent);
+  return rate > 0 ? sent / rate : allGatherSeconds(p, bytes, link);
+}
+double allReduceSeconds(int64_t p, double bytes, const Link &link, const Machine &m) {
+  double sent = allReduceBytes(p, bytes);
+  double rate = calibratedCollectiveRate(m, "all_reduce", p, &link == &m.intra, sent);
+  return rate > 0 ? sent / rate : allReduceSeconds(p, bytes, link);
+}
+
 // The model axis is the grid's inner axis (Grid's rank numbering).
 const Link &Machine::modelLink(const Grid &g) const {
   return spans(g, {1}, ranksPerMachine) ? inter : intra;

@@ -342,20 +342,10 @@ Collective haloOf(Operation *op, int64_t g, const grid::Link &link) {
   return c;
 }
 
-/// The calibrated rate (bytes each member sends per second) of a `kind`
-/// collective sending `sent` bytes on a group of `g` ranks of one machine
-/// (KernelRates.h's collectives), 0 where the profile has none or `sent`
-/// is below its smallest probe: there latency rules, which the links'
-/// alpha-beta holds and a rate would extrapolate away.
+/// grid::calibratedCollectiveRate on a group that spans machines or not.
 double collectiveRate(const grid::Machine &m, std::string_view kind, int64_t g, bool spans,
                       double sent) {
-  if (spans || g < 2 || sent <= 0)
-    return 0;
-  auto it = m.opRates.find(rt::collectiveRateName(kind, g));
-  if (it == m.opRates.end() || it->second.points.empty() ||
-      sent < it->second.points.front().first)
-    return 0;
-  return it->second.at(sent);
+  return grid::calibratedCollectiveRate(m, kind, g, !spans, sent);
 }
 
 /// `c` timed at its calibrated rate where the profile has one for its kind

@@ -372,7 +372,7 @@ Cost tableCost(const Operator &op, Split s, const grid::Grid &g, const grid::Mac
   // The lookups and the scatter of their gradient rows stream the rows.
   c.seconds = 2 * gathered / m.streamBytesPerSecond + 2 * m.kernelSeconds;
   if (s == Split::Rows)
-    c.seconds += grid::allReduceSeconds(g.pr, gathered, m.modelLink(g));
+    c.seconds += grid::allReduceSeconds(g.pr, gathered, m.modelLink(g), m);
   // Its row-sparse gradient is all-gathered over the batch axis.
   double rowsPushed = std::min<double>(rowsHere, perRank(op.lookups, g.pc));
   if (g.pc > 1) {
@@ -404,17 +404,17 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, double shardUpd
   const grid::Link &model = m.modelLink(g);
   double x = samples * (double)l.inElements() * eb, y = samples * (double)l.outElements() * eb;
   if (s == Split::Out && l.inputGradient) // partial input gradients
-    c.seconds += grid::allReduceSeconds(g.pr, x, model);
+    c.seconds += grid::allReduceSeconds(g.pr, x, model, m);
   bool outputSplit = s == Split::Out || s == Split::Rows;
   if (outputSplit && op.outputGatheredOn(g)) {
     // Gathered for an op that runs whole, and held whole there.
-    c.seconds += grid::allGatherSeconds(g.pr, y, model);
+    c.seconds += grid::allGatherSeconds(g.pr, y, model, m);
     c.bytes += y - perRank((int64_t)y, g.pr);
   }
   if ((s == Split::In || s == Split::Rows) && op.inputWhole && l.inputGradient)
-    c.seconds += grid::allGatherSeconds(g.pr, x, model); // its split input gradient
+    c.seconds += grid::allGatherSeconds(g.pr, x, model, m); // its split input gradient
   if (s == Split::In) // partial products
-    c.seconds += grid::allReduceSeconds(g.pr, y, model);
+    c.seconds += grid::allReduceSeconds(g.pr, y, model, m);
   if (s == Split::Rows && g.pr > 1) {
     int64_t halo = op.halo ? std::max(op.halo->lo, op.halo->hi) : 0;
     double xHalo = (double)halo * l.inWidth * l.in * samples * eb;
@@ -427,9 +427,9 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, double shardUpd
   // a weight whole on a model axis that splits the samples' rows.
   double dw = perRank(weights, weightShare) * eb;
   if (s == Split::Rows)
-    c.seconds += grid::allReduceSeconds(g.size(), dw, m.worldLink(g));
+    c.seconds += grid::allReduceSeconds(g.size(), dw, m.worldLink(g), m);
   else
-    c.seconds += grid::allReduceSeconds(g.pc, dw, m.batchLink(g));
+    c.seconds += grid::allReduceSeconds(g.pc, dw, m.batchLink(g), m);
   // The sharded update runs on its share of the parameters (on that share
   // of the buckets: the layer's expected share of each).
   double sharded = g.pc > 1 ? shardUpdates : 0.0;
@@ -484,7 +484,7 @@ Cost edgeCost(const Operator &from, Split fs, const Operator &to, Split ts, int6
   if (out == Layout::Features && features > 0 && features % g.pr != 0) {
     // The model ranks do not divide it on the way (heads of a reshape):
     // gathered there, forward, and sliced back in the backward pass.
-    c.seconds = grid::allGatherSeconds(g.pr, x, model);
+    c.seconds = grid::allGatherSeconds(g.pr, x, model, m);
     c.bytes = x - perRank((int64_t)x, g.pr);
     return c;
   }
@@ -496,15 +496,15 @@ Cost edgeCost(const Operator &from, Split fs, const Operator &to, Split ts, int6
     // gathered once, in the producer's own cost.
     if (from.outputGatheredOn(g))
       return c;
-    c.seconds = grid::allGatherSeconds(g.pr, x, model);
+    c.seconds = grid::allGatherSeconds(g.pr, x, model, m);
     c.bytes = x - perRank((int64_t)x, g.pr);
   } else if (out == Layout::Whole) {
     // Sliced forward; the gradient, split, is gathered backward.
     if (to.layer.inputGradient)
-      c.seconds = grid::allGatherSeconds(g.pr, x, model);
+      c.seconds = grid::allGatherSeconds(g.pr, x, model, m);
   } else {
     // Features to rows or back: an all-to-all each way.
-    c.seconds = 2 * grid::allGatherSeconds(g.pr, x / (double)g.pr, model);
+    c.seconds = 2 * grid::allGatherSeconds(g.pr, x / (double)g.pr, model, m);
   }
   return c;
 }

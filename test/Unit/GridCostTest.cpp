@@ -230,4 +230,24 @@ TEST(GridCost, GroupsOnOneMachineUseItsLink) {
   EXPECT_EQ(&m.modelLink({8, 1}), &m.inter);
 }
 
+TEST(GridCost, CollectivesAtTheirCalibratedRateOnOneMachine) {
+  // all_reduce/4 at 1e6 B/s from 1 KB sent on; all_gather/4 none.
+  Machine m;
+  m.intra = {1e-3, 1e-9};
+  m.inter = {1e-3, 1e-9};
+  m.opRates["all_reduce/4"].points = {{1000, 1e6}};
+  // 1 MB over 4 ranks sends 1.5 MB each: 1.5 s at the rate.
+  EXPECT_DOUBLE_EQ(allReduceSeconds(4, 1e6, m.intra, m), 1.5);
+  // Alpha-beta across machines, below the smallest probe, for another
+  // group size and for a kind without a rate.
+  EXPECT_DOUBLE_EQ(allReduceSeconds(4, 1e6, m.inter, m),
+                   allReduceSeconds(4, 1e6, m.inter));
+  EXPECT_DOUBLE_EQ(allReduceSeconds(4, 400, m.intra, m),
+                   allReduceSeconds(4, 400, m.intra));
+  EXPECT_DOUBLE_EQ(allReduceSeconds(2, 1e6, m.intra, m),
+                   allReduceSeconds(2, 1e6, m.intra));
+  EXPECT_DOUBLE_EQ(allGatherSeconds(4, 1e6, m.intra, m),
+                   allGatherSeconds(4, 1e6, m.intra));
+}
+
 } // namespace

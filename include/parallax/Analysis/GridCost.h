@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace parallax::grid {
@@ -91,6 +92,20 @@ struct Machine {
     return g.pr == 1 || ranksPerMachine % g.pr == 0;
   }
 };
+
+/// The calibrated rate (bytes each member sends per second) of a `kind`
+/// collective ("all_reduce", "reduce_scatter", "all_gather") sending
+/// `sent` bytes on a group of `g` ranks on one machine: `m`'s op_rates
+/// (KernelRates.h's collectives, from parallax-run --calibrate); 0 where it
+/// has none, or `sent` is below its smallest probe (latency rules there,
+/// which the links' alpha-beta hold).
+double calibratedCollectiveRate(const Machine &m, std::string_view kind, int64_t g,
+                                bool oneMachine, double sent);
+/// allGatherSeconds and allReduceSeconds at `m`'s calibrated rate for
+/// groups of `p` where `link` is its intra-machine link and it has one,
+/// else alpha-beta.
+double allGatherSeconds(int64_t p, double bytes, const Link &link, const Machine &m);
+double allReduceSeconds(int64_t p, double bytes, const Link &link, const Machine &m);
 
 /// One layer with a weight, as the model treats it.
 struct Layer {
