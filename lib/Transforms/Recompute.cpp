@@ -294,11 +294,11 @@ struct RecomputePass : parallax::impl::PxRecomputeBase<RecomputePass> {
       if (it == segment.end())
         continue;
       marked.insert(v);
-      if (!llvm::is_contained(read, v) &&
-          llvm::any_of(v.getUsers(), [&](Operation *u) { return backward(u); })) {
+      if (llvm::none_of(v.getUsers(), [&](Operation *u) { return backward(u); }))
+        continue;
+      recomputing.insert(it->second);
+      if (!llvm::is_contained(read, v))
         read.push_back(v);
-        recomputing.insert(it->second);
-      }
     }
     // A named layer that frees nothing: what the backward pass reads is
     // not computed from its output alone (a collective, a residual join or
