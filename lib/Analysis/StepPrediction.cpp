@@ -342,16 +342,11 @@ Collective haloOf(Operation *op, int64_t g, const grid::Link &link) {
   return c;
 }
 
-/// grid::calibratedCollectiveRate on a group that spans machines or not.
-double collectiveRate(const grid::Machine &m, std::string_view kind, int64_t g, bool spans,
-                      double sent) {
-  return grid::calibratedCollectiveRate(m, kind, g, !spans, sent);
-}
-
 /// `c` timed at its calibrated rate where the profile has one for its kind
 /// and group.
-Collective &atCalibratedRate(Collective &c, const grid::Machine &m, int64_t g, bool spans) {
-  if (double rate = collectiveRate(m, c.kind, g, spans, (double)c.bytes); rate > 0) {
+Collective &atCalibratedRate(Collective &c, const grid::Machine &m, int64_t g, bool oneMachine) {
+  if (double rate = grid::calibratedCollectiveRate(m, c.kind, g, oneMachine, (double)c.bytes);
+      rate > 0) {
     c.seconds = (double)c.bytes / rate;
     c.calibrated = true;
   }
@@ -382,20 +377,20 @@ std::optional<Collective> collectiveOf(Operation *op, ArrayRef<int64_t> gridShap
   // The times are the grid model's alpha-beta forms (GridCost.h), or the
   // calibrated rates of the collective on groups of its size; a
   // reduce-scatter costs what an all-gather of its input does.
-  bool spans = &link == &m.inter;
+  bool oneMachine = &link == &m.intra;
   if (isa<px::AllReduceOp>(op)) {
     Collective c{"all_reduce", rt::ringBytes(in, g), grid::allReduceSeconds(g, in, link)};
-    return atCalibratedRate(c, m, g, spans);
+    return atCalibratedRate(c, m, g, oneMachine);
   }
   if (isa<px::AllGatherOp>(op)) {
     Collective c{"all_gather", rt::allGatherBytes(in, g),
                  grid::allGatherSeconds(g, (double)in * g, link)};
-    return atCalibratedRate(c, m, g, spans);
+    return atCalibratedRate(c, m, g, oneMachine);
   }
   if (isa<px::ReduceScatterOp>(op)) {
     Collective c{"reduce_scatter", rt::reduceScatterBytes(in, g),
                  grid::allGatherSeconds(g, in, link)};
-    return atCalibratedRate(c, m, g, spans);
+    return atCalibratedRate(c, m, g, oneMachine);
   }
   if (isa<px::AllToAllOp>(op)) {
     int64_t bytes = rt::allToAllBytes(in, g);
@@ -535,7 +530,7 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
   // they hold: each bucket's volume sets its calibrated rate.
   struct Bucket {
     int64_t sent = 0, group = 1;
-    bool spans = false, sharded = false;
+    bool oneMachine = true, sharded = false;
   };
   std::map<int64_t, Bucket> buckets;
   llvm::StringMap<int64_t> bucketOf;
@@ -550,7 +545,7 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     assert((b.sent == 0 || b.group == groupSizeOf(gridShape, axes16)) &&
            "a bucket's all-reduces span one group");
     b.group = groupSizeOf(gridShape, axes16);
-    b.spans = &linkOf(gridShape, axes, perMachine, machine) == &machine.inter;
+    b.oneMachine = &linkOf(gridShape, axes, perMachine, machine) == &machine.intra;
     b.sharded = ar.getShardUpdate();
     b.sent += rt::ringBytes(bytesOf(ar.getInput().getType()), b.group);
     for (Attribute n : names)
@@ -569,12 +564,14 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
       return std::nullopt;
     const Bucket &b = found->second;
     if (!b.sharded) {
-      double rate = collectiveRate(machine, "all_reduce", b.group, b.spans, (double)b.sent);
+      double rate =
+          grid::calibratedCollectiveRate(machine, "all_reduce", b.group, b.oneMachine, b.sent);
       return rate > 0 ? std::optional<double>((double)sent / rate) : std::nullopt;
     }
     double half = (double)b.sent / 2,
-           scatter = collectiveRate(machine, "reduce_scatter", b.group, b.spans, half),
-           gather = collectiveRate(machine, "all_gather", b.group, b.spans, half);
+           scatter =
+               grid::calibratedCollectiveRate(machine, "reduce_scatter", b.group, b.oneMachine, half),
+           gather = grid::calibratedCollectiveRate(machine, "all_gather", b.group, b.oneMachine, half);
     if (scatter <= 0 || gather <= 0)
       return std::nullopt;
     return (double)sent / 2 / scatter + (double)sent / 2 / gather;

@@ -100,9 +100,25 @@ double measureUpdate(int threads) {
 /// as they do in training), and the slowest rank's figure. Each run calls
 /// it for at least 0.25 s: a container's CPU quota (CFS bandwidth, in
 /// 100 ms periods) lets a shorter burst run on more cores than it has.
-double concurrentSeconds(Comm &comm, const std::function<void()> &fn) {
+/// A kernel is called on each rank as often as fits its own 0.25 s; a
+/// collective (`collective`) as often on every rank, as many times as the
+/// slowest rank's first timed call says fill 0.25 s (a kernel's first call
+/// is too noisy a measure to size the loops by).
+double concurrentSeconds(Comm &comm, const std::function<void()> &fn, bool collective = false) {
   Group &world = comm.group({comm.size()}, {0});
-  fn(); // warm: first-touch page faults, BLAS buffers
+  auto slowest = [&](double v) {
+    comm.run([&] { comm.allreduce(world, &v, 1, DType::F64, ReduceOp::Max); });
+    return v;
+  };
+  fn(); // warm: first-touch page faults, BLAS and MPI buffers
+  int64_t agreed = 0;
+  if (collective) {
+    comm.run([&] { comm.barrier(world); });
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    double once = slowest(seconds(t0));
+    agreed = std::max<int64_t>(1, (int64_t)std::ceil(0.25 / std::max(once, 1e-9)));
+  }
   std::vector<double> times;
   for (int rep = 0; rep < 5; ++rep) {
     comm.run([&] { comm.barrier(world); });
@@ -111,13 +127,11 @@ double concurrentSeconds(Comm &comm, const std::function<void()> &fn) {
     do {
       fn();
       ++calls;
-    } while (seconds(t0) < 0.25);
+    } while (collective ? calls < agreed : seconds(t0) < 0.25);
     times.push_back(seconds(t0) / (double)calls);
   }
   std::sort(times.begin(), times.end());
-  double median = times[times.size() / 2];
-  comm.run([&] { comm.allreduce(world, &median, 1, DType::F64, ReduceOp::Max); });
-  return median;
+  return slowest(times[times.size() / 2]);
 }
 
 /// Floating-point operations per second of a 512 x 512 x 512 product (the
@@ -287,35 +301,6 @@ nlohmann::json measureRatedKernels(Comm &comm, int threads) {
   return rates;
 }
 
-/// concurrentSeconds for a collective `fn`: every rank makes the same
-/// number of calls (one call timed first, the slowest rank's figure
-/// setting how many fill 0.25 s), where concurrentSeconds lets each rank
-/// call a kernel as often as fits its own 0.25 s (a kernel's first call is
-/// too noisy a measure to size the others' loops by).
-double collectiveSeconds(Comm &comm, const std::function<void()> &fn) {
-  Group &world = comm.group({comm.size()}, {0});
-  auto slowest = [&](double v) {
-    comm.run([&] { comm.allreduce(world, &v, 1, DType::F64, ReduceOp::Max); });
-    return v;
-  };
-  fn(); // warm: first-touch page faults, the library's buffers
-  comm.run([&] { comm.barrier(world); });
-  auto t0 = std::chrono::steady_clock::now();
-  fn();
-  double once = slowest(seconds(t0));
-  int64_t calls = std::max<int64_t>(1, (int64_t)std::ceil(0.25 / std::max(once, 1e-9)));
-  std::vector<double> times;
-  for (int rep = 0; rep < 5; ++rep) {
-    comm.run([&] { comm.barrier(world); });
-    t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < calls; ++i)
-      fn();
-    times.push_back(seconds(t0) / (double)calls);
-  }
-  std::sort(times.begin(), times.end());
-  return slowest(times[times.size() / 2]);
-}
-
 /// Bytes per second each member sends in the collectives of
 /// kRatedCollectives (KernelRates.h), on groups of consecutive ranks of
 /// each size that divides a machine's ranks, every group at once: a [sent
@@ -333,7 +318,7 @@ void measureCollectives(Comm &comm, nlohmann::json &rates) {
       const int64_t count = bytes / (int64_t)sizeof(float);
       std::vector<float> buffer(count, 0.0f); // sums of zeros: no denormals
       auto time = [&](std::string_view kind, int64_t sent, const std::function<void()> &call) {
-        double t = collectiveSeconds(comm, [&] { comm.run(call); });
+        double t = concurrentSeconds(comm, [&] { comm.run(call); }, /*collective=*/true);
         rates[collectiveRateName(kind, g)].push_back(
             {(double)sent, (double)sent / std::max(t, 1e-12)});
       };
