@@ -3,7 +3,7 @@
 
     python3 bench/gpu.py --run build-gpu/bin/parallax-run --plans .gpu-check/plans
                          [--models mlp,cnn,nmt,lm,dlrm] [--steps 50] [--warmup 10]
-                         [--json F]
+                         [--json F] [--parallax-args "--deterministic=off"]
 
 Runs on the GPU machine, which has no parallax-opt (no MLIR): the plans are
 compiled elsewhere for --target=cuda and carried (scripts/gpu-check-prepare.sh
@@ -13,7 +13,10 @@ each plan (parallax-run PLAN --print-plan). For every model, on the same GPU:
 
 * Parallax: parallax-run PLAN --device=cuda --synthetic --seed 1 --weights
   random --steps W+N --metrics F; its step_time_s (which includes drawing the
-  synthetic batch on the host and uploading it).
+  synthetic batch on the host and uploading it). --parallax-args adds
+  options to its command line (--deterministic=off: cuDNN's convolution
+  algorithms in its heuristics' order, atomics allowed, as PyTorch's
+  default).
 * PyTorch: the nn.Module of examples/make_models.py (the exported model
   itself) moved to the GPU, model.train(), the plan's optimizer (SGD lr 0.01
   for the carried plans), TF32 off for matmuls and cuDNN (as parallax-run
@@ -65,10 +68,10 @@ def why(e):
     return (lines[-1] if lines else type(e).__name__).replace("|", "/")[:200]
 
 
-def run_parallax(parallax_run, plan, device, steps, warmup, metrics):
+def run_parallax(parallax_run, plan, device, steps, warmup, metrics, extra=()):
     pxbench.run([parallax_run, plan, "--device=" + device, "--synthetic", "--seed", "1",
                  "--weights", "random", "--steps", str(warmup + steps),
-                 "--metrics", metrics, "-q"],
+                 "--metrics", metrics, "-q", *extra],
                 "parallax-run %s" % plan, timeout=PARALLAX_TIMEOUT_S)
     lines = pxbench.read_metrics(metrics)
     peak = max((m.get("device_memory_bytes", 0) for m in lines), default=0)
@@ -136,7 +139,8 @@ def bench_model(torch, args, model, device, work):
     r["batch"] = next((i["shape"][0] for i in pj["inputs"] if i["batch_axis"] == 0), 1)
     try:
         r["parallax_times"], peak = run_parallax(args.run, plan, target, args.steps,
-                                                 args.warmup, work / ("%s.jsonl" % model))
+                                                 args.warmup, work / ("%s.jsonl" % model),
+                                                 args.parallax_args.split())
         r["parallax_s"] = pxbench.median(r["parallax_times"])
         if peak:
             r["parallax_peak_bytes"] = peak
@@ -214,6 +218,8 @@ def main():
     ap.add_argument("--work", default="/tmp/parallax-bench-gpu",
                     help="metrics files go here (default: %(default)s)")
     ap.add_argument("--json", help="also write the results as JSON here")
+    ap.add_argument("--parallax-args", default="",
+                    help="more parallax-run options, space-separated (e.g. --deterministic=off)")
     ap.add_argument("--torch-device", default="cuda", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.steps < 1 or args.warmup < 0:
@@ -241,8 +247,9 @@ def main():
         gpu = "none (%s)" % device
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    print("# GPU %s; torch %s; %s; %d steps after %d warm-up" % (
-        gpu, torch.__version__, args.run, args.steps, args.warmup), flush=True)
+    print("# GPU %s; torch %s; %s %s; %d steps after %d warm-up" % (
+        gpu, torch.__version__, args.run, args.parallax_args, args.steps, args.warmup),
+        flush=True)
 
     results = []
     for model in args.models.split(","):
@@ -257,6 +264,7 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"gpu": gpu, "torch": torch.__version__, "steps": args.steps,
+                       "parallax_args": args.parallax_args,
                        "warmup": args.warmup, "seconds": elapsed, "results": results},
                       f, indent=1)
     failed = [r["model"] for r in results if "parallax_error" in r]

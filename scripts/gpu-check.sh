@@ -19,8 +19,9 @@
 #   bench      ms/step and peak GPU memory of training on the GPU against
 #              PyTorch eager (dense and sparse=True embeddings) on the same
 #              GPU (bench/gpu.py), at the exported batches and at batches that
-#              fill the GPU better (plans/bench/), and the models' ms/step
-#              above against the CPU run here.
+#              fill the GPU better (plans/bench/), the convolutional ones
+#              again with --deterministic=off, cnn's --profile in both
+#              modes, and the models' ms/step above against the CPU run here.
 # One "gpu-check: NAME: PASS|FAIL|SKIP ..." line per check into
 # $OUT/summary.txt, the logs as $OUT/logs.tgz (the device tool brings back
 # few files); without $OUT, both under /tmp/gpu-check. Exit status: the
@@ -196,6 +197,23 @@ if [ -d "$dir/plans/bench" ]; then
   grep '^|' "$out/bench-gpu-large.log" >>"$summary"
   if [ $rc -eq 0 ]; then say "bench large" "PASS $(tail -1 "$out/bench-gpu-large.log")"
   else fail "bench large" "rc $rc: $(tail -2 "$out/bench-gpu-large.log" | tr '\n' ' ' | cut -c1-300)"; fi
+  # The convolutional models again with cuDNN's algorithms in its
+  # heuristics' order (atomics allowed), as PyTorch's default takes them,
+  # and where cnn's step goes in each mode (--profile's busiest ops).
+  timeout 200 python3 bench/gpu.py --run "$run" --plans "$dir/plans/bench" \
+    --models cnn,densenet,mobile,tv_mobilenet_v2,tv_resnet18,tv_squeezenet \
+    --parallax-args=--deterministic=off --steps 30 --warmup 5 \
+    --json "$results/bench-gpu-nondet.json" >"$out/bench-gpu-nondet.log" 2>&1
+  rc=$?
+  grep '^|' "$out/bench-gpu-nondet.log" >>"$summary"
+  if [ $rc -eq 0 ]; then say "bench nondeterministic" "PASS $(tail -1 "$out/bench-gpu-nondet.log")"
+  else fail "bench nondeterministic" "rc $rc: $(tail -2 "$out/bench-gpu-nondet.log" | tr '\n' ' ' | cut -c1-300)"; fi
+  for det in on off; do
+    timeout 60 "$run" "$dir/plans/bench/cnn.cuda.pxplan" --synthetic --seed 1 --weights random \
+      --steps 20 --profile --deterministic=$det -q >"$out/profile-cnn-$det.log" 2>&1
+    { echo "  cnn batch 256, --deterministic=$det, --profile:"
+      grep -A12 -m1 '^op ' "$out/profile-cnn-$det.log" | sed 's/^/    /'; } >>"$summary"
+  done
 fi
 }
 

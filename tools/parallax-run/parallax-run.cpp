@@ -275,6 +275,10 @@ int main(int argc, char **argv) {
        "cuda picks the GPU of this rank's local rank)", cxxopts::value<std::string>())
       ("tf32", "Let cuBLAS and cuDNN use TF32 tensor cores for f32 products (faster; "
        "results then differ from the CPU's by about 1e-3)")
+      ("deterministic", "on: cuDNN convolutions take an algorithm that gives the same "
+       "bits on every run where one exists; off: the one its heuristics rank first, "
+       "which may sum with atomics (faster on some layers)",
+       cxxopts::value<std::string>()->default_value("on"))
       ("cuda-graph", "Replay the steady-state step as a CUDA graph: auto (when no kernel "
        "runs on the host) or off", cxxopts::value<std::string>()->default_value("auto"))
       ("collectives", "How GPU ranks exchange tensors: auto (NCCL when every rank has a "
@@ -413,6 +417,10 @@ int main(int argc, char **argv) {
       return failRank("--cuda-graph must be auto or off (not '" + graphArg + "')");
     deviceOptions.cudaGraph = graphArg == "auto";
     deviceOptions.tf32 = args.count("tf32") > 0;
+    std::string detArg = args["deterministic"].as<std::string>();
+    if (detArg != "on" && detArg != "off")
+      return failRank("--deterministic must be on or off (not '" + detArg + "')");
+    deviceOptions.deterministic = detArg == "on";
     try {
       deviceOptions.collectives = parseTransport(args["collectives"].as<std::string>());
     } catch (const std::invalid_argument &e) {

@@ -35,7 +35,8 @@ const char *nameOf(DeviceKind kind);
 /// "cpu" or "cuda"; nullopt for anything else.
 std::optional<DeviceKind> parseDeviceKind(const std::string &name);
 
-/// How parallax-run --device, --tf32 and --cuda-graph configure a device.
+/// How parallax-run --device, --tf32, --deterministic and --cuda-graph
+/// configure a device.
 struct DeviceOptions {
   DeviceKind kind = DeviceKind::Cpu;
   /// Which GPU: -1 picks the rank's local rank modulo the GPUs visible.
@@ -46,6 +47,10 @@ struct DeviceOptions {
   /// cuBLAS may use TF32 tensor cores for f32 products (off: results match
   /// the CPU's within f32 rounding).
   bool tf32 = false;
+  /// cuDNN's convolutions take the algorithms that give the same bits on
+  /// every run where there is one (off: its heuristics' first, which may
+  /// sum with atomics).
+  bool deterministic = true;
   /// Capture the steady-state step in a CUDA graph when the plan allows it.
   bool cudaGraph = true;
   /// How a GPU's collectives travel (--collectives): NCCL where every rank

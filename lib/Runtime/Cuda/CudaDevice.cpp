@@ -62,6 +62,7 @@ bool cudaDeviceAvailable() {
 
 CudaDevice::CudaDevice(const DeviceOptions &options)
     : Device(DeviceKind::Cuda, MemorySpace::Cuda), tf32_(options.tf32),
+      deterministic_(options.deterministic),
       graphAllowed_(options.cudaGraph), transport_(options.collectives) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
@@ -297,7 +298,8 @@ cudnnHandle_t CudaDevice::cudnn() {
 }
 
 std::string CudaDevice::executionNote() const {
-  std::string s = std::string("TF32 ") + (tf32_ ? "on" : "off") + ", CUDA graph ";
+  std::string s = std::string("TF32 ") + (tf32_ ? "on" : "off") +
+                  (deterministic_ ? "" : ", nondeterministic convolutions") + ", CUDA graph ";
   if (!graphAllowed_)
     s += "off (--cuda-graph=off)";
   else if (!hostSyncReason_.empty())

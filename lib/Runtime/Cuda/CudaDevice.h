@@ -97,6 +97,7 @@ public:
   /// Created on first use (the plans without convolutions never load cuDNN).
   cudnnHandle_t cudnn();
   bool tf32() const { return tf32_; }
+  bool deterministic() const { return deterministic_; }
   /// Device-visible step number and seed; the session writes them before
   /// each step.
   StepInfo *stepInfoHost() const { return stepHost_; }
@@ -126,7 +127,7 @@ private:
   int ordinal_ = 0;
   std::string name_;
   int64_t totalBytes_ = 0;
-  bool tf32_ = false, graphAllowed_ = true;
+  bool tf32_ = false, deterministic_ = true, graphAllowed_ = true;
   cudaStream_t stream_ = nullptr, commStream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t cublasLt_ = nullptr;

@@ -221,8 +221,10 @@ TEST_F(CudaKernelTest, LayerNormBindErrors) {
 
 const std::vector<std::vector<int64_t>> kBnShapes = {
     {2, 3, 4, 5}, {5, 3}, {2, 4, 3}, {1, 1, 2, 2, 2},
-    // Several blocks per kernel, channel blocks of 128, 256 and 512 threads.
-    {8, 16, 12, 12}, {4, 7, 33, 35}, {16, 3, 37, 31}, {300, 70}};
+    {8, 16, 12, 12}, {4, 7, 33, 35}, {16, 3, 37, 31}, {300, 70},
+    // Channels cut into several parts (Norm.cu's channelParts): maps of
+    // 1024, of 323 (a part's threads wrap rows mid-map) and of 1 value.
+    {64, 4, 32, 32}, {37, 3, 17, 19}, {20000, 3}};
 
 std::vector<TestTensor> batchNormInputs(DType dt, const std::vector<int64_t> &xs) {
   int64_t c = xs[1];

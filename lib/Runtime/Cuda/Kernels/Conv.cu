@@ -306,12 +306,12 @@ bool setTensor(cudnnTensorDescriptor_t desc, cudnnDataType_t dt,
 
 /// Picks an algorithm among perf (heuristics, best first): allowed (GEMM-
 /// like), no tensor-op math unless TF32 is allowed, workspace within
-/// kMaxWorkspace; deterministic ones first.
+/// kMaxWorkspace; deterministic ones first unless `anyOrder`.
 template <typename Perf, typename Allowed, typename WsSize>
-bool pickAlgo(const std::vector<Perf> &perf, int count, bool tf32,
+bool pickAlgo(const std::vector<Perf> &perf, int count, bool tf32, bool anyOrder,
               Allowed allowed, WsSize wsSize, int &algo, size_t &ws,
               cudnnMathType_t &math) {
-  for (int pass = 0; pass < 2; ++pass)
+  for (int pass = anyOrder ? 1 : 0; pass < 2; ++pass)
     for (int i = 0; i < count; ++i) {
       const Perf &p = perf[i];
       if (p.status != CUDNN_STATUS_SUCCESS || !allowed(p.algo))
@@ -333,7 +333,8 @@ bool pickAlgo(const std::vector<Perf> &perf, int count, bool tf32,
 }
 
 /// Chooses the algorithm of `op` for the descriptors in `cc`.
-bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, cudnnMathType_t &math) {
+bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, bool anyOrder,
+                cudnnMathType_t &math) {
   cudnnHandle_t h = cc.handle;
   int max = 0, count = 0;
   if (op == ConvOp::Forward) {
@@ -355,7 +356,7 @@ bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, cudnnMathType_t &math) {
       return cudnnGetConvolutionForwardWorkspaceSize(h, cc.x, cc.w, cc.conv, cc.y,
                                                      a, &bytes);
     };
-    return pickAlgo(perf, count, tf32, allowed, wsSize, cc.algo, cc.wsBytes, math);
+    return pickAlgo(perf, count, tf32, anyOrder, allowed, wsSize, cc.algo, cc.wsBytes, math);
   }
   if (op == ConvOp::BackwardData) {
     if (cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max) !=
@@ -375,7 +376,7 @@ bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, cudnnMathType_t &math) {
       return cudnnGetConvolutionBackwardDataWorkspaceSize(h, cc.w, cc.y, cc.conv,
                                                           cc.x, a, &bytes);
     };
-    return pickAlgo(perf, count, tf32, allowed, wsSize, cc.algo, cc.wsBytes, math);
+    return pickAlgo(perf, count, tf32, anyOrder, allowed, wsSize, cc.algo, cc.wsBytes, math);
   }
   if (cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max) !=
           CUDNN_STATUS_SUCCESS ||
@@ -395,7 +396,7 @@ bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, cudnnMathType_t &math) {
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, cc.x, cc.y, cc.conv,
                                                           cc.w, a, &bytes);
   };
-  return pickAlgo(perf, count, tf32, allowed, wsSize, cc.algo, cc.wsBytes, math);
+  return pickAlgo(perf, count, tf32, anyOrder, allowed, wsSize, cc.algo, cc.wsBytes, math);
 }
 
 /// cuDNN's form of the convolution of cd, pads in the descriptor or (padded)
@@ -477,7 +478,7 @@ std::shared_ptr<CudnnConv> tryCudnn(CudaDevice &dev, const ConvShapes &cd,
       outDims != yi)
     return nullptr;
   cudnnMathType_t math = CUDNN_FMA_MATH;
-  if (!chooseAlgo(*cc, op, tf32, math) ||
+  if (!chooseAlgo(*cc, op, tf32, !dev.deterministic(), math) ||
       cudnnSetConvolutionMathType(cc->conv, math) != CUDNN_STATUS_SUCCESS)
     return nullptr;
   try {

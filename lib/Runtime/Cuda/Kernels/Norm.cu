@@ -439,51 +439,118 @@ KernelFn layerNormGradFactory(KernelArgs &args) {
 //===----------------------------------------------------------------------===//
 // batch_norm and batch_norm_grad
 //===----------------------------------------------------------------------===//
+//
+// A channel's N * spatial values are cut into parts, one block each, so that
+// a layer of few channels still fills the GPU (one block per channel gave
+// 16 to 64 blocks on a 132-SM H100); each block writes its sums, in double,
+// and a fold adds a channel's parts in order: the results depend on the
+// shape alone, not on the GPU or the run. The statistics take two passes
+// (the mean, then squared deviations from it) as on the CPU.
 
-/// The element t of channel ch, t in [0, N * spatial).
-__device__ inline int64_t channelElem(int64_t t, int64_t ch, int64_t c,
-                                      int64_t spatial) {
-  int64_t n = t / spatial;
-  return (n * c + ch) * spatial + (t - n * spatial);
+/// Threads of a channel part's block.
+constexpr int kPartThreads = 256;
+/// Values a part takes at least, and the blocks a launch aims at.
+constexpr int64_t kMinPerPart = 2048;
+constexpr int64_t kTargetBlocks = 1024;
+
+/// How each channel's `count` values are cut: `parts` of `per` values (the
+/// last may be shorter).
+struct ChannelParts {
+  int64_t parts = 1, per = 0;
+};
+ChannelParts channelParts(int64_t c, int64_t count) {
+  int64_t byWork = std::max<int64_t>(1, count / kMinPerPart);
+  int64_t byGrid = std::max<int64_t>(1, kTargetBlocks / std::max<int64_t>(1, c));
+  int64_t p = std::min<int64_t>({byWork, byGrid, int64_t(65535) * 8});
+  int64_t per = (count + p - 1) / p;
+  return {count > 0 ? (count + per - 1) / per : 1, per};
 }
 
-/// Mean and biased variance of channel ch over the block (two passes, in
-/// double); every thread of the block must call it.
-template <typename T>
-__device__ void channelStats(const T *x, int64_t ch, int64_t c, int64_t spatial,
-                             int64_t count, double &mean, double &var) {
-  double sum = 0;
-  for (int64_t t = threadIdx.x; t < count; t += blockDim.x)
-    sum += (double)x[channelElem(t, ch, c, spatial)];
-  mean = groupReduce<false>(sum) / (double)count;
-  double sq = 0;
-  for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-    double d = (double)x[channelElem(t, ch, c, spatial)] - mean;
-    sq += d * d;
-  }
-  var = groupReduce<false>(sq) / (double)count;
-}
+/// What a pass sums per channel: x; (x - mean)^2; dy and dy (x - mean); or
+/// all three of the last (mean: sums[ch] / total).
+enum class ChannelSum { X, SqDev, DyDev, SqDyDev };
+template <ChannelSum S>
+constexpr int kSumsOf = S == ChannelSum::SqDyDev ? 3 : S == ChannelSum::DyDev ? 2 : 1;
 
-/// Training: the batch statistics, y's coefficients (y = a x + b) and the
-/// running statistics, one block per channel.
-template <typename T>
-__global__ void __launch_bounds__(kMaxGroupThreads)
-    batchNormStatsKernel(const T *x, const T *scale, const T *bias,
-                         const T *inMean, const T *inVar, T *runMean, T *runVar,
-                         T *coef, int64_t c, int64_t spatial, int64_t count,
-                         double eps, double momentum, double unbias) {
-  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
-    double mean, var;
-    channelStats(x, ch, c, spatial, count, mean, var);
-    if (threadIdx.x == 0) {
-      double inv = 1.0 / sqrt(var + eps);
-      coef[ch] = (T)((double)scale[ch] * inv);
-      coef[c + ch] = (T)((double)bias[ch] - mean * (double)scale[ch] * inv);
-      runMean[ch] = (T)(momentum * inMean[ch] + (1.0 - momentum) * mean);
-      runVar[ch] = (T)(momentum * inVar[ch] + (1.0 - momentum) * var * unbias);
+/// partial[(k c + ch) parts + part]: the k-th sum of S over this block's
+/// part of channel ch. The element t of a channel is (n, s) = (t / spatial,
+/// t % spatial), stepped without dividing.
+template <typename T, ChannelSum S>
+__global__ void __launch_bounds__(kPartThreads)
+    channelPartsKernel(const T *x, const T *dy, const double *sums, double total,
+                       double *partial, int64_t c, int64_t spatial, int64_t count,
+                       int64_t parts, int64_t per) {
+  constexpr int K = kSumsOf<S>;
+  const int64_t begin = (int64_t)blockIdx.x * per, end = min(count, begin + per);
+  const int64_t step = blockDim.x, dn = step / spatial, ds = step % spatial;
+  for (int64_t ch = blockIdx.y; ch < c; ch += gridDim.y) {
+    const double mean = S == ChannelSum::X ? 0.0 : sums[ch] / total;
+    double acc[K] = {};
+    int64_t t = begin + threadIdx.x, n = t / spatial, s = t - n * spatial;
+    for (; t < end; t += step) {
+      const int64_t i = (n * c + ch) * spatial + s;
+      const double v = (double)x[i];
+      if constexpr (S == ChannelSum::X) {
+        acc[0] += v;
+      } else {
+        const double d = v - mean;
+        if constexpr (S == ChannelSum::SqDev) {
+          acc[0] += d * d;
+        } else {
+          const double g = (double)dy[i];
+          acc[K - 2] += g;
+          acc[K - 1] += g * d;
+          if constexpr (K == 3)
+            acc[0] += d * d;
+        }
+      }
+      n += dn;
+      s += ds;
+      if (s >= spatial) {
+        s -= spatial;
+        ++n;
+      }
+    }
+    for (int k = 0; k < K; ++k) {
+      double r = groupReduce<false>(acc[k]);
+      if (threadIdx.x == 0)
+        partial[(k * c + ch) * parts + blockIdx.x] = r;
     }
   }
 }
+
+/// out[l] = the sum of line l's parts, in order.
+__global__ void foldPartsKernel(const double *partial, double *out, int64_t lines,
+                                int64_t parts) {
+  for (int64_t l = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; l < lines;
+       l += (int64_t)gridDim.x * blockDim.x) {
+    const double *p = partial + l * parts;
+    double s = 0;
+    for (int64_t j = 0; j < parts; ++j)
+      s += p[j];
+    out[l] = s;
+  }
+}
+
+/// A batch norm's per-channel passes: its shape, parts and their scratch.
+struct ChannelPasses {
+  int64_t c = 0, spatial = 1, count = 0;
+  ChannelParts cut;
+  double *partial = nullptr;
+
+  /// Sums S over every channel into out[k c + ch] (mean from sums / total).
+  template <typename T, ChannelSum S>
+  void sum(const T *x, const T *dy, const double *sums, double total, double *out,
+           cudaStream_t stream) const {
+    dim3 grid((unsigned)cut.parts, (unsigned)std::min<int64_t>(c, 65535));
+    channelPartsKernel<T, S><<<grid, kPartThreads, 0, stream>>>(
+        x, dy, sums, total, partial, c, spatial, count, cut.parts, cut.per);
+    PX_CUDA_LAUNCHED();
+    foldPartsKernel<<<blocksFor(kSumsOf<S> * c), kThreads, 0, stream>>>(
+        partial, out, kSumsOf<S> * c, cut.parts);
+    PX_CUDA_LAUNCHED();
+  }
+};
 
 /// Inference: y's coefficients from the given statistics, which pass
 /// through to the running ones.
@@ -503,20 +570,20 @@ __global__ void batchNormInferKernel(const T *scale, const T *bias,
   }
 }
 
-template <typename T>
-__global__ void batchNormApplyKernel(const T *x, const T *coef, T *y, int64_t c,
-                                     int64_t spatial, int64_t total) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t ch = (i / spatial) % c;
+/// Elementwise over [N, C, spatial]: I is 32-bit where the tensor allows,
+/// since a 64-bit division costs several times a 32-bit one on the GPU.
+template <typename T, typename I>
+__global__ void batchNormApplyKernel(const T *x, const T *coef, T *y, I c, I spatial,
+                                     I total) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+       i += (I)gridDim.x * blockDim.x) {
+    I ch = (i / spatial) % c;
     y[i] = addRn(mulRn(coef[ch], x[i]), coef[c + ch]);
   }
 }
 
-/// Threads per channel block.
-unsigned channelThreads(int64_t count) {
-  return count >= 16384 ? 512 : count >= 1024 ? 256 : count >= 128 ? 128 : 32;
-}
+/// True when [N, C, spatial] indexes in 32 bits (with room for the stride).
+bool index32(int64_t elements) { return elements < (int64_t(1) << 31); }
 
 /// The CPU kernel of a synchronized batch norm over host copies: its
 /// statistics are all-reduced through MPI inside the kernel.
@@ -528,7 +595,8 @@ KernelFn syncBatchNorm(KernelArgs &args, const char *op) {
 
 /// A synchronized batch norm's statistics across its group (grid_axes of
 /// its grid, as the CPU's groupSum): per-channel double sums all-reduced
-/// through NCCL. Null `coll`: a local batch norm.
+/// through NCCL. Null `coll`: a local batch norm, whose all-reduces do
+/// nothing.
 struct SyncStats {
   Collectives *coll = nullptr;
   /// Values per channel in the whole group's batch over those of this rank.
@@ -537,6 +605,8 @@ struct SyncStats {
   /// Sums `count` doubles at `sums` over the group; the compute stream's
   /// later kernels see the result.
   void allReduce(double *sums, int64_t count) const {
+    if (!coll)
+      return;
     try {
       coll->allReduce(sums, count, DType::F64, ReduceOp::Sum)->wait();
     } catch (const CommError &e) {
@@ -570,54 +640,14 @@ SyncStats syncStatsOf(KernelArgs &args, const std::vector<int64_t> &doubles) {
   return st;
 }
 
-/// Per channel, one block each: out[ch] = the sum of x, or with Shift of
-/// (x - mean)^2 where mean = sums[ch] / total (the group's values per
-/// channel).
-template <typename T, bool Shift>
-__global__ void __launch_bounds__(kMaxGroupThreads)
-    channelSumKernel(const T *x, const double *sums, double total, double *out,
-                     int64_t c, int64_t spatial, int64_t count) {
-  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
-    double mean = Shift ? sums[ch] / total : 0.0, acc = 0;
-    for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-      double v = (double)x[channelElem(t, ch, c, spatial)];
-      if (Shift) {
-        v -= mean;
-        v *= v;
-      }
-      acc += v;
-    }
-    acc = groupReduce<false>(acc);
-    if (threadIdx.x == 0)
-      out[ch] = acc;
-  }
-}
-
-/// The group's statistics into st[0, 2c) (sum, then squared deviations),
-/// all-reduced after each pass.
+/// Training, from the statistics st (sum, squared deviations over `total`
+/// values per channel): y's coefficients and the running statistics, one
+/// thread per channel.
 template <typename T>
-void launchSyncStats(const SyncStats &sync, const T *x, double *st, int64_t c,
-                     int64_t spatial, int64_t count, unsigned blocks, unsigned threads,
-                     cudaStream_t stream) {
-  double total = (double)count * sync.groupSize;
-  channelSumKernel<T, false><<<blocks, dim3(threads, 1), 0, stream>>>(
-      x, nullptr, total, st, c, spatial, count);
-  PX_CUDA_LAUNCHED();
-  sync.allReduce(st, c);
-  channelSumKernel<T, true><<<blocks, dim3(threads, 1), 0, stream>>>(
-      x, st, total, st + c, c, spatial, count);
-  PX_CUDA_LAUNCHED();
-  sync.allReduce(st + c, c);
-}
-
-/// Training with the group's statistics st (sum, squared deviations over
-/// `total` values per channel): y's coefficients and the running
-/// statistics, one thread per channel.
-template <typename T>
-__global__ void syncBatchNormCoefKernel(const double *st, double total, const T *scale,
-                                        const T *bias, const T *inMean, const T *inVar,
-                                        T *runMean, T *runVar, T *coef, int64_t c,
-                                        double eps, double momentum, double unbias) {
+__global__ void batchNormCoefKernel(const double *st, double total, const T *scale,
+                                    const T *bias, const T *inMean, const T *inVar,
+                                    T *runMean, T *runVar, T *coef, int64_t c,
+                                    double eps, double momentum, double unbias) {
   for (int64_t ch = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; ch < c;
        ch += (int64_t)gridDim.x * blockDim.x) {
     double mean = st[ch] / total, var = st[c + ch] / total;
@@ -627,6 +657,25 @@ __global__ void syncBatchNormCoefKernel(const double *st, double total, const T 
     runMean[ch] = (T)(momentum * inMean[ch] + (1.0 - momentum) * mean);
     runVar[ch] = (T)(momentum * inVar[ch] + (1.0 - momentum) * var * unbias);
   }
+}
+
+/// Scratch of a batch norm (or its gradient): st[0, 4c) for the sums, and
+/// the parts' partial sums of passes of up to `sums` sums each.
+struct BatchNormScratch {
+  Scratch stats, partial;
+  ChannelPasses passes;
+};
+BatchNormScratch batchNormScratch(CudaDevice &dev, const BatchShape &s, int sums) {
+  BatchNormScratch b;
+  b.passes.c = s.c;
+  b.passes.spatial = std::max<int64_t>(1, s.spatial);
+  b.passes.count = s.n * s.spatial;
+  b.passes.cut = channelParts(s.c, b.passes.count);
+  b.stats = scratch(dev, std::max<int64_t>(1, 4 * s.c) * (int64_t)sizeof(double));
+  b.partial = scratch(dev, std::max<int64_t>(1, sums * s.c * b.passes.cut.parts) *
+                               (int64_t)sizeof(double));
+  b.passes.partial = static_cast<double *>(b.partial->data());
+  return b;
 }
 
 template <typename T> KernelFn batchNormTyped(KernelArgs &args, const SyncStats &sync) {
@@ -648,35 +697,36 @@ template <typename T> KernelFn batchNormTyped(KernelArgs &args, const SyncStats 
   Scratch coefBuf =
       scratch(dev, std::max<int64_t>(1, 2 * s.c) * (int64_t)sizeof(T));
   T *coef = static_cast<T *>(coefBuf->data());
-  bool synced = training && sync.coll;
-  Scratch statsBuf = scratch(dev, synced ? 2 * s.c * (int64_t)sizeof(double) : 1);
-  double *stats = static_cast<double *>(statsBuf->data());
+  BatchNormScratch bs = batchNormScratch(dev, s, 1);
+  double *st = static_cast<double *>(bs.stats->data());
+  const ChannelPasses passes = bs.passes;
   int64_t c = s.c, spatial = s.spatial, elements = s.n * s.c * s.spatial;
-  // A block per channel (grid-stride past the grid's limit).
-  unsigned chBlocks = blocksFor(c, 1), chThreads = channelThreads(count);
   cudaStream_t stream = dev.stream();
   return [=] {
     (void)coefBuf;
-    (void)statsBuf;
+    (void)bs;
     if (c == 0)
       return;
-    if (synced) {
-      launchSyncStats(sync, xp, stats, c, spatial, count, chBlocks, chThreads, stream);
-      syncBatchNormCoefKernel<T><<<blocksFor(c), kThreads, 0, stream>>>(
-          stats, total, scale, bias, inMean, inVar, runMean, runVar, coef, c, eps,
+    if (training) {
+      passes.sum<T, ChannelSum::X>(xp, nullptr, st, total, st, stream);
+      sync.allReduce(st, c);
+      passes.sum<T, ChannelSum::SqDev>(xp, nullptr, st, total, st + c, stream);
+      sync.allReduce(st + c, c);
+      batchNormCoefKernel<T><<<blocksFor(c), kThreads, 0, stream>>>(
+          st, total, scale, bias, inMean, inVar, runMean, runVar, coef, c, eps,
           momentum, unbias);
-    } else if (training) {
-      batchNormStatsKernel<T><<<chBlocks, dim3(chThreads, 1), 0, stream>>>(
-          xp, scale, bias, inMean, inVar, runMean, runVar, coef, c, spatial,
-          count, eps, momentum, unbias);
     } else {
       batchNormInferKernel<T><<<blocksFor(c), kThreads, 0, stream>>>(
           scale, bias, inMean, inVar, runMean, runVar, coef, c, eps);
     }
     PX_CUDA_LAUNCHED();
     if (elements > 0) {
-      batchNormApplyKernel<T><<<blocksFor(elements), kThreads, 0, stream>>>(
-          xp, coef, y, c, spatial, elements);
+      if (index32(elements))
+        batchNormApplyKernel<T, uint32_t><<<blocksFor(elements), kThreads, 0, stream>>>(
+            xp, coef, y, (uint32_t)c, (uint32_t)spatial, (uint32_t)elements);
+      else
+        batchNormApplyKernel<T, int64_t><<<blocksFor(elements), kThreads, 0, stream>>>(
+            xp, coef, y, c, spatial, elements);
       PX_CUDA_LAUNCHED();
     }
   };
@@ -695,82 +745,25 @@ KernelFn batchNormFactory(KernelArgs &args) {
   return batchNormTyped<double>(args, sync);
 }
 
-/// Per channel: statistics, dbias = sum(dy), dscale = sum(dy * xhat), and
-/// dx's coefficients k, mean(dy), m, iv, mean(dy * xhat) in coef[5 c].
+/// From the sums st[0, 4c) (x, squared deviations, dy, dy (x - mean)) over
+/// `total` values per channel: with `outputs`, dbias = sum(dy) and dscale =
+/// sum(dy xhat), taken before a synchronized batch norm all-reduces the
+/// last two (this rank's, as on the CPU: the gradient all-reduce averages
+/// them); else dx's coefficients k, mean(dy), m, iv, mean(dy xhat) in
+/// coef[5 c].
 template <typename T>
-__global__ void __launch_bounds__(kMaxGroupThreads)
-    batchNormGradStatsKernel(const T *dy, const T *x, const T *scale, T *dscale,
-                             T *dbias, T *coef, int64_t c, int64_t spatial,
-                             int64_t count, double eps) {
-  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
-    double sum = 0;
-    for (int64_t t = threadIdx.x; t < count; t += blockDim.x)
-      sum += (double)x[channelElem(t, ch, c, spatial)];
-    double mean = groupReduce<false>(sum) / (double)count;
-    double sq = 0, sdy = 0, sdyx = 0;
-    for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-      int64_t i = channelElem(t, ch, c, spatial);
-      double d = (double)x[i] - mean, g = (double)dy[i];
-      sq += d * d;
-      sdy += g;
-      sdyx += g * d;
-    }
-    double var = groupReduce<false>(sq) / (double)count;
-    sdy = groupReduce<false>(sdy);
-    sdyx = groupReduce<false>(sdyx);
-    if (threadIdx.x == 0) {
-      double inv = 1.0 / sqrt(var + eps);
-      double ds = sdyx * inv;
-      dbias[ch] = (T)sdy;
-      dscale[ch] = (T)ds;
-      coef[ch] = (T)((double)scale[ch] * inv);
-      coef[c + ch] = (T)(sdy / (double)count);
-      coef[2 * c + ch] = (T)mean;
-      coef[3 * c + ch] = (T)inv;
-      coef[4 * c + ch] = (T)(ds / (double)count);
-    }
-  }
-}
-
-/// Synchronized: with the group's statistics st[0, 2c) over `total` values
-/// per channel, this rank's sums of dy and dy * (x - mean) into st[2c, 4c),
-/// and dbias, dscale from them (this rank's: the gradient all-reduce
-/// averages them, as on the CPU).
-template <typename T>
-__global__ void __launch_bounds__(kMaxGroupThreads)
-    syncBatchNormGradSumsKernel(const T *dy, const T *x, double *st, double total,
-                                T *dscale, T *dbias, int64_t c, int64_t spatial,
-                                int64_t count, double eps) {
-  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
-    double mean = st[ch] / total, var = st[c + ch] / total;
-    double sdy = 0, sdyx = 0;
-    for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-      int64_t i = channelElem(t, ch, c, spatial);
-      double g = (double)dy[i];
-      sdy += g;
-      sdyx += g * ((double)x[i] - mean);
-    }
-    sdy = groupReduce<false>(sdy);
-    sdyx = groupReduce<false>(sdyx);
-    if (threadIdx.x == 0) {
-      double inv = 1.0 / sqrt(var + eps);
-      dbias[ch] = (T)sdy;
-      dscale[ch] = (T)(sdyx * inv);
-      st[2 * c + ch] = sdy;
-      st[3 * c + ch] = sdyx;
-    }
-  }
-}
-
-/// Synchronized: dx's coefficients (as batchNormGradStatsKernel's) from the
-/// group's sums st[0, 4c).
-template <typename T>
-__global__ void syncBatchNormGradCoefKernel(const double *st, double total, const T *scale,
-                                            T *coef, int64_t c, double eps) {
+__global__ void batchNormGradCoefKernel(const double *st, double total, const T *scale,
+                                        T *dscale, T *dbias, T *coef, int64_t c,
+                                        double eps, bool outputs) {
   for (int64_t ch = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; ch < c;
        ch += (int64_t)gridDim.x * blockDim.x) {
     double mean = st[ch] / total, var = st[c + ch] / total;
     double inv = 1.0 / sqrt(var + eps);
+    if (outputs) {
+      dbias[ch] = (T)st[2 * c + ch];
+      dscale[ch] = (T)(st[3 * c + ch] * inv);
+      continue;
+    }
     coef[ch] = (T)((double)scale[ch] * inv);
     coef[c + ch] = (T)(st[2 * c + ch] / total);
     coef[2 * c + ch] = (T)mean;
@@ -780,12 +773,12 @@ __global__ void syncBatchNormGradCoefKernel(const double *st, double total, cons
 }
 
 /// dx = k * (dy - mean(dy) - xhat * mean(dy * xhat)), xhat = (x - m) * iv.
-template <typename T>
-__global__ void batchNormDxKernel(const T *dy, const T *x, const T *coef, T *dx,
-                                  int64_t c, int64_t spatial, int64_t total) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t ch = (i / spatial) % c;
+template <typename T, typename I>
+__global__ void batchNormDxKernel(const T *dy, const T *x, const T *coef, T *dx, I c,
+                                  I spatial, I total) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total;
+       i += (I)gridDim.x * blockDim.x) {
+    I ch = (i / spatial) % c;
     T k = coef[ch], mdy = coef[c + ch], m = coef[2 * c + ch],
       iv = coef[3 * c + ch], mdx = coef[4 * c + ch];
     T xh = mulRn(subRn(x[i], m), iv);
@@ -805,36 +798,44 @@ KernelFn batchNormGradTyped(KernelArgs &args, const SyncStats &sync) {
   Scratch coefBuf =
       scratch(dev, std::max<int64_t>(1, 5 * s.c) * (int64_t)sizeof(T));
   T *coef = static_cast<T *>(coefBuf->data());
-  Scratch statsBuf = scratch(dev, sync.coll ? 4 * s.c * (int64_t)sizeof(double) : 1);
-  double *stats = static_cast<double *>(statsBuf->data());
+  BatchNormScratch bs = batchNormScratch(dev, s, 3);
+  double *st = static_cast<double *>(bs.stats->data());
+  const ChannelPasses passes = bs.passes;
   int64_t c = s.c, spatial = s.spatial, count = s.n * s.spatial,
           elements = s.n * s.c * s.spatial;
   double total = (double)count * sync.groupSize;
-  // A block per channel (grid-stride past the grid's limit).
-  unsigned chBlocks = blocksFor(c, 1), chThreads = channelThreads(count);
   cudaStream_t stream = dev.stream();
   return [=] {
     (void)coefBuf;
-    (void)statsBuf;
+    (void)bs;
     if (c == 0)
       return;
+    passes.sum<T, ChannelSum::X>(xp, nullptr, st, total, st, stream);
+    sync.allReduce(st, c);
     if (sync.coll) {
-      // SyncBatchNorm: the group's statistics, then dx from the group's
-      // sums of dy and dy * xhat.
-      launchSyncStats(sync, xp, stats, c, spatial, count, chBlocks, chThreads, stream);
-      syncBatchNormGradSumsKernel<T><<<chBlocks, dim3(chThreads, 1), 0, stream>>>(
-          dyp, xp, stats, total, dscale, dbias, c, spatial, count, eps);
-      PX_CUDA_LAUNCHED();
-      sync.allReduce(stats + 2 * c, 2 * c);
-      syncBatchNormGradCoefKernel<T><<<blocksFor(c), kThreads, 0, stream>>>(
-          stats, total, scale, coef, c, eps);
+      // SyncBatchNorm: the group's variance, then this rank's sums of dy
+      // and dy (x - mean), all-reduced after dbias and dscale take them.
+      passes.sum<T, ChannelSum::SqDev>(xp, nullptr, st, total, st + c, stream);
+      sync.allReduce(st + c, c);
+      passes.sum<T, ChannelSum::DyDev>(xp, dyp, st, total, st + 2 * c, stream);
     } else {
-      batchNormGradStatsKernel<T><<<chBlocks, dim3(chThreads, 1), 0, stream>>>(
-          dyp, xp, scale, dscale, dbias, coef, c, spatial, count, eps);
+      passes.sum<T, ChannelSum::SqDyDev>(xp, dyp, st, total, st + c, stream);
     }
+    batchNormGradCoefKernel<T><<<blocksFor(c), kThreads, 0, stream>>>(
+        st, total, scale, dscale, dbias, coef, c, eps, /*outputs=*/true);
     PX_CUDA_LAUNCHED();
-    batchNormDxKernel<T><<<blocksFor(elements), kThreads, 0, stream>>>(
-        dyp, xp, coef, dx, c, spatial, elements);
+    sync.allReduce(st + 2 * c, 2 * c);
+    batchNormGradCoefKernel<T><<<blocksFor(c), kThreads, 0, stream>>>(
+        st, total, scale, dscale, dbias, coef, c, eps, /*outputs=*/false);
+    PX_CUDA_LAUNCHED();
+    if (elements == 0)
+      return;
+    if (index32(elements))
+      batchNormDxKernel<T, uint32_t><<<blocksFor(elements), kThreads, 0, stream>>>(
+          dyp, xp, coef, dx, (uint32_t)c, (uint32_t)spatial, (uint32_t)elements);
+    else
+      batchNormDxKernel<T, int64_t><<<blocksFor(elements), kThreads, 0, stream>>>(
+          dyp, xp, coef, dx, c, spatial, elements);
     PX_CUDA_LAUNCHED();
   };
 }
