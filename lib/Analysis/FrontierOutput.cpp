@@ -21,6 +21,9 @@ void writeFrontierJson(const FrontierSummary &summary, const std::vector<Compile
     llvm::json::Array recomputed;
     for (const std::string &name : c.point.strategy.recomputed)
       recomputed.push_back(name);
+    llvm::json::Object schemes;
+    for (const auto &[name, scheme] : c.point.strategy.tableSchemes)
+      schemes[name] = scheme;
     llvm::json::Object o{
         {"grid", c.point.strategy.grid.str()},
         {"zero1", c.point.strategy.shardUpdates > 0},
@@ -28,6 +31,7 @@ void writeFrontierJson(const FrontierSummary &summary, const std::vector<Compile
         {"recompute", c.point.strategy.recompute > 0},
         {"recompute_fraction", c.point.strategy.recompute},
         {"recompute_layers", std::move(recomputed)},
+        {"sync_variables", std::move(schemes)},
         {"pairing_rule", c.point.strategy.byPairingRule},
         {"step_seconds", c.seconds},
         {"memory_bytes", c.bytes},

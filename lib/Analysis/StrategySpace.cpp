@@ -15,7 +15,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
+#include <string_view>
 
 using namespace mlir;
 
@@ -291,6 +293,15 @@ std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g) {
   return splits;
 }
 
+bool tableSchemesOn(const grid::Grid &g) { return g.pr == 1 && g.pc > 1; }
+
+std::vector<std::string> Strategy::syncVariables() const {
+  std::vector<std::string> out;
+  for (const auto &[name, scheme] : tableSchemes)
+    out.push_back(name + "=" + scheme);
+  return out;
+}
+
 std::vector<std::string> Strategy::layerSplits() const {
   std::vector<std::string> out;
   if (grid.pr <= 1 || byPairingRule)
@@ -316,6 +327,13 @@ std::string Strategy::summary() const {
   if (!recomputed.empty())
     text += ", " + std::to_string(recomputed.size()) +
             (recomputed.size() == 1 ? " layer" : " layers") + " recomputed";
+  // The tables synchronized otherwise than by all-gatherv.
+  for (std::string_view scheme : {"ps", "allreduce"}) {
+    int n = (int)llvm::count_if(tableSchemes, [&](const auto &t) { return t.second == scheme; });
+    if (n > 0)
+      text += ", " + std::to_string(n) + (n == 1 ? " table by " : " tables by ") +
+              std::string(scheme == "ps" ? "ps" : "all-reduce");
+  }
   if (grid.pr > 1)
     text += ", " + std::to_string(split) + " of " + std::to_string(splits.size()) + " split";
   if (grid.pr > 1 && (byPairingRule || splits.empty()))
@@ -363,26 +381,45 @@ double activationBytes(const Operator &op, const grid::Grid &g) {
   return perRank(l.batch, g.pc) * (double)l.outElements() * (double)l.elementBytes;
 }
 
-Cost tableCost(const Operator &op, Split s, const grid::Grid &g, const grid::Machine &m) {
+/// A table's cost, its row-sparse gradient synchronized over the batch
+/// axis by kTableSchemes[scheme] (px-sync's closed forms, its `choose`).
+Cost tableCost(const Operator &op, Split s, const grid::Grid &g, const grid::Machine &m,
+               int scheme = 0) {
   const double eb = 4.0;
   int64_t share = s == Split::Rows ? g.pr : 1;
   double rowsHere = perRank(op.tableRows, share);
   double gathered = perRank(op.lookups, g.pc) * op.tableWidth * eb;
+  double table = rowsHere * op.tableWidth * eb;
   Cost c;
   // The lookups and the scatter of their gradient rows stream the rows.
   c.seconds = 2 * gathered / m.streamBytesPerSecond + 2 * m.kernelSeconds;
   if (s == Split::Rows)
     c.seconds += grid::allReduceSeconds(g.pr, gathered, m.modelLink(g), m);
-  // Its row-sparse gradient is all-gathered over the batch axis.
-  double rowsPushed = std::min<double>(rowsHere, perRank(op.lookups, g.pc));
-  if (g.pc > 1) {
-    const grid::Link &link = m.batchLink(g);
-    c.seconds += link.alpha * grid::ceilLog2(g.pc) +
-                 link.beta * (double)(g.pc - 1) * rowsPushed * (op.tableWidth * eb + 8);
-  }
   // Its state stays whole under ZeRO-1, which shards the all-reduce
   // buckets' dense updates only.
-  c.bytes = rowsHere * op.tableWidth * eb * (1 + m.optimizerSlots) + gathered * (1 + (double)g.pc);
+  c.bytes = table * (1 + m.optimizerSlots);
+  double rowsPushed = std::min<double>(rowsHere, perRank(op.lookups, g.pc));
+  double rowBytes = op.tableWidth * eb + 8; // a row and its id
+  const grid::Link &link = m.batchLink(g);
+  if (g.pc <= 1 || kTableSchemes[scheme] == std::string_view("allgatherv")) {
+    // Every rank's rows gathered on every rank, and applied there.
+    if (g.pc > 1)
+      c.seconds += link.alpha * grid::ceilLog2(g.pc) +
+                   link.beta * (double)(g.pc - 1) * rowsPushed * rowBytes;
+    c.bytes += gathered * (1 + (double)g.pc);
+  } else if (kTableSchemes[scheme] == std::string_view("ps")) {
+    // Its rows pulled from their servers and their gradient pushed back,
+    // (N - 1) / N of them remote each way; the servers apply what they own.
+    double n = (double)g.pc;
+    c.seconds += 4 * link.alpha + 2 * link.beta * rowsPushed * rowBytes * (n - 1) / n;
+    c.bytes += 3 * gathered; // pulled rows, pushed gradient, a server's receipt
+  } else {
+    // Densified and all-reduced with the dense gradients; the update then
+    // streams the whole table and its state.
+    c.seconds += grid::allReduceSeconds(g.pc, table, link, m) +
+                 (2 * table + 4 * table * (1 + m.optimizerSlots)) / m.streamBytesPerSecond;
+    c.bytes += table + gathered;
+  }
   return c;
 }
 
@@ -521,14 +558,21 @@ Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, double shar
     std::vector<Split> splits = splitsOf(op, g);
     std::vector<Cost> costs;
     std::vector<std::vector<Cost>> variants;
-    bool recomputes = false;
+    bool anyVariant = false;
     for (Split s : splits) {
       costs.push_back(layerCost(op, s, g, shardUpdates, recompute, m));
-      std::optional<Cost> r = recomputedLayerCost(op, s, g, costs.back(), recompute, m);
-      variants.push_back(r ? std::vector<Cost>{*r} : std::vector<Cost>{});
-      recomputes |= r.has_value();
+      std::vector<Cost> more;
+      if (op.table && tableSchemesOn(g)) {
+        for (int k = 1; k < (int)std::size(kTableSchemes); ++k)
+          more.push_back(tableCost(op, s, g, m, k));
+      } else if (std::optional<Cost> r =
+                     recomputedLayerCost(op, s, g, costs.back(), recompute, m)) {
+        more.push_back(*r);
+      }
+      anyVariant |= !more.empty();
+      variants.push_back(std::move(more));
     }
-    if (!recomputes)
+    if (!anyVariant)
       variants.clear();
     space.graph.addNode(op.layer.name, std::move(costs), std::move(variants));
     space.splits.push_back(std::move(splits));
@@ -554,8 +598,12 @@ Strategy Space::strategyOf(const Solution &s, const std::vector<Operator> &ops) 
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].splittable)
       strategy.splits.push_back({ops[i].layer.name, splits[i][s.configs[i]]});
-    // A layer's one variant recomputes its output (spaceOf).
-    if (i < s.variants.size() && s.variants[i] != 0)
+    int variant = i < s.variants.size() ? s.variants[i] : 0;
+    // A table's variants are its schemes, a layer's one recomputes its
+    // output (spaceOf).
+    if (ops[i].table && tableSchemesOn(grid))
+      strategy.tableSchemes.push_back({ops[i].layer.name, kTableSchemes[variant]});
+    else if (variant != 0)
       strategy.recomputed.push_back(ops[i].layer.name);
   }
   return strategy;

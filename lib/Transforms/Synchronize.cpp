@@ -21,6 +21,7 @@
 // "hybrid" picks the cheapest per variable with the alpha-beta link model:
 // all-reduce for dense variables, for sparse ones whichever of the three
 // moves the fewest seconds of bytes (Parallax, EuroSys'19, section 3).
+// `variables` fixes the scheme of the variables it names.
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,7 +74,54 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
            2 * (n - 1) * cluster.latency();
   }
 
+  /// `variables`: the schemes fixed by name.
+  llvm::StringMap<std::string> fixed;
+
+  /// Parses `variables` against the step's trainable variables: a name
+  /// that is none of them, a scheme that is no scheme, and a scheme its
+  /// gradient or the grid cannot take are errors.
+  LogicalResult parseFixed(ModuleOp module, func::FuncOp func) {
+    llvm::StringMap<px::GradientOp> gradients;
+    for (px::GradientOp g : func.getOps<px::GradientOp>())
+      if (auto var = g.getVariable().getDefiningOp<px::VariableOp>())
+        gradients[var.getName()] = g;
+    for (const std::string &entry : variableSchemes) {
+      auto [name, chosen] = StringRef(entry).split('=');
+      if (name.empty() || chosen.empty())
+        return module.emitError("px-sync: variables: '")
+               << entry << "' is not NAME=SCHEME";
+      if (chosen != "allreduce" && chosen != "ps" && chosen != "allgatherv")
+        return module.emitError("px-sync: variables: unknown scheme '")
+               << chosen << "' for '" << name << "' (expected allreduce, ps or allgatherv)";
+      auto it = gradients.find(name);
+      if (it == gradients.end()) {
+        std::string known;
+        for (const auto &g : gradients)
+          known += (known.empty() ? "" : ", ") + g.getKey().str();
+        return module.emitError("px-sync: variables: '")
+               << name << "' is no trainable variable of the step (they are: " << known
+               << ")";
+      }
+      bool sparse = isa<px::SparseGradType>(it->second.getGrad().getType());
+      if (chosen == "allgatherv" && !sparse)
+        return module.emitError("px-sync: variables: '")
+               << name << "' has a dense gradient; allgatherv gathers row-sparse ones "
+               << "(a table read only through Gather)";
+      if (chosen == "ps" && cast<ShapedType>(it->second.getVariable().getType()).getRank() < 1)
+        return module.emitError("px-sync: variables: '")
+               << name << "' is a scalar; ps partitions a variable's rows";
+      if (chosen == "ps" && cluster.modelRanks > 1)
+        return module.emitError("px-sync: variables: '")
+               << name << "': on a grid that splits the model, variables are "
+               << "synchronized by all-reduce or all-gather (ps is not supported there yet)";
+      fixed[name] = chosen.str();
+    }
+    return success();
+  }
+
   std::string choose(px::VariableOp var, Value grad) {
+    if (auto it = fixed.find(var.getName()); it != fixed.end())
+      return it->second;
     bool sparse = isa<px::SparseGradType>(grad.getType());
     auto type = var.getOutput().getType();
     if (!sparse) {
@@ -518,6 +566,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       }
       shares = true;
     }
+    if (failed(parseFixed(module, func)))
+      return signalPassFailure();
     Block &block = func.getBody().front();
     OpBuilder b(module.getContext());
 

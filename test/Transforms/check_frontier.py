@@ -47,6 +47,14 @@ def main():
                     s not in ("whole", "out", "in", "rows") for s in p["splits"].values()):
                 print(f"point {p['point']} names other operators or splits: {p['splits']}")
                 return 1
+    # A table's scheme is named only off model-split grids, and is one of
+    # px-sync's.
+    for p in points:
+        schemes = p.get("sync_variables", {})
+        if (schemes and p["grid"].split("x")[0] != "1") or any(
+                s not in ("allgatherv", "ps", "allreduce") for s in schemes.values()):
+            print(f"point {p['point']} names table schemes it cannot: {schemes}")
+            return 1
     # A slower point stays only where it saves more than 1% of memory.
     for r in d["dominated_references"]:
         if not any(p["step_seconds"] <= r["step_seconds"] and
@@ -58,6 +66,9 @@ def main():
     c = chosen[0]
     print(f"chosen: point {c['point']} ({c['grid']}{', ZeRO-1' if c['zero1'] else ''})")
     print(f"labelled: {', '.join(labels)}")
+    schemes = c.get("sync_variables", {})
+    print("chosen tables: " + (", ".join(f"{k}={v}" for k, v in sorted(schemes.items()))
+                               or "(none named)"))
     if a.svg:
         with open(a.svg) as f:
             svg = f.read()

@@ -175,6 +175,61 @@ TEST(StrategySpace, ALayerMayRecomputeItsOutput) {
   EXPECT_FALSE(search.frontier.back().strategy.recomputed.empty());
 }
 
+TEST(StrategySpace, ATableChoosesItsSynchronizationOffModelSplitGrids) {
+  // An embedding table of 10000 x 64 whose 4096 lookups a step touch
+  // (1024 per rank on 1 x 4): px-sync's three schemes are variants of its
+  // whole split there, in kTableSchemes' order, each at its closed form;
+  // on a grid that splits the model (all-gatherv) and on 4 x 1 (nothing
+  // to synchronize) it has none.
+  Operator table;
+  table.layer.name = "emb";
+  table.table = true;
+  table.tableRows = 10000;
+  table.tableWidth = 64;
+  table.lookups = 4096;
+  std::vector<Operator> ops{table};
+  grid::Machine m = machine();
+  Space s = spaceOf(ops, {1, 4}, 0, 0, m);
+  const Graph::Node &node = s.graph.nodes[0];
+  ASSERT_EQ(node.configs.size(), 1u);
+  ASSERT_EQ(node.variants.size(), 1u);
+  ASSERT_EQ(node.variants[0].size(), 2u);
+  const Cost &agv = node.configs[0], &ps = node.variants[0][0], &ar = node.variants[0][1];
+  const double row = 64 * 4 + 8, gathered = 1024.0 * 64 * 4, whole = 10000.0 * 64 * 4;
+  // All-gatherv moves (N - 1) x its rows to every rank and holds them all;
+  // the parameter server (N - 1) / N of them each way, holding its own
+  // three times (pulled, pushed, received); the all-reduce the whole
+  // densified table, held beside it.
+  EXPECT_NEAR(agv.seconds - ps.seconds,
+              (2 * 1e-5 + 1e-9 * 3 * 1024 * row) - (4 * 1e-5 + 2e-9 * 1024 * row * 0.75), 1e-12);
+  EXPECT_DOUBLE_EQ(agv.bytes - ps.bytes, gathered * 5 - gathered * 3);
+  EXPECT_DOUBLE_EQ(ar.bytes - agv.bytes, whole + gathered - gathered * 5);
+  EXPECT_GT(ar.seconds, agv.seconds);
+  // A solution's variant names the scheme; the summary counts those not
+  // all-gathered.
+  Strategy byPs = s.strategyOf(Solution{{}, {0}, {1}}, ops);
+  EXPECT_EQ(byPs.tableSchemes,
+            (std::vector<std::pair<std::string, std::string>>{{"emb", "ps"}}));
+  EXPECT_EQ(byPs.syncVariables(), std::vector<std::string>{"emb=ps"});
+  EXPECT_EQ(byPs.summary(), "1x4, 1 table by ps");
+  EXPECT_EQ(s.strategyOf(Solution{{}, {0}, {0}}, ops).syncVariables(),
+            std::vector<std::string>{"emb=allgatherv"});
+  EXPECT_TRUE(spaceOf(ops, {2, 2}, 0, 0, m).graph.nodes[0].variants.empty());
+  EXPECT_TRUE(spaceOf(ops, {4, 1}, 0, 0, m).graph.nodes[0].variants.empty());
+  EXPECT_TRUE(spaceOf(ops, {2, 2}, 0, 0, m).strategyOf(Solution{{}, {0}, {}}, ops)
+                  .tableSchemes.empty());
+  // The search keeps the parameter server, faster and smaller here, and
+  // drops the all-gatherv it dominates.
+  StrategySearch search = searchStrategies(ops, 4, m);
+  bool sawPs = false;
+  for (const Point &p : search.frontier) {
+    for (const auto &[name, scheme] : p.strategy.tableSchemes)
+      EXPECT_NE(scheme, "allgatherv") << p.strategy.summary();
+    sawPs |= !p.strategy.tableSchemes.empty();
+  }
+  EXPECT_TRUE(sawPs);
+}
+
 TEST(StrategySpace, SearchCoversEveryGridAndItsFrontier) {
   auto ops = twoLayers();
   grid::Machine m = machine();

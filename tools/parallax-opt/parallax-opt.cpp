@@ -127,6 +127,12 @@ static cl::opt<std::string> syncScheme(
     cl::desc("hybrid (default: the cheapest per variable), allreduce, ps or "
              "allgatherv (every variable)"),
     cl::init("hybrid"), cl::cat(parallaxCategory));
+static cl::list<std::string> syncVariables(
+    "sync-variable",
+    cl::desc("NAME=SCHEME (repeatable or comma-separated): synchronize the trainable "
+             "variable NAME by allreduce, ps or allgatherv (a row-sparse table only), "
+             "whatever --sync says for the others"),
+    cl::CommaSeparated, cl::cat(parallaxCategory));
 static cl::opt<double> bucketMiB(
     "bucket-size", cl::desc("All-reduce fusion bucket in MiB (default 25)"),
     cl::init(25.0), cl::cat(parallaxCategory));
@@ -582,6 +588,7 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
     pipeline.partition.forced = forcedPartitions;
     parallax::PxSyncOptions &sync = pipeline.sync;
     sync.scheme = syncScheme;
+    sync.variableSchemes.assign(syncVariables.begin(), syncVariables.end());
     sync.bucketBytes = (int64_t)(bucketMiB * 1024 * 1024);
     sync.localBatchnorm = localBatchnorm;
     sync.localAggregation = !noLocalAggregation;
@@ -799,6 +806,9 @@ static void applyStrategy(const parallax::strategy::Strategy &s) {
   recomputeLayers.clear();
   for (const std::string &layer : s.recomputed)
     recomputeLayers.push_back(layer);
+  syncVariables.clear();
+  for (std::string &entry : s.syncVariables())
+    syncVariables.push_back(entry);
 }
 
 /// Compiles `s` (its grid, its layer splits, ZeRO-1 or not) into a plan's
@@ -873,10 +883,11 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
       shardWeightUpdateFraction.getNumOccurrences() ||
       convSplit.getNumOccurrences() || recompute.getNumOccurrences() ||
       recomputeFraction.getNumOccurrences() || layerSplit.getNumOccurrences() ||
-      recomputeLayers.getNumOccurrences()) {
-    fail("the strategy search chooses the grid, each layer's split, ZeRO-1 and recomputation "
-         "itself: drop --grid, --conv-split, --layer-split, --shard-weight-update, "
-         "--recompute[-fraction] and --recompute-layers");
+      recomputeLayers.getNumOccurrences() || syncVariables.getNumOccurrences()) {
+    fail("the strategy search chooses the grid, each layer's split, ZeRO-1, recomputation "
+         "and each table's synchronization itself: drop --grid, --conv-split, --layer-split, "
+         "--shard-weight-update, --recompute[-fraction], --recompute-layers and "
+         "--sync-variable");
     return std::nullopt;
   }
   std::optional<int64_t> limit;
@@ -1180,6 +1191,13 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       }
       if (distributed()) {
         d["sync"] = syncScheme;
+        if (!syncVariables.empty()) {
+          auto &fixed = d["sync_variables"] = nlohmann::json::object();
+          for (const std::string &entry : syncVariables) {
+            auto [name, scheme] = StringRef(entry).split('=');
+            fixed[name.str()] = scheme.str();
+          }
+        }
         // What --report predicts, for parallax-run's metrics to be held to.
         parallax::StepPrediction predicted = predict(*module);
         d["predicted"] = {{"bytes_per_step", predicted.bytes()},

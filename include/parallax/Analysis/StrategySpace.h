@@ -11,7 +11,10 @@
 // split needs inside the layer, the gradient's synchronization, and the
 // memory of the weight, its gradient, its optimizer state and its kept
 // activation, which each layer may recompute instead (a variant of its
-// split that trades its forward time for that memory); each edge between a producer and a consumer costs the
+// split that trades its forward time for that memory), and each table's
+// synchronization over the batch axis (all-gatherv, parameter server or
+// densified all-reduce: variants of its split where px-sync offers them);
+// each edge between a producer and a consumer costs the
 // resharding of the activation between them. searchStrategies runs the FT
 // search (Frontier.h) on every grid and keeps the frontier of them all.
 //
@@ -87,6 +90,14 @@ std::vector<Operator> operatorsOf(mlir::ModuleOp module);
 /// The splits `op` can take on `g` (Whole only without a model axis).
 std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g);
 
+/// px-sync's schemes for a table's row-sparse gradient, as a table's
+/// variants number them (variant 0, its split's own cost: all-gatherv).
+inline constexpr const char *kTableSchemes[] = {"allgatherv", "ps", "allreduce"};
+/// Whether a table's scheme is a choice on `g`: px-sync offers the three
+/// where the model is whole and the batch axis has two ranks or more (on a
+/// model-split grid it all-gathers; on P x 1 nothing is synchronized).
+bool tableSchemesOn(const grid::Grid &g);
+
 /// One point's strategy: the grid, each named operator's split, how much of
 /// the update is sharded (ZeRO-1) and how much is recomputed.
 struct Strategy {
@@ -103,12 +114,18 @@ struct Strategy {
   /// The layers whose outputs are recomputed from their inputs
   /// (checkpointed; px-recompute's `layers`), by weight name.
   std::vector<std::string> recomputed;
+  /// Each table's synchronization (kTableSchemes), by variable name, where
+  /// the grid offers a choice (px-sync's `variables`).
+  std::vector<std::pair<std::string, std::string>> tableSchemes;
   /// Compiled by px-shard-model's pairing rule (no layer-splits), `splits`
   /// read back from what it chose.
   bool byPairingRule = false;
   /// px-shard-model's layer-splits entries, VARIABLE=split (none for the
   /// pairing rule).
   std::vector<std::string> layerSplits() const;
+  /// px-sync's `variables` entries, VARIABLE=scheme (parallax-opt
+  /// --sync-variable).
+  std::vector<std::string> syncVariables() const;
   /// "2x2, ZeRO-1, 3 of 5 layers split" and the like.
   std::string summary() const;
   /// Pure data parallelism (1 x P) or pure model parallelism (P x 1 with
@@ -138,7 +155,9 @@ struct Space {
   double recompute = 0;
   Graph graph;
   /// Node i is operator i; its configuration c is splits[i][c], whose
-  /// variant 1 (where it has one) recomputes the layer's output.
+  /// variant 1 (where it has one) recomputes a layer's output, or for a
+  /// table where tableSchemesOn(grid), variant k synchronizes it by
+  /// kTableSchemes[k].
   std::vector<std::vector<Split>> splits;
 
   Strategy strategyOf(const Solution &s, const std::vector<Operator> &ops) const;

@@ -180,8 +180,11 @@ def PxSync : Pass<"px-sync", "mlir::ModuleOp"> {
     the whole batch; on a grid that splits the model, `grid_axes` = the batch
     axes) unless `local-batchnorm`; the loss is averaged over the
     ranks, in the first gradient bucket when that is small
-    (`loss-in-bucket`). Annotates each variable with `px.sync` and the predicted bytes
-    per rank and step, `px.bytes_per_step`.
+    (`loss-in-bucket`). `variables` = NAME=SCHEME,... fixes a variable's
+    scheme whatever `scheme` says (allgatherv only for a row-sparse
+    gradient; the strategy search names each table's). Annotates each
+    variable with `px.sync` and the predicted bytes per rank and step,
+    `px.bytes_per_step`.
   }];
   let dependentDialects = ["::parallax::px::PxDialect", "::mlir::shard::ShardDialect"];
   let options = [
@@ -196,6 +199,9 @@ def PxSync : Pass<"px-sync", "mlir::ModuleOp"> {
     Option<"lossInBucket", "loss-in-bucket", "bool", /*default=*/"true",
            "all-reduce the loss in the first gradient bucket when that is "
            "at most 1 MiB, instead of on its own">,
+    ListOption<"variableSchemes", "variables", "std::string",
+               "NAME=SCHEME: this trainable variable's scheme (allreduce, ps or "
+               "allgatherv), whatever `scheme` says">,
   ];
 }
 
