@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <climits>
@@ -90,6 +91,24 @@ struct ShardWeightUpdatePass
         total += s->total;
         shardable.push_back(std::move(*s));
       }
+    if (!variables.empty() && fraction < 1.0) {
+      module.emitError("px-shard-weight-update: give `variables` or `fraction`, not both");
+      return signalPassFailure();
+    }
+    // The buckets of the variables named, every member one of them.
+    if (!variables.empty()) {
+      llvm::StringSet<> named;
+      for (const std::string &v : variables)
+        named.insert(v);
+      llvm::erase_if(shardable, [&](const Shardable &s) {
+        return llvm::any_of(s.bucket, [&](px::AllReduceOp ar) {
+          auto names = px::getAttr<px::PxDialect::VariablesAttrHelper>(ar);
+          return !names || llvm::any_of(names, [&](Attribute n) {
+            return !named.contains(cast<StringAttr>(n).getValue());
+          });
+        });
+      });
+    }
     // A share of them, the largest first (the most optimizer state per
     // bucket), until at least `fraction` of their bytes is sharded.
     if (fraction < 1.0) {

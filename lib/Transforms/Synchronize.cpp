@@ -37,6 +37,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Dominance.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <cmath>
 
@@ -76,6 +77,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
 
   /// `variables`: the schemes fixed by name.
   llvm::StringMap<std::string> fixed;
+  /// `sharded-variables`: bucketed apart.
+  llvm::StringSet<> apart;
 
   /// Parses `variables` against the step's trainable variables: a name
   /// that is none of them, a scheme that is no scheme, and a scheme its
@@ -469,10 +472,13 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       ArrayRef<int16_t> axes;
       int64_t group = 1;
     };
-    Pending batch{{}, 0, std::min<int64_t>(bucketBytes, kFirstBucketBytes), axes,
-                  cluster.dataRanks()};
-    Pending whole{{}, 0, std::min<int64_t>(bucketBytes, kFirstBucketBytes), allAxes,
-                  cluster.worldSize};
+    // The batch axes' buckets and the whole grid's, each twice: the
+    // variables whose updates are to be sharded (`sharded-variables`) fill
+    // buckets of their own.
+    int64_t first = std::min<int64_t>(bucketBytes, kFirstBucketBytes);
+    Pending batch{{}, 0, first, axes, cluster.dataRanks()};
+    Pending whole{{}, 0, first, allAxes, cluster.worldSize};
+    Pending batchApart = batch, wholeApart = whole;
     int64_t bucket = 0;
     auto flush = [&](Pending &p) {
       if (p.members.empty())
@@ -497,11 +503,12 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       p.limit = bucketBytes;
     };
     for (auto &[var, g] : order) {
-      Pending *p = &batch;
+      bool sharded = apart.contains(var.getName());
+      Pending *p = sharded ? &batchApart : &batch;
       if (px::AllReduceOp partial = modelSum(g)) {
         g.getGradMutable().assign(partial.getInput());
         partial.erase();
-        p = &whole;
+        p = sharded ? &wholeApart : &whole;
       }
       int64_t bytes = bytesOf(cast<RankedTensorType>(g.getGrad().getType()));
       if (!p->members.empty() && p->filled + bytes > p->limit)
@@ -512,6 +519,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     }
     flush(batch);
     flush(whole);
+    flush(batchApart);
+    flush(wholeApart);
     renumberInIssueOrder(block);
   }
 
@@ -600,6 +609,18 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         }
         dense.push_back({var, g});
       }
+    }
+    for (const std::string &name : shardedVariables) {
+      if (!llvm::any_of(dense, [&](auto &vg) { return vg.first.getName() == name; })) {
+        std::string known;
+        for (auto &[var, g] : dense)
+          known += (known.empty() ? "" : ", ") + var.getName().str();
+        module.emitError("px-sync: sharded-variables: '")
+            << name << "' is no all-reduced variable of the step (they are: " << known
+            << "): only an all-reduce bucket's update can be sharded";
+        return signalPassFailure();
+      }
+      apart.insert(name);
     }
     allReduceInBuckets(dense, block, b);
     // A bucket is issued after its last gradient, which may come after
@@ -692,6 +713,12 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       if (type.getElementType() != lossType.getElementType() ||
           ar.getGridAxes() != ArrayRef<int16_t>(axes))
         return false;
+      // A member that is no gradient would keep a sharded update whole.
+      if (auto names = px::getAttr<px::PxDialect::VariablesAttrHelper>(ar))
+        if (llvm::any_of(names, [&](Attribute n) {
+              return apart.contains(cast<StringAttr>(n).getValue());
+            }))
+          return false;
       bytes += bytesOf(type);
       if (!firstMember)
         firstMember = ar;

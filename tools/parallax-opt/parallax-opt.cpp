@@ -163,6 +163,12 @@ static cl::opt<double> shardWeightUpdateFraction(
     cl::desc("With --shard-weight-update: shard the largest buckets until at least this "
              "share of their bytes is sharded (default 1: all)"),
     cl::init(1.0), cl::cat(parallaxCategory));
+static cl::list<std::string> shardWeightUpdateVariables(
+    "shard-weight-update-variables",
+    cl::desc("VARIABLE,... (repeatable or comma-separated): shard the updates and optimizer "
+             "state of these all-reduced variables only (ZeRO-1 per variable, on groups of 2 "
+             "ranks or more): they fill all-reduce buckets of their own"),
+    cl::CommaSeparated, cl::cat(parallaxCategory));
 enum class BatchnormVariance { Default, Biased, Unbiased };
 static cl::opt<BatchnormVariance> batchnormVariance(
     "batchnorm-variance",
@@ -377,6 +383,15 @@ static parallax::PlanLayoutOptions planLayout() {
   layout.shard.minRanks = shardWeightUpdate == ShardMode::On ? 2 : 4;
   layout.shard.acrossMachines = shardWeightUpdate == ShardMode::On;
   layout.shard.fraction = shardWeightUpdateFraction;
+  // Named variables: theirs only, wherever --shard-weight-update=on would.
+  if (!shardWeightUpdateVariables.empty()) {
+    layout.shardWeightUpdate = true;
+    layout.shard.minRanks = 2;
+    layout.shard.acrossMachines = true;
+    layout.shard.fraction = 1.0;
+    layout.shard.variables.assign(shardWeightUpdateVariables.begin(),
+                                  shardWeightUpdateVariables.end());
+  }
   return layout;
 }
 
@@ -589,6 +604,8 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
     parallax::PxSyncOptions &sync = pipeline.sync;
     sync.scheme = syncScheme;
     sync.variableSchemes.assign(syncVariables.begin(), syncVariables.end());
+    sync.shardedVariables.assign(shardWeightUpdateVariables.begin(),
+                                 shardWeightUpdateVariables.end());
     sync.bucketBytes = (int64_t)(bucketMiB * 1024 * 1024);
     sync.localBatchnorm = localBatchnorm;
     sync.localAggregation = !noLocalAggregation;
@@ -1120,6 +1137,10 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
     return fail("--shard-weight-update-fraction " +
                 llvm::formatv("{0}", shardWeightUpdateFraction.getValue()).str() +
                 ": expected a share in (0, 1]");
+  if (shardWeightUpdateVariables.getNumOccurrences() &&
+      (shardWeightUpdate.getNumOccurrences() || shardWeightUpdateFraction.getNumOccurrences()))
+    return fail("--shard-weight-update-variables names the variables whose updates are "
+                "sharded: drop --shard-weight-update and --shard-weight-update-fraction");
   if (layerSplit.getNumOccurrences() && !searchesStrategies()) {
     llvm::Expected<int64_t> pr = modelRanks();
     bool split = pr && *pr > 1 && gridSpec != "auto";
@@ -1229,6 +1250,12 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
                                                                         : "auto";
         if (shardWeightUpdate != ShardMode::Off && shardWeightUpdateFraction < 1.0)
           d["shard_weight_update_fraction"] = shardWeightUpdateFraction.getValue();
+        if (!shardWeightUpdateVariables.empty()) {
+          d["shard_weight_update"] = "variables";
+          auto &vars = d["shard_weight_update_variables"] = nlohmann::json::array();
+          for (const std::string &v : shardWeightUpdateVariables)
+            vars.push_back(v);
+        }
       }
     }
     auto emitted = parallax::emitPlan(*module, planOptions);

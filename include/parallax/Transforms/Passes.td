@@ -202,6 +202,10 @@ def PxSync : Pass<"px-sync", "mlir::ModuleOp"> {
     ListOption<"variableSchemes", "variables", "std::string",
                "NAME=SCHEME: this trainable variable's scheme (allreduce, ps or "
                "allgatherv), whatever `scheme` says">,
+    ListOption<"shardedVariables", "sharded-variables", "std::string",
+               "all-reduced variables whose updates px-shard-weight-update is to "
+               "shard (its `variables`): bucketed apart from the others, and the "
+               "loss rides none of their buckets">,
   ];
 }
 
@@ -243,7 +247,9 @@ def PxShardWeightUpdate : Pass<"px-shard-weight-update", "mlir::ModuleOp"> {
     `min-ranks` ranks, and groups spanning machines unless
     `across-machines`, keep the full all-reduce; with `fraction` < 1 only
     the largest buckets, until at least that share of the bytes, are
-    sharded.
+    sharded; with `variables`, only the buckets whose every member is one
+    of them (px-sync's `sharded-variables` buckets them apart): ZeRO-1 per
+    variable, as the strategy search chooses it.
   }];
   let dependentDialects = ["::parallax::px::PxDialect"];
   let options = [
@@ -255,7 +261,9 @@ def PxShardWeightUpdate : Pass<"px-shard-weight-update", "mlir::ModuleOp"> {
            "slower between machines over TCP)">,
     Option<"fraction", "fraction", "double", /*default=*/"1.0",
            "shard the largest buckets until at least this share of the "
-           "shardable buckets' bytes is (0 to 1; the strategy search's levels)">,
+           "shardable buckets' bytes is (0 to 1)">,
+    ListOption<"variables", "variables", "std::string",
+               "shard only the buckets whose every member is one of these variables">,
   ];
 }
 
