@@ -79,8 +79,12 @@ def compile_plan(build, src, plan, flags):
 
 
 def zero1_text(p):
-    """", ZeRO-1" or ", ZeRO-1 50%", as parallax-opt's summaries."""
+    """", ZeRO-1", ", ZeRO-1 50%" or ", ZeRO-1 on 3 layers", as parallax-opt's
+    summaries."""
     f = p.get("zero1_fraction", 1)
+    layers = p.get("zero1_layers", [])
+    if f == 0 and layers:
+        return ", ZeRO-1 on %d layer%s" % (len(layers), "" if len(layers) == 1 else "s")
     return ", ZeRO-1" if f >= 1 else f", ZeRO-1 {round(f * 100)}%"
 
 

@@ -21,13 +21,18 @@ void writeFrontierJson(const FrontierSummary &summary, const std::vector<Compile
     llvm::json::Array recomputed;
     for (const std::string &name : c.point.strategy.recomputed)
       recomputed.push_back(name);
+    llvm::json::Array sharded;
+    for (const std::string &name : c.point.strategy.shardedUpdates)
+      sharded.push_back(name);
     llvm::json::Object schemes;
     for (const auto &[name, scheme] : c.point.strategy.tableSchemes)
       schemes[name] = scheme;
     llvm::json::Object o{
         {"grid", c.point.strategy.grid.str()},
-        {"zero1", c.point.strategy.shardUpdates > 0},
+        {"zero1", c.point.strategy.shardUpdates > 0 ||
+                      !c.point.strategy.shardedUpdates.empty()},
         {"zero1_fraction", c.point.strategy.shardUpdates},
+        {"zero1_layers", std::move(sharded)},
         {"recompute", c.point.strategy.recompute > 0},
         {"recompute_fraction", c.point.strategy.recompute},
         {"recompute_layers", std::move(recomputed)},

@@ -56,6 +56,11 @@ double allGatherSeconds(int64_t p, double bytes, const Link &link, const Machine
   double rate = calibratedCollectiveRate(m, "all_gather", p, &link == &m.intra, sent);
   return rate > 0 ? sent / rate : allGatherSeconds(p, bytes, link);
 }
+double reduceScatterSeconds(int64_t p, double bytes, const Link &link, const Machine &m) {
+  double sent = allGatherBytes(p, bytes);
+  double rate = calibratedCollectiveRate(m, "reduce_scatter", p, &link == &m.intra, sent);
+  return rate > 0 ? sent / rate : allGatherSeconds(p, bytes, link);
+}
 double allReduceSeconds(int64_t p, double bytes, const Link &link, const Machine &m) {
   double sent = allReduceBytes(p, bytes);
   double rate = calibratedCollectiveRate(m, "all_reduce", p, &link == &m.intra, sent);

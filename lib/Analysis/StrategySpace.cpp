@@ -44,14 +44,14 @@ std::optional<Split> splitNamed(llvm::StringRef name) {
   return std::nullopt;
 }
 
-std::vector<SpaceOptions> spaceOptionsOf(const grid::Grid &g) {
+std::vector<SpaceOptions> spaceOptionsOf(const grid::Grid &) {
   std::vector<SpaceOptions> options;
   for (double recompute : kRecomputeLevels)
-    for (double zero : kShardLevels)
-      if (zero == 0 || g.pc >= 2)
-        options.push_back({zero, recompute});
+    options.push_back({0, recompute});
   return options;
 }
+
+bool shardsUpdatesOn(const grid::Grid &g) { return g.pc >= 2; }
 
 namespace {
 
@@ -320,6 +320,9 @@ std::string Strategy::summary() const {
     text += ", ZeRO-1";
   else if (shardUpdates > 0)
     text += ", ZeRO-1 " + std::to_string((int)std::lround(shardUpdates * 100)) + "%";
+  else if (!shardedUpdates.empty())
+    text += ", ZeRO-1 on " + std::to_string(shardedUpdates.size()) +
+            (shardedUpdates.size() == 1 ? " layer" : " layers");
   if (recompute >= 1)
     text += ", recompute";
   else if (recompute > 0)
@@ -462,14 +465,18 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, double shardUpd
   }
   // The gradient's synchronization: over the batch axis, or every rank for
   // a weight whole on a model axis that splits the samples' rows.
+  // A sharded update's share goes as a reduce-scatter and an all-gather
+  // (the same bytes, at their own calibrated rates).
   double dw = perRank(weights, weightShare) * eb;
-  if (s == Split::Rows)
-    c.seconds += grid::allReduceSeconds(g.size(), dw, m.worldLink(g), m);
-  else
-    c.seconds += grid::allReduceSeconds(g.pc, dw, m.batchLink(g), m);
+  double sharded = g.pc > 1 ? shardUpdates : 0.0;
+  int64_t syncGroup = s == Split::Rows ? g.size() : g.pc;
+  const grid::Link &syncLink = s == Split::Rows ? m.worldLink(g) : m.batchLink(g);
+  c.seconds += (1 - sharded) * grid::allReduceSeconds(syncGroup, dw, syncLink, m);
+  if (sharded > 0)
+    c.seconds += sharded * (grid::reduceScatterSeconds(syncGroup, dw, syncLink, m) +
+                            grid::allGatherSeconds(syncGroup, dw, syncLink, m));
   // The sharded update runs on its share of the parameters (on that share
   // of the buckets: the layer's expected share of each).
-  double sharded = g.pc > 1 ? shardUpdates : 0.0;
   double perUpdater = 1.0 - sharded + sharded / (double)g.pc;
   c.seconds += 4.0 * dw * (1 + m.optimizerSlots) * perUpdater / m.streamBytesPerSecond;
   // Value and gradient, optimizer state (its share under ZeRO-1), and the
@@ -558,22 +565,45 @@ Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, double shar
     std::vector<Split> splits = splitsOf(op, g);
     std::vector<Cost> costs;
     std::vector<std::vector<Cost>> variants;
+    std::vector<std::vector<Space::Variant>> meanings;
     bool anyVariant = false;
     for (Split s : splits) {
       costs.push_back(layerCost(op, s, g, shardUpdates, recompute, m));
       std::vector<Cost> more;
-      if (op.table && tableSchemesOn(g)) {
-        for (int k = 1; k < (int)std::size(kTableSchemes); ++k)
-          more.push_back(tableCost(op, s, g, m, k));
-      } else if (std::optional<Cost> r =
-                     recomputedLayerCost(op, s, g, costs.back(), recompute, m)) {
-        more.push_back(*r);
+      std::vector<Space::Variant> meaning;
+      if (op.table) {
+        if (tableSchemesOn(g))
+          for (int k = 1; k < (int)std::size(kTableSchemes); ++k) {
+            more.push_back(tableCost(op, s, g, m, k));
+            meaning.push_back({false, false, k});
+          }
+      } else {
+        // The output recomputed, the update sharded (where the whole model
+        // does not shard it already), and both.
+        bool shards = shardsUpdatesOn(g) && shardUpdates < 1;
+        std::optional<Cost> sharded;
+        if (shards)
+          sharded = layerCost(op, s, g, 1.0, recompute, m);
+        if (auto r = recomputedLayerCost(op, s, g, costs.back(), recompute, m)) {
+          more.push_back(*r);
+          meaning.push_back({true, false, 0});
+        }
+        if (sharded) {
+          more.push_back(*sharded);
+          meaning.push_back({false, true, 0});
+          if (auto rs = recomputedLayerCost(op, s, g, *sharded, recompute, m)) {
+            more.push_back(*rs);
+            meaning.push_back({true, true, 0});
+          }
+        }
       }
       anyVariant |= !more.empty();
       variants.push_back(std::move(more));
+      meanings.push_back(std::move(meaning));
     }
     if (!anyVariant)
       variants.clear();
+    space.variants.push_back(std::move(meanings));
     space.graph.addNode(op.layer.name, std::move(costs), std::move(variants));
     space.splits.push_back(std::move(splits));
   }
@@ -598,13 +628,16 @@ Strategy Space::strategyOf(const Solution &s, const std::vector<Operator> &ops) 
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].splittable)
       strategy.splits.push_back({ops[i].layer.name, splits[i][s.configs[i]]});
-    int variant = i < s.variants.size() ? s.variants[i] : 0;
-    // A table's variants are its schemes, a layer's one recomputes its
-    // output (spaceOf).
+    int k = i < s.variants.size() ? s.variants[i] : 0;
+    Variant v;
+    if (k > 0)
+      v = variants[i][s.configs[i]][k - 1];
     if (ops[i].table && tableSchemesOn(grid))
-      strategy.tableSchemes.push_back({ops[i].layer.name, kTableSchemes[variant]});
-    else if (variant != 0)
+      strategy.tableSchemes.push_back({ops[i].layer.name, kTableSchemes[v.tableScheme]});
+    if (v.recomputes)
       strategy.recomputed.push_back(ops[i].layer.name);
+    if (v.shardsUpdate)
+      strategy.shardedUpdates.push_back(ops[i].layer.name);
   }
   return strategy;
 }

@@ -117,6 +117,49 @@ TEST(StrategySpace, ZeroOneShardsTheOptimizerState) {
                    w * 2 - w * 0.5);
 }
 
+TEST(StrategySpace, EachLayerMayShardItsUpdate) {
+  // ZeRO-1 per layer: on a batch axis of two ranks or more, each layer's
+  // split has a variant with its update sharded (a quarter of its
+  // optimizer state, a reduce-scatter and an all-gather instead of the
+  // all-reduce, the update on a quarter), and one recomputing as well
+  // where it can recompute; on 4 x 1 none.
+  auto ops = twoLayers();
+  grid::Machine m = machine();
+  m.optimizerSlots = 2; // Adam
+  Space s = spaceOf(ops, {1, 4}, 0, 0, m), zero = spaceOf(ops, {1, 4}, 1, 0, m);
+  const Graph::Node &fc1 = s.graph.nodes[0];
+  ASSERT_EQ(fc1.variants.size(), 1u);
+  ASSERT_EQ(fc1.variants[0].size(), 3u); // recomputed, sharded, both
+  const auto &meaning = s.variants[0][0];
+  EXPECT_TRUE(meaning[0].recomputes && !meaning[0].shardsUpdate);
+  EXPECT_TRUE(!meaning[1].recomputes && meaning[1].shardsUpdate);
+  EXPECT_TRUE(meaning[2].recomputes && meaning[2].shardsUpdate);
+  // The sharded variant is the layer priced as the whole model sharded.
+  EXPECT_DOUBLE_EQ(fc1.variants[0][1].bytes, zero.graph.nodes[0].configs[0].bytes);
+  EXPECT_DOUBLE_EQ(fc1.variants[0][1].seconds, zero.graph.nodes[0].configs[0].seconds);
+  double w = 64 * 128 * 4;
+  EXPECT_DOUBLE_EQ(fc1.configs[0].bytes - fc1.variants[0][1].bytes, w * 2 - w * 0.5);
+  // Reduce-scatter and all-gather: one alpha-beta all-reduce's terms.
+  double ar = 2 * m.intra.alpha * 2 + m.intra.beta * 2 * w * 3 / 4;
+  double rsAg = 2 * (m.intra.alpha * 2 + m.intra.beta * w * 3 / 4);
+  double update = 4.0 * w * 3 / m.streamBytesPerSecond;
+  EXPECT_NEAR(fc1.configs[0].seconds - fc1.variants[0][1].seconds,
+              (ar - rsAg) + update * 3 / 4, 1e-12);
+  // A solution's variants name the layers.
+  Strategy both = s.strategyOf(Solution{{}, {0, 0}, {3, 2}}, ops);
+  EXPECT_EQ(both.shardedUpdates, (std::vector<std::string>{"fc1.weight", "fc2.weight"}));
+  EXPECT_EQ(both.recomputed, std::vector<std::string>{"fc1.weight"});
+  EXPECT_EQ(both.summary(), "1x4, ZeRO-1 on 2 layers, 1 layer recomputed");
+  EXPECT_TRUE(spaceOf(ops, {4, 1}, 0, 0, m).graph.nodes[0].variants[0].size() <= 1u);
+  // The search's smallest 1 x 4 point shards both.
+  StrategySearch search = searchStrategies(ops, 4, m);
+  size_t most = 0;
+  for (const Point &p : search.candidates)
+    if (p.strategy.grid.pr == 1)
+      most = std::max(most, p.strategy.shardedUpdates.size());
+  EXPECT_EQ(most, 2u);
+}
+
 TEST(StrategySpace, RecomputingASegmentCostsItsShareOfTheTime) {
   // A level of recomputation prices that share of the layers' kept
   // outputs read again (what it frees, the compiled plan says).
@@ -152,7 +195,8 @@ TEST(StrategySpace, ALayerMayRecomputeItsOutput) {
   double forward = 2.0 * 16 * 64 * 128 / m.flopsPerSecond;
   auto check = [&](Split split, double output, double flops) {
     int c = configOf(s, 0, split);
-    ASSERT_EQ(fc1.variants[c].size(), 1u) << nameOf(split);
+    ASSERT_FALSE(fc1.variants[c].empty()) << nameOf(split);
+    ASSERT_TRUE(s.variants[0][c][0].recomputes) << nameOf(split);
     const Cost &keep = fc1.configs[c], &again = fc1.variants[c][0];
     EXPECT_DOUBLE_EQ(keep.bytes - again.bytes, output) << nameOf(split);
     EXPECT_NEAR(again.seconds - keep.seconds, flops + 2 * output / m.streamBytesPerSecond, 1e-15)
@@ -160,10 +204,15 @@ TEST(StrategySpace, ALayerMayRecomputeItsOutput) {
   };
   check(Split::Whole, y, forward);
   check(Split::Out, y / 2, forward / 2);
-  EXPECT_TRUE(fc1.variants[configOf(s, 0, Split::In)].empty());
+  // (The other variants shard the update: EachLayerMayShardItsUpdate.)
+  auto recomputes = [&](int node, Split split) {
+    return llvm::any_of(s.variants[node][configOf(s, node, split)],
+                        [](const Space::Variant &v) { return v.recomputes; });
+  };
+  EXPECT_FALSE(recomputes(0, Split::In));
   ASSERT_EQ(fc2.variants.size(), fc2.configs.size());
-  EXPECT_EQ(fc2.variants[configOf(s, 1, Split::Whole)].size(), 1u);
-  EXPECT_TRUE(fc2.variants[configOf(s, 1, Split::In)].empty());
+  EXPECT_TRUE(s.variants[1][configOf(s, 1, Split::Whole)][0].recomputes);
+  EXPECT_FALSE(recomputes(1, Split::In));
   // A solution's variant 1 names the layer among the recomputed ones.
   Solution sol{{}, {configOf(s, 0, Split::Out), configOf(s, 1, Split::In)}, {1, 0}};
   Strategy strategy = s.strategyOf(sol, ops);
@@ -235,9 +284,9 @@ TEST(StrategySpace, SearchCoversEveryGridAndItsFrontier) {
   grid::Machine m = machine();
   m.ranksPerMachine = 4;
   StrategySearch search = searchStrategies(ops, 4, m);
-  // 1x4 and 2x2 each without ZeRO-1, with it on half the buckets' bytes and
-  // on all, and 4x1; each with the cheap activations kept or recomputed.
-  EXPECT_EQ(search.spaces, 14);
+  // 1x4, 2x2 and 4x1, each with the cheap activations kept or recomputed
+  // (ZeRO-1 is each layer's variant).
+  EXPECT_EQ(search.spaces, 6);
   ASSERT_FALSE(search.frontier.empty());
   for (size_t i = 1; i < search.frontier.size(); ++i) {
     EXPECT_LE(search.frontier[i - 1].predicted.seconds, search.frontier[i].predicted.seconds);

@@ -826,6 +826,9 @@ static void applyStrategy(const parallax::strategy::Strategy &s) {
   syncVariables.clear();
   for (std::string &entry : s.syncVariables())
     syncVariables.push_back(entry);
+  shardWeightUpdateVariables.clear();
+  for (const std::string &layer : s.shardedUpdates)
+    shardWeightUpdateVariables.push_back(layer);
 }
 
 /// Compiles `s` (its grid, its layer splits, ZeRO-1 or not) into a plan's
@@ -974,7 +977,8 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
         const st::Strategy &a = o.point.strategy, &b = point.point.strategy;
         return a.grid.pr == b.grid.pr && a.shardUpdates == b.shardUpdates &&
                a.recompute == b.recompute && a.splits == b.splits &&
-               a.recomputed == b.recomputed;
+               a.recomputed == b.recomputed && a.shardedUpdates == b.shardedUpdates &&
+               a.tableSchemes == b.tableSchemes;
       };
       if (llvm::any_of(points, same))
         return;
@@ -987,7 +991,7 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   bool data = false, model = false;
   for (const st::Point &p : search.candidates) {
     bool isData = p.strategy.pureData() && !p.strategy.shardUpdates && !p.strategy.recompute &&
-                  p.strategy.recomputed.empty();
+                  p.strategy.recomputed.empty() && p.strategy.shardedUpdates.empty();
     bool isModel = p.strategy.pureModel() && !model;
     data |= isData;
     model |= isModel;
@@ -1004,17 +1008,18 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   for (const parallax::grid::Grid &g : parallax::grid::gridsOf(worldSize())) {
     if (g.pr == 1 || !machine.holdsModelGroup(g))
       continue;
-    for (st::SpaceOptions o : st::spaceOptionsOf(g)) {
-      if ((o.recompute > 0 && o.recompute < 1) || (o.shardUpdates > 0 && o.shardUpdates < 1))
-        continue; // a share's level: the searched points have them
-      st::Point p;
-      p.strategy.grid = g;
-      p.strategy.shardUpdates = o.shardUpdates;
-      p.strategy.recompute = o.recompute;
-      bool isModel = g.pc == 1 && !model;
-      model |= isModel;
-      add(p, isModel ? "pure model parallelism" : "", false);
-    }
+    for (st::SpaceOptions o : st::spaceOptionsOf(g))
+      for (double zero : {0.0, 1.0}) {
+        if (zero > 0 && !st::shardsUpdatesOn(g))
+          continue;
+        st::Point p;
+        p.strategy.grid = g;
+        p.strategy.shardUpdates = zero;
+        p.strategy.recompute = o.recompute;
+        bool isModel = g.pc == 1 && !model;
+        model |= isModel;
+        add(p, isModel ? "pure model parallelism" : "", false);
+      }
   }
   summary.compileSeconds = secondsSince(start);
   // The frontier again, over the compiled predictions: a slower point
@@ -1097,7 +1102,7 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   const st::CompiledPoint &c = points[*chosen];
   llvm::errs() << llvm::formatv(
       "parallax-opt: strategy search: {0} frontier point(s) of {1} strategies compiled ({2} "
-      "spaces of grid, ZeRO-1 and recomputation, search {3:F2} s, compiling {4:F2} s); "
+      "spaces of grid and recomputation level, search {3:F2} s, compiling {4:F2} s); "
       "point {5}: {6}, "
       "predicted {7:F3} ms/step, {8} per rank\n",
       onFrontier, points.size(), summary.spaces, summary.searchSeconds, summary.compileSeconds,

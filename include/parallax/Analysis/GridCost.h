@@ -106,6 +106,9 @@ double calibratedCollectiveRate(const Machine &m, std::string_view kind, int64_t
 /// else alpha-beta.
 double allGatherSeconds(int64_t p, double bytes, const Link &link, const Machine &m);
 double allReduceSeconds(int64_t p, double bytes, const Link &link, const Machine &m);
+/// A reduce-scatter of `bytes` over `p` ranks (each keeps 1/p of the sum):
+/// the all-gather's volume, at the calibrated "reduce_scatter" rate.
+double reduceScatterSeconds(int64_t p, double bytes, const Link &link, const Machine &m);
 
 /// One layer with a weight, as the model treats it.
 struct Layer {

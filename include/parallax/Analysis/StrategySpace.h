@@ -114,6 +114,10 @@ struct Strategy {
   /// The layers whose outputs are recomputed from their inputs
   /// (checkpointed; px-recompute's `layers`), by weight name.
   std::vector<std::string> recomputed;
+  /// The layers whose weight's update and optimizer state are sharded over
+  /// the batch axis (ZeRO-1 per variable:
+  /// --shard-weight-update-variables), by weight name.
+  std::vector<std::string> shardedUpdates;
   /// Each table's synchronization (kTableSchemes), by variable name, where
   /// the grid offers a choice (px-sync's `variables`).
   std::vector<std::pair<std::string, std::string>> tableSchemes;
@@ -134,19 +138,23 @@ struct Strategy {
   bool pureModel() const;
 };
 
-/// The choices a grid's strategies make for the whole model: ZeRO-1 (only
-/// where the batch axis has two ranks or more) and whether the cheap
-/// activations are recomputed (kRecomputeLevels: none or all; the layers'
-/// own recomputation, a variant of each one's split, gives the levels
-/// between, and px-recompute's fraction stays a hand option).
+/// The choices a grid's strategies make for the whole model: whether the
+/// cheap activations are recomputed (kRecomputeLevels: none or all; the
+/// layers' own recomputation, a variant of each one's split, gives the
+/// levels between, and px-recompute's fraction stays a hand option).
+/// ZeRO-1 is each layer's choice (a variant, where shardsUpdatesOn); a
+/// space's `shardUpdates` (ZeRO-1 on that share of every bucket, the
+/// largest first: --shard-weight-update-fraction) prices --grid's
+/// references only.
 struct SpaceOptions {
   double shardUpdates = 0;
   double recompute = 0;
 };
 inline constexpr double kRecomputeLevels[] = {0, 1};
-/// ZeRO-1's levels (where the batch axis has two ranks or more).
-inline constexpr double kShardLevels[] = {0, 0.5, 1};
 std::vector<SpaceOptions> spaceOptionsOf(const grid::Grid &g);
+/// Whether a layer may shard its update on `g`: a batch axis of two ranks
+/// or more.
+bool shardsUpdatesOn(const grid::Grid &g);
 
 /// The FT graph of `ops` on one grid.
 struct Space {
@@ -154,11 +162,17 @@ struct Space {
   double shardUpdates = 0;
   double recompute = 0;
   Graph graph;
-  /// Node i is operator i; its configuration c is splits[i][c], whose
-  /// variant 1 (where it has one) recomputes a layer's output, or for a
-  /// table where tableSchemesOn(grid), variant k synchronizes it by
-  /// kTableSchemes[k].
+  /// Node i is operator i; its configuration c is splits[i][c], and its
+  /// variant k > 0 does what variants[i][c][k - 1] says.
   std::vector<std::vector<Split>> splits;
+  /// What a variant changes: a layer's output recomputed, its update
+  /// sharded, or both; a table's scheme (where tableSchemesOn(grid)).
+  struct Variant {
+    bool recomputes = false;
+    bool shardsUpdate = false;
+    int tableScheme = 0;
+  };
+  std::vector<std::vector<std::vector<Variant>>> variants;
 
   Strategy strategyOf(const Solution &s, const std::vector<Operator> &ops) const;
 };
