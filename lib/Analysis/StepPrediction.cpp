@@ -607,6 +607,22 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
         l.syncSeconds += reductionSeconds(l.syncBytes, machine);
       // In the runtime's all_reduce kernels (the buckets).
       p.byKernel["all_reduce"].seconds += l.syncSeconds;
+    } else if (scheme && scheme.getValue() == "allgatherv") {
+      // One all-gather of equal blocks (px-sync's row capacity: the bytes
+      // each member sends are (G - 1) blocks) at the calibrated all-gather
+      // rate, or alpha-beta; the kernel packs its block and unpacks the
+      // group's on the host.
+      int64_t group = std::max<int64_t>(1, world / pr);
+      bool oneMachine = &batchLink == &machine.intra;
+      double sent = (double)l.syncBytes;
+      double rate =
+          grid::calibratedCollectiveRate(machine, "all_gather", group, oneMachine, sent);
+      double block = group > 1 ? sent / (double)(group - 1) : 0;
+      l.syncSeconds = (rate > 0 ? sent / rate
+                                : batchLink.alpha * grid::ceilLog2(group) + batchLink.beta * sent) +
+                      2 * block * (double)(1 + group) / machine.streamBytesPerSecond;
+      ++p.byKernel["all_gatherv"].calls;
+      p.byKernel["all_gatherv"].seconds += l.syncSeconds;
     }
     int64_t memory = 2 * bytesOf(var.getType());
     for (Operation *user : var->getUsers())
