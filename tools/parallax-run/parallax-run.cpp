@@ -276,8 +276,8 @@ int main(int argc, char **argv) {
       ("tf32", "Let cuBLAS and cuDNN use TF32 tensor cores for f32 products (faster; "
        "results then differ from the CPU's by about 1e-3)")
       ("deterministic", "on: cuDNN convolutions take an algorithm that gives the same "
-       "bits on every run where one exists; off: the one its heuristics rank first, "
-       "which may sum with atomics (faster on some layers)",
+       "bits on every run where one exists; off: the fastest cuDNN measures at start-up "
+       "(PyTorch's cudnn.benchmark), which may sum with atomics",
        cxxopts::value<std::string>()->default_value("on"))
       ("cuda-graph", "Replay the steady-state step as a CUDA graph: auto (when no kernel "
        "runs on the host) or off", cxxopts::value<std::string>()->default_value("auto"))

@@ -332,7 +332,12 @@ bool pickAlgo(const std::vector<Perf> &perf, int count, bool tf32, bool anyOrder
   return false;
 }
 
-/// Chooses the algorithm of `op` for the descriptors in `cc`.
+/// Chooses the algorithm of `op` for the descriptors in `cc`. With
+/// `anyOrder` (--deterministic=off) cuDNN times every algorithm on scratch
+/// buffers it allocates (cudnnFind*, PyTorch's cudnn.benchmark) and the
+/// fastest allowed one wins, since its heuristics' first was measured
+/// slower on some layers (tv_resnet18); otherwise its heuristics rank
+/// them, which gives every run the same choice.
 bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, bool anyOrder,
                 cudnnMathType_t &math) {
   cudnnHandle_t h = cc.handle;
@@ -342,8 +347,10 @@ bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, bool anyOrder,
         max < 1)
       return false;
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(max);
-    if (cudnnGetConvolutionForwardAlgorithm_v7(h, cc.x, cc.w, cc.conv, cc.y, max,
-                                               &count, perf.data()) !=
+    if ((anyOrder ? cudnnFindConvolutionForwardAlgorithm(h, cc.x, cc.w, cc.conv, cc.y, max,
+                                                         &count, perf.data())
+                  : cudnnGetConvolutionForwardAlgorithm_v7(h, cc.x, cc.w, cc.conv, cc.y, max,
+                                                           &count, perf.data())) !=
         CUDNN_STATUS_SUCCESS)
       return false;
     auto allowed = [](cudnnConvolutionFwdAlgo_t a) {
@@ -364,8 +371,10 @@ bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, bool anyOrder,
         max < 1)
       return false;
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(max);
-    if (cudnnGetConvolutionBackwardDataAlgorithm_v7(h, cc.w, cc.y, cc.conv, cc.x,
-                                                    max, &count, perf.data()) !=
+    if ((anyOrder ? cudnnFindConvolutionBackwardDataAlgorithm(h, cc.w, cc.y, cc.conv, cc.x,
+                                                              max, &count, perf.data())
+                  : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, cc.w, cc.y, cc.conv, cc.x,
+                                                                max, &count, perf.data())) !=
         CUDNN_STATUS_SUCCESS)
       return false;
     auto allowed = [](cudnnConvolutionBwdDataAlgo_t a) {
@@ -383,8 +392,10 @@ bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, bool anyOrder,
       max < 1)
     return false;
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(max);
-  if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, cc.x, cc.y, cc.conv, cc.w,
-                                                    max, &count, perf.data()) !=
+  if ((anyOrder ? cudnnFindConvolutionBackwardFilterAlgorithm(h, cc.x, cc.y, cc.conv, cc.w,
+                                                              max, &count, perf.data())
+                : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, cc.x, cc.y, cc.conv, cc.w,
+                                                                max, &count, perf.data())) !=
       CUDNN_STATUS_SUCCESS)
     return false;
   auto allowed = [](cudnnConvolutionBwdFilterAlgo_t a) {
