@@ -293,7 +293,7 @@ std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g) {
   return splits;
 }
 
-bool tableSchemesOn(const grid::Grid &g) { return g.pr == 1 && g.pc > 1; }
+bool tableSchemesOn(const grid::Grid &g, Split s) { return g.pc > 1 && s == Split::Whole; }
 
 std::vector<std::string> Strategy::syncVariables() const {
   std::vector<std::string> out;
@@ -572,7 +572,7 @@ Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, double shar
       std::vector<Cost> more;
       std::vector<Space::Variant> meaning;
       if (op.table) {
-        if (tableSchemesOn(g))
+        if (tableSchemesOn(g, s))
           for (int k = 1; k < (int)std::size(kTableSchemes); ++k) {
             more.push_back(tableCost(op, s, g, m, k));
             meaning.push_back({false, false, k});
@@ -632,7 +632,7 @@ Strategy Space::strategyOf(const Solution &s, const std::vector<Operator> &ops) 
     Variant v;
     if (k > 0)
       v = variants[i][s.configs[i]][k - 1];
-    if (ops[i].table && tableSchemesOn(grid))
+    if (ops[i].table && tableSchemesOn(grid, splits[i][s.configs[i]]))
       strategy.tableSchemes.push_back({ops[i].layer.name, kTableSchemes[v.tableScheme]});
     if (v.recomputes)
       strategy.recomputed.push_back(ops[i].layer.name);

@@ -158,6 +158,7 @@ Session::Session(Plan plan, SessionOptions options)
   env_.seed = options_.seed;
   env_.rank = options_.rank;
   env_.worldSize = options_.worldSize;
+  env_.ranksPerMachine = std::max(1, plan_.ranksPerMachine);
   if (options_.comm) {
     env_.comm = options_.comm;
   } else {

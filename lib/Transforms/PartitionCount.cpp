@@ -66,13 +66,17 @@ struct PartitionPass : parallax::impl::PxPartitionBase<PartitionPass> {
       int64_t u = rows;
       if (auto r = px::getAttr<px::PxDialect::RowsPerStepAttrHelper>(var))
         u = r.getInt();
-      double n = (double)c.worldSize;
+      // The servers are the batch group's (every rank without a model
+      // axis; on a Pr x Pc grid each model rank's Pc ranks, which serve
+      // its replica of the table).
+      const int64_t group = c.dataRanks();
+      double n = (double)group;
       double theta1 = n * u * 2 * (rowBytes + 8) / c.bandwidth() +
                       n * u * rowBytes * c.updateSecondsPerByte;
       double theta2 = 3 * c.latency();
       int64_t best = 1;
       double bestTime = INFINITY;
-      int64_t maxP = std::min<int64_t>(c.worldSize, std::max<int64_t>(rows, 1));
+      int64_t maxP = std::min<int64_t>(group, std::max<int64_t>(rows, 1));
       for (int64_t p = 1; p <= maxP; ++p) {
         double t = theta1 / p + theta2 * (p - 1);
         if (t < bestTime - 1e-15) {
@@ -90,33 +94,41 @@ struct PartitionPass : parallax::impl::PxPartitionBase<PartitionPass> {
                                      (type.getElementTypeBitWidth() / 8) / best});
     }
     // Greedy placement, biggest partitions first: the machine with the
-    // fewest bytes so far, then its rank with the fewest bytes.
+    // fewest bytes so far, then its rank with the fewest bytes. Ranks are
+    // the batch group's, q; on a grid, q's world rank is q Pr (the model
+    // axis is the inner one), for the machine it runs on.
     std::stable_sort(parts.begin(), parts.end(),
                      [](const Part &a, const Part &b) { return a.bytes > b.bytes; });
-    std::vector<double> machineLoad(c.machines(), 0), rankLoad(c.worldSize, 0);
+    const int64_t group = c.dataRanks();
+    auto machineOf = [&](int64_t q) { return q * c.modelRanks / c.ranksPerMachine; };
+    std::vector<double> machineLoad(c.machines(), 0), rankLoad(group, 0);
     llvm::DenseMap<Operation *, SmallVector<int64_t>> placement;
     // A variable's partitions go to different ranks when they can: two on
     // one rank would not serve in parallel.
     llvm::DenseMap<Operation *, llvm::DenseSet<int64_t>> holds;
     for (const Part &p : parts) {
       auto &mine = holds[p.var];
-      auto leastLoaded = [&](int64_t begin, int64_t end) {
+      // The least loaded rank on machine `m` (any machine: -1), free of
+      // this variable's partitions unless `taken` allows them.
+      auto leastLoaded = [&](int64_t m, bool taken) {
         int64_t best = -1;
-        for (int64_t r = begin; r < end; ++r)
-          if (!mine.contains(r) && (best < 0 || rankLoad[r] < rankLoad[best]))
-            best = r;
+        for (int64_t q = 0; q < group; ++q)
+          if ((m < 0 || machineOf(q) == m) && (taken || !mine.contains(q)) &&
+              (best < 0 || rankLoad[q] < rankLoad[best]))
+            best = q;
         return best;
       };
-      int64_t m = std::min_element(machineLoad.begin(), machineLoad.end()) -
-                  machineLoad.begin();
-      int64_t r = leastLoaded(m * c.ranksPerMachine, (m + 1) * c.ranksPerMachine);
+      // The least loaded machine among those holding a rank of the group.
+      int64_t m = -1;
+      for (int64_t q = 0; q < group; ++q)
+        if (m < 0 || machineLoad[machineOf(q)] < machineLoad[m])
+          m = machineOf(q);
+      int64_t r = leastLoaded(m, false);
       if (r < 0) // every rank of that machine has one: any free rank
-        r = leastLoaded(0, c.worldSize);
-      if (r < 0) {
-        auto first = rankLoad.begin() + m * c.ranksPerMachine;
-        r = std::min_element(first, first + c.ranksPerMachine) - rankLoad.begin();
-      }
-      m = r / c.ranksPerMachine;
+        r = leastLoaded(-1, false);
+      if (r < 0)
+        r = leastLoaded(m, true);
+      m = machineOf(r);
       mine.insert(r);
       machineLoad[m] += p.bytes;
       rankLoad[r] += p.bytes;

@@ -113,10 +113,17 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       if (chosen == "ps" && cast<ShapedType>(it->second.getVariable().getType()).getRank() < 1)
         return module.emitError("px-sync: variables: '")
                << name << "' is a scalar; ps partitions a variable's rows";
-      if (chosen == "ps" && cluster.modelRanks > 1)
+      // On a grid that splits the model, each model rank's batch group
+      // serves its own replica of a whole table.
+      if (chosen == "ps" && cluster.modelRanks > 1 && !sparse)
         return module.emitError("px-sync: variables: '")
-               << name << "': on a grid that splits the model, variables are "
-               << "synchronized by all-reduce or all-gather (ps is not supported there yet)";
+               << name << "' has a dense gradient: on a grid that splits the model only "
+               << "a row-sparse table goes to the parameter servers";
+      if (chosen == "ps" && cluster.modelRanks > 1 &&
+          it->second.getVariable().getDefiningOp<px::VariableOp>().getSplitAxes())
+        return module.emitError("px-sync: variables: '")
+               << name << "' is split over the model axis (vocabulary-parallel): the "
+               << "parameter servers serve whole tables";
       fixed[name] = chosen.str();
     }
     return success();
@@ -134,10 +141,10 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     }
     if (scheme != "hybrid")
       return scheme;
-    // Not yet on a model-split grid: the parameter-server kernels find
-    // machines in a two-axis grid. The rows are all-gathered over the
-    // batch axes instead (densified, Adam would update every row: not what
-    // one rank's lazy update does).
+    // On a model-split grid the rows are all-gathered over the batch axes
+    // (densified, Adam would update every row: not what one rank's lazy
+    // update does), whose bytes are exact; the parameter servers are there
+    // by name (`variables`, the strategy search's choice).
     if (cluster.modelRanks > 1)
       return "allgatherv";
     double n = cluster.dataRanks();

@@ -47,11 +47,11 @@ def main():
                     s not in ("whole", "out", "in", "rows") for s in p["splits"].values()):
                 print(f"point {p['point']} names other operators or splits: {p['splits']}")
                 return 1
-    # A table's scheme is named only off model-split grids, and is one of
-    # px-sync's.
+    # A table's scheme is named only for a whole table (one split by
+    # vocabulary all-gathers its rows), and is one of px-sync's.
     for p in points:
         schemes = p.get("sync_variables", {})
-        if (schemes and p["grid"].split("x")[0] != "1") or any(
+        if any(p["splits"].get(t, "whole") != "whole" for t in schemes) or any(
                 s not in ("allgatherv", "ps", "allreduce") for s in schemes.values()):
             print(f"point {p['point']} names table schemes it cannot: {schemes}")
             return 1

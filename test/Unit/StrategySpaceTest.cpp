@@ -224,12 +224,13 @@ TEST(StrategySpace, ALayerMayRecomputeItsOutput) {
   EXPECT_FALSE(search.frontier.back().strategy.recomputed.empty());
 }
 
-TEST(StrategySpace, ATableChoosesItsSynchronizationOffModelSplitGrids) {
+TEST(StrategySpace, AWholeTableChoosesItsSynchronization) {
   // An embedding table of 10000 x 64 whose 4096 lookups a step touch
   // (1024 per rank on 1 x 4): px-sync's three schemes are variants of its
   // whole split there, in kTableSchemes' order, each at its closed form;
-  // on a grid that splits the model (all-gatherv) and on 4 x 1 (nothing
-  // to synchronize) it has none.
+  // on 2 x 2 too for the whole table (each model rank's batch group
+  // serves its replica), not when it is split by vocabulary (all-gatherv);
+  // on 4 x 1 (nothing to synchronize) none.
   Operator table;
   table.layer.name = "emb";
   table.table = true;
@@ -263,10 +264,16 @@ TEST(StrategySpace, ATableChoosesItsSynchronizationOffModelSplitGrids) {
   EXPECT_EQ(byPs.summary(), "1x4, 1 table by ps");
   EXPECT_EQ(s.strategyOf(Solution{{}, {0}, {0}}, ops).syncVariables(),
             std::vector<std::string>{"emb=allgatherv"});
-  EXPECT_TRUE(spaceOf(ops, {2, 2}, 0, 0, m).graph.nodes[0].variants.empty());
+  Space grid = spaceOf(ops, {2, 2}, 0, 0, m);
+  int kept = configOf(grid, 0, Split::Whole), rows = configOf(grid, 0, Split::Rows);
+  ASSERT_GE(kept, 0);
+  ASSERT_GE(rows, 0);
+  EXPECT_EQ(grid.graph.nodes[0].variants[kept].size(), 2u);
+  EXPECT_TRUE(grid.graph.nodes[0].variants[rows].empty());
+  EXPECT_EQ(grid.strategyOf(Solution{{}, {kept}, {1}}, ops).syncVariables(),
+            std::vector<std::string>{"emb=ps"});
+  EXPECT_TRUE(grid.strategyOf(Solution{{}, {rows}, {0}}, ops).tableSchemes.empty());
   EXPECT_TRUE(spaceOf(ops, {4, 1}, 0, 0, m).graph.nodes[0].variants.empty());
-  EXPECT_TRUE(spaceOf(ops, {2, 2}, 0, 0, m).strategyOf(Solution{{}, {0}, {}}, ops)
-                  .tableSchemes.empty());
   // The search keeps the parameter server, faster and smaller here, and
   // drops the all-gatherv it dominates.
   StrategySearch search = searchStrategies(ops, 4, m);

@@ -1230,6 +1230,15 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
                           {"comm_seconds", predicted.commSeconds()},
                           {"compute_seconds", predicted.computeSeconds()},
                           {"step_seconds", predicted.seconds()}};
+        // A parameter server's rows per step are bounded, not known: its
+        // bytes are an upper bound (px.bytes_exact).
+        bool exact = true;
+        module->walk([&](px::VariableOp var) {
+          if (auto e = px::getAttr<px::PxDialect::BytesExactAttrHelper>(var))
+            exact = exact && e.getValue();
+        });
+        if (!exact)
+          d["predicted"]["bytes_exact"] = false;
         if (predicted.ranksDiffer()) {
           // Halo exchanges: the edge blocks' ranks have one neighbour.
           auto &byRank = d["predicted"]["bytes_by_rank"] = nlohmann::json::array();

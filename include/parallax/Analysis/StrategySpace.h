@@ -93,10 +93,12 @@ std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g);
 /// px-sync's schemes for a table's row-sparse gradient, as a table's
 /// variants number them (variant 0, its split's own cost: all-gatherv).
 inline constexpr const char *kTableSchemes[] = {"allgatherv", "ps", "allreduce"};
-/// Whether a table's scheme is a choice on `g`: px-sync offers the three
-/// where the model is whole and the batch axis has two ranks or more (on a
-/// model-split grid it all-gathers; on P x 1 nothing is synchronized).
-bool tableSchemesOn(const grid::Grid &g);
+/// Whether a table split `s` on `g` chooses its scheme: px-sync offers the
+/// three for a whole table where the batch axis has two ranks or more (on
+/// a model-split grid each model rank's batch group serves its replica);
+/// a table split by vocabulary all-gathers its rows, and on P x 1 nothing
+/// is synchronized.
+bool tableSchemesOn(const grid::Grid &g, Split s);
 
 /// One point's strategy: the grid, each named operator's split, how much of
 /// the update is sharded (ZeRO-1) and how much is recomputed.
@@ -166,7 +168,7 @@ struct Space {
   /// variant k > 0 does what variants[i][c][k - 1] says.
   std::vector<std::vector<Split>> splits;
   /// What a variant changes: a layer's output recomputed, its update
-  /// sharded, or both; a table's scheme (where tableSchemesOn(grid)).
+  /// sharded, or both; a table's scheme (where tableSchemesOn).
   struct Variant {
     bool recomputes = false;
     bool shardsUpdate = false;

@@ -111,6 +111,9 @@ struct ExecEnv {
   int64_t globalBatch = 0;
   /// Ranks the batch is split over: the world, or Pc of a Pr x Pc grid.
   int dataRanks = 1;
+  /// The plan's ranks per machine (world ranks are numbered machine by
+  /// machine): where a parameter server's exchange sums rows per machine.
+  int ranksPerMachine = 1;
   /// The device the kernels run on (null: the host, as in unit tests).
   Device *device = nullptr;
   /// The kernels' shared scratch (null until a kernel asks for some).

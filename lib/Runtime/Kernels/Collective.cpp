@@ -575,12 +575,9 @@ KernelFn psPushTyped(KernelArgs &args) {
   int64_t width = vals.numElements() / std::max<int64_t>(idx.numElements(), 1);
   int64_t capacity = outIdx.numElements();
   bool localAggregation = args.flag("local_aggregation");
-  // Machines are the grid's first axis (px-cluster's machines x ranks
-  // grid); a one-axis grid is one machine.
-  std::vector<int64_t> gridShape = args.has("grid_shape")
-                                       ? args.i64s("grid_shape")
-                                       : std::vector<int64_t>{args.env.worldSize};
-  int perMachine = gridShape.size() == 2 ? (int)gridShape[1] : args.env.worldSize;
+  // World ranks are numbered machine by machine (a Pr x Pc grid's too),
+  // as the plan's cluster has them.
+  int perMachine = std::max(1, args.env.ranksPerMachine);
   auto names = variablesOf(args, 1);
   Comm *comm = args.env.comm;
   TensorView i0 = idx, v0 = vals, i1 = outIdx, v1 = outVals;
