@@ -15,8 +15,8 @@ each plan (parallax-run PLAN --print-plan). For every model, on the same GPU:
   random --steps W+N --metrics F; its step_time_s (which includes drawing the
   synthetic batch on the host and uploading it). --parallax-args adds
   options to its command line (--deterministic=off: cuDNN's convolution
-  algorithms in its heuristics' order, atomics allowed, as PyTorch's
-  default).
+  algorithms timed at load and the fastest taken, atomics allowed, as
+  PyTorch's defaults and cudnn.benchmark).
 * PyTorch: the nn.Module of examples/make_models.py (the exported model
   itself) moved to the GPU, model.train(), the plan's optimizer (SGD lr 0.01
   for the carried plans), TF32 off for matmuls and cuDNN (as parallax-run

@@ -197,8 +197,8 @@ if [ -d "$dir/plans/bench" ]; then
   grep '^|' "$out/bench-gpu-large.log" >>"$summary"
   if [ $rc -eq 0 ]; then say "bench large" "PASS $(tail -1 "$out/bench-gpu-large.log")"
   else fail "bench large" "rc $rc: $(tail -2 "$out/bench-gpu-large.log" | tr '\n' ' ' | cut -c1-300)"; fi
-  # The convolutional models again with cuDNN's algorithms in its
-  # heuristics' order (atomics allowed), as PyTorch's default takes them,
+  # The convolutional models again with cuDNN's algorithms timed at load
+  # (atomics allowed), as PyTorch's defaults and cudnn.benchmark take them,
   # and where cnn's step goes in each mode (--profile's busiest ops).
   timeout 200 python3 bench/gpu.py --run "$run" --plans "$dir/plans/bench" \
     --models cnn,densenet,mobile,tv_mobilenet_v2,tv_resnet18,tv_squeezenet \

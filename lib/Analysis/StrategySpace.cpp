@@ -476,8 +476,9 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, double shardUpd
     c.seconds += sharded * (grid::reduceScatterSeconds(syncGroup, dw, syncLink, m) +
                             grid::allGatherSeconds(syncGroup, dw, syncLink, m));
   // The sharded update runs on its share of the parameters (on that share
-  // of the buckets: the layer's expected share of each).
-  double perUpdater = 1.0 - sharded + sharded / (double)g.pc;
+  // of the buckets: the layer's expected share of each), over the group
+  // its gradient is summed over.
+  double perUpdater = 1.0 - sharded + sharded / (double)syncGroup;
   c.seconds += 4.0 * dw * (1 + m.optimizerSlots) * perUpdater / m.streamBytesPerSecond;
   // Value and gradient, optimizer state (its share under ZeRO-1), and the
   // output kept for the backward pass.

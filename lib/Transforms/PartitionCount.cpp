@@ -13,8 +13,9 @@
 //            of the pull request, the reply and the push: 3 latencies;
 //   theta0 = everything that does not depend on P (left out of the argmin).
 //
-// P is at most the number of ranks: two partitions on one rank do not serve
-// in parallel.
+// P is at most the number of ranks that serve the table (the batch group's:
+// every rank, or on a Pr x Pc grid each model rank's Pc): two partitions on
+// one rank do not serve in parallel.
 //
 //===----------------------------------------------------------------------===//
 

@@ -95,7 +95,8 @@ struct ShardWeightUpdatePass
       module.emitError("px-shard-weight-update: give `variables` or `fraction`, not both");
       return signalPassFailure();
     }
-    // The buckets of the variables named, every member one of them.
+    // The buckets of the variables named, every member one of them; a
+    // name in none of them keeps its update whole, which is said.
     if (!variables.empty()) {
       llvm::StringSet<> named;
       for (const std::string &v : variables)
@@ -108,6 +109,18 @@ struct ShardWeightUpdatePass
           });
         });
       });
+      llvm::StringSet<> sharded;
+      for (const Shardable &s : shardable)
+        for (px::AllReduceOp ar : s.bucket)
+          if (auto names = px::getAttr<px::PxDialect::VariablesAttrHelper>(ar))
+            for (Attribute n : names)
+              sharded.insert(cast<StringAttr>(n).getValue());
+      for (const std::string &v : variables)
+        if (!sharded.contains(v))
+          module.emitWarning("px-shard-weight-update: '")
+              << v << "' is in no bucket whose update can be sharded (a group of fewer "
+              << "than min-ranks ranks, a member read by more than its update, or a "
+              << "member not named): its update stays whole";
     }
     // A share of them, the largest first (the most optimizer state per
     // bucket), until at least `fraction` of their bytes is sharded.

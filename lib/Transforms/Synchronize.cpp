@@ -37,6 +37,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Dominance.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
@@ -91,40 +92,42 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     for (const std::string &entry : variableSchemes) {
       auto [name, chosen] = StringRef(entry).split('=');
       if (name.empty() || chosen.empty())
-        return module.emitError("px-sync: variables: '")
+        return module.emitError("px-sync: variables (--sync-variable): '")
                << entry << "' is not NAME=SCHEME";
       if (chosen != "allreduce" && chosen != "ps" && chosen != "allgatherv")
-        return module.emitError("px-sync: variables: unknown scheme '")
+        return module.emitError("px-sync: variables (--sync-variable): unknown scheme '")
                << chosen << "' for '" << name << "' (expected allreduce, ps or allgatherv)";
       auto it = gradients.find(name);
       if (it == gradients.end()) {
         std::string known;
         for (const auto &g : gradients)
           known += (known.empty() ? "" : ", ") + g.getKey().str();
-        return module.emitError("px-sync: variables: '")
+        return module.emitError("px-sync: variables (--sync-variable): '")
                << name << "' is no trainable variable of the step (they are: " << known
                << ")";
       }
       bool sparse = isa<px::SparseGradType>(it->second.getGrad().getType());
       if (chosen == "allgatherv" && !sparse)
-        return module.emitError("px-sync: variables: '")
+        return module.emitError("px-sync: variables (--sync-variable): '")
                << name << "' has a dense gradient; allgatherv gathers row-sparse ones "
                << "(a table read only through Gather)";
       if (chosen == "ps" && cast<ShapedType>(it->second.getVariable().getType()).getRank() < 1)
-        return module.emitError("px-sync: variables: '")
+        return module.emitError("px-sync: variables (--sync-variable): '")
                << name << "' is a scalar; ps partitions a variable's rows";
       // On a grid that splits the model, each model rank's batch group
       // serves its own replica of a whole table.
       if (chosen == "ps" && cluster.modelRanks > 1 && !sparse)
-        return module.emitError("px-sync: variables: '")
+        return module.emitError("px-sync: variables (--sync-variable): '")
                << name << "' has a dense gradient: on a grid that splits the model only "
                << "a row-sparse table goes to the parameter servers";
       if (chosen == "ps" && cluster.modelRanks > 1 &&
           it->second.getVariable().getDefiningOp<px::VariableOp>().getSplitAxes())
-        return module.emitError("px-sync: variables: '")
+        return module.emitError("px-sync: variables (--sync-variable): '")
                << name << "' is split over the model axis (vocabulary-parallel): the "
                << "parameter servers serve whole tables";
-      fixed[name] = chosen.str();
+      if (!fixed.try_emplace(name, chosen.str()).second)
+        return module.emitError("px-sync: variables (--sync-variable): '")
+               << name << "' is named twice";
     }
     return success();
   }
@@ -485,7 +488,10 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     int64_t first = std::min<int64_t>(bucketBytes, kFirstBucketBytes);
     Pending batch{{}, 0, first, axes, cluster.dataRanks()};
     Pending whole{{}, 0, first, allAxes, cluster.worldSize};
-    Pending batchApart = batch, wholeApart = whole;
+    // (Their first bucket is no smaller: the small first bucket starts the
+    // communication early, which the others' does.)
+    Pending batchApart{{}, 0, bucketBytes, axes, cluster.dataRanks()};
+    Pending wholeApart{{}, 0, bucketBytes, allAxes, cluster.worldSize};
     int64_t bucket = 0;
     auto flush = [&](Pending &p) {
       if (p.members.empty())
@@ -563,7 +569,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     if (cluster.modelRanks > 1 && scheme == "ps") {
       module.emitError("px-sync: on a grid that splits the model, variables are "
                        "synchronized by all-reduce or all-gather (scheme '")
-          << scheme << "' is not supported there yet)";
+          << scheme << "' is refused there; a whole table goes to the parameter servers "
+          << "with --sync-variable=TABLE=ps)";
       return signalPassFailure();
     }
     func::FuncOp func = getEntryFunction(module);
@@ -622,7 +629,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         std::string known;
         for (auto &[var, g] : dense)
           known += (known.empty() ? "" : ", ") + var.getName().str();
-        module.emitError("px-sync: sharded-variables: '")
+        module.emitError("px-sync: sharded-variables (--shard-weight-update-variables): '")
             << name << "' is no all-reduced variable of the step (they are: " << known
             << "): only an all-reduce bucket's update can be sharded";
         return signalPassFailure();
@@ -698,34 +705,46 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     ret.setOperand(lossIndex, avg.getOutput());
   }
 
-  /// The loss's all-reduce as one more member of gradient bucket 0 (the
-  /// first issued), when that bucket is at most kFirstBucketBytes of the
-  /// loss's element type: a step has one collective fewer, and so one point
-  /// fewer where every rank waits for the slowest. With shares (gradients summed), the loss is scaled by 1/N
-  /// first, as its gradient was. A member that is not a gradient keeps the
-  /// plan emitter from sharding the bucket's update, which on a bucket this
-  /// small saves nothing measurable.
+  /// The loss's all-reduce as one more member of the first gradient bucket
+  /// issued (bucket 0, or with `sharded-variables` the first holding none
+  /// of them: a member that is no gradient would keep a sharded update
+  /// whole), when that bucket is at most kFirstBucketBytes of the loss's
+  /// element type: a step has one collective fewer, and so one point fewer
+  /// where every rank waits for the slowest. With shares (gradients
+  /// summed), the loss is scaled by 1/N first, as its gradient was.
   bool rideFirstBucket(Block &block, Value loss, func::ReturnOp ret,
                        int64_t lossIndex, OpBuilder &b) {
     auto lossType = dyn_cast<RankedTensorType>(loss.getType());
     if (!lossType)
       return false;
+    auto holdsSharded = [&](px::AllReduceOp ar) {
+      auto names = px::getAttr<px::PxDialect::VariablesAttrHelper>(ar);
+      return names && llvm::any_of(names, [&](Attribute n) {
+               return apart.contains(cast<StringAttr>(n).getValue());
+             });
+    };
+    // Buckets are numbered in issue order (renumberInIssueOrder).
+    llvm::DenseSet<int64_t> shardedBuckets;
+    for (auto ar : block.getOps<px::AllReduceOp>())
+      if (ar.getBucket() && holdsSharded(ar))
+        shardedBuckets.insert((int64_t)*ar.getBucket());
+    std::optional<int64_t> chosen;
+    for (auto ar : block.getOps<px::AllReduceOp>())
+      if (ar.getBucket() && !shardedBuckets.contains((int64_t)*ar.getBucket()) &&
+          (!chosen || (int64_t)*ar.getBucket() < *chosen))
+        chosen = (int64_t)*ar.getBucket();
+    if (!chosen)
+      return false;
     px::AllReduceOp firstMember, lastMember;
     int64_t bytes = 0;
     for (auto ar : block.getOps<px::AllReduceOp>()) {
-      if (!ar.getBucket() || *ar.getBucket() != 0)
+      if (!ar.getBucket() || (int64_t)*ar.getBucket() != *chosen)
         continue;
       auto type = cast<RankedTensorType>(ar.getInput().getType());
       // A bucket is one group's: the loss is averaged over the batch axes.
       if (type.getElementType() != lossType.getElementType() ||
           ar.getGridAxes() != ArrayRef<int16_t>(axes))
         return false;
-      // A member that is no gradient would keep a sharded update whole.
-      if (auto names = px::getAttr<px::PxDialect::VariablesAttrHelper>(ar))
-        if (llvm::any_of(names, [&](Attribute n) {
-              return apart.contains(cast<StringAttr>(n).getValue());
-            }))
-          return false;
       bytes += bytesOf(type);
       if (!firstMember)
         firstMember = ar;
@@ -746,7 +765,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     auto avg = px::AllReduceOp::create(
         b, loss.getLoc(), loss.getType(), gridRef(), b.getDenseI16ArrayAttr(axes),
         share, shard::ReductionKindAttr::get(b.getContext(), gradientReduction()),
-        b.getI64IntegerAttr(0));
+        b.getI64IntegerAttr(*chosen));
     px::setAttr<px::PxDialect::VariablesAttrHelper>(avg, b.getStrArrayAttr({"(loss)"}));
     ret.setOperand(lossIndex, avg.getOutput());
     return true;

@@ -13,7 +13,8 @@ prediction). --layer-split SPLITS is passed on to the grids with Pr > 1. Prints 
 
     MODEL PrxPc: matches one rank (S steps); bytes as predicted (B per rank and step)
 
-("within the predicted bound" where a parameter server's bytes are a bound).
+("as predicted outside the parameter servers" where the plan only estimates
+some variables' bytes: the rest is held exact).
 
 A grid may also be a point of the strategy search's frontier, pK@N: the
 plan of `--np N --plan-point K` (docs/strategy.md), printed as "point K of
@@ -150,7 +151,8 @@ def main():
                       f"predicted peak {peak} B")
                 return 1
             memory = f"; memory within {a.memory_rtol:g} of the prediction"
-        how = "as predicted" if "equal the prediction" in outs[1] else "within the predicted bound"
+        how = ("as predicted outside the parameter servers" if "outside the parameter servers"
+               in outs[1] else "as predicted")
         print(f"{name} {label}: matches one rank ({a.steps} steps); "
               f"bytes {how} ({predicted} per rank and step){memory}")
     return 0

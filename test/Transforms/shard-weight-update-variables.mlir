@@ -6,6 +6,7 @@
 // RUN: parallax-opt %s --px-shard-weight-update='min-ranks=2 variables=b' | FileCheck %s --check-prefix=B
 // RUN: parallax-opt %s --px-shard-weight-update='min-ranks=2 variables=v' | FileCheck %s --check-prefix=NONE
 // RUN: parallax-opt %s --px-shard-weight-update='min-ranks=2 variables=v,w2' | FileCheck %s --check-prefix=PAIR
+// RUN: parallax-opt %s --px-shard-weight-update='min-ranks=2 variables=v' 2>&1 >/dev/null | FileCheck %s --check-prefix=WARN
 // RUN: not parallax-opt %s --px-shard-weight-update='min-ranks=2 variables=b fraction=0.5' 2>&1 | FileCheck %s --check-prefix=BOTH
 
 // B: px.all_reduce %{{.*}} bucket = 0 {in_place, offset = 0 : i64, px.variables = ["b"], shard_bytes = 64 : i64, shard_update}
@@ -17,6 +18,7 @@
 // PAIR-COUNT-2: shard_update
 // PAIR: px.all_gather_variables %{{.*}} {px.variables = ["v", "w2"]}
 // PAIR-NOT: px.all_gather_variables
+// WARN: warning: px-shard-weight-update: 'v' is in no bucket whose update can be sharded
 // BOTH: error: px-shard-weight-update: give `variables` or `fraction`, not both
 module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64} {
   shard.grid @world(shape = 4)

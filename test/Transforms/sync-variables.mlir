@@ -9,6 +9,7 @@
 // RUN: not parallax-opt %s --px-cluster=np=2 --px-autodiff --px-sync="variables=w=allgatherv" 2>&1 | FileCheck %s --check-prefix=DENSE
 // RUN: not parallax-opt %s --px-cluster=np=2 --px-autodiff --px-sync="variables=s=ps" 2>&1 | FileCheck %s --check-prefix=SCALAR
 // RUN: not parallax-opt %s --px-cluster=np=2 --px-autodiff --px-sync="variables=w" 2>&1 | FileCheck %s --check-prefix=FORM
+// RUN: not parallax-opt %s --px-cluster=np=2 --px-autodiff --px-sync="variables=w=ps,w=allreduce" 2>&1 | FileCheck %s --check-prefix=TWICE
 
 // CHECK: px.variable "w" {{.*}}px.sync = "ps"
 // CHECK: px.ps_pull %{{.*}} on @world grid_axes = [0] partitions = 2
@@ -16,11 +17,12 @@
 // CHECK: px.all_reduce {{.*}}px.variables = ["s"]
 // CHECK: px.ps_push {{.*}}px.variables = ["w"]
 
-// NAME: error: px-sync: variables: 'v' is no trainable variable of the step (they are: {{.*}})
-// SCHEME: error: px-sync: variables: unknown scheme 'gossip' for 'w' (expected allreduce, ps or allgatherv)
-// DENSE: error: px-sync: variables: 'w' has a dense gradient; allgatherv gathers row-sparse ones (a table read only through Gather)
-// SCALAR: error: px-sync: variables: 's' is a scalar; ps partitions a variable's rows
-// FORM: error: px-sync: variables: 'w' is not NAME=SCHEME
+// NAME: error: px-sync: variables (--sync-variable): 'v' is no trainable variable of the step (they are: {{.*}})
+// SCHEME: error: px-sync: variables (--sync-variable): unknown scheme 'gossip' for 'w' (expected allreduce, ps or allgatherv)
+// DENSE: error: px-sync: variables (--sync-variable): 'w' has a dense gradient; allgatherv gathers row-sparse ones (a table read only through Gather)
+// SCALAR: error: px-sync: variables (--sync-variable): 's' is a scalar; ps partitions a variable's rows
+// FORM: error: px-sync: variables (--sync-variable): 'w' is not NAME=SCHEME
+// TWICE: error: px-sync: variables (--sync-variable): 'w' is named twice
 module {
   func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
     %x = px.input "x" : tensor<8x3xf32> batched

@@ -903,11 +903,13 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
       shardWeightUpdateFraction.getNumOccurrences() ||
       convSplit.getNumOccurrences() || recompute.getNumOccurrences() ||
       recomputeFraction.getNumOccurrences() || layerSplit.getNumOccurrences() ||
-      recomputeLayers.getNumOccurrences() || syncVariables.getNumOccurrences()) {
+      recomputeLayers.getNumOccurrences() || syncVariables.getNumOccurrences() ||
+      shardWeightUpdateVariables.getNumOccurrences() ||
+      (syncScheme.getNumOccurrences() && syncScheme != "hybrid")) {
     fail("the strategy search chooses the grid, each layer's split, ZeRO-1, recomputation "
-         "and each table's synchronization itself: drop --grid, --conv-split, --layer-split, "
-         "--shard-weight-update, --recompute[-fraction], --recompute-layers and "
-         "--sync-variable");
+         "and each variable's synchronization itself: drop --grid, --conv-split, "
+         "--layer-split, --shard-weight-update[-variables], --recompute[-fraction], "
+         "--recompute-layers, --sync and --sync-variable");
     return std::nullopt;
   }
   std::optional<int64_t> limit;
@@ -1230,15 +1232,18 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
                           {"comm_seconds", predicted.commSeconds()},
                           {"compute_seconds", predicted.computeSeconds()},
                           {"step_seconds", predicted.seconds()}};
-        // A parameter server's rows per step are bounded, not known: its
-        // bytes are an upper bound (px.bytes_exact).
-        bool exact = true;
+        // A parameter server's bytes are estimated (its rows per step are
+        // bounded, not known, and its servers send more than its clients):
+        // named, with their estimate, so that the rest can be held exact.
+        nlohmann::json estimated = nlohmann::json::object();
         module->walk([&](px::VariableOp var) {
-          if (auto e = px::getAttr<px::PxDialect::BytesExactAttrHelper>(var))
-            exact = exact && e.getValue();
+          auto e = px::getAttr<px::PxDialect::BytesExactAttrHelper>(var);
+          auto b = px::getAttr<px::PxDialect::BytesPerStepAttrHelper>(var);
+          if (e && !e.getValue() && b)
+            estimated[var.getName().str()] = b.getInt();
         });
-        if (!exact)
-          d["predicted"]["bytes_exact"] = false;
+        if (!estimated.empty())
+          d["predicted"]["estimated_bytes"] = std::move(estimated);
         if (predicted.ranksDiffer()) {
           // Halo exchanges: the edge blocks' ranks have one neighbour.
           auto &byRank = d["predicted"]["bytes_by_rank"] = nlohmann::json::array();

@@ -48,8 +48,8 @@ struct DeviceOptions {
   /// the CPU's within f32 rounding).
   bool tf32 = false;
   /// cuDNN's convolutions take the algorithms that give the same bits on
-  /// every run where there is one (off: its heuristics' first, which may
-  /// sum with atomics).
+  /// every run where there is one (off: the fastest cuDNN times at bind,
+  /// which may sum with atomics).
   bool deterministic = true;
   /// Capture the steady-state step in a CUDA graph when the plan allows it.
   bool cudaGraph = true;

@@ -7,9 +7,10 @@
 //
 // Convolutions run on cuDNN's legacy API when it can express them (up to 3
 // spatial dims; 1-D as 2-D of height 1): the algorithm is chosen at bind
-// time from cudnnGet*Algorithm_v7's heuristics among the GEMM-like ones
-// (FFT and Winograd round differently from the CPU's im2col + GEMM), and its
-// workspace allocated then. Pads cuDNN cannot express (begin != end where
+// time among the GEMM-like ones (FFT and Winograd round differently from the
+// CPU's im2col + GEMM), by cudnnGet*Algorithm_v7's heuristics, or with
+// --deterministic=off by timing them (cudnnFind*), and its workspace
+// allocated then. Pads cuDNN cannot express (begin != end where
 // that changes the output size) are made explicit: x is copied into a
 // zero-bordered buffer held by the closure (the gradient is cropped out of
 // one). Anything else (more spatial dims, sizes past cuDNN's 32-bit limits,
@@ -304,9 +305,9 @@ bool setTensor(cudnnTensorDescriptor_t desc, cudnnDataType_t dt,
                                     strides.data()) == CUDNN_STATUS_SUCCESS;
 }
 
-/// Picks an algorithm among perf (heuristics, best first): allowed (GEMM-
-/// like), no tensor-op math unless TF32 is allowed, workspace within
-/// kMaxWorkspace; deterministic ones first unless `anyOrder`.
+/// Picks an algorithm among perf (best first, by heuristics or timing):
+/// allowed (GEMM-like), no tensor-op math unless TF32 is allowed, workspace
+/// within kMaxWorkspace; deterministic ones first unless `anyOrder`.
 template <typename Perf, typename Allowed, typename WsSize>
 bool pickAlgo(const std::vector<Perf> &perf, int count, bool tf32, bool anyOrder,
               Allowed allowed, WsSize wsSize, int &algo, size_t &ws,
@@ -347,11 +348,12 @@ bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, bool anyOrder,
         max < 1)
       return false;
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(max);
-    if ((anyOrder ? cudnnFindConvolutionForwardAlgorithm(h, cc.x, cc.w, cc.conv, cc.y, max,
-                                                         &count, perf.data())
-                  : cudnnGetConvolutionForwardAlgorithm_v7(h, cc.x, cc.w, cc.conv, cc.y, max,
-                                                           &count, perf.data())) !=
-        CUDNN_STATUS_SUCCESS)
+    // Find allocates its own buffers: where it cannot, the heuristics.
+    if ((!anyOrder || cudnnFindConvolutionForwardAlgorithm(h, cc.x, cc.w, cc.conv, cc.y, max,
+                                                           &count, perf.data()) !=
+                          CUDNN_STATUS_SUCCESS) &&
+        cudnnGetConvolutionForwardAlgorithm_v7(h, cc.x, cc.w, cc.conv, cc.y, max, &count,
+                                               perf.data()) != CUDNN_STATUS_SUCCESS)
       return false;
     auto allowed = [](cudnnConvolutionFwdAlgo_t a) {
       return a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
@@ -371,11 +373,11 @@ bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, bool anyOrder,
         max < 1)
       return false;
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(max);
-    if ((anyOrder ? cudnnFindConvolutionBackwardDataAlgorithm(h, cc.w, cc.y, cc.conv, cc.x,
-                                                              max, &count, perf.data())
-                  : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, cc.w, cc.y, cc.conv, cc.x,
-                                                                max, &count, perf.data())) !=
-        CUDNN_STATUS_SUCCESS)
+    if ((!anyOrder ||
+         cudnnFindConvolutionBackwardDataAlgorithm(h, cc.w, cc.y, cc.conv, cc.x, max, &count,
+                                                   perf.data()) != CUDNN_STATUS_SUCCESS) &&
+        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, cc.w, cc.y, cc.conv, cc.x, max, &count,
+                                                    perf.data()) != CUDNN_STATUS_SUCCESS)
       return false;
     auto allowed = [](cudnnConvolutionBwdDataAlgo_t a) {
       return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 ||
@@ -392,11 +394,11 @@ bool chooseAlgo(CudnnConv &cc, ConvOp op, bool tf32, bool anyOrder,
       max < 1)
     return false;
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(max);
-  if ((anyOrder ? cudnnFindConvolutionBackwardFilterAlgorithm(h, cc.x, cc.y, cc.conv, cc.w,
-                                                              max, &count, perf.data())
-                : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, cc.x, cc.y, cc.conv, cc.w,
-                                                                max, &count, perf.data())) !=
-      CUDNN_STATUS_SUCCESS)
+  if ((!anyOrder ||
+       cudnnFindConvolutionBackwardFilterAlgorithm(h, cc.x, cc.y, cc.conv, cc.w, max, &count,
+                                                   perf.data()) != CUDNN_STATUS_SUCCESS) &&
+      cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, cc.x, cc.y, cc.conv, cc.w, max, &count,
+                                                    perf.data()) != CUDNN_STATUS_SUCCESS)
     return false;
   auto allowed = [](cudnnConvolutionBwdFilterAlgo_t a) {
     return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
