@@ -208,10 +208,18 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
     // on the dimension the chain's has there (unknown where the chain
     // reaches no operator: then linked as before).
     std::reverse(chain.begin(), chain.end());
-    std::optional<int64_t> dim = producer ? outputFeatureDim(producer) : std::nullopt;
+    // The split's dimension, -1 where unknown (as optionals, GCC 12 took
+    // their copies for maybe-uninitialized).
+    int64_t dim = -1;
+    if (producer)
+      if (std::optional<int64_t> d = outputFeatureDim(producer))
+        dim = *d;
     for (Operation *join : chain) {
       Value carrier = splitCarrierOf(join);
-      std::optional<int64_t> out = dim ? carriedSplitDim(join, carrier, *dim) : std::nullopt;
+      int64_t out = -1;
+      if (dim >= 0)
+        if (std::optional<int64_t> o = carriedSplitDim(join, carrier, dim))
+          out = *o;
       for (Value other : join->getOperands()) {
         if (other == carrier)
           continue;
@@ -224,9 +232,12 @@ std::vector<Operator> operatorsOf(ModuleOp module) {
           addProducer(q);
           continue;
         }
-        std::optional<int64_t> want = out ? operandDimOf(join, other, *out) : std::nullopt;
+        int64_t want = -1;
+        if (out >= 0)
+          if (std::optional<int64_t> w = operandDimOf(join, other, out))
+            want = *w;
         std::optional<CarriedSplit> got = featuresAlong(from, path);
-        if (want && got && got->dim == *want)
+        if (want >= 0 && got && got->dim == want)
           addProducer(q, got->sizes);
       }
       dim = out;
