@@ -100,6 +100,17 @@ def layers_text(p):
     return f", {n} layer{'' if n == 1 else 's'} recomputed" if n else ""
 
 
+def tables_text(p):
+    """", 2 tables by ps", as parallax-opt's summaries (the schemes other than
+    all-gatherv that the search named)."""
+    text = ""
+    for scheme, words in (("ps", "ps"), ("allreduce", "all-reduce")):
+        n = sum(1 for s in p.get("sync_variables", {}).values() if s == scheme)
+        if n:
+            text += f", {n} table{'' if n == 1 else 's'} by {words}"
+    return text
+
+
 def spread(n, k):
     """k of n indices, evenly spread, both ends included (all n if n <= k)."""
     m = min(k, n)
@@ -145,6 +156,7 @@ def validate(build, work, name, src, args, flags):
         split = sum(s != "whole" for s in p["splits"].values())
         strategy = p["grid"] + (zero1_text(p) if p["zero1"] else "") + \
             (recompute_text(p) if p.get("recompute") else "") + layers_text(p) + \
+            tables_text(p) + \
             (f", {split} of {len(p['splits'])} split" if p["grid"][0] != "1" else "") + \
             (" (pairing rule)" if p.get("pairing_rule") else "") + \
             (" (dominated)" if kind == "reference" else "")
