@@ -58,8 +58,11 @@ std::vector<VariableInfo> analyzeVariables(ModuleOp module) {
     if (auto sync = px::getAttr<px::PxDialect::SyncAttrHelper>(var))
       info.sync = sync.getValue().str();
     if (auto place = px::getAttr<px::PxDialect::PlacementAttrHelper>(var))
-      if (info.sync == "ps")
+      if (info.sync == "ps") {
         info.placement.assign(place.asArrayRef().begin(), place.asArrayRef().end());
+        if (auto pr = px::getAttr<px::PxDialect::ModelRanksAttrHelper>(module))
+          info.placementInBatchGroup = pr.getInt() > 1;
+      }
     if (auto bytes = px::getAttr<px::PxDialect::BytesPerStepAttrHelper>(var))
       info.bytesPerStep = bytes.getInt();
     if (auto exact = px::getAttr<px::PxDialect::BytesExactAttrHelper>(var))
@@ -100,7 +103,7 @@ static std::string describeSync(const VariableInfo &v) {
   llvm::raw_string_ostream os(s);
   os << v.sync;
   if (v.sync == "ps") {
-    os << " P=" << v.placement.size() << " on rank";
+    os << " P=" << v.placement.size() << (v.placementInBatchGroup ? " on batch rank" : " on rank");
     if (v.placement.size() > 1)
       os << "s";
     for (size_t i = 0; i < v.placement.size(); ++i)

@@ -43,6 +43,9 @@ struct VariableInfo {
   /// for all-reduce and all-gatherv, an estimate for the parameter server.
   std::string sync;
   std::vector<int64_t> placement;
+  /// The placement's ranks are a batch group's (on a grid that splits the
+  /// model, each model rank's group serves its replica).
+  bool placementInBatchGroup = false;
   int64_t bytesPerStep = -1;
   bool bytesExact = false;
   /// The prediction replays --profile-data (exact for that data).
