@@ -613,13 +613,8 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
       // rate, or alpha-beta; the kernel packs its block and unpacks the
       // group's on the host.
       int64_t group = std::max<int64_t>(1, world / pr);
-      bool oneMachine = &batchLink == &machine.intra;
-      double sent = (double)l.syncBytes;
-      double rate =
-          grid::calibratedCollectiveRate(machine, "all_gather", group, oneMachine, sent);
-      double block = group > 1 ? sent / (double)(group - 1) : 0;
-      l.syncSeconds = (rate > 0 ? sent / rate
-                                : batchLink.alpha * grid::ceilLog2(group) + batchLink.beta * sent) +
+      double block = group > 1 ? (double)l.syncBytes / (double)(group - 1) : 0;
+      l.syncSeconds = grid::allGatherSeconds(group, block * (double)group, batchLink, machine) +
                       2 * block * (double)(1 + group) / machine.streamBytesPerSecond;
       ++p.byKernel["all_gatherv"].calls;
       p.byKernel["all_gatherv"].seconds += l.syncSeconds;
