@@ -3,7 +3,6 @@
 #include "parallax/Analysis/GridCost.h"
 #include "parallax/Runtime/Grid.h"
 
-#include <algorithm>
 #include <cmath>
 
 namespace parallax::grid {
@@ -67,6 +66,22 @@ double allReduceSeconds(int64_t p, double bytes, const Link &link, const Machine
   return rate > 0 ? sent / rate : allReduceSeconds(p, bytes, link);
 }
 
+double Machine::productFlopsPerSecond(int64_t smallest, double largestBytes) const {
+  auto it = opRates.find("product_flops");
+  if (it == opRates.end() || it->second.points.empty() || smallest <= 0)
+    return flopsPerSecond;
+  double streamed = it->second.at((double)smallest);
+  if (!(streamed > 0) || !(flopsPerSecond > 0))
+    return flopsPerSecond;
+  double t = std::log(std::max(largestBytes, 1.0) / rt::kProductCachedWeightBytes) /
+             std::log(rt::kProductStreamedWeightBytes / rt::kProductCachedWeightBytes);
+  if (t <= 0)
+    return flopsPerSecond;
+  if (t >= 1)
+    return streamed;
+  return std::exp((1 - t) * std::log(flopsPerSecond) + t * std::log(streamed));
+}
+
 // The model axis is the grid's inner axis (Grid's rank numbering).
 const Link &Machine::modelLink(const Grid &g) const {
   return spans(g, {1}, ranksPerMachine) ? inter : intra;
@@ -115,7 +130,13 @@ Cost costOf(const Layer &layer, const Grid &grid, Split split, const Machine &m)
   const int64_t weights = layer.weightCount();
   const int64_t stateCopies = 2 + m.optimizerSlots; // value, gradient, state
   // Forward, and the two products of the backward pass.
-  double rate = layer.kind == Layer::Kind::Conv ? m.convFlopsPerSecond : m.flopsPerSecond;
+  // A dense layer's three products are [B/Pc, in] x [in, out/Pr] and its
+  // transposes: the same smallest dimension and weight block.
+  double rate = layer.kind == Layer::Kind::Conv
+                    ? m.convFlopsPerSecond
+                    : m.productFlopsPerSecond(
+                          std::min({samples, layer.in, ceilDiv(layer.out, grid.pr)}),
+                          (double)layer.in * (double)ceilDiv(layer.out, grid.pr) * eb);
   c.computeSeconds = 3.0 * layer.flops() / (double)grid.size() / rate;
   if (split == Split::Model) {
     const Link &col = m.modelLink(grid), &row = m.batchLink(grid);

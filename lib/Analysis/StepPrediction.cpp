@@ -18,7 +18,9 @@
 #include "llvm/Support/Format.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 
@@ -238,6 +240,26 @@ int64_t bytesMovedBy(Operation *op, ArrayRef<int64_t> gridShape) {
 /// else its products' flops (`flops`) at the products' or the
 /// convolutions' rate, or the bytes it moves at the streaming rate, and a
 /// kernel call's cost. 0 for an op that runs no kernel.
+/// A product's (gemm, matmul) smallest dimension and the bytes of its
+/// largest matrix (operand or result; one of a batch of them), which its
+/// flops rate depends on; none for other ops.
+std::optional<std::pair<int64_t, double>> productShapeOf(Operation *op) {
+  if (!isa<px::GemmOp, px::MatMulOp>(op))
+    return std::nullopt;
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  double largest = 0;
+  for (Value v : {op->getOperand(0), op->getOperand(1), Value(op->getResult(0))}) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getRank() < 2 || !t.hasStaticShape())
+      return std::nullopt;
+    ArrayRef<int64_t> matrix = t.getShape().take_back(2);
+    smallest = std::min({smallest, matrix[0], matrix[1]});
+    largest = std::max(largest, (double)(matrix[0] * matrix[1]) *
+                                    (double)t.getElementTypeBitWidth() / 8.0);
+  }
+  return std::pair{smallest, largest};
+}
+
 double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape,
                         const grid::Machine &m) {
   if (isa_and_nonnull<px::PxDialect>(op->getDialect())) {
@@ -257,7 +279,10 @@ double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape
   double seconds = 0;
   if (flops) {
     bool conv = isa<px::ConvOp, px::ConvGradInputOp, px::ConvGradFilterOp>(op);
-    seconds = flops / (conv ? m.convFlopsPerSecond : m.flopsPerSecond);
+    auto shape = productShapeOf(op);
+    seconds = flops / (conv    ? m.convFlopsPerSecond
+                       : shape ? m.productFlopsPerSecond(shape->first, shape->second)
+                               : m.flopsPerSecond);
     // A product of a few rows by a large weight streams the weight: the
     // longer of its flops and its bytes (a roofline), where calibrated;
     // the rate is of whole calls, their fixed cost included.

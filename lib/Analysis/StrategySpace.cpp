@@ -378,9 +378,19 @@ Layout inputLayout(Split s) {
 
 double perRank(double n, int64_t parts) { return (double)grid::ceilDiv((int64_t)n, parts); }
 
-/// Seconds of `flops` floating-point operations of one layer on one rank.
-double computeSeconds(const grid::Layer &l, double flops, const grid::Machine &m) {
-  double rate = l.kind == grid::Layer::Kind::Conv ? m.convFlopsPerSecond : m.flopsPerSecond;
+/// Seconds of `flops` floating-point operations of one layer on one rank,
+/// split by `s` over `g`: a dense layer's products run at the rate of their
+/// smallest dimension and weight block (Machine::productFlopsPerSecond).
+double computeSeconds(const grid::Layer &l, double flops, Split s, const grid::Grid &g,
+                      const grid::Machine &m) {
+  if (l.kind == grid::Layer::Kind::Dense) {
+    int64_t in = s == Split::In ? grid::ceilDiv(l.in, g.pr) : l.in;
+    int64_t out = s == Split::Out ? grid::ceilDiv(l.out, g.pr) : l.out;
+    int64_t rows = grid::ceilDiv(l.batch, g.pc);
+    return flops / m.productFlopsPerSecond(std::min({rows, in, out}),
+                                           (double)in * (double)out * (double)l.elementBytes);
+  }
+  double rate = m.convFlopsPerSecond;
   if (l.kind == grid::Layer::Kind::Conv)
     if (auto it = m.opRates.find("conv"); it != m.opRates.end() && it->second.at(flops) > 0)
       rate = it->second.at(flops);
@@ -450,7 +460,7 @@ Cost layerCost(const Operator &op, Split s, const grid::Grid &g, double shardUpd
   Cost c;
   // Forward, the weight's gradient, and the input's where it is needed.
   double forward = l.flops() / (double)g.pc / (double)computeShare;
-  c.seconds = (2.0 + (l.inputGradient ? 1.0 : 0.0)) * computeSeconds(l, forward, m) +
+  c.seconds = (2.0 + (l.inputGradient ? 1.0 : 0.0)) * computeSeconds(l, forward, s, g, m) +
               (2.0 + (l.inputGradient ? 1.0 : 0.0)) * m.kernelSeconds;
   const grid::Link &model = m.modelLink(g);
   double x = samples * (double)l.inElements() * eb, y = samples * (double)l.outElements() * eb;
@@ -522,7 +532,7 @@ std::optional<Cost> recomputedLayerCost(const Operator &op, Split s, const grid:
   double output = outputSplit ? perRank((int64_t)y, g.pr) : y;
   double forward = l.flops() / (double)g.pc / (double)(s == Split::Whole ? 1 : g.pr);
   Cost c = kept;
-  c.seconds += computeSeconds(l, forward, m) + m.kernelSeconds +
+  c.seconds += computeSeconds(l, forward, s, g, m) + m.kernelSeconds +
                (1 - recompute) * 2 * output / m.streamBytesPerSecond;
   c.bytes -= output;
   return c;

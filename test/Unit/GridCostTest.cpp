@@ -250,4 +250,40 @@ TEST(GridCost, CollectivesAtTheirCalibratedRateOnOneMachine) {
                    allGatherSeconds(4, 1e6, m.intra));
 }
 
+TEST(GridCost, ProductsRunAtTheRateOfTheirSmallestDimensionAndWeight) {
+  Machine m;
+  m.flopsPerSecond = 1e9;
+  // Without a curve, every product runs at flops_per_second.
+  EXPECT_DOUBLE_EQ(m.productFlopsPerSecond(16, 1e9), 1e9);
+  m.opRates["product_flops"].points = {{16, 1e8}, {256, 4e8}};
+  // A weight the size of the streamed probe's (or larger) takes the curve,
+  // straight in log(dimension) between its points and flat beyond them.
+  EXPECT_DOUBLE_EQ(m.productFlopsPerSecond(16, parallax::rt::kProductStreamedWeightBytes), 1e8);
+  EXPECT_NEAR(m.productFlopsPerSecond(64, 4 * parallax::rt::kProductStreamedWeightBytes), 2.5e8, 1e-3);
+  EXPECT_DOUBLE_EQ(m.productFlopsPerSecond(4, parallax::rt::kProductStreamedWeightBytes), 1e8);
+  EXPECT_DOUBLE_EQ(m.productFlopsPerSecond(1024, parallax::rt::kProductStreamedWeightBytes), 4e8);
+  // One in cache runs at flops_per_second whatever its shape.
+  EXPECT_DOUBLE_EQ(m.productFlopsPerSecond(16, parallax::rt::kProductCachedWeightBytes), 1e9);
+  EXPECT_DOUBLE_EQ(m.productFlopsPerSecond(16, 1000), 1e9);
+  // Halfway between the two sizes (in log bytes), halfway between the
+  // rates (in log rate): sqrt(1e9 * 1e8).
+  double half = std::sqrt(parallax::rt::kProductCachedWeightBytes * parallax::rt::kProductStreamedWeightBytes);
+  EXPECT_NEAR(m.productFlopsPerSecond(16, half), std::sqrt(1e17), 1e-3);
+}
+
+TEST(GridCost, ASkinnyLayerComputesAtItsProductRate) {
+  // A 2048 x 2048 layer (16 MiB, the streamed probe's weight) on 64
+  // samples: 3 products of 2 * 64 * 2048^2 flops. On 1 x 1 its smallest
+  // dimension is 64; on 1 x 4, 16 samples per rank.
+  Machine m;
+  m.flopsPerSecond = 1e9;
+  m.opRates["product_flops"].points = {{16, 1e8}, {64, 2e8}};
+  Layer l;
+  l.batch = 64;
+  l.in = l.out = 2048;
+  double flops = 2.0 * 64 * 2048 * 2048;
+  EXPECT_NEAR(costOf(l, {1, 1}, Split::Model, m).computeSeconds, 3 * flops / 2e8, 1e-9);
+  EXPECT_NEAR(costOf(l, {1, 4}, Split::Model, m).computeSeconds, 3 * flops / 4 / 1e8, 1e-9);
+}
+
 } // namespace

@@ -150,6 +150,27 @@ double measureFlops(Comm &comm, int threads) {
   return 2.0 * (double)(n * n * n) / std::max(concurrentSeconds(comm, fn), 1e-12);
 }
 
+/// "product_flops": the flops per second of [d, K] x [K, K] products, K =
+/// kProductWeightDim (a weight larger than a core's cache), for each
+/// smallest dimension d of kProductSmallestDims, as [d, rate] points.
+nlohmann::json measureProductFlops(Comm &comm, int threads) {
+  const int64_t k = kProductWeightDim;
+  std::vector<float> weight(k * k, 0.25f);
+  nlohmann::json points = nlohmann::json::array();
+  for (int64_t d : kProductSmallestDims) {
+    std::vector<float> x(d * k, 0.5f), y(d * k);
+    ExecEnv env;
+    env.threads = threads;
+    PlanKernel plan;
+    KernelFn fn = kernelOn("gemm", nlohmann::json::object(),
+                           {{x.data(), DType::F32, {d, k}}, {weight.data(), DType::F32, {k, k}}},
+                           {{y.data(), DType::F32, {d, k}}}, env, plan);
+    points.push_back(
+        {(double)d, 2.0 * (double)(d * k * k) / std::max(concurrentSeconds(comm, fn), 1e-12)});
+  }
+  return points;
+}
+
 /// Bytes per second a memory-bound kernel streams (a dense Adam update of
 /// 4M parameters: the value, both moments and the gradient read, three
 /// written): what StepPrediction divides every other op's bytes by.
@@ -369,6 +390,7 @@ int calibrate(Comm &comm, const std::string &outPath, int threads) {
   profile["stream_bytes_per_second"] = measureStream(comm, threads);
   profile["kernel_seconds"] = measureKernelSeconds(comm, threads);
   profile["op_rates"] = measureRatedKernels(comm, threads);
+  profile["op_rates"]["product_flops"] = measureProductFlops(comm, threads);
   measureCollectives(comm, profile["op_rates"]);
   // The convolutions' generic rate (the grid model's): the large probe's.
   profile["conv_flops_per_second"] = profile["op_rates"]["conv"].back()[1];

@@ -82,6 +82,12 @@ struct Machine {
   std::map<std::string, rt::RateCurve> opRates;
   /// Optimizer state per parameter (Adam: 2).
   int optimizerSlots = 0;
+  /// Flops per second of a product (gemm, matmul) whose smallest dimension
+  /// is `smallest` and whose largest operand (or result) holds
+  /// `largestBytes`: flopsPerSecond for one that fits in cache, the
+  /// calibrated "product_flops" curve for one streamed from memory, and
+  /// geometrically between (KernelRates.h); flopsPerSecond without a curve.
+  double productFlopsPerSecond(int64_t smallest, double largestBytes) const;
   /// The link of a group: intra when every group over the axis stays on
   /// one machine.
   const Link &modelLink(const Grid &g) const;

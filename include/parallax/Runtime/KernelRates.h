@@ -15,6 +15,7 @@
 #define PARALLAX_RUNTIME_KERNELRATES_H
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -83,7 +84,24 @@ inline constexpr RatedKernel kRatedKernels[] = {
     // written and read again). A product takes the longer of its flops at
     // flops_per_second and its bytes at this rate.
     {"product_bytes", KernelWork::Bytes},
+    // Not a kernel: the products' flops rate when their weight (the largest
+    // operand) is too large for a core's cache, against the product's
+    // smallest dimension (a small batch's rows, or the rows a weight's
+    // gradient sums over): the BLAS streams the weight once per call and a
+    // short dimension reuses it little. Its points are [smallest dimension,
+    // flops per second], timed on a weight of kProductStreamedWeightBytes.
+    {"product_flops", KernelWork::Flops},
 };
+
+/// The products --calibrate times for "product_flops": [d, K] x [K, K]
+/// for each smallest dimension d, K = kProductWeightDim. flops_per_second
+/// (a 512 x 512 x 512 product, its weight in cache) is the rate at
+/// kProductCachedWeightBytes; a product whose largest operand lies between
+/// the two takes a rate between them (geometrically, in log bytes).
+inline constexpr int64_t kProductSmallestDims[] = {16, 64, 256};
+inline constexpr int64_t kProductWeightDim = 2048;
+inline constexpr double kProductStreamedWeightBytes = 4.0 * kProductWeightDim * kProductWeightDim;
+inline constexpr double kProductCachedWeightBytes = 4.0 * 512 * 512;
 
 /// The collectives --calibrate times on groups of each size one machine
 /// holds (every group at once, as a grid's groups run): their rates are
