@@ -28,6 +28,7 @@
 
 #include "parallax/Runtime/Kernel.h"
 
+#include "KernelUtil.h"
 #include "OptimizerRules.h"
 
 #if defined(__SSE2__)
@@ -243,6 +244,7 @@ KernelFn makeDense(const Hyper &h, T *w, T *s0, T *s1, const T *g, int64_t n,
     Scalars<T> c = scalarsFor<T>(K, h, env->step, /*sparse=*/false);
     withFlags(c, [&](auto wd, auto nesterov) {
       parallelFor(threads, n, kGrain, [&](int64_t b, int64_t e) {
+        detail::ScopedFlushDenormals flush;
         updateSpan<K, false, decltype(wd)::value, decltype(nesterov)::value, T>(
             c, w + b, s0 ? s0 + b : nullptr, s1 ? s1 + b : nullptr, g + b, e - b);
       });
@@ -267,6 +269,7 @@ KernelFn makeSparse(const Hyper &h, T *w, T *s0, T *s1, const int64_t *idx,
     int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(rowSize, 1));
     withFlags(c, [&](auto wd, auto nesterov) {
     parallelFor(threads, cs.uniqueRows(), grain, [&](int64_t u0, int64_t u1) {
+      detail::ScopedFlushDenormals flush;
       for (int64_t u = u0; u < u1; ++u) {
         int64_t b = cs.begin[u], e = cs.begin[u + 1];
         int64_t off = cs.pairs[b].first * rowSize;

@@ -185,6 +185,28 @@ TEST(OptimizerKernels, DenseMatchesTorchFormulas) {
     }
 }
 
+TEST(OptimizerKernels, SubnormalStateIsFlushedToZero) {
+  // Adam's second moment of a gradient of 1e-20 is 1e-43 in f32, a
+  // subnormal: flushed to 0 (and the update, 1e-15 on a variable of 0.5,
+  // is below the variable's precision either way). The caller's thread
+  // keeps its own floating-point mode.
+  const std::vector<int64_t> shape{64};
+  Opt adam{"adam", 0.001, 0, 0, 0.9, 0.999, 1e-8};
+  TestTensor w(DType::F32, shape, std::vector<double>(64, 0.5));
+  std::vector<TestTensor> st{TestTensor(DType::F32, shape, std::vector<double>(64, 0.0)),
+                             TestTensor(DType::F32, shape, std::vector<double>(64, 0.0))};
+  TestTensor g(DType::F32, shape, std::vector<double>(64, 1e-20));
+  runOpt(adam, w, st, {&g}, 1);
+  for (double v : st[1].values())
+    EXPECT_EQ(v, 0.0);
+  for (double m : st[0].values())
+    EXPECT_FLOAT_EQ((float)m, 1e-21f);
+  for (double x : w.values())
+    EXPECT_EQ((float)x, 0.5f);
+  volatile float tiny = 1e-38f;
+  EXPECT_GT(tiny / 100.0f, 0.0f);
+}
+
 TEST(OptimizerKernels, SparseMatchesTorchFormulas) {
   // Variable [6, 2, 2]: rows of 4 elements; repeated rows sum, -1 is skipped,
   // rows that no index names keep their values and state.
