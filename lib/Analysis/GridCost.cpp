@@ -3,6 +3,7 @@
 #include "parallax/Analysis/GridCost.h"
 #include "parallax/Runtime/Grid.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace parallax::grid {
@@ -82,6 +83,12 @@ double Machine::productFlopsPerSecond(int64_t smallest, double largestBytes) con
   return std::exp((1 - t) * std::log(flopsPerSecond) + t * std::log(streamed));
 }
 
+double denseProductFlopsPerSecond(const Machine &m, int64_t rows, int64_t in, int64_t out,
+                                  int64_t elementBytes) {
+  return m.productFlopsPerSecond(std::min({rows, in, out}),
+                                 (double)in * (double)out * (double)elementBytes);
+}
+
 // The model axis is the grid's inner axis (Grid's rank numbering).
 const Link &Machine::modelLink(const Grid &g) const {
   return spans(g, {1}, ranksPerMachine) ? inter : intra;
@@ -134,9 +141,8 @@ Cost costOf(const Layer &layer, const Grid &grid, Split split, const Machine &m)
   // transposes: the same smallest dimension and weight block.
   double rate = layer.kind == Layer::Kind::Conv
                     ? m.convFlopsPerSecond
-                    : m.productFlopsPerSecond(
-                          std::min({samples, layer.in, ceilDiv(layer.out, grid.pr)}),
-                          (double)layer.in * (double)ceilDiv(layer.out, grid.pr) * eb);
+                    : denseProductFlopsPerSecond(m, samples, layer.in,
+                                                 ceilDiv(layer.out, grid.pr), layer.elementBytes);
   c.computeSeconds = 3.0 * layer.flops() / (double)grid.size() / rate;
   if (split == Split::Model) {
     const Link &col = m.modelLink(grid), &row = m.batchLink(grid);

@@ -234,12 +234,6 @@ int64_t bytesMovedBy(Operation *op, ArrayRef<int64_t> gridShape) {
   return bytes;
 }
 
-/// What an op that is not a collective computes for, on one rank: its
-/// work at its kernel's calibrated rate where the profile has one
-/// (KernelRates.h; the rate is of whole calls, their fixed cost included),
-/// else its products' flops (`flops`) at the products' or the
-/// convolutions' rate, or the bytes it moves at the streaming rate, and a
-/// kernel call's cost. 0 for an op that runs no kernel.
 /// A product's (gemm, matmul) smallest dimension and the bytes of its
 /// largest matrix (operand or result; one of a batch of them), which its
 /// flops rate depends on; none for other ops.
@@ -260,6 +254,12 @@ std::optional<std::pair<int64_t, double>> productShapeOf(Operation *op) {
   return std::pair{smallest, largest};
 }
 
+/// What an op that is not a collective computes for, on one rank: its
+/// work at its kernel's calibrated rate where the profile has one
+/// (KernelRates.h; the rate is of whole calls, their fixed cost included),
+/// else its products' flops (`flops`) at the products' or the
+/// convolutions' rate, or the bytes it moves at the streaming rate, and a
+/// kernel call's cost. 0 for an op that runs no kernel.
 double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape,
                         const grid::Machine &m) {
   if (isa_and_nonnull<px::PxDialect>(op->getDialect())) {

@@ -386,9 +386,8 @@ double computeSeconds(const grid::Layer &l, double flops, Split s, const grid::G
   if (l.kind == grid::Layer::Kind::Dense) {
     int64_t in = s == Split::In ? grid::ceilDiv(l.in, g.pr) : l.in;
     int64_t out = s == Split::Out ? grid::ceilDiv(l.out, g.pr) : l.out;
-    int64_t rows = grid::ceilDiv(l.batch, g.pc);
-    return flops / m.productFlopsPerSecond(std::min({rows, in, out}),
-                                           (double)in * (double)out * (double)l.elementBytes);
+    return flops / grid::denseProductFlopsPerSecond(m, grid::ceilDiv(l.batch, g.pc), in, out,
+                                                    l.elementBytes);
   }
   double rate = m.convFlopsPerSecond;
   if (l.kind == grid::Layer::Kind::Conv)

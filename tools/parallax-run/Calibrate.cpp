@@ -134,20 +134,23 @@ double concurrentSeconds(Comm &comm, const std::function<void()> &fn, bool colle
   return slowest(times[times.size() / 2]);
 }
 
-/// Floating-point operations per second of a 512 x 512 x 512 product (the
-/// gemm kernel on this rank's threads): what StepPrediction divides a
-/// layer's products by.
-double measureFlops(Comm &comm, int threads) {
-  const int64_t n = 512;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), y(n * n);
+/// Floating-point operations per second of the gemm kernel on this rank's
+/// threads for [m, k] x [k, n], on every rank at once.
+double gemmFlopsPerSecond(Comm &comm, int threads, int64_t m, int64_t k, int64_t n) {
+  std::vector<float> a(m * k, 0.5f), b(k * n, 0.25f), y(m * n);
   ExecEnv env;
   env.threads = threads;
-  PlanKernel k;
-  std::vector<int64_t> square{n, n};
+  PlanKernel plan;
   KernelFn fn = kernelOn("gemm", nlohmann::json::object(),
-                         {{a.data(), DType::F32, square}, {b.data(), DType::F32, square}},
-                         {{y.data(), DType::F32, square}}, env, k);
-  return 2.0 * (double)(n * n * n) / std::max(concurrentSeconds(comm, fn), 1e-12);
+                         {{a.data(), DType::F32, {m, k}}, {b.data(), DType::F32, {k, n}}},
+                         {{y.data(), DType::F32, {m, n}}}, env, plan);
+  return 2.0 * (double)(m * k * n) / std::max(concurrentSeconds(comm, fn), 1e-12);
+}
+
+/// Floating-point operations per second of a 512 x 512 x 512 product:
+/// what StepPrediction divides a layer's products by.
+double measureFlops(Comm &comm, int threads) {
+  return gemmFlopsPerSecond(comm, threads, 512, 512, 512);
 }
 
 /// "product_flops": the flops per second of [d, K] x [K, K] products, K =
@@ -155,19 +158,9 @@ double measureFlops(Comm &comm, int threads) {
 /// smallest dimension d of kProductSmallestDims, as [d, rate] points.
 nlohmann::json measureProductFlops(Comm &comm, int threads) {
   const int64_t k = kProductWeightDim;
-  std::vector<float> weight(k * k, 0.25f);
   nlohmann::json points = nlohmann::json::array();
-  for (int64_t d : kProductSmallestDims) {
-    std::vector<float> x(d * k, 0.5f), y(d * k);
-    ExecEnv env;
-    env.threads = threads;
-    PlanKernel plan;
-    KernelFn fn = kernelOn("gemm", nlohmann::json::object(),
-                           {{x.data(), DType::F32, {d, k}}, {weight.data(), DType::F32, {k, k}}},
-                           {{y.data(), DType::F32, {d, k}}}, env, plan);
-    points.push_back(
-        {(double)d, 2.0 * (double)(d * k * k) / std::max(concurrentSeconds(comm, fn), 1e-12)});
-  }
+  for (int64_t d : kProductSmallestDims)
+    points.push_back({(double)d, gemmFlopsPerSecond(comm, threads, d, k, k)});
   return points;
 }
 

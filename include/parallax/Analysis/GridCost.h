@@ -116,6 +116,13 @@ double allReduceSeconds(int64_t p, double bytes, const Link &link, const Machine
 /// the all-gather's volume, at the calibrated "reduce_scatter" rate.
 double reduceScatterSeconds(int64_t p, double bytes, const Link &link, const Machine &m);
 
+/// Flops per second of a dense layer's products on one rank: `rows` rows
+/// (samples) by a weight block of `in` x `out` elements of `elementBytes`
+/// (Machine::productFlopsPerSecond at their smallest dimension and the
+/// block's bytes).
+double denseProductFlopsPerSecond(const Machine &m, int64_t rows, int64_t in, int64_t out,
+                                  int64_t elementBytes);
+
 /// One layer with a weight, as the model treats it.
 struct Layer {
   enum class Kind { Dense, Conv };

@@ -15,8 +15,8 @@
 #define PARALLAX_RUNTIME_KERNELRATES_H
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
