@@ -2,6 +2,7 @@
 
 #include "parallax/Runtime/Device.h"
 #include "parallax/Runtime/Collectives.h"
+#include "parallax/Runtime/PlanAlignment.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -36,8 +37,9 @@ DeviceOptions::Transport parseTransport(const std::string &name) {
 void *allocateAlignedHost(int64_t bytes) {
   if (bytes <= 0)
     return nullptr;
-  size_t rounded = (size_t(bytes) + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
-  void *p = std::aligned_alloc(kPlanAlignment, rounded);
+  int64_t alignment = alignmentOf(bytes);
+  size_t rounded = (size_t)alignUp(bytes, alignment);
+  void *p = std::aligned_alloc((size_t)alignment, rounded);
   if (!p)
     throw std::runtime_error("out of memory allocating " + std::to_string(bytes) +
                              " bytes of host memory");

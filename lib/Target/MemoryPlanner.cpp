@@ -21,7 +21,8 @@ int64_t planArena(std::vector<BufferLifetime> &buffers) {
   int64_t arena = 0;
   for (size_t i : order) {
     BufferLifetime &buf = buffers[i];
-    int64_t size = align(std::max<int64_t>(buf.bytes, 1));
+    int64_t size = align(std::max<int64_t>(buf.bytes, 1)),
+            alignment = rt::alignmentOf(buf.bytes);
     // The placed buffers whose lifetimes overlap this one, by offset.
     std::vector<size_t> conflicts;
     for (size_t j : placed)
@@ -34,7 +35,9 @@ int64_t planArena(std::vector<BufferLifetime> &buffers) {
     for (size_t j : conflicts) {
       if (offset + size <= buffers[j].offset)
         break; // fits in the gap before j
-      offset = std::max(offset, buffers[j].offset + align(std::max<int64_t>(buffers[j].bytes, 1)));
+      offset = std::max(offset, rt::alignUp(buffers[j].offset +
+                                                align(std::max<int64_t>(buffers[j].bytes, 1)),
+                                            alignment));
     }
     buf.offset = offset;
     arena = std::max(arena, offset + size);

@@ -85,7 +85,7 @@ public:
   /// Bytes this device can hold for a session (0: unknown).
   virtual int64_t memoryBytes() const = 0;
 
-  /// Zero-filled storage of `bytes`, kPlanAlignment-aligned; throws
+  /// Zero-filled storage of `bytes`, aligned to alignmentOf(bytes); throws
   /// std::runtime_error naming the size when the device is out of memory.
   virtual void *allocate(int64_t bytes) = 0;
   virtual void deallocate(void *p) noexcept = 0;
@@ -177,8 +177,8 @@ bool cudaBackendBuilt();
 /// CUDA backend in this build, no GPU visible, a bad ordinal).
 std::unique_ptr<Device> makeDevice(const DeviceOptions &options);
 
-/// Zero-filled, kPlanAlignment-aligned host memory (std::free releases
-/// it); throws std::runtime_error naming the size when there is none.
+/// Zero-filled host memory aligned to alignmentOf(bytes) (std::free
+/// releases it); throws std::runtime_error naming the size when there is none.
 void *allocateAlignedHost(int64_t bytes);
 
 /// Storage of `bytes` on `device` (host memory when null), zero-filled and

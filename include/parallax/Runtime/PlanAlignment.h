@@ -24,6 +24,25 @@ constexpr int64_t alignToPlan(int64_t bytes) {
   return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
 }
 
+/// Alignment of arena buffers and host allocations of a page or more. A
+/// memory-bound kernel streams several of them at once (an optimizer reads
+/// its variable, state and gradient and writes the first three back); at
+/// different offsets within their pages, a load falsely waits for a pending
+/// store to another stream whose address matches in its low 12 bits (4K
+/// aliasing). At the same offset the streams never meet that way.
+constexpr int64_t kPageAlignment = 4096;
+
+/// The alignment of a buffer of `bytes`: a page from a page up, else
+/// kPlanAlignment (small buffers would waste most of a page).
+constexpr int64_t alignmentOf(int64_t bytes) {
+  return bytes >= kPageAlignment ? kPageAlignment : kPlanAlignment;
+}
+
+/// `offset` rounded up to a multiple of `alignment`.
+constexpr int64_t alignUp(int64_t offset, int64_t alignment) {
+  return (offset + alignment - 1) / alignment * alignment;
+}
+
 } // namespace parallax::rt
 
 #endif // PARALLAX_RUNTIME_PLANALIGNMENT_H

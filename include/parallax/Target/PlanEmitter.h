@@ -48,10 +48,11 @@ struct BufferLifetime {
   int64_t offset = -1; ///< set by planArena
 };
 
-/// Assigns every buffer an offset (aligned to rt::kPlanAlignment) so that no
-/// two buffers live at the same time overlap; returns the arena size. Greedy
-/// by decreasing size, each at the lowest offset that fits (as TFLite's
-/// arena planner), which is within a few percent of optimal on DNN graphs.
+/// Assigns every buffer an offset (aligned to rt::alignmentOf its size) so
+/// that no two buffers live at the same time overlap; returns the arena
+/// size. Greedy by decreasing size, each at the lowest offset that fits (as
+/// TFLite's arena planner), which is within a few percent of optimal on DNN
+/// graphs.
 int64_t planArena(std::vector<BufferLifetime> &buffers);
 
 } // namespace parallax

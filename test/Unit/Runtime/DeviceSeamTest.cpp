@@ -3,6 +3,7 @@
 #include "parallax/Runtime/Comm.h"
 #include "parallax/Runtime/Device.h"
 #include "parallax/Runtime/Plan.h"
+#include "parallax/Runtime/PlanAlignment.h"
 #include "parallax/Runtime/Session.h"
 
 #include "../../../lib/Runtime/HostStaged.h"
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -50,6 +52,26 @@ TEST(DeviceSeam, CpuDeviceMovesBytesAndZeroes) {
   char back[100] = {};
   dev->download(back, b.data(), 100);
   EXPECT_EQ(std::memcmp(host, back, 100), 0);
+}
+
+// Buffers of a page or more start on a page, so that a kernel's streams
+// share their offset within a page; smaller ones on 64 bytes.
+TEST(DeviceSeam, HostBuffersOfAPageStartOnAPage) {
+  auto dev = makeCpuDevice();
+  std::vector<Buffer> small, large;
+  for (int64_t bytes : {1, 100, 4095}) // several, so that one could fall off
+    for (int i = 0; i < 4; ++i)
+      small.emplace_back(bytes, dev.get());
+  for (int64_t bytes : {4096, 5000, 3 << 20, (64 << 20) + 200})
+    for (int i = 0; i < 2; ++i)
+      large.emplace_back(bytes, dev.get());
+  for (const Buffer &b : small)
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % kPlanAlignment, 0u) << b.size();
+  for (const Buffer &b : large) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % kPageAlignment, 0u) << b.size();
+    const char *p = static_cast<const char *>(b.data());
+    EXPECT_TRUE(std::all_of(p, p + b.size(), [](char c) { return c == 0; })) << b.size();
+  }
 }
 
 TEST(DeviceSeam, PlansKeepTheirTargetAndRefuseUnknownOnes) {
