@@ -13,7 +13,8 @@ chosen under a memory limit against hand-picked grids and ZeRO-1, in one run.
    (the search's and the compiles' time, the frontier's size); --points points spread
    over the frontier compiled with `--plan-point K` and trained (`parallax-run PLAN
    --np N --synthetic --threads 1 --steps S --metrics`): the median step after
-   --warmup and the largest memory_bytes of the ranks against the point's prediction
+   --warmup without drawing the next batch's inputs (less its data_s, which the
+   prediction leaves out) and the largest memory_bytes of the ranks against the point's prediction
    (targets: within 15% and 10%); with --svg-dir, the frontier drawn with the measured
    points beside it (`--frontier-measured`).
 3. Memory-limited (--limited, wide_mlp and lm by default): a limit between the
@@ -60,15 +61,19 @@ def search(build, src, n, flags, out_json, extra=()):
 
 
 def train(build, work, plan, n, args, tag):
-    """The median step after --warmup and the ranks' largest memory_bytes."""
+    """The median step after --warmup, the median of it without drawing the
+    next batch's synthetic inputs (data_s: what the prediction covers), and
+    the ranks' largest memory_bytes."""
     metrics = work / f"{tag}.jsonl"
     pxbench.run([build / "bin" / "parallax-run", plan, "--np", str(n), "--synthetic",
                  "--threads", "1", "-q", "--steps", str(args.steps), "--metrics", metrics],
                 f"parallax-run {tag}", timeout=1800)
     ranks = [pxbench.read_metrics(str(metrics).replace(".jsonl", f".rank{r}.jsonl"))
              for r in range(n)]
-    steady = [line["step_time_s"] for line in ranks[0] if line["step"] > args.warmup]
-    return pxbench.median(steady), max(line.get("memory_bytes", 0) for r in ranks for line in r)
+    steady = [line for line in ranks[0] if line["step"] > args.warmup]
+    return (pxbench.median([line["step_time_s"] for line in steady]),
+            pxbench.median([line["step_time_s"] - line.get("data_s", 0) for line in steady]),
+            max(line.get("memory_bytes", 0) for r in ranks for line in r))
 
 
 def compile_plan(build, src, plan, flags):
@@ -125,7 +130,7 @@ def validate(build, work, name, src, args, flags):
     print(f"\n### {name} on {args.np} ranks: {len(points)} frontier points "
           f"(search {frontier['search_seconds']:.2f} s, compiling "
           f"{frontier['compile_seconds']:.2f} s)\n")
-    print("| point | strategy | ms/step | predicted | pred/meas | memory MiB | predicted | "
+    print("| point | strategy | ms/step less data | predicted | pred/meas | memory MiB | predicted | "
           "pred/meas |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
     measured = []
@@ -151,7 +156,7 @@ def validate(build, work, name, src, args, flags):
         tag = f"{name}-{kind[0]}{k}"
         plan = work / f"{tag}.pxplan"
         compile_plan(build, src, plan, ["--np", str(args.np), *plan_flags, *flags])
-        seconds, memory = train(build, work, plan, args.np, args, tag)
+        _, seconds, memory = train(build, work, plan, args.np, args, tag)
         measured.append({kind: k, "step_seconds": seconds, "memory_bytes": memory})
         split = sum(s != "whole" for s in p["splits"].values())
         strategy = p["grid"] + (zero1_text(p) if p["zero1"] else "") + \
@@ -201,7 +206,7 @@ def memory_limited(build, work, name, src, frontier, args, flags):
     def run_plan(tag, plan_flags):
         plan = work / f"{name}-{tag}.pxplan"
         _, peak = compile_plan(build, src, plan, ["--np", str(n), *plan_flags, *flags])
-        seconds, measured = train(build, work, plan, n, args, f"{name}-{tag}")
+        seconds, _, measured = train(build, work, plan, n, args, f"{name}-{tag}")
         return {"ms": seconds * 1e3, "predicted_memory": peak, "memory": measured,
                 "fits": peak <= limit}
 

@@ -5,7 +5,7 @@
 
 Compares A.rankR.jsonl with B.rankR.jsonl for every rank R (A.jsonl with
 B.jsonl for one rank): every field of every line but the timings
-(step_time_s, samples_per_s, checkpoint_s) and the resident memory
+(step_time_s, data_s, samples_per_s, checkpoint_s) and the resident memory
 (memory_bytes) must be equal, losses bit for bit. Prints "same metrics: N ranks x S steps" or the first
 difference (exit status 1).
 """
@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-TIMINGS = {"step_time_s", "samples_per_s", "checkpoint_s", "memory_bytes"}
+TIMINGS = {"step_time_s", "data_s", "samples_per_s", "checkpoint_s", "memory_bytes"}
 
 
 def lines(path):

@@ -556,8 +556,11 @@ int main(int argc, char **argv) {
       session.runStep();
       // The next batch while a GPU runs this step (into the other staging
       // buffer); on the CPU the same work in the same order.
+      auto filling = std::chrono::steady_clock::now();
       if (s + 1 < steps)
         data->fill(session, s + 1);
+      double dataTime =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - filling).count();
       double loss = session.loss();
       auto t1 = std::chrono::steady_clock::now();
       double stepTime = std::chrono::duration<double>(t1 - t0).count();
@@ -587,6 +590,7 @@ int main(int argc, char **argv) {
         nlohmann::json line{{"step", s + 1},
                             {"loss", loss},
                             {"step_time_s", stepTime},
+                            {"data_s", dataTime},
                             {"samples_per_s", samplesPerSec}};
         if (checkpointTime > 0)
           line["checkpoint_s"] = checkpointTime;
