@@ -263,9 +263,13 @@ std::optional<std::pair<int64_t, double>> productShapeOf(Operation *op) {
 double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape,
                         const grid::Machine &m) {
   if (isa_and_nonnull<px::PxDialect>(op->getDialect())) {
-    std::string kind = op->hasTrait<px::OpTrait::Elementwise>()
-                           ? "elementwise"
-                           : op->getName().stripDialect().str();
+    std::string kind = op->getName().stripDialect().str();
+    // An element-wise op is of its class: the transcendental ones at their
+    // own rate where the profile has it (older profiles do not).
+    if (op->hasTrait<px::OpTrait::ElementwiseMath>() && m.opRates.count("elementwise_math"))
+      kind = "elementwise_math";
+    else if (op->hasTrait<px::OpTrait::Elementwise>())
+      kind = "elementwise";
     auto rated = m.opRates.find(kind);
     std::optional<rt::KernelWork> unit = rt::ratedWorkOf(kind);
     if (rated != m.opRates.end() && unit && !rated->second.points.empty()) {

@@ -78,6 +78,10 @@ inline constexpr RatedKernel kRatedKernels[] = {
     // activations, often in cache, where the streaming rate (a dense
     // update's, from memory) undersells them.
     {"elementwise", KernelWork::Bytes},
+    // The element-wise ops of the ElementwiseMath trait (exp, erf, tanh,
+    // dropout's draws ...), whose arithmetic bounds them: timed on
+    // kElementwiseMathProbe, in cache and from memory.
+    {"elementwise_math", KernelWork::Bytes},
     // Not a kernel either: the products' (gemm, matmul) rate when memory
     // bounds them, their operands' and result's bytes per second, timed on
     // a product of a few rows by a large weight (which a BLAS packs: read,
@@ -92,6 +96,11 @@ inline constexpr RatedKernel kRatedKernels[] = {
     // flops per second], timed on a weight of kProductStreamedWeightBytes.
     {"product_flops", KernelWork::Flops},
 };
+
+/// The kernel --calibrate times for "elementwise_math": the function a
+/// GELU evaluates (torch exports nn.GELU as Erf), which costs about what
+/// exp, tanh and sigmoid do per element.
+inline constexpr const char *kElementwiseMathProbe = "erf";
 
 /// The products --calibrate times for "product_flops": [d, K] x [K, K]
 /// for each smallest dimension d, K = kProductWeightDim. flops_per_second

@@ -180,6 +180,14 @@ def Px_Elementwise : NativeOpTrait<"Elementwise"> {
   let cppNamespace = "::parallax::px::OpTrait";
 }
 
+// An elementwise op whose kernel evaluates a transcendental function (or
+// draws a random number) per element: bound by that arithmetic where plain
+// arithmetic (add, relu, where) is bound by memory, so the step prediction
+// times it at a calibrated rate of its own ("elementwise_math").
+def Px_ElementwiseMath : NativeOpTrait<"ElementwiseMath"> {
+  let cppNamespace = "::parallax::px::OpTrait";
+}
+
 //===----------------------------------------------------------------------===//
 // Element and tensor type constraints.
 //===----------------------------------------------------------------------===//

@@ -26,6 +26,10 @@ namespace parallax::px::OpTrait {
 /// Marks elementwise ops with broadcasting (Px_Elementwise in PxBase.td).
 template <typename ConcreteType>
 class Elementwise : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {};
+/// Marks elementwise ops that evaluate a transcendental function or draw a
+/// random number per element (Px_ElementwiseMath in PxBase.td).
+template <typename ConcreteType>
+class ElementwiseMath : public mlir::OpTrait::TraitBase<ConcreteType, ElementwiseMath> {};
 } // namespace parallax::px::OpTrait
 
 #define GET_ATTRDEF_CLASSES
