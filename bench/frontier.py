@@ -72,6 +72,7 @@ def train(build, work, plan, n, args, tag):
              for r in range(n)]
     steady = [line for line in ranks[0] if line["step"] > args.warmup]
     return (pxbench.median([line["step_time_s"] for line in steady]),
+            # On the CPU the next batch's filling adds to the step.
             pxbench.median([line["step_time_s"] - line.get("data_s", 0) for line in steady]),
             max(line.get("memory_bytes", 0) for r in ranks for line in r))
 
@@ -130,8 +131,8 @@ def validate(build, work, name, src, args, flags):
     print(f"\n### {name} on {args.np} ranks: {len(points)} frontier points "
           f"(search {frontier['search_seconds']:.2f} s, compiling "
           f"{frontier['compile_seconds']:.2f} s)\n")
-    print("| point | strategy | ms/step less data | predicted | pred/meas | memory MiB | predicted | "
-          "pred/meas |")
+    print("| point | strategy | ms/step less data | predicted | pred/meas | memory MiB | "
+          "predicted | pred/meas |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
     measured = []
     rows = []

@@ -80,7 +80,8 @@ def run_grid(build, work, model, src, pr, pc, split, args, profile):
     steady = [line for line in ranks[0] if line["step"] > args.warmup]
     times = [line["step_time_s"] for line in steady]
     # The plan's step without the next batch's inputs (--synthetic draws
-    # them), which the prediction leaves out.
+    # them), which the prediction leaves out; on the CPU their filling adds
+    # to the step.
     compute = [line["step_time_s"] - line.get("data_s", 0) for line in steady]
     predicted = info["options"]["predicted"]
     return {

@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Matchers.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -254,6 +255,22 @@ std::optional<std::pair<int64_t, double>> productShapeOf(Operation *op) {
   return std::pair{smallest, largest};
 }
 
+/// Whether `op` evaluates a transcendental function or draws a random
+/// number per element as its kernel runs it: a pow by a constant 2 is one
+/// multiplication there (the runtime's powFactory squares).
+bool isCostlyElementwise(Operation *op) {
+  if (!op->hasTrait<px::OpTrait::CostlyElementwise>())
+    return false;
+  auto pow = dyn_cast<px::PowOp>(op);
+  DenseElementsAttr exponent;
+  if (!pow || !matchPattern(pow.getRhs(), m_Constant(&exponent)) ||
+      exponent.getNumElements() != 1)
+    return true;
+  if (isa<FloatType>(exponent.getElementType()))
+    return (*exponent.getValues<APFloat>().begin()).convertToDouble() != 2.0;
+  return (*exponent.getValues<APInt>().begin()).getSExtValue() != 2;
+}
+
 /// What an op that is not a collective computes for, on one rank: its
 /// work at its kernel's calibrated rate where the profile has one
 /// (KernelRates.h; the rate is of whole calls, their fixed cost included),
@@ -264,10 +281,10 @@ double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape
                         const grid::Machine &m) {
   if (isa_and_nonnull<px::PxDialect>(op->getDialect())) {
     std::string kind = op->getName().stripDialect().str();
-    // An element-wise op is of its class: the transcendental ones at their
-    // own rate where the profile has it (older profiles do not).
-    if (op->hasTrait<px::OpTrait::ElementwiseMath>() && m.opRates.count("elementwise_math"))
-      kind = "elementwise_math";
+    // An element-wise op is of its class: the costly ones at their own
+    // rate where the profile has it (older profiles do not).
+    if (isCostlyElementwise(op) && m.opRates.count("elementwise_costly"))
+      kind = "elementwise_costly";
     else if (op->hasTrait<px::OpTrait::Elementwise>())
       kind = "elementwise";
     auto rated = m.opRates.find(kind);

@@ -38,8 +38,8 @@ void *allocateAlignedHost(int64_t bytes) {
   if (bytes <= 0)
     return nullptr;
   int64_t alignment = alignmentOf(bytes);
-  size_t rounded = (size_t)alignUp(bytes, alignment);
-  void *p = std::aligned_alloc((size_t)alignment, rounded);
+  size_t rounded = size_t(alignUp(bytes, alignment));
+  void *p = std::aligned_alloc(size_t(alignment), rounded);
   if (!p)
     throw std::runtime_error("out of memory allocating " + std::to_string(bytes) +
                              " bytes of host memory");

@@ -35,9 +35,8 @@ int64_t planArena(std::vector<BufferLifetime> &buffers) {
     for (size_t j : conflicts) {
       if (offset + size <= buffers[j].offset)
         break; // fits in the gap before j
-      offset = std::max(offset, rt::alignUp(buffers[j].offset +
-                                                align(std::max<int64_t>(buffers[j].bytes, 1)),
-                                            alignment));
+      int64_t end = buffers[j].offset + align(std::max<int64_t>(buffers[j].bytes, 1));
+      offset = std::max(offset, rt::alignUp(end, alignment));
     }
     buf.offset = offset;
     arena = std::max(arena, offset + size);

@@ -85,7 +85,8 @@ public:
   /// Bytes this device can hold for a session (0: unknown).
   virtual int64_t memoryBytes() const = 0;
 
-  /// Zero-filled storage of `bytes`, aligned to alignmentOf(bytes); throws
+  /// Zero-filled storage of `bytes`, aligned to alignmentOf(bytes) on the
+  /// host (a GPU's to at least 256 bytes); throws
   /// std::runtime_error naming the size when the device is out of memory.
   virtual void *allocate(int64_t bytes) = 0;
   virtual void deallocate(void *p) noexcept = 0;

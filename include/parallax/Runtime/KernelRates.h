@@ -73,15 +73,16 @@ inline constexpr RatedKernel kRatedKernels[] = {
     {"max_pool", KernelWork::WindowTaps},  {"max_pool_grad", KernelWork::WindowTaps},
     {"gru", KernelWork::Flops},            {"gru_grad", KernelWork::Flops},
     {"lstm", KernelWork::Flops},           {"lstm_grad", KernelWork::Flops},
-    // A class, not a kernel: every op of the px dialect's Elementwise trait
-    // (add, mul, relu, where ...), timed on add. Their tensors are
+    // A class, not a kernel: the ops of the px dialect's Elementwise trait
+    // (add, mul, relu, where ...) but the costly ones below, timed on add. Their tensors are
     // activations, often in cache, where the streaming rate (a dense
     // update's, from memory) undersells them.
     {"elementwise", KernelWork::Bytes},
-    // The element-wise ops of the ElementwiseMath trait (exp, erf, tanh,
+    // The element-wise ops of the CostlyElementwise trait (exp, erf, tanh,
     // dropout's draws ...), whose arithmetic bounds them: timed on
-    // kElementwiseMathProbe, in cache and from memory.
-    {"elementwise_math", KernelWork::Bytes},
+    // kCostlyElementwiseProbe, in cache and from memory. A profile without
+    // it times them as "elementwise".
+    {"elementwise_costly", KernelWork::Bytes},
     // Not a kernel either: the products' (gemm, matmul) rate when memory
     // bounds them, their operands' and result's bytes per second, timed on
     // a product of a few rows by a large weight (which a BLAS packs: read,
@@ -97,10 +98,12 @@ inline constexpr RatedKernel kRatedKernels[] = {
     {"product_flops", KernelWork::Flops},
 };
 
-/// The kernel --calibrate times for "elementwise_math": the function a
-/// GELU evaluates (torch exports nn.GELU as Erf), which costs about what
-/// exp, tanh and sigmoid do per element.
-inline constexpr const char *kElementwiseMathProbe = "erf";
+/// The kernel --calibrate times for "elementwise_costly": the function a
+/// GELU evaluates (torch exports nn.GELU as Erf), in the middle of the
+/// class's vectorized kernels (exp, tanh, sigmoid, dropout's draws); log,
+/// the trigonometric ones and pow by other than 2 call libm per element and
+/// run slower than it.
+inline constexpr const char *kCostlyElementwiseProbe = "erf";
 
 /// The products --calibrate times for "product_flops": [d, K] x [K, K]
 /// for each smallest dimension d, K = kProductWeightDim. flops_per_second

@@ -13,8 +13,8 @@
 
 namespace parallax::rt {
 
-/// Alignment of every arena offset and buffer (a cache line; also what
-/// AVX-512 loads like).
+/// The least alignment of every arena offset and buffer (a cache line; also
+/// what AVX-512 loads like); see alignmentOf for larger buffers.
 constexpr int64_t kPlanAlignment = 64;
 
 /// `bytes` rounded up to kPlanAlignment: the arena planner's and an in-place
@@ -29,7 +29,9 @@ constexpr int64_t alignToPlan(int64_t bytes) {
 /// its variable, state and gradient and writes the first three back); at
 /// different offsets within their pages, a load falsely waits for a pending
 /// store to another stream whose address matches in its low 12 bits (4K
-/// aliasing). At the same offset the streams never meet that way.
+/// aliasing). At the same offset the streams never meet that way. Members
+/// of an in-place bucket or a variable block keep kPlanAlignment within it
+/// (padding them would add to the collectives' volume).
 constexpr int64_t kPageAlignment = 4096;
 
 /// The alignment of a buffer of `bytes`: a page from a page up, else

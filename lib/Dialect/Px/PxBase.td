@@ -183,8 +183,11 @@ def Px_Elementwise : NativeOpTrait<"Elementwise"> {
 // An elementwise op whose kernel evaluates a transcendental function (or
 // draws a random number) per element: bound by that arithmetic where plain
 // arithmetic (add, relu, where) is bound by memory, so the step prediction
-// times it at a calibrated rate of its own ("elementwise_math").
-def Px_ElementwiseMath : NativeOpTrait<"ElementwiseMath"> {
+// times it at a calibrated rate of its own ("elementwise_costly"). The
+// runtime's kernels run these ops in smaller chunks per thread (the
+// `costly` flags of lib/Runtime/Kernels/ElementwiseLayout.h, pow, dropout):
+// keep the two lists alike.
+def Px_CostlyElementwise : NativeOpTrait<"CostlyElementwise"> {
   let cppNamespace = "::parallax::px::OpTrait";
 }
 

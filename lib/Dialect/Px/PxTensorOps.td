@@ -130,7 +130,7 @@ def Px_ModOp : Px_Op<"mod", [Pure, InferTypeOpAdaptor, Px_Elementwise]> {
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
 }
 
-def Px_PowOp : Px_BinaryOp<"pow", Px_NumericTensor, [Px_ElementwiseMath]> {
+def Px_PowOp : Px_BinaryOp<"pow", Px_NumericTensor, [Px_CostlyElementwise]> {
   let summary = "Elementwise power with broadcasting (ONNX Pow)";
   let description = [{ The result has the base's element type; the exponent
     may be of another numeric type. }];
@@ -165,26 +165,26 @@ def Px_NegOp : Px_UnaryOp<"neg", Px_NumericTensor>;
 def Px_AbsOp : Px_UnaryOp<"abs", Px_NumericTensor>;
 def Px_SqrtOp : Px_UnaryOp<"sqrt", Px_FloatTensor>;
 def Px_ReciprocalOp : Px_UnaryOp<"reciprocal", Px_FloatTensor>;
-def Px_ExpOp : Px_UnaryOp<"exp", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_LogOp : Px_UnaryOp<"log", Px_FloatTensor, [Px_ElementwiseMath]>;
+def Px_ExpOp : Px_UnaryOp<"exp", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_LogOp : Px_UnaryOp<"log", Px_FloatTensor, [Px_CostlyElementwise]>;
 def Px_ReluOp : Px_UnaryOp<"relu", Px_NumericTensor>;
-def Px_TanhOp : Px_UnaryOp<"tanh", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_SigmoidOp : Px_UnaryOp<"sigmoid", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_ErfOp : Px_UnaryOp<"erf", Px_FloatTensor, [Px_ElementwiseMath]>;
+def Px_TanhOp : Px_UnaryOp<"tanh", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_SigmoidOp : Px_UnaryOp<"sigmoid", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_ErfOp : Px_UnaryOp<"erf", Px_FloatTensor, [Px_CostlyElementwise]>;
 def Px_NotOp : Px_UnaryOp<"not", Px_BoolTensor>;
 
 // Trigonometric and hyperbolic functions (ONNX Sin ... Atanh).
-def Px_SinOp : Px_UnaryOp<"sin", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_CosOp : Px_UnaryOp<"cos", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_TanOp : Px_UnaryOp<"tan", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_AsinOp : Px_UnaryOp<"asin", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_AcosOp : Px_UnaryOp<"acos", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_AtanOp : Px_UnaryOp<"atan", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_SinhOp : Px_UnaryOp<"sinh", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_CoshOp : Px_UnaryOp<"cosh", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_AsinhOp : Px_UnaryOp<"asinh", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_AcoshOp : Px_UnaryOp<"acosh", Px_FloatTensor, [Px_ElementwiseMath]>;
-def Px_AtanhOp : Px_UnaryOp<"atanh", Px_FloatTensor, [Px_ElementwiseMath]>;
+def Px_SinOp : Px_UnaryOp<"sin", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_CosOp : Px_UnaryOp<"cos", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_TanOp : Px_UnaryOp<"tan", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_AsinOp : Px_UnaryOp<"asin", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_AcosOp : Px_UnaryOp<"acos", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_AtanOp : Px_UnaryOp<"atan", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_SinhOp : Px_UnaryOp<"sinh", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_CoshOp : Px_UnaryOp<"cosh", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_AsinhOp : Px_UnaryOp<"asinh", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_AcoshOp : Px_UnaryOp<"acosh", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_AtanhOp : Px_UnaryOp<"atanh", Px_FloatTensor, [Px_CostlyElementwise]>;
 // Piecewise constant: their gradient is zero wherever it exists.
 def Px_FloorOp : Px_UnaryOp<"floor", Px_FloatTensor>;
 def Px_CeilOp : Px_UnaryOp<"ceil", Px_FloatTensor>;
@@ -420,7 +420,7 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def Px_DropoutOp : Px_Op<"dropout", [InferTypeOpAdaptor, Px_Elementwise, Px_ElementwiseMath]> {
+def Px_DropoutOp : Px_Op<"dropout", [InferTypeOpAdaptor, Px_Elementwise, Px_CostlyElementwise]> {
   let summary = "Training-mode dropout (ONNX Dropout with training_mode = true)";
   let description = [{
     Zeroes each element with probability `ratio` and scales the rest by

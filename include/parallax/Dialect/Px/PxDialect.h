@@ -27,9 +27,9 @@ namespace parallax::px::OpTrait {
 template <typename ConcreteType>
 class Elementwise : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {};
 /// Marks elementwise ops that evaluate a transcendental function or draw a
-/// random number per element (Px_ElementwiseMath in PxBase.td).
+/// random number per element (Px_CostlyElementwise in PxBase.td).
 template <typename ConcreteType>
-class ElementwiseMath : public mlir::OpTrait::TraitBase<ConcreteType, ElementwiseMath> {};
+class CostlyElementwise : public mlir::OpTrait::TraitBase<ConcreteType, CostlyElementwise> {};
 } // namespace parallax::px::OpTrait
 
 #define GET_ATTRDEF_CLASSES
