@@ -258,8 +258,8 @@ std::optional<std::pair<int64_t, double>> productShapeOf(Operation *op) {
 /// Whether `op` evaluates a transcendental function or draws a random
 /// number per element as its kernel runs it: a pow by a constant 2 is one
 /// multiplication there (the runtime's powFactory squares).
-bool isCostlyElementwise(Operation *op) {
-  if (!op->hasTrait<px::OpTrait::CostlyElementwise>())
+bool isCostlyPerElement(Operation *op) {
+  if (!op->hasTrait<px::OpTrait::CostlyPerElement>())
     return false;
   auto pow = dyn_cast<px::PowOp>(op);
   DenseElementsAttr exponent;
@@ -281,10 +281,10 @@ double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape
                         const grid::Machine &m) {
   if (isa_and_nonnull<px::PxDialect>(op->getDialect())) {
     std::string kind = op->getName().stripDialect().str();
-    // An element-wise op is of its class: the costly ones at their own
-    // rate where the profile has it (older profiles do not).
-    if (isCostlyElementwise(op) && m.opRates.count("elementwise_costly"))
-      kind = "elementwise_costly";
+    // A costly op at its class's rate where the profile has it (older
+    // profiles do not); the other element-wise ops at theirs.
+    if (isCostlyPerElement(op) && m.opRates.count("costly_per_element"))
+      kind = "costly_per_element";
     else if (op->hasTrait<px::OpTrait::Elementwise>())
       kind = "elementwise";
     auto rated = m.opRates.find(kind);

@@ -276,7 +276,7 @@ std::vector<Probe> ratedProbes(bool small) {
           gru, gruGrad, lstm, lstmGrad,
           // Tensors of 64 KiB (in cache) and 16 MiB (from memory).
           {"add", {}, {{vector}, {vector}}, {{vector}}, 0, "elementwise"},
-          {kCostlyElementwiseProbe, {}, {{vector}}, {{vector}}, 0, "elementwise_costly"},
+          {kCostlyPerElementProbe, {}, {{vector}}, {{vector}}, 0, "costly_per_element"},
           // 16 rows by a weight of 1 MiB (in cache) and of 64 MiB (from
           // memory): a layer's product at a small batch per rank.
           {"gemm", {}, {{16, rows}, {rows, 4 * rows}}, {{16, 4 * rows}}, 0, "product_bytes"}};

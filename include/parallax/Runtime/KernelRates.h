@@ -74,15 +74,15 @@ inline constexpr RatedKernel kRatedKernels[] = {
     {"gru", KernelWork::Flops},            {"gru_grad", KernelWork::Flops},
     {"lstm", KernelWork::Flops},           {"lstm_grad", KernelWork::Flops},
     // A class, not a kernel: the ops of the px dialect's Elementwise trait
-    // (add, mul, relu, where ...) but the costly ones below, timed on add. Their tensors are
-    // activations, often in cache, where the streaming rate (a dense
-    // update's, from memory) undersells them.
+    // (add, mul, relu, where ...) but the costly ones below, timed on add.
+    // Their tensors are activations, often in cache, where the streaming
+    // rate (a dense update's, from memory) undersells them.
     {"elementwise", KernelWork::Bytes},
-    // The element-wise ops of the CostlyElementwise trait (exp, erf, tanh,
-    // dropout's draws ...), whose arithmetic bounds them: timed on
-    // kCostlyElementwiseProbe, in cache and from memory. A profile without
-    // it times them as "elementwise".
-    {"elementwise_costly", KernelWork::Bytes},
+    // The ops of the CostlyPerElement trait (exp, erf, tanh, dropout's
+    // draws, softmax ...), whose arithmetic bounds them: timed on
+    // kCostlyPerElementProbe, in cache and from memory. A profile without
+    // it times the element-wise ones as "elementwise".
+    {"costly_per_element", KernelWork::Bytes},
     // Not a kernel either: the products' (gemm, matmul) rate when memory
     // bounds them, their operands' and result's bytes per second, timed on
     // a product of a few rows by a large weight (which a BLAS packs: read,
@@ -98,12 +98,12 @@ inline constexpr RatedKernel kRatedKernels[] = {
     {"product_flops", KernelWork::Flops},
 };
 
-/// The kernel --calibrate times for "elementwise_costly": the function a
+/// The kernel --calibrate times for "costly_per_element": the function a
 /// GELU evaluates (torch exports nn.GELU as Erf), in the middle of the
 /// class's vectorized kernels (exp, tanh, sigmoid, dropout's draws); log,
 /// the trigonometric ones and pow by other than 2 call libm per element and
 /// run slower than it.
-inline constexpr const char *kCostlyElementwiseProbe = "erf";
+inline constexpr const char *kCostlyPerElementProbe = "erf";
 
 /// The products --calibrate times for "product_flops": [d, K] x [K, K]
 /// for each smallest dimension d, K = kProductWeightDim. flops_per_second

@@ -180,14 +180,15 @@ def Px_Elementwise : NativeOpTrait<"Elementwise"> {
   let cppNamespace = "::parallax::px::OpTrait";
 }
 
-// An elementwise op whose kernel evaluates a transcendental function (or
-// draws a random number) per element: bound by that arithmetic where plain
+// An op whose kernel evaluates a transcendental function (or draws a random
+// number) per element of its tensor: bound by that arithmetic where plain
 // arithmetic (add, relu, where) is bound by memory, so the step prediction
-// times it at a calibrated rate of its own ("elementwise_costly"). The
-// runtime's kernels run these ops in smaller chunks per thread (the
-// `costly` flags of lib/Runtime/Kernels/ElementwiseLayout.h, pow, dropout):
-// keep the two lists alike.
-def Px_CostlyElementwise : NativeOpTrait<"CostlyElementwise"> {
+// times it at a calibrated rate of its own ("costly_per_element"): the
+// element-wise ones (exp, erf ..., dropout) and the softmax family's exp and
+// log. The runtime runs the element-wise ones in smaller chunks per thread
+// (the `costly` flags of lib/Runtime/Kernels/ElementwiseLayout.h, pow,
+// dropout): keep the two lists alike.
+def Px_CostlyPerElement : NativeOpTrait<"CostlyPerElement"> {
   let cppNamespace = "::parallax::px::OpTrait";
 }
 

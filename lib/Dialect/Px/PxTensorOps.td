@@ -130,7 +130,7 @@ def Px_ModOp : Px_Op<"mod", [Pure, InferTypeOpAdaptor, Px_Elementwise]> {
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
 }
 
-def Px_PowOp : Px_BinaryOp<"pow", Px_NumericTensor, [Px_CostlyElementwise]> {
+def Px_PowOp : Px_BinaryOp<"pow", Px_NumericTensor, [Px_CostlyPerElement]> {
   let summary = "Elementwise power with broadcasting (ONNX Pow)";
   let description = [{ The result has the base's element type; the exponent
     may be of another numeric type. }];
@@ -165,26 +165,26 @@ def Px_NegOp : Px_UnaryOp<"neg", Px_NumericTensor>;
 def Px_AbsOp : Px_UnaryOp<"abs", Px_NumericTensor>;
 def Px_SqrtOp : Px_UnaryOp<"sqrt", Px_FloatTensor>;
 def Px_ReciprocalOp : Px_UnaryOp<"reciprocal", Px_FloatTensor>;
-def Px_ExpOp : Px_UnaryOp<"exp", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_LogOp : Px_UnaryOp<"log", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_ExpOp : Px_UnaryOp<"exp", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_LogOp : Px_UnaryOp<"log", Px_FloatTensor, [Px_CostlyPerElement]>;
 def Px_ReluOp : Px_UnaryOp<"relu", Px_NumericTensor>;
-def Px_TanhOp : Px_UnaryOp<"tanh", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_SigmoidOp : Px_UnaryOp<"sigmoid", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_ErfOp : Px_UnaryOp<"erf", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_TanhOp : Px_UnaryOp<"tanh", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_SigmoidOp : Px_UnaryOp<"sigmoid", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_ErfOp : Px_UnaryOp<"erf", Px_FloatTensor, [Px_CostlyPerElement]>;
 def Px_NotOp : Px_UnaryOp<"not", Px_BoolTensor>;
 
 // Trigonometric and hyperbolic functions (ONNX Sin ... Atanh).
-def Px_SinOp : Px_UnaryOp<"sin", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_CosOp : Px_UnaryOp<"cos", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_TanOp : Px_UnaryOp<"tan", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_AsinOp : Px_UnaryOp<"asin", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_AcosOp : Px_UnaryOp<"acos", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_AtanOp : Px_UnaryOp<"atan", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_SinhOp : Px_UnaryOp<"sinh", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_CoshOp : Px_UnaryOp<"cosh", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_AsinhOp : Px_UnaryOp<"asinh", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_AcoshOp : Px_UnaryOp<"acosh", Px_FloatTensor, [Px_CostlyElementwise]>;
-def Px_AtanhOp : Px_UnaryOp<"atanh", Px_FloatTensor, [Px_CostlyElementwise]>;
+def Px_SinOp : Px_UnaryOp<"sin", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_CosOp : Px_UnaryOp<"cos", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_TanOp : Px_UnaryOp<"tan", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_AsinOp : Px_UnaryOp<"asin", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_AcosOp : Px_UnaryOp<"acos", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_AtanOp : Px_UnaryOp<"atan", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_SinhOp : Px_UnaryOp<"sinh", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_CoshOp : Px_UnaryOp<"cosh", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_AsinhOp : Px_UnaryOp<"asinh", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_AcoshOp : Px_UnaryOp<"acosh", Px_FloatTensor, [Px_CostlyPerElement]>;
+def Px_AtanhOp : Px_UnaryOp<"atanh", Px_FloatTensor, [Px_CostlyPerElement]>;
 // Piecewise constant: their gradient is zero wherever it exists.
 def Px_FloorOp : Px_UnaryOp<"floor", Px_FloatTensor>;
 def Px_CeilOp : Px_UnaryOp<"ceil", Px_FloatTensor>;
@@ -309,16 +309,17 @@ def Px_GemmOp : Px_Op<"gemm", [Pure, InferTypeOpAdaptor]> {
 // Normalisation, activation with an axis, losses.
 //===----------------------------------------------------------------------===//
 
-class Px_AxisOp<string mnemonic> : Px_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+class Px_AxisOp<string mnemonic, list<Trait> traits = []>
+    : Px_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
   let arguments = (ins Px_FloatTensor:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
   let results = (outs Px_FloatTensor:$output);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
-def Px_SoftmaxOp : Px_AxisOp<"softmax"> {
+def Px_SoftmaxOp : Px_AxisOp<"softmax", [Px_CostlyPerElement]> {
   let summary = "Softmax along one axis (ONNX Softmax, opset 13)";
 }
-def Px_LogSoftmaxOp : Px_AxisOp<"log_softmax"> {
+def Px_LogSoftmaxOp : Px_AxisOp<"log_softmax", [Px_CostlyPerElement]> {
   let summary = "Log-softmax along one axis (ONNX LogSoftmax, opset 13)";
 }
 
@@ -326,7 +327,7 @@ def Px_LogSoftmaxOp : Px_AxisOp<"log_softmax"> {
 defvar Px_ReductionAttr = StrAttr;
 
 def Px_SoftmaxCrossEntropyLossOp
-    : Px_Op<"softmax_cross_entropy_loss", [Pure, InferTypeOpAdaptor]> {
+    : Px_Op<"softmax_cross_entropy_loss", [Pure, InferTypeOpAdaptor, Px_CostlyPerElement]> {
   let summary = "Softmax cross entropy (ONNX SoftmaxCrossEntropyLoss)";
   let description = [{
     scores are [N, C, D1...], labels [N, D1...]. `loss` is a scalar for
@@ -420,7 +421,7 @@ def Px_BatchNormOp : Px_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
   }];
 }
 
-def Px_DropoutOp : Px_Op<"dropout", [InferTypeOpAdaptor, Px_Elementwise, Px_CostlyElementwise]> {
+def Px_DropoutOp : Px_Op<"dropout", [InferTypeOpAdaptor, Px_Elementwise, Px_CostlyPerElement]> {
   let summary = "Training-mode dropout (ONNX Dropout with training_mode = true)";
   let description = [{
     Zeroes each element with probability `ratio` and scales the rest by

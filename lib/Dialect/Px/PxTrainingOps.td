@@ -87,8 +87,8 @@ def Px_AvgPoolGradOp : Px_Op<"avg_pool_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-class Px_SoftmaxGradBase<string mnemonic> : Px_Op<mnemonic, [Pure,
-    AllTypesMatch<["y", "dy", "dx"]>]> {
+class Px_SoftmaxGradBase<string mnemonic, list<Trait> traits = []>
+    : Px_Op<mnemonic, !listconcat(traits, [Pure, AllTypesMatch<["y", "dy", "dx"]>])> {
   let arguments = (ins Px_FloatTensor:$y, Px_FloatTensor:$dy,
                        DefaultValuedAttr<I64Attr, "-1">:$axis);
   let results = (outs Px_FloatTensor:$dx);
@@ -98,12 +98,12 @@ class Px_SoftmaxGradBase<string mnemonic> : Px_Op<mnemonic, [Pure,
 def Px_SoftmaxGradOp : Px_SoftmaxGradBase<"softmax_grad"> {
   let summary = "dx = y * (dy - sum(dy * y, axis)) for y = softmax(x)";
 }
-def Px_LogSoftmaxGradOp : Px_SoftmaxGradBase<"log_softmax_grad"> {
+def Px_LogSoftmaxGradOp : Px_SoftmaxGradBase<"log_softmax_grad", [Px_CostlyPerElement]> {
   let summary = "dx = dy - exp(y) * sum(dy, axis) for y = log_softmax(x)";
 }
 
 def Px_SoftmaxCrossEntropyLossGradOp
-    : Px_Op<"softmax_cross_entropy_loss_grad", [Pure,
+    : Px_Op<"softmax_cross_entropy_loss_grad", [Pure, Px_CostlyPerElement,
         AllTypesMatch<["log_prob", "dscores"]>]> {
   let summary = "Gradient of px.softmax_cross_entropy_loss with respect to the scores";
   let description = [{

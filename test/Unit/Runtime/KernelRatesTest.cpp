@@ -27,7 +27,7 @@ TEST(KernelRates, TheUnitsOfWork) {
   EXPECT_EQ(*ratedWorkOf("conv_grad_filter"), KernelWork::Flops);
   EXPECT_EQ(*ratedWorkOf("max_pool"), KernelWork::WindowTaps);
   EXPECT_EQ(*ratedWorkOf("elementwise"), KernelWork::Bytes);
-  EXPECT_EQ(*ratedWorkOf("elementwise_costly"), KernelWork::Bytes);
+  EXPECT_EQ(*ratedWorkOf("costly_per_element"), KernelWork::Bytes);
   EXPECT_FALSE(ratedWorkOf("softmax").has_value());
   EXPECT_EQ(*ratedWorkOf("product_bytes"), KernelWork::Bytes);
   // Collectives, per group size.

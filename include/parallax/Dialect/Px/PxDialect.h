@@ -26,10 +26,10 @@ namespace parallax::px::OpTrait {
 /// Marks elementwise ops with broadcasting (Px_Elementwise in PxBase.td).
 template <typename ConcreteType>
 class Elementwise : public mlir::OpTrait::TraitBase<ConcreteType, Elementwise> {};
-/// Marks elementwise ops that evaluate a transcendental function or draw a
-/// random number per element (Px_CostlyElementwise in PxBase.td).
+/// Marks ops that evaluate a transcendental function or draw a random number
+/// per element of their tensor (Px_CostlyPerElement in PxBase.td).
 template <typename ConcreteType>
-class CostlyElementwise : public mlir::OpTrait::TraitBase<ConcreteType, CostlyElementwise> {};
+class CostlyPerElement : public mlir::OpTrait::TraitBase<ConcreteType, CostlyPerElement> {};
 } // namespace parallax::px::OpTrait
 
 #define GET_ATTRDEF_CLASSES
