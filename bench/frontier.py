@@ -14,7 +14,8 @@ chosen under a memory limit against hand-picked grids and ZeRO-1, in one run.
    over the frontier compiled with `--plan-point K` and trained (`parallax-run PLAN
    --np N --synthetic --threads 1 --steps S --metrics`): the median step after
    --warmup without drawing the next batch's inputs (less its data_s, which the
-   prediction leaves out) and the largest memory_bytes of the ranks against the point's prediction
+   prediction leaves out) and the largest memory_bytes of the ranks against the
+   point's prediction
    (targets: within 15% and 10%); with --svg-dir, the frontier drawn with the measured
    points beside it (`--frontier-measured`).
 3. Memory-limited (--limited, wide_mlp and lm by default): a limit between the
