@@ -17,12 +17,15 @@ namespace parallax::rt {
 /// what AVX-512 loads like); see alignmentOf for larger buffers.
 constexpr int64_t kPlanAlignment = 64;
 
+/// `offset` rounded up to a multiple of `alignment`.
+constexpr int64_t alignUp(int64_t offset, int64_t alignment) {
+  return (offset + alignment - 1) / alignment * alignment;
+}
+
 /// `bytes` rounded up to kPlanAlignment: the arena planner's and an in-place
 /// all-reduce bucket's layout (the plan emitter writes it, the kernel checks
 /// it).
-constexpr int64_t alignToPlan(int64_t bytes) {
-  return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
-}
+constexpr int64_t alignToPlan(int64_t bytes) { return alignUp(bytes, kPlanAlignment); }
 
 /// Alignment of arena buffers and host allocations of a page or more. A
 /// memory-bound kernel streams several of them at once (an optimizer reads
@@ -38,11 +41,6 @@ constexpr int64_t kPageAlignment = 4096;
 /// kPlanAlignment (small buffers would waste most of a page).
 constexpr int64_t alignmentOf(int64_t bytes) {
   return bytes >= kPageAlignment ? kPageAlignment : kPlanAlignment;
-}
-
-/// `offset` rounded up to a multiple of `alignment`.
-constexpr int64_t alignUp(int64_t offset, int64_t alignment) {
-  return (offset + alignment - 1) / alignment * alignment;
 }
 
 } // namespace parallax::rt
