@@ -26,6 +26,15 @@ namespace parallax::rt {
 
 Group::~Group() = default;
 Comm::~Comm() = default;
+
+void Comm::reduceScatter(Group &g, const void *send, void *recv, int64_t count, DType dtype,
+                         ReduceOp op) {
+  int64_t block = count * (int64_t)sizeOf(dtype);
+  std::vector<char> staging(static_cast<const char *>(send),
+                            static_cast<const char *>(send) + block * g.size());
+  reduceScatterBlock(g, staging.data(), count, dtype, op);
+  std::memcpy(recv, staging.data(), block);
+}
 Work::~Work() = default;
 
 namespace {
@@ -446,6 +455,17 @@ public:
           "MPI_Reduce_scatter_block");
     if (op == ReduceOp::Average && g.size() > 1)
       divide(buf, count, dtype, g.size());
+  }
+
+  void reduceScatter(Group &g, const void *send, void *recv, int64_t count, DType dtype,
+                     ReduceOp op) override {
+    MPI_Comm comm = static_cast<MpiGroup &>(g).comm;
+    auto watched = watchOf(g, "MPI_Reduce_scatter_block");
+    check(MPI_Reduce_scatter_block(send, recv, toInt(count, "a reduce-scatter block"),
+                                   mpiType(dtype), mpiOp(op), comm),
+          "MPI_Reduce_scatter_block");
+    if (op == ReduceOp::Average && g.size() > 1)
+      divide(recv, count, dtype, g.size());
   }
 
   void allgatherBlock(Group &g, void *buf, int64_t bytes) override {

@@ -28,6 +28,12 @@ public:
       comm.reduceScatterBlock(group(), buf, count, dtype, op);
     });
   }
+  std::shared_ptr<Work> reduceScatter(const void *send, void *recv, int64_t count,
+                                      DType dtype, ReduceOp op) override {
+    return comm.submit([this, send, recv, count, dtype, op] {
+      comm.reduceScatter(group(), send, recv, count, dtype, op);
+    });
+  }
   std::shared_ptr<Work> allGatherBlock(void *buf, int64_t bytes) override {
     return comm.submit([this, buf, bytes] { comm.allgatherBlock(group(), buf, bytes); });
   }

@@ -679,8 +679,10 @@ void Emitter::scheduleWaits() {
     llvm::DenseSet<int32_t> outs, lazyIns;
     for (int32_t id : kernels[k].outputs)
       outs.insert(baseOf(id));
-    // ps_pull reads its table while it runs (rows are served from it).
-    if (kernels[k].op == "ps_pull")
+    // ps_pull reads its table while it runs (rows are served from it);
+    // all_gather and reduce_scatter send their input from where it lies.
+    if (kernels[k].op == "ps_pull" || kernels[k].op == "all_gather" ||
+        kernels[k].op == "reduce_scatter")
       lazyIns.insert(baseOf(kernels[k].inputs[0]));
     size_t j = k + 1;
     for (; j < kernels.size(); ++j) {
@@ -892,11 +894,23 @@ int64_t Emitter::collectiveBuffers() const {
       ins += in(i);
     // The buffers each kernel of lib/Runtime/Kernels/Collective.cpp makes
     // when the session builds it, and keeps.
-    if (k.op == "all_gather" || k.op == "all_gatherv") {
+    // Dimensions before `axis` of the input, where an all-gather's or a
+    // reduce-scatter's blocks are not contiguous and go through a buffer.
+    auto outer = [&](const char *axis) {
+      int64_t n = 1, a = k.attrs.value(axis, int64_t(0));
+      const std::vector<int64_t> &shape = plan.tensors[k.inputs[0]].shape;
+      for (int64_t d = 0; d < a && d < (int64_t)shape.size(); ++d)
+        n *= shape[d];
+      return n;
+    };
+    if (k.op == "all_gatherv") {
       int64_t g = rt::kernelGridOf(k.attrs, plan.worldSize).groupSize();
       held += ins * (1 + g);
+    } else if (k.op == "all_gather") {
+      int64_t g = rt::kernelGridOf(k.attrs, plan.worldSize).groupSize();
+      held += outer("gather_axis") > 1 ? ins * g : 0;
     } else if (k.op == "reduce_scatter") {
-      held += ins;
+      held += outer("scatter_axis") > 1 ? ins : 0;
     } else if (k.op == "all_to_all") {
       held += 2 * ins;
     } else if ((k.op == "halo_exchange" || k.op == "halo_reduce") && in(0) > 0) {

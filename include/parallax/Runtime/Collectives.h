@@ -46,6 +46,10 @@ public:
   /// Comm::reduceScatterBlock).
   virtual std::shared_ptr<Work> reduceScatterBlock(void *buf, int64_t count,
                                                    DType dtype, ReduceOp op) = 0;
+  /// Out of place (Comm::reduceScatter): recv (`count` elements) gets the
+  /// reduction of every member's block group().rank() of send.
+  virtual std::shared_ptr<Work> reduceScatter(const void *send, void *recv, int64_t count,
+                                              DType dtype, ReduceOp op) = 0;
   /// In place on G blocks of `bytes`: afterwards block i holds member i's.
   virtual std::shared_ptr<Work> allGatherBlock(void *buf, int64_t bytes) = 0;
   /// recv (G x bytes) holds every member's `bytes` of send, in group order.

@@ -174,6 +174,11 @@ public:
   /// updates, can read it there); the other blocks hold unspecified values.
   virtual void reduceScatterBlock(Group &g, void *buf, int64_t count, DType dtype,
                                   ReduceOp op) = 0;
+  /// Out of place: `recv` (`count` elements) gets the reduction of every
+  /// member's block g.rank() of `send` (G blocks of `count`), which is
+  /// left as it was. The default stages send through reduceScatterBlock.
+  virtual void reduceScatter(Group &g, const void *send, void *recv, int64_t count,
+                             DType dtype, ReduceOp op);
   /// In place on G blocks of `bytes`: afterwards block i holds what member i
   /// had in its block i.
   virtual void allgatherBlock(Group &g, void *buf, int64_t bytes) = 0;

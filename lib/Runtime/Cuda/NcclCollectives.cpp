@@ -135,6 +135,14 @@ public:
     });
   }
 
+  std::shared_ptr<Work> reduceScatter(const void *send, void *recv, int64_t count,
+                                      DType dtype, ReduceOp op) override {
+    ncclDataType_t t = ncclTypeOf(dtype);
+    return enqueue("ncclReduceScatter", [&](cudaStream_t s) {
+      return ncclReduceScatter(send, recv, (size_t)count, t, ncclOpOf(op), comm, s);
+    });
+  }
+
   std::shared_ptr<Work> allGatherBlock(void *buf, int64_t bytes) override {
     char *mine = static_cast<char *>(buf) + group().rank() * bytes;
     return enqueue("ncclAllGather", [&](cudaStream_t s) {

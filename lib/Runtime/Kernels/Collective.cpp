@@ -2,10 +2,13 @@
 //
 // The px synchronization ops on top of Comm. Each kernel's work runs as one
 // job on the communication thread. With a "token" attribute the kernel only
-// starts it (inputs are copied first, so their memory may be reused at
-// once) and a later "wait" kernel, placed by the plan emitter before the
+// starts it and a later "wait" kernel, placed by the plan emitter before the
 // first reader of the outputs, joins it: that is how gradient all-reduces
 // overlap the rest of the backward pass. Without a token the kernel waits.
+// Most kernels copy their inputs before they start, so that that memory may
+// be reused at once; all_gather and reduce_scatter (and ps_pull's table)
+// read theirs while they run, and the plan lists them among the wait's
+// inputs so that they stay alive until then.
 //
 // The halo exchange of domain parallelism and its adjoint (halo_exchange,
 // halo_reduce) trade boundary rows with the two neighbours in the group
@@ -180,28 +183,32 @@ KernelFn allGatherVariables(KernelArgs &args) {
   return launch(args, nullptr, job);
 }
 
-/// Concatenation of the group's tensors along gather_axis.
+/// Concatenation of the group's tensors along gather_axis. The input is
+/// sent as it lies (the plan keeps it alive until the wait); the members'
+/// blocks are received into the output itself where they are its
+/// contiguous blocks (gather_axis 0, or only size-1 dimensions before it).
 KernelFn allGather(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
   Group &group = collectiveGroup(args);
   int g = group.size();
-  std::vector<PitchedCopy> placement =
-      allGatherPlacement(allGatherSlicesOf(args), g, x.bytes());
-  auto send = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
-  auto recv = std::make_shared<Bytes>(std::max<int64_t>(x.bytes() * g, 1));
+  AxisSlices slices = allGatherSlicesOf(args);
+  std::vector<PitchedCopy> placement = allGatherPlacement(slices, g, x.bytes());
+  bool direct = slices.outer == 1;
+  auto recv = std::make_shared<Bytes>(direct ? 0 : std::max<int64_t>(x.bytes() * g, 1));
   auto names = variablesOf(args, 1);
   Comm *comm = args.env.comm;
   TensorView xin = x, yout = y;
-  auto prepare = [=] { std::memcpy(send->data(), xin.data, xin.bytes()); };
   auto job = [=, &group] {
     std::vector<int64_t> sizes(g, xin.bytes());
-    comm->allgatherv(group, send->data(), xin.bytes(), recv->data(), sizes);
-    for (const PitchedCopy &c : placement)
-      copyOnHost(c, static_cast<char *>(yout.data), recv->data());
+    char *to = direct ? static_cast<char *>(yout.data) : recv->data();
+    comm->allgatherv(group, xin.data, xin.bytes(), to, sizes);
+    if (!direct)
+      for (const PitchedCopy &c : placement)
+        copyOnHost(c, static_cast<char *>(yout.data), recv->data());
     int64_t v = allGatherBytes(xin.bytes(), g);
     comm->traffic.add(names[0], v, v);
   };
-  return launch(args, prepare, job);
+  return launch(args, nullptr, job);
 }
 
 /// This rank's slice along slice_axis of a value every rank holds whole:
@@ -217,25 +224,37 @@ KernelFn allSlice(KernelArgs &args) {
   };
 }
 
-/// Reduce over the group, then keep this rank's slice along scatter_axis.
+/// Reduce over the group, then keep this rank's slice along scatter_axis,
+/// reading the input where it lies (the plan keeps it alive until the
+/// wait): one MPI_Reduce_scatter_block sends each rank only its slice. Where
+/// the slices are not the input's contiguous blocks (scatter_axis past
+/// leading dimensions of more than one), they are packed in group order
+/// first.
 KernelFn reduceScatter(KernelArgs &args) {
   const TensorView &x = args.in(0), &y = args.out(0);
   Group &group = collectiveGroup(args);
   int g = group.size();
-  PitchedCopy slice = reduceScatterSlice(reduceScatterSlicesOf(args, g), g, group.rank());
+  AxisSlices slices = reduceScatterSlicesOf(args, g);
+  std::vector<PitchedCopy> pack = reduceScatterPacking(slices, g);
+  bool direct = slices.outer == 1;
   ReduceOp op = reduceOpOf(args);
-  auto staging = std::make_shared<Bytes>(std::max<int64_t>(x.bytes(), 1));
+  auto staging = std::make_shared<Bytes>(direct ? 0 : std::max<int64_t>(x.bytes(), 1));
   auto names = variablesOf(args, 1);
   Comm *comm = args.env.comm;
   TensorView xin = x, yout = y;
-  auto prepare = [=] { std::memcpy(staging->data(), xin.data, xin.bytes()); };
   auto job = [=, &group] {
-    comm->allreduce(group, staging->data(), xin.numElements(), xin.dtype, op);
-    copyOnHost(slice, static_cast<char *>(yout.data), staging->data());
+    if (direct) {
+      comm->reduceScatter(group, xin.data, yout.data, yout.numElements(), xin.dtype, op);
+    } else {
+      for (const PitchedCopy &c : pack)
+        copyOnHost(c, staging->data(), static_cast<const char *>(xin.data));
+      comm->reduceScatterBlock(group, staging->data(), yout.numElements(), xin.dtype, op);
+      std::memcpy(yout.data, staging->data(), yout.bytes());
+    }
     int64_t v = reduceScatterBytes(xin.bytes(), g);
     comm->traffic.add(names[0], v, v);
   };
-  return launch(args, prepare, job);
+  return launch(args, nullptr, job);
 }
 
 /// Split along split_axis, send piece i to group rank i, concatenate the

@@ -149,6 +149,16 @@ PitchedCopy reduceScatterSlice(const AxisSlices &s, int groupSize, int rank) {
   return {0, s.inner, rank * s.inner, groupSize * s.inner, s.inner, s.outer};
 }
 
+std::vector<PitchedCopy> reduceScatterPacking(const AxisSlices &s, int groupSize) {
+  std::vector<PitchedCopy> copies;
+  for (int r = 0; r < groupSize; ++r) {
+    PitchedCopy c = reduceScatterSlice(s, groupSize, r);
+    c.dstOffset = r * s.outer * s.inner;
+    copies.push_back(c);
+  }
+  return copies;
+}
+
 std::pair<PitchedCopy, PitchedCopy> allGatherVSplit(int64_t indexBytes, int64_t rowBytes,
                                                     int groupSize) {
   int64_t block = indexBytes + rowBytes;

@@ -95,6 +95,9 @@ std::vector<PitchedCopy> allGatherPlacement(const AxisSlices &s, int groupSize,
 /// reduce_scatter: group rank r's slice of the reduced [outer][G][inner]
 /// tensor into the output [outer][inner].
 PitchedCopy reduceScatterSlice(const AxisSlices &s, int groupSize, int rank);
+/// reduce_scatter's input [outer][G][inner] packed as [G][outer][inner],
+/// so that group rank r's slice is the r-th contiguous block.
+std::vector<PitchedCopy> reduceScatterPacking(const AxisSlices &s, int groupSize);
 /// all_gatherv: the indices and the rows of G blocks [indices | rows] into
 /// the outputs [G][indices] and [G][rows].
 std::pair<PitchedCopy, PitchedCopy> allGatherVSplit(int64_t indexBytes, int64_t rowBytes,

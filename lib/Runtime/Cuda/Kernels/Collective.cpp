@@ -161,37 +161,50 @@ KernelFn allGatherVariables(KernelArgs &args, const Nccl &n) {
 }
 
 /// Concatenation of the group's tensors along gather_axis: gathered as
-/// [G][outer][inner], then laid out as [outer][G][inner].
+/// [G][outer][inner] from the input where it lies (the plan keeps it alive
+/// until the wait), into the output itself when that is its layout (an
+/// outer of 1), else laid out as [outer][G][inner] after.
 KernelFn allGather(KernelArgs &args, const Nccl &n) {
   TensorView x = args.in(0), y = args.out(0);
   int64_t xb = x.bytes();
-  std::vector<PitchedCopy> placement = allGatherPlacement(allGatherSlicesOf(args), n.g, xb);
+  AxisSlices slices = allGatherSlicesOf(args);
+  std::vector<PitchedCopy> placement = allGatherPlacement(slices, n.g, xb);
   n.countEveryStep(variablesOf(args, 1), {{xb * (n.g - 1), xb * (n.g - 1)}});
-  auto send = n.scratch(xb), recv = n.scratch(xb * n.g);
-  return [n, placement, x, y, xb, send, recv] {
-    n.dev->copy(send->data(), x.data, xb);
-    char *got = static_cast<char *>(recv->data());
-    n.finish(n.coll->allGather(send->data(), got, xb), [n, placement, y, got] {
-      for (const PitchedCopy &c : placement)
-        n.copy(c, y.data, got);
+  bool direct = slices.outer == 1;
+  auto recv = direct ? nullptr : n.scratch(xb * n.g);
+  return [n, placement, x, y, xb, direct, recv] {
+    char *got = direct ? static_cast<char *>(y.data) : static_cast<char *>(recv->data());
+    n.finish(n.coll->allGather(x.data, got, xb), [n, placement, y, got, direct] {
+      if (!direct)
+        for (const PitchedCopy &c : placement)
+          n.copy(c, y.data, got);
     });
   };
 }
 
-/// Reduce over the group, then keep this rank's slice along scatter_axis.
+/// Reduce over the group, then keep this rank's slice along scatter_axis:
+/// one ncclReduceScatter from the input where it lies (the plan keeps it
+/// alive until the wait), or from the slices packed in group order where
+/// they are not its contiguous blocks.
 KernelFn reduceScatter(KernelArgs &args, const Nccl &n) {
-  PitchedCopy slice =
-      reduceScatterSlice(reduceScatterSlicesOf(args, n.g), n.g, n.coll->group().rank());
+  AxisSlices slices = reduceScatterSlicesOf(args, n.g);
+  std::vector<PitchedCopy> pack = reduceScatterPacking(slices, n.g);
   ReduceOp op = reduceOpOf(args);
   TensorView x = args.in(0), y = args.out(0);
   int64_t v = x.bytes() * (n.g - 1) / n.g; // as a ring reduce-scatter
   n.countEveryStep(variablesOf(args, 1), {{v, v}});
-  auto staging = n.scratch(x.bytes());
-  return [n, slice, op, x, y, staging] {
+  bool direct = slices.outer == 1;
+  auto staging = direct ? nullptr : n.scratch(x.bytes());
+  return [n, pack, op, x, y, direct, staging] {
+    if (direct) {
+      n.finish(n.coll->reduceScatter(x.data, y.data, y.numElements(), x.dtype, op), nullptr);
+      return;
+    }
     char *buffer = static_cast<char *>(staging->data());
-    n.dev->copy(buffer, x.data, x.bytes());
-    n.finish(n.coll->allReduce(buffer, x.numElements(), x.dtype, op),
-             [n, slice, y, buffer] { n.copy(slice, y.data, buffer); });
+    for (const PitchedCopy &c : pack)
+      n.copy(c, buffer, x.data);
+    n.finish(n.coll->reduceScatterBlock(buffer, y.numElements(), x.dtype, op),
+             [n, y, buffer] { n.dev->copy(y.data, buffer, y.bytes()); });
   };
 }
 
