@@ -4,7 +4,8 @@
 // input, and each result, an alias at its member's offset), so an input must
 // be a buffer of its own that nothing else reads: computed by a kernel of
 // the step (not a collective, whose wait reads it too), read only by its
-// all-reduce, directly or through reshapes (views too).
+// all-reduce, directly or through reshapes (views too). A member that is
+// not leaves its bucket and is reduced alone, as its own staged all-reduce.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,7 +53,19 @@ struct BucketInPlacePass : parallax::impl::PxBucketInPlaceBase<BucketInPlacePass
     if (!func || func.getBody().empty())
       return;
     OpBuilder b(&getContext());
-    for (auto &bucket : bucketsOf(func.getBody().front())) {
+    for (auto &members : bucketsOf(func.getBody().front())) {
+      // A member that cannot be a slice of the bucket (a gradient summed
+      // over the model axis first, by a collective) is reduced on its own,
+      // so that it does not keep the rest of its bucket from lying in place.
+      SmallVector<px::AllReduceOp> bucket;
+      for (px::AllReduceOp ar : members) {
+        if (ownsItsBuffer(ar.getInput()) || members.size() == 1)
+          bucket.push_back(ar);
+        else
+          ar.removeBucketAttr();
+      }
+      if (bucket.empty())
+        continue;
       Type elem = getElementTypeOrSelf(bucket.front().getInput().getType());
       llvm::DenseSet<Value> seen;
       bool ok = llvm::all_of(bucket, [&](px::AllReduceOp ar) {

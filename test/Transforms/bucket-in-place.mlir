@@ -1,14 +1,16 @@
 // px-bucket-in-place: a bucket whose every input is a buffer of its own,
 // read by nothing but its all-reduce (directly or through reshapes), gets
-// `in_place` and each member its 64-byte aligned offset; a bucket with a
-// member that is read again, is a variable, or differs in element type
-// keeps its staging copy.
+// `in_place` and each member its 64-byte aligned offset; a member that is
+// read again, a variable or a collective's result leaves its bucket and is
+// reduced alone (staged), so that the rest still lie in place; a bucket of
+// one such member, or of mixed element types, keeps its staging copy.
 // RUN: parallax-opt %s --split-input-file --px-bucket-in-place | FileCheck %s
 
 // CHECK-LABEL: func.func @main
-// Bucket 0: %a is read again by the add.
-// CHECK: px.all_reduce %{{.*}} on @world bucket = 0 : tensor<4xf32>
-// CHECK-NEXT: px.all_reduce %{{.*}} on @world bucket = 0 : tensor<3xf32>
+// Bucket 0: %a is read again by the add, so it is reduced alone and %b's
+// bucket lies in place.
+// CHECK: px.all_reduce %{{.*}} on @world : tensor<4xf32>
+// CHECK-NEXT: px.all_reduce %{{.*}} on @world bucket = 0 {in_place, offset = 0 : i64} : tensor<3xf32>
 // Bucket 1: 20 bytes, then a reshaped 80-byte gradient at 64.
 // CHECK: px.all_reduce %{{.*}} on @world bucket = 1 {in_place, offset = 0 : i64} : tensor<5xf32>
 // CHECK-NEXT: px.all_reduce %{{.*}} on @world bucket = 1 {in_place, offset = 64 : i64} : tensor<20xf32>

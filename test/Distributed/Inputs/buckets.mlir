@@ -1,6 +1,7 @@
 // Two all-reduce buckets for bucket-in-place.test: bucket 0's %a is read
-// again after the collective (by the add), so bucket 0 keeps its staging
-// copy; bucket 1's gradient is read by nothing else and goes in place.
+// again after the collective (by the add), so it is reduced alone and %b
+// goes in place; bucket 1's gradients are read by nothing else and go in
+// place.
 module attributes {px.world_size = 2 : i64} {
   shard.grid @world(shape = 2)
   func.func @main() -> (tensor<4xf32>, tensor<3xf32>, tensor<5xf32>, tensor<5xf32>) {
