@@ -34,6 +34,7 @@ void writeFrontierJson(const FrontierSummary &summary, const std::vector<Compile
         {"zero1_fraction", c.point.strategy.shardUpdates},
         {"zero1_layers", std::move(sharded)},
         {"recompute", c.point.strategy.recompute > 0},
+        {"sequence_parallel", c.point.strategy.sequenceParallel},
         {"recompute_fraction", c.point.strategy.recompute},
         {"recompute_layers", std::move(recomputed)},
         {"sync_variables", std::move(schemes)},

@@ -352,6 +352,8 @@ std::string Strategy::summary() const {
     text += ", " + std::to_string(split) + " of " + std::to_string(splits.size()) + " split";
   if (grid.pr > 1 && (byPairingRule || splits.empty()))
     text += " (pairing rule)";
+  if (sequenceParallel)
+    text += ", sequence-parallel";
   return text;
 }
 

@@ -28,6 +28,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace parallax {
@@ -125,6 +126,8 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
     dropKeptDims<px::ReduceMeanOp>(func);
     if (failed(annotateWeights(func, grid)) || failed(annotateTables(module, func, grid)))
       return signalPassFailure();
+    if (sequenceParallel)
+      annotateRows(func, grid);
     for (auto &named : explicitSplits)
       if (!usedSplits.contains(named.getKey())) {
         // The variables that name a layer are those the pairing rule split.
@@ -458,6 +461,111 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
     return success();
   }
 
+  /// Megatron-LM's sequence parallelism: the rows (tokens, the leading
+  /// dimension) of every layer norm, and of the dropouts, residual additions
+  /// and other element-wise ops connected to it, forward and backward, are
+  /// split over the model axis (rowRegion). The region's values are
+  /// annotated where they are defined, and each edge into or out of it
+  /// where it is used: a value the region takes from a product (its partial
+  /// sums all-reduced) is sliced, which foldReduceScatters makes one
+  /// reduce-scatter; a value it hands to a product is all-gathered. Left
+  /// to propagation, the element-wise ops between a product and a layer
+  /// norm would take either side's sharding, op by op.
+  void annotateRows(func::FuncOp func, shard::GridOp grid) {
+    auto modelAxis = (shard::GridAxis)(grid.getShape().size() - 1);
+    RowRegion region = rowRegion(func, grid.getShape().back());
+    auto ref = FlatSymbolRefAttr::get(grid.getSymNameAttr());
+    SmallVector<SmallVector<shard::GridAxis>> rows{{modelAxis}};
+    shard::Sharding split = shard::Sharding::get(ref, toGridAxesAttrs(rows));
+    shard::Sharding whole = shard::Sharding::get(ref, {});
+    OpBuilder b(func.getContext());
+    auto annotate = [&](Value v, shard::Sharding s, bool forUsers) {
+      return shard::ShardOp::create(b, v.getLoc(), v,
+                                    shard::ShardingOp::create(b, v.getLoc(), s).getResult(),
+                                    forUsers)
+          .getResult();
+    };
+    for (Value v : region.values) {
+      bool inside = v.getDefiningOp() && region.ops.contains(v.getDefiningOp());
+      SmallVector<OpOperand *> uses =
+          llvm::map_to_vector(v.getUses(), [](OpOperand &u) { return &u; });
+      b.setInsertionPointAfterValue(v);
+      Value defined = annotate(v, inside ? split : whole, /*forUsers=*/false);
+      for (OpOperand *use : uses) {
+        bool rowUse = region.ops.contains(use->getOwner());
+        if (rowUse == inside) {
+          use->set(defined);
+          continue;
+        }
+        b.setInsertionPoint(use->getOwner());
+        use->set(annotate(defined, rowUse ? split : whole, /*forUsers=*/true));
+      }
+    }
+  }
+
+  /// The ops that run on a block of rows and the values they read and
+  /// write by rows.
+  struct RowRegion {
+    llvm::SetVector<Value> values;
+    llvm::DenseSet<Operation *> ops;
+  };
+
+  /// From every layer norm whose rows the model ranks divide, through the
+  /// ops that are parallel over their rows (element-wise ops whose operands
+  /// broadcast only over trailing dimensions, dropouts, layer norms and
+  /// their gradients) and share a tensor of those rows.
+  static RowRegion rowRegion(func::FuncOp func, int64_t ranks) {
+    RowRegion region;
+    // The tensors of `op` indexed by its rows: those with its leading
+    // dimension (of `rows` elements) and rank.
+    auto rowValuesOf = [&](Operation *op) {
+      SmallVector<Value> values;
+      auto main = cast<RankedTensorType>(op->getResult(0).getType());
+      for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults())) {
+        auto t = dyn_cast<RankedTensorType>(v.getType());
+        if (t && t.getRank() == main.getRank() && t.getDimSize(0) == main.getDimSize(0) &&
+            !v.getDefiningOp<px::VariableOp>() && !v.getDefiningOp<shard::ShardOp>())
+          values.push_back(v);
+      }
+      return values;
+    };
+    auto isRowOp = [&](Operation *op) {
+      if (op->getNumResults() == 0 || op->getParentOp() != func.getOperation())
+        return false;
+      auto main = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+      if (!main || main.getRank() < 2 || main.getDimSize(0) % ranks != 0)
+        return false;
+      auto sharding = dyn_cast<shard::ShardingInterface>(op);
+      if (!sharding || sharding.getIndexingMaps().empty())
+        return false;
+      if (auto d = dyn_cast<px::DropoutOp>(op))
+        return !d.getGrid();
+      if (isa<px::LayerNormOp, px::LayerNormGradOp, px::DropoutGradOp>(op))
+        return true;
+      return op->hasTrait<px::OpTrait::Elementwise>() && op->getNumResults() == 1;
+    };
+    SmallVector<Value> work;
+    for (auto ln : func.getOps<px::LayerNormOp>())
+      if (isRowOp(ln) && ln.getAxis() != 0) {
+        region.ops.insert(ln);
+        llvm::append_range(work, rowValuesOf(ln));
+      }
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      if (!region.values.insert(v))
+        continue;
+      SmallVector<Operation *> neighbours(v.getUsers());
+      if (Operation *def = v.getDefiningOp())
+        neighbours.push_back(def);
+      for (Operation *op : neighbours)
+        if (!region.ops.contains(op) && isRowOp(op)) {
+          region.ops.insert(op);
+          llvm::append_range(work, rowValuesOf(op));
+        }
+    }
+    return region;
+  }
+
   SmallVector<shard::GridAxesAttr> toGridAxesAttrs(ArrayRef<SmallVector<shard::GridAxis>> axes) {
     SmallVector<shard::GridAxesAttr> attrs;
     for (auto &a : axes)
@@ -465,9 +573,50 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
     return attrs;
   }
 
+  /// Partial sums all-reduced only for each rank to keep its slice (a
+  /// layer pair's output on a block of rows): one reduce-scatter, half
+  /// the bytes.
+  void foldReduceScatters(func::FuncOp func) {
+    for (auto sl : llvm::to_vector(func.getOps<shard::AllSliceOp>())) {
+      int64_t axis = sl.getSliceAxis().getSExtValue();
+      // A reshape between them that keeps blocks of leading rows (the
+      // product's [B*T, F] back to [B, T, F]) slices the same bytes.
+      Value in = sl.getInput();
+      auto reshape = in.getDefiningOp<px::ReshapeOp>();
+      if (reshape && reshape->hasOneUse() && axis == 0)
+        in = reshape.getInput();
+      else
+        reshape = nullptr;
+      auto ar = in.getDefiningOp<shard::AllReduceOp>();
+      if (!ar || !ar->hasOneUse() || ar.getReduction() != shard::ReductionKind::Sum ||
+          ar.getGridAttr() != sl.getGridAttr() || ar.getGridAxes() != sl.getGridAxes())
+        continue;
+      auto full = cast<RankedTensorType>(ar.getInput().getType());
+      int64_t ranks = cast<RankedTensorType>(sl.getInput().getType()).getDimSize(axis) /
+                      std::max<int64_t>(1, sl.getResult().getType().getDimSize(axis));
+      if (full.getRank() <= axis || full.getDimSize(axis) % ranks != 0)
+        continue;
+      SmallVector<int64_t> shape(full.getShape());
+      shape[axis] /= ranks;
+      OpBuilder b(sl);
+      Value block = px::ReduceScatterOp::create(
+          b, sl.getLoc(), full.clone(shape), sl.getGridAttr(), sl.getGridAxesAttr(),
+          ar.getInput(), b.getI64IntegerAttr(axis),
+          shard::ReductionKindAttr::get(&getContext(), shard::ReductionKind::Sum));
+      if (reshape)
+        block = px::ReshapeOp::create(b, reshape.getLoc(), sl.getResult().getType(), block);
+      sl.replaceAllUsesWith(block);
+      sl.erase();
+      if (reshape)
+        reshape.erase();
+      ar.erase();
+    }
+  }
+
   /// The shard collectives partition inserted, as px ops; anything else it
   /// needs is refused, naming the op.
   LogicalResult lowerCollectives(func::FuncOp func) {
+    foldReduceScatters(func);
     WalkResult r = func.walk([&](Operation *op) -> WalkResult {
       OpBuilder b(op);
       if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {

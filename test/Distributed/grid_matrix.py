@@ -9,7 +9,8 @@ For one rank and for each grid PrxPc: `parallax-opt MODEL --emit=plan
 --threads 1 --steps S --metrics --save`; then grid_compare.py (every rank's
 losses and the saved model against one rank's, within 1e-5) and
 predicted_bytes.py (every rank's bytes in every step against the plan's
-prediction). --layer-split SPLITS is passed on to the grids with Pr > 1. Prints one line per grid:
+prediction). --layer-split SPLITS and --sequence-parallel are passed on to
+the grids with Pr > 1. Prints one line per grid:
 
     MODEL PrxPc: matches one rank (S steps); bytes as predicted (B per rank and step)
 
@@ -61,6 +62,8 @@ def main():
     ap.add_argument("--layer-split", default="",
                     help="parallax-opt's --layer-split for the grids whose model axis "
                          "splits layers (Pr > 1)")
+    ap.add_argument("--sequence-parallel", action="store_true",
+                    help="parallax-opt's --sequence-parallel for the grids with Pr > 1")
     ap.add_argument("--memory-rtol", type=float,
                     help="also hold every rank's measured memory_bytes to the plan's "
                          "predicted peak within this relative tolerance")
@@ -73,6 +76,8 @@ def main():
         dist = ["--np", str(np_), f"--grid={grid}"] if grid else []
         if grid and a.layer_split and not grid.startswith(("p", "1x")):
             dist.append(f"--layer-split={a.layer_split}")
+        if grid and a.sequence_parallel and not grid.startswith(("p", "1x")):
+            dist.append("--sequence-parallel")
         if grid and grid.startswith("p"):
             dist = ["--np", str(np_), "--plan-point", grid[1:].split("@")[0]]
         steps = [

@@ -235,6 +235,14 @@ static cl::opt<std::string> convSplit(
              "SPAA'18's domain parallelism), or auto (each convolution the way "
              "the closed-form grid model prices cheaper)"),
     cl::init("channels"), cl::cat(parallaxCategory));
+static cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("With --grid: split each layer norm's rows (tokens), and the dropouts and "
+             "residual additions around it, over the model axis (Megatron-LM's sequence "
+             "parallelism): a layer pair's all-reduce becomes an all-gather before it "
+             "and a reduce-scatter after it, and those activations take 1/Pr of the "
+             "memory"),
+    cl::cat(parallaxCategory));
 static cl::list<std::string> layerSplit(
     "layer-split",
     cl::desc("With --grid: LAYER=whole|out|in|rows (repeatable or comma-separated) fixes "
@@ -597,6 +605,7 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
       return error(llvm::toString(model.takeError())), std::nullopt;
     pipeline.cluster.modelRanks = *model;
     pipeline.shardModel.convSplit = convSplit;
+    pipeline.shardModel.sequenceParallel = sequenceParallel;
     pipeline.shardModel.layerSplits.assign(layerSplit.begin(), layerSplit.end());
     pipeline.sparsity.profileData = profileData;
     pipeline.sparsity.profileSteps = profileSteps;
@@ -829,6 +838,7 @@ static void applyStrategy(const parallax::strategy::Strategy &s) {
   shardWeightUpdateVariables.clear();
   for (const std::string &layer : s.shardedUpdates)
     shardWeightUpdateVariables.push_back(layer);
+  sequenceParallel.setValue(s.sequenceParallel);
 }
 
 /// Compiles `s` (its grid, its layer splits, ZeRO-1 or not) into a plan's
@@ -902,12 +912,14 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   if (!gridSpec.empty() || shardWeightUpdate.getNumOccurrences() ||
       shardWeightUpdateFraction.getNumOccurrences() ||
       convSplit.getNumOccurrences() || recompute.getNumOccurrences() ||
+      sequenceParallel.getNumOccurrences() ||
       recomputeFraction.getNumOccurrences() || layerSplit.getNumOccurrences() ||
       recomputeLayers.getNumOccurrences() || syncVariables.getNumOccurrences() ||
       shardWeightUpdateVariables.getNumOccurrences() ||
       (syncScheme.getNumOccurrences() && syncScheme != "hybrid")) {
     fail("the strategy search chooses the grid, each layer's split, ZeRO-1, recomputation "
          "and each variable's synchronization itself: drop --grid, --conv-split, "
+         "--sequence-parallel, "
          "--layer-split, --shard-weight-update[-variables], --recompute[-fraction], "
          "--recompute-layers, --sync and --sync-variable");
     return std::nullopt;
@@ -956,7 +968,7 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   std::vector<st::CompiledPoint> points;
   std::string why;
   int failed = 0;
-  auto add = [&](const st::Point &p, std::string label, bool searched) {
+  auto addOne = [&](const st::Point &p, std::string label, bool searched) {
     std::string error;
     std::optional<Compiled> c = compileStrategy(context, sourceMgr, inputFilename, p.strategy, error);
     if (!c) {
@@ -980,7 +992,7 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
         return a.grid.pr == b.grid.pr && a.shardUpdates == b.shardUpdates &&
                a.recompute == b.recompute && a.splits == b.splits &&
                a.recomputed == b.recomputed && a.shardedUpdates == b.shardedUpdates &&
-               a.tableSchemes == b.tableSchemes;
+               a.tableSchemes == b.tableSchemes && a.sequenceParallel == b.sequenceParallel;
       };
       if (llvm::any_of(points, same))
         return;
@@ -989,6 +1001,19 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
     point.bytes = c->bytes;
     point.label = std::move(label);
     points.push_back(std::move(point));
+  };
+  // Each point that splits the model of a model with layer norms, also with
+  // sequence parallelism: the closed forms do not price it, the compiled
+  // plan does.
+  bool layerNorms = false;
+  whole->module->walk([&](px::LayerNormOp) { layerNorms = true; });
+  auto add = [&](const st::Point &p, std::string label, bool searched) {
+    addOne(p, label, searched);
+    if (!layerNorms || p.strategy.grid.pr <= 1)
+      return;
+    st::Point twin = p;
+    twin.strategy.sequenceParallel = true;
+    addOne(twin, "", searched);
   };
   bool data = false, model = false;
   for (const st::Point &p : search.candidates) {
@@ -1157,6 +1182,9 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       return fail("--layer-split fixes how --grid's model axis splits a layer: give "
                   "--grid=PrxPc with Pr > 1");
   }
+  if (sequenceParallel && gridSpec.empty() && !searchesStrategies())
+    return fail("--sequence-parallel splits rows over --grid's model axis: give "
+                "--grid=PrxPc with Pr > 1 (or --grid=auto)");
   bool searchOnly = false;
   std::optional<Built> built =
       searchesStrategies()
@@ -1254,6 +1282,8 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
         }
         if (convSplit != "channels")
           d["conv_split"] = convSplit.getValue();
+        if (sequenceParallel)
+          d["sequence_parallel"] = true;
         if (!layerSplit.empty()) {
           auto &splits = d["layer_splits"] = nlohmann::json::array();
           for (const std::string &split : layerSplit)

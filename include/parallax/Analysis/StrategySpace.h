@@ -126,6 +126,11 @@ struct Strategy {
   /// Compiled by px-shard-model's pairing rule (no layer-splits), `splits`
   /// read back from what it chose.
   bool byPairingRule = false;
+  /// The layer norms' rows (and the element-wise ops around them) split
+  /// over the model axis (--sequence-parallel): a twin the driver compiles
+  /// of each point whose grid splits the model, for the memory it saves
+  /// (the closed forms do not price it).
+  bool sequenceParallel = false;
   /// px-shard-model's layer-splits entries, VARIABLE=split (none for the
   /// pairing rule).
   std::vector<std::string> layerSplits() const;

@@ -395,8 +395,21 @@ def PxShardModel : Pass<"px-shard-model", "mlir::ModuleOp"> {
     (channels), `rows` a convolution's input rows or an embedding table's
     vocabulary. A split the layer cannot take, or a name that is no
     layer's, is an error naming it.
+
+    `sequence-parallel` (Megatron-LM's sequence parallelism): every
+    px.layer_norm's input is split by rows (its leading dimension, or the
+    next one the model ranks divide) over the model axis, so that the layer
+    norms, the dropouts and the residual additions between a layer pair's
+    collectives run on each model rank's block of tokens instead of
+    redundantly on every one. Propagation carries the split as far as the
+    products split by features; before them the block is all-gathered, and
+    after them the all-reduce of the partial sums followed by the slice of
+    the rank's block becomes one reduce-scatter: the same bytes as the
+    all-reduce it replaces, and 1/Pr of those activations per rank.
   }];
   let options = [
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "Split the layer norms' rows (and the element-wise ops around them) over the model axis, Megatron-LM's sequence parallelism">,
     Option<"convSplit", "conv-split", "std::string", "\"channels\"",
            "How a convolution is split over the model axis: channels, domain, or auto (per convolution, the cheaper)">,
     ListOption<"layerSplits", "layer-splits", "std::string",

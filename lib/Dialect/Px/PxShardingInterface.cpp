@@ -366,7 +366,7 @@ template <typename Op>
 void attachIfElementwise(MLIRContext *ctx) {
   // One result: px.dropout (two, and a random stream numbered over the
   // whole tensor) has a model of its own (PxShardingHeads.cpp).
-  if constexpr (hasHeadModel<Op> || hasLossModel<Op>)
+  if constexpr (hasHeadModel<Op> || hasLossModel<Op> || hasNormModel<Op>)
     return;
   else if constexpr (Op::template hasTrait<parallax::px::OpTrait::Elementwise>() &&
                      Op::template hasTrait<::mlir::OpTrait::OneResult>())
@@ -402,6 +402,7 @@ void parallax::px::registerShardingInterfaceModels(DialectRegistry &registry) {
     attachConvolutionModels(ctx);
     attachHeadModels(ctx);
     attachLossModels(ctx);
+    attachNormModels(ctx);
     attachElementwise<
 #define GET_OP_LIST
 #include "parallax/Dialect/Px/PxOps.cpp.inc"

@@ -2,7 +2,7 @@
 //
 // Private to lib/Dialect/Px: the common part of the px ops' ShardingInterface
 // models (PxShardingInterface.cpp, PxShardingConv.cpp, PxShardingGather.cpp,
-// PxShardingHeads.cpp, PxShardingLoss.cpp),
+// PxShardingHeads.cpp, PxShardingLoss.cpp, PxShardingNorm.cpp),
 // and the hooks by which the convolution, normalization and pooling models
 // and the row-block (embedding) models are attached.
 //
@@ -172,6 +172,13 @@ void attachLossModels(MLIRContext *ctx);
 template <typename Op>
 constexpr bool hasLossModel =
     llvm::is_one_of<Op, SoftmaxCrossEntropyLossOp, SoftmaxCrossEntropyLossGradOp>::value;
+
+/// Attaches the models of px.layer_norm and its gradient
+/// (PxShardingNorm.cpp): parallel over the rows, the normalized dimensions
+/// whole.
+void attachNormModels(MLIRContext *ctx);
+template <typename Op>
+constexpr bool hasNormModel = llvm::is_one_of<Op, LayerNormOp, LayerNormGradOp>::value;
 
 /// Attaches the models of the row-block ops (PxShardingGather.cpp):
 /// px.gather (a table split by rows is a vocabulary-parallel embedding),
