@@ -17,8 +17,11 @@ time from StepPrediction; memory.peak). The step time is predicted for the
 plan's kernels, without the inputs: pred/meas holds it against the median
 step less its data time. The --domain-models (cnn) run their model-split
 grids again with convolutions split by rows (--conv-split=domain, domain
-parallelism) and each the cheaper way (--conv-split=auto, "mixed"). Then `--grid=auto` is compiled and the grid it chose is
-compared with the fastest measured one.
+parallelism) and each the cheaper way (--conv-split=auto, "mixed"); the
+--sequence-models (lm) run them again with --sequence-parallel (layer
+norms, dropouts and residual additions on a block of rows, "sequence").
+Then `--grid=auto` is compiled and the grid it chose is compared with the
+fastest measured one.
 
 wide_mlp (made here with torch: 1024 -> 4096 -> 4096 -> 1024 -> 10, batch
 64) is the model whose dense weights dominate. The memory-limited case runs
@@ -43,10 +46,11 @@ def make_wide_mlp(path):
     return pxbench.export_mlp(path, [1024, 4096, 4096, 1024, 10], batch=64)
 
 
-def grids(n, domain=False):
-    """(Pr, Pc, conv split): every grid, and with `domain` the model-split
+def grids(n, domain=False, sequence=False):
+    """(Pr, Pc, variant): every grid, and with `domain` the model-split
     ones again with convolutions split by rows (--conv-split=domain) and
-    each convolution the cheaper way (--conv-split=auto, "mixed")."""
+    each convolution the cheaper way (--conv-split=auto, "mixed"), with
+    `sequence` with --sequence-parallel."""
     out = []
     for pr in range(1, n + 1):
         if n % pr == 0:
@@ -54,18 +58,25 @@ def grids(n, domain=False):
             if domain and pr > 1:
                 out.append((pr, n // pr, "domain"))
                 out.append((pr, n // pr, "auto"))
+            if sequence and pr > 1:
+                out.append((pr, n // pr, "sequence"))
     return out
+
+
+VARIANT_FLAGS = {None: [], "domain": ["--conv-split=domain"], "auto": ["--conv-split=auto"],
+                 "sequence": ["--sequence-parallel"]}
 
 
 def run_grid(build, work, model, src, pr, pc, split, args, profile):
     opt = build / "bin" / "parallax-opt"
     prun = build / "bin" / "parallax-run"
     n = pr * pc
-    label = f"{pr}x{pc}" + {None: "", "domain": " (domain)", "auto": " (mixed)"}[split]
+    label = f"{pr}x{pc}" + {None: "", "domain": " (domain)", "auto": " (mixed)",
+                            "sequence": " (sequence)"}[split]
     tag = f"{model}-{pr}x{pc}" + (f"-{split}" if split else "")
     plan = work / f"{tag}.pxplan"
     flags = ["--np", str(n), f"--grid={pr}x{pc}", "--optimizer=adam", "--lr=0.0001",
-             "--profile", str(profile)] + ([f"--conv-split={split}"] if split else [])
+             "--profile", str(profile)] + VARIANT_FLAGS[split]
     p = subprocess.run([str(opt), str(src), "--emit=plan", "-o", str(plan), *flags],
                        capture_output=True, text=True)
     if p.returncode != 0:
@@ -136,6 +147,8 @@ def main():
     ap.add_argument("--models", default="wide_mlp,mlp,gru_classifier,dlrm,lm,cnn")
     ap.add_argument("--domain-models", default="cnn",
                     help="models whose grids are also run with --conv-split=domain")
+    ap.add_argument("--sequence-models", default="lm",
+                    help="models whose model-split grids are also run with --sequence-parallel")
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
@@ -151,8 +164,9 @@ def main():
         src = make_wide_mlp(work / "wide_mlp.onnx") if model == "wide_mlp" \
             else pxbench.MODELS_DIR / f"{model}.onnx"
         domain = model in args.domain_models.split(",")
+        sequence = model in args.sequence_models.split(",")
         rows = [run_grid(build, work, model, src, pr, pc, split, args, profile)
-                for pr, pc, split in grids(args.np, domain)]
+                for pr, pc, split in grids(args.np, domain, sequence)]
         chose = auto_grid(build, work, model, src, args.np, profile)
         results[model] = {"grids": rows, "auto": chose}
         dp = next((r for r in rows if r["grid"] == f"1x{args.np}" and "error" not in r), None)
