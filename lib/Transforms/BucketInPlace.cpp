@@ -4,8 +4,8 @@
 // input, and each result, an alias at its member's offset), so an input must
 // be a buffer of its own that nothing else reads: computed by a kernel of
 // the step (not a collective, whose wait reads it too), read only by its
-// all-reduce, directly or through reshapes (views too). A member that is
-// not leaves its bucket and is reduced alone, as its own staged all-reduce.
+// all-reduce, directly or through reshapes (views too). The members that
+// are not leave their bucket for a staged bucket of their own.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace parallax {
@@ -53,16 +54,24 @@ struct BucketInPlacePass : parallax::impl::PxBucketInPlaceBase<BucketInPlacePass
     if (!func || func.getBody().empty())
       return;
     OpBuilder b(&getContext());
-    for (auto &members : bucketsOf(func.getBody().front())) {
-      // A member that cannot be a slice of the bucket (a gradient summed
-      // over the model axis first, by a collective) is reduced on its own,
-      // so that it does not keep the rest of its bucket from lying in place.
-      SmallVector<px::AllReduceOp> bucket;
-      for (px::AllReduceOp ar : members) {
-        if (ownsItsBuffer(ar.getInput()) || members.size() == 1)
-          bucket.push_back(ar);
-        else
-          ar.removeBucketAttr();
+    Block &body = func.getBody().front();
+    int64_t nextId = 0;
+    for (auto ar : body.getOps<px::AllReduceOp>())
+      if (ar.getBucket())
+        nextId = std::max<int64_t>(nextId, (int64_t)*ar.getBucket() + 1);
+    bool split = false;
+    for (auto &members : bucketsOf(body)) {
+      // The members that cannot be slices of the bucket (a gradient summed
+      // over the model axis first, by a collective) form a staged bucket of
+      // their own, so that they do not keep the rest from lying in place.
+      SmallVector<px::AllReduceOp> bucket, apart;
+      for (px::AllReduceOp ar : members)
+        (ownsItsBuffer(ar.getInput()) || members.size() == 1 ? bucket : apart).push_back(ar);
+      if (!apart.empty() && !bucket.empty()) {
+        split = true;
+        for (px::AllReduceOp ar : apart)
+          ar.setBucketAttr(b.getI64IntegerAttr(nextId));
+        ++nextId;
       }
       if (bucket.empty())
         continue;
@@ -81,6 +90,16 @@ struct BucketInPlacePass : parallax::impl::PxBucketInPlaceBase<BucketInPlacePass
         ar.setOffsetAttr(b.getI64IntegerAttr(offset));
         offset += rt::alignToPlan(std::max<int64_t>(bytesOf(ar.getInput()), 1));
       }
+    }
+    // Buckets stay numbered in issue order (their first member's place).
+    if (split) {
+      llvm::DenseMap<int64_t, int64_t> renumbered;
+      for (auto ar : body.getOps<px::AllReduceOp>())
+        if (ar.getBucket()) {
+          auto [it, fresh] = renumbered.try_emplace((int64_t)*ar.getBucket(),
+                                                    (int64_t)renumbered.size());
+          ar.setBucketAttr(b.getI64IntegerAttr(it->second));
+        }
     }
   }
 };

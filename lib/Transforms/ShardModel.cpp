@@ -529,6 +529,13 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       }
       return values;
     };
+    // Layer norms that normalize less than the whole tensor (axis >= 1).
+    auto hasRows = [](Operation *op) {
+      auto x = cast<RankedTensorType>(op->getOperand(isa<px::LayerNormGradOp>(op) ? 1 : 0).getType());
+      int64_t axis = cast<IntegerAttr>(op->getAttr("axis")).getInt();
+      std::optional<int64_t> a = px::normalizeAxis(axis, x.getRank());
+      return a && *a >= 1;
+    };
     auto isRowOp = [&](Operation *op) {
       if (op->getNumResults() == 0 || op->getParentOp() != func.getOperation())
         return false;
@@ -540,13 +547,15 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
         return false;
       if (auto d = dyn_cast<px::DropoutOp>(op))
         return !d.getGrid();
-      if (isa<px::LayerNormOp, px::LayerNormGradOp, px::DropoutGradOp>(op))
+      if (isa<px::LayerNormOp, px::LayerNormGradOp>(op))
+        return hasRows(op);
+      if (isa<px::DropoutGradOp>(op))
         return true;
       return op->hasTrait<px::OpTrait::Elementwise>() && op->getNumResults() == 1;
     };
     SmallVector<Value> work;
     for (auto ln : func.getOps<px::LayerNormOp>())
-      if (isRowOp(ln) && ln.getAxis() != 0) {
+      if (isRowOp(ln)) {
         region.ops.insert(ln);
         llvm::append_range(work, rowValuesOf(ln));
       }
@@ -557,8 +566,10 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       SmallVector<Operation *> neighbours(v.getUsers());
       if (Operation *def = v.getDefiningOp())
         neighbours.push_back(def);
+      // An op joins through a tensor of its own rows (not, say, a [T, H]
+      // table broadcast into its [B, T, H]).
       for (Operation *op : neighbours)
-        if (!region.ops.contains(op) && isRowOp(op)) {
+        if (!region.ops.contains(op) && isRowOp(op) && llvm::is_contained(rowValuesOf(op), v)) {
           region.ops.insert(op);
           llvm::append_range(work, rowValuesOf(op));
         }
@@ -613,10 +624,130 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
     }
   }
 
+  /// Partial sums reduced one by one and then added (the input gradient of
+  /// an activation that several products split by features read:
+  /// attention's query, key and value projections) are added first and
+  /// reduced once, as Megatron-LM's fused QKV product is: in a sum of
+  /// terms (a tree of px.add, in any order: autodiff accumulates the
+  /// residual's gradient first), the terms that are all-reductions (or
+  /// reduce-scatters) of one group are one.
+  static void addPartialsFirst(func::FuncOp func) {
+    // The sum over the model axis of `v`'s partial sums, if that is all
+    // that reads them (and the reshape after it: the product's [B*T, H]
+    // back to [B, T, H], which commutes with the sum).
+    struct Reduced {
+      Operation *collective = nullptr;
+      px::ReshapeOp reshape;
+    };
+    auto reducedOf = [](Value v) -> Reduced {
+      Reduced r;
+      if (!v.hasOneUse())
+        return {};
+      if ((r.reshape = v.getDefiningOp<px::ReshapeOp>())) {
+        v = r.reshape.getInput();
+        if (!v.hasOneUse())
+          return {};
+      }
+      Operation *def = v.getDefiningOp();
+      if (auto ar = dyn_cast_or_null<shard::AllReduceOp>(def))
+        r.collective = ar.getReduction() == shard::ReductionKind::Sum ? def : nullptr;
+      else if (auto rs = dyn_cast_or_null<px::ReduceScatterOp>(def))
+        r.collective = rs.getReduction() == shard::ReductionKind::Sum ? def : nullptr;
+      return r;
+    };
+    auto alike = [](const Reduced &a, const Reduced &b) {
+      if (!a.collective || !b.collective || a.collective == b.collective ||
+          a.collective->getName() != b.collective->getName() ||
+          a.collective->getOperand(0).getType() != b.collective->getOperand(0).getType() ||
+          !a.reshape != !b.reshape)
+        return false;
+      if (auto x = dyn_cast<shard::AllReduceOp>(a.collective)) {
+        auto y = cast<shard::AllReduceOp>(b.collective);
+        return x.getGridAttr() == y.getGridAttr() && x.getGridAxes() == y.getGridAxes();
+      }
+      auto x = cast<px::ReduceScatterOp>(a.collective);
+      auto y = cast<px::ReduceScatterOp>(b.collective);
+      return x.getGridAttr() == y.getGridAttr() && x.getGridAxes() == y.getGridAxes() &&
+             x.getScatterAxis() == y.getScatterAxis();
+    };
+    // A sum of same-typed terms (px.add's whose results only feed the
+    // sum): its terms, and the adds that are its inner nodes.
+    auto sameType = [](px::AddOp add) {
+      return add.getLhs().getType() == add.getOutput().getType() &&
+             add.getRhs().getType() == add.getOutput().getType();
+    };
+    auto isInner = [&](Value v, Type type) -> bool {
+      auto add = v.getDefiningOp<px::AddOp>();
+      return add && v.hasOneUse() && v.getType() == type && sameType(add);
+    };
+    for (auto root : llvm::to_vector(func.getOps<px::AddOp>())) {
+      auto user = root->hasOneUse() ? dyn_cast<px::AddOp>(*root->user_begin()) : px::AddOp();
+      if (!sameType(root) || (user && sameType(user)))
+        continue; // not a sum, or inside a larger one
+      SmallVector<px::AddOp> inner{root};
+      SmallVector<Value> terms;
+      for (size_t i = 0; i < inner.size(); ++i)
+        for (Value v : {inner[i].getLhs(), inner[i].getRhs()}) {
+          if (isInner(v, root.getType()))
+            inner.push_back(v.getDefiningOp<px::AddOp>());
+          else
+            terms.push_back(v);
+        }
+      // The reduced terms, grouped by collective.
+      SmallVector<SmallVector<Reduced>> groups;
+      SmallVector<Value> rest;
+      for (Value t : terms) {
+        Reduced r = reducedOf(t);
+        auto group = llvm::find_if(groups, [&](auto &g) { return alike(g.front(), r); });
+        if (group != groups.end())
+          group->push_back(r);
+        else if (r.collective)
+          groups.push_back({r});
+        else
+          rest.push_back(t);
+      }
+      if (llvm::none_of(groups, [](auto &g) { return g.size() > 1; }))
+        continue;
+      OpBuilder b(root);
+      SmallVector<Value> sums;
+      for (SmallVector<Reduced> &g : groups) {
+        if (g.size() == 1) {
+          rest.push_back(g.front().reshape ? Value(g.front().reshape.getOutput())
+                                           : g.front().collective->getResult(0));
+          g.clear();
+          continue;
+        }
+        Value partials = g.front().collective->getOperand(0);
+        for (Reduced &r : llvm::drop_begin(g))
+          partials = px::AddOp::create(b, root.getLoc(), partials, r.collective->getOperand(0))
+                         .getOutput();
+        Operation *once = b.clone(*g.front().collective);
+        once->setOperand(0, partials);
+        Value sum = once->getResult(0);
+        if (g.front().reshape)
+          sum = px::ReshapeOp::create(b, g.front().reshape.getLoc(), root.getType(), sum);
+        sums.push_back(sum);
+      }
+      Value total = sums.front();
+      for (Value v : llvm::concat<Value>(llvm::drop_begin(sums), rest))
+        total = px::AddOp::create(b, root.getLoc(), total, v).getOutput();
+      root.getOutput().replaceAllUsesWith(total);
+      for (px::AddOp add : inner)
+        add.erase();
+      for (SmallVector<Reduced> &g : groups)
+        for (Reduced &r : g) {
+          if (r.reshape)
+            r.reshape.erase();
+          r.collective->erase();
+        }
+    }
+  }
+
   /// The shard collectives partition inserted, as px ops; anything else it
   /// needs is refused, naming the op.
   LogicalResult lowerCollectives(func::FuncOp func) {
     foldReduceScatters(func);
+    addPartialsFirst(func);
     WalkResult r = func.walk([&](Operation *op) -> WalkResult {
       OpBuilder b(op);
       if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {

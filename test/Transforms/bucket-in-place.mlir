@@ -1,23 +1,25 @@
 // px-bucket-in-place: a bucket whose every input is a buffer of its own,
 // read by nothing but its all-reduce (directly or through reshapes), gets
-// `in_place` and each member its 64-byte aligned offset; a member that is
-// read again, a variable or a collective's result leaves its bucket and is
-// reduced alone (staged), so that the rest still lie in place; a bucket of
-// one such member, or of mixed element types, keeps its staging copy.
+// `in_place` and each member its 64-byte aligned offset; the members that
+// are read again, variables or a collective's results leave their bucket
+// for a staged bucket of their own, so that the rest still lie in place; a
+// bucket of one such member, or of mixed element types, keeps its staging
+// copy.
 // RUN: parallax-opt %s --split-input-file --px-bucket-in-place | FileCheck %s
 
 // CHECK-LABEL: func.func @main
-// Bucket 0: %a is read again by the add, so it is reduced alone and %b's
-// bucket lies in place.
-// CHECK: px.all_reduce %{{.*}} on @world : tensor<4xf32>
-// CHECK-NEXT: px.all_reduce %{{.*}} on @world bucket = 0 {in_place, offset = 0 : i64} : tensor<3xf32>
-// Bucket 1: 20 bytes, then a reshaped 80-byte gradient at 64.
-// CHECK: px.all_reduce %{{.*}} on @world bucket = 1 {in_place, offset = 0 : i64} : tensor<5xf32>
-// CHECK-NEXT: px.all_reduce %{{.*}} on @world bucket = 1 {in_place, offset = 64 : i64} : tensor<20xf32>
+// Bucket 0: %a is read again by the add, so it leaves for a staged bucket
+// of its own and %b's bucket lies in place; the buckets are renumbered in
+// issue order.
+// CHECK: px.all_reduce %{{.*}} on @world bucket = 0 : tensor<4xf32>
+// CHECK-NEXT: px.all_reduce %{{.*}} on @world bucket = 1 {in_place, offset = 0 : i64} : tensor<3xf32>
+// Bucket 1 (now 2): 20 bytes, then a reshaped 80-byte gradient at 64.
+// CHECK: px.all_reduce %{{.*}} on @world bucket = 2 {in_place, offset = 0 : i64} : tensor<5xf32>
+// CHECK-NEXT: px.all_reduce %{{.*}} on @world bucket = 2 {in_place, offset = 64 : i64} : tensor<20xf32>
 // An all-reduce of its own is a bucket of one.
 // CHECK-NEXT: px.all_reduce %{{.*}} on @world reduction = {{ *}}average {in_place, offset = 0 : i64} : tensor<f32>
 // A variable is not the step's to lay out.
-// CHECK-NEXT: px.all_reduce %{{.*}} on @world bucket = 2 : tensor<5xf32>
+// CHECK-NEXT: px.all_reduce %{{.*}} on @world bucket = 3 : tensor<5xf32>
 module attributes {px.world_size = 2 : i64} {
   shard.grid @world(shape = 2)
   func.func @main() -> (tensor<4xf32>, tensor<3xf32>, tensor<5xf32>, tensor<20xf32>, tensor<f32>, tensor<5xf32>) {

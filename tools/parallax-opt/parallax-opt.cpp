@@ -968,13 +968,13 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   std::vector<st::CompiledPoint> points;
   std::string why;
   int failed = 0;
-  auto addOne = [&](const st::Point &p, std::string label, bool searched) {
+  auto addOne = [&](const st::Point &p, std::string label, bool searched) -> bool {
     std::string error;
     std::optional<Compiled> c = compileStrategy(context, sourceMgr, inputFilename, p.strategy, error);
     if (!c) {
       why += "\n  " + p.strategy.summary() + ": " + error;
       ++failed;
-      return;
+      return false;
     }
     st::CompiledPoint point;
     point.point = p;
@@ -995,12 +995,13 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
                a.tableSchemes == b.tableSchemes && a.sequenceParallel == b.sequenceParallel;
       };
       if (llvm::any_of(points, same))
-        return;
+        return false;
     }
     point.seconds = c->seconds;
     point.bytes = c->bytes;
     point.label = std::move(label);
     points.push_back(std::move(point));
+    return true;
   };
   // Each point that splits the model of a model with layer norms, also with
   // sequence parallelism: the closed forms do not price it, the compiled
@@ -1008,12 +1009,16 @@ static std::optional<Built> buildOnChosenStrategy(MLIRContext &context, llvm::So
   bool layerNorms = false;
   whole->module->walk([&](px::LayerNormOp) { layerNorms = true; });
   auto add = [&](const st::Point &p, std::string label, bool searched) {
-    addOne(p, label, searched);
-    if (!layerNorms || p.strategy.grid.pr <= 1)
+    if (!addOne(p, label, searched) || !layerNorms || p.strategy.grid.pr <= 1)
       return;
+    const st::CompiledPoint plain = points.back();
     st::Point twin = p;
     twin.strategy.sequenceParallel = true;
-    addOne(twin, "", searched);
+    // A twin whose layer norms' rows the model ranks do not divide is the
+    // same plan.
+    if (addOne(twin, "", searched) && points.back().seconds == plain.seconds &&
+        points.back().bytes == plain.bytes)
+      points.pop_back();
   };
   bool data = false, model = false;
   for (const st::Point &p : search.candidates) {
@@ -1182,9 +1187,14 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
       return fail("--layer-split fixes how --grid's model axis splits a layer: give "
                   "--grid=PrxPc with Pr > 1");
   }
-  if (sequenceParallel && gridSpec.empty() && !searchesStrategies())
-    return fail("--sequence-parallel splits rows over --grid's model axis: give "
-                "--grid=PrxPc with Pr > 1 (or --grid=auto)");
+  if (sequenceParallel && !searchesStrategies() && gridSpec != "auto") {
+    llvm::Expected<int64_t> pr = modelRanks();
+    if (!pr)
+      llvm::consumeError(pr.takeError()); // the build reports it
+    else if (*pr <= 1)
+      return fail("--sequence-parallel splits rows over --grid's model axis: give "
+                  "--grid=PrxPc with Pr > 1 (or --grid=auto)");
+  }
   bool searchOnly = false;
   std::optional<Built> built =
       searchesStrategies()
@@ -1282,7 +1292,7 @@ static int compile(DialectRegistry &registry, StringRef inputFilename,
         }
         if (convSplit != "channels")
           d["conv_split"] = convSplit.getValue();
-        if (sequenceParallel)
+        if (sequenceParallel && modelRanks() && *modelRanks() > 1)
           d["sequence_parallel"] = true;
         if (!layerSplit.empty()) {
           auto &splits = d["layer_splits"] = nlohmann::json::array();

@@ -176,7 +176,10 @@ public:
                                   ReduceOp op) = 0;
   /// Out of place: `recv` (`count` elements) gets the reduction of every
   /// member's block g.rank() of `send` (G blocks of `count`), which is
-  /// left as it was. The default stages send through reduceScatterBlock.
+  /// left as it was; the two must not overlap. Average divides by G. The
+  /// default copies send into a fresh buffer for reduceScatterBlock on
+  /// every call (fine for a group of one); MPI's takes at most 2^31 - 1
+  /// elements per block and says so otherwise.
   virtual void reduceScatter(Group &g, const void *send, void *recv, int64_t count,
                              DType dtype, ReduceOp op);
   /// In place on G blocks of `bytes`: afterwards block i holds what member i

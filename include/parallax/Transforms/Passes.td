@@ -396,16 +396,16 @@ def PxShardModel : Pass<"px-shard-model", "mlir::ModuleOp"> {
     vocabulary. A split the layer cannot take, or a name that is no
     layer's, is an error naming it.
 
-    `sequence-parallel` (Megatron-LM's sequence parallelism): every
-    px.layer_norm's input is split by rows (its leading dimension, or the
-    next one the model ranks divide) over the model axis, so that the layer
-    norms, the dropouts and the residual additions between a layer pair's
-    collectives run on each model rank's block of tokens instead of
-    redundantly on every one. Propagation carries the split as far as the
-    products split by features; before them the block is all-gathered, and
-    after them the all-reduce of the partial sums followed by the slice of
-    the rank's block becomes one reduce-scatter: the same bytes as the
-    all-reduce it replaces, and 1/Pr of those activations per rank.
+    `sequence-parallel` (Megatron-LM's sequence parallelism): the rows (the
+    leading dimension) of every px.layer_norm the model ranks divide, and
+    of the element-wise ops, dropouts and gradients that share a tensor of
+    those rows with it, are split over the model axis, so that they run on
+    each model rank's block of rows instead of redundantly on every one.
+    The region's edges are annotated too: a value leaving it (for a
+    product split by features) is all-gathered, and the all-reduce of a
+    product's partial sums followed by the slice of the rank's block
+    becomes one reduce-scatter: the same bytes as the all-reduce it
+    replaces, and 1/Pr of those activations per rank.
   }];
   let options = [
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",

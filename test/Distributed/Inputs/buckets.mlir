@@ -1,6 +1,6 @@
 // Two all-reduce buckets for bucket-in-place.test: bucket 0's %a is read
-// again after the collective (by the add), so it is reduced alone and %b
-// goes in place; bucket 1's gradients are read by nothing else and go in
+// again after the collective (by the add), so it leaves for a staged
+// bucket of its own and %b goes in place; bucket 1's gradients are read by nothing else and go in
 // place.
 module attributes {px.world_size = 2 : i64} {
   shard.grid @world(shape = 2)

@@ -5,8 +5,9 @@
 // sharded update's reduce-scatter, the variables' all-gather, all-gather
 // and reduce-scatter along an axis, the sparse all-gatherv) run through
 // NCCL on the device's communication stream (NcclCollectives.h): inputs
-// that later kernels may overwrite are first copied on the compute stream,
-// results are copied out once the compute stream has waited for the
+// that later kernels may overwrite are first copied on the compute stream
+// (all_gather and reduce_scatter read theirs in place: the plan keeps them
+// alive until the wait), results are copied out once the compute stream has waited for the
 // collective, and nothing synchronizes with the host, so the step can be
 // captured in a CUDA graph; all_to_all, and the halo exchange and its
 // adjoint with the two neighbours, are NCCL's grouped send/receive.
