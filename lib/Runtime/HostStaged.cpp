@@ -20,7 +20,10 @@ struct Span {
   char *device = nullptr;
   int64_t bytes = 0;
   std::shared_ptr<Buffer> host;
-  bool output = false;
+  /// The outputs' [offset, end) within the span, in order and disjoint:
+  /// what goes back after an asynchronous kernel (an input merged into the
+  /// span may be another tensor's memory by then).
+  std::vector<std::pair<int64_t, int64_t>> outputs;
 };
 
 /// The spans covering `views` (overlapping ranges merged) and each view's
@@ -52,12 +55,19 @@ std::vector<Span> spansOf(const Device &device, std::vector<TensorView *> &views
                  (r.begin >= spans.back().device + spans.back().bytes &&
                   device.allocationOf(r.begin) != device.allocationOf(spans.back().device));
     if (apart)
-      spans.push_back({r.begin, r.bytes, nullptr, false});
+      spans.push_back({r.begin, r.bytes, nullptr, {}});
     else
       spans.back().bytes =
           std::max<int64_t>(spans.back().bytes, r.begin + r.bytes - spans.back().device);
-    spans.back().output = spans.back().output || isOutput[r.view];
     placeOf[r.view] = {spans.size() - 1, r.begin - spans.back().device};
+    if (isOutput[r.view]) {
+      int64_t from = r.begin - spans.back().device, to = from + r.bytes;
+      auto &outs = spans.back().outputs;
+      if (!outs.empty() && from <= outs.back().second)
+        outs.back().second = std::max(outs.back().second, to);
+      else
+        outs.push_back({from, to});
+    }
   }
   for (Span &s : spans)
     s.host = std::make_shared<Buffer>(s.bytes);
@@ -115,9 +125,14 @@ KernelFactory hostStaged(KernelFactory cpuFactory) {
     KernelFn run = cpuFactory(hostArgs);
     int64_t token = args.i64Or("token", -1);
     auto upload = [device, spans](bool outputsOnly) {
-      for (const Span &s : *spans)
-        if (s.output || !outputsOnly)
+      for (const Span &s : *spans) {
+        if (!outputsOnly) {
           device->upload(s.device, s.host->data(), s.bytes);
+          continue;
+        }
+        for (auto [from, to] : s.outputs)
+          device->upload(s.device + from, static_cast<char *>(s.host->data()) + from, to - from);
+      }
     };
     ExecEnv *env = &args.env;
     return [device, spans, run, token, upload, env] {

@@ -250,6 +250,37 @@ TEST(DeviceSeam, HostStagingCoversAShardedBucketsPadding) {
   }
 }
 
+// An asynchronous kernel staged through the host sends back only its
+// outputs when its wait runs: an input less than an alignment from an
+// output shares their host copy, and by the wait its memory may hold
+// another tensor (the plan frees an input after the kernel that reads it).
+TEST(DeviceSeam, HostStagingSendsBackOnlyTheOutputsAtTheWait) {
+  auto comm = makeLocalComm();
+  ExecEnv env;
+  env.comm = comm.get();
+  env.pending.resize(1);
+  RecordingDevice dev;
+  env.device = &dev;
+  float *in = reinterpret_cast<float *>(dev.memory);
+  for (int i = 0; i < 16; ++i)
+    in[i] = (float)i;
+  TensorView x{dev.memory, DType::F32, {16}, MemorySpace::Cuda};
+  TensorView y{dev.memory + 64, DType::F32, {16}, MemorySpace::Cuda};
+  PlanKernel kernel;
+  kernel.op = "all_reduce";
+  kernel.attrs = {{"token", 0}};
+  KernelArgs args(kernel, {x}, {y}, env);
+  KernelFn run = hostStaged(*KernelRegistry::global().find("all_reduce"))(args);
+  run();
+  std::memset(dev.memory, 0x7f, 64); // another tensor in the input's memory
+  env.pending[0]->wait();
+  for (int i = 0; i < 64; ++i)
+    ASSERT_EQ(dev.memory[i], 0x7f) << "byte " << i << " of the reused input";
+  const float *out = reinterpret_cast<const float *>(dev.memory + 64);
+  for (int i = 0; i < 16; ++i)
+    ASSERT_EQ(out[i], (float)i) << i;
+}
+
 /// Host memory posing as a GPU whose queue runs only when the host waits
 /// for it: uploads, kernels and copies are queued in order and run at
 /// waitFor (up to its mark), synchronize, or a download.
