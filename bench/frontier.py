@@ -152,7 +152,8 @@ def validate(build, work, name, src, args, flags):
                             if 0 < p.get("zero1_fraction", 1) < 1 else []) +
                            (["--recompute"] if p.get("recompute") else []) +
                            ([f"--recompute-fraction={p['recompute_fraction']}"]
-                            if 0 < p.get("recompute_fraction", 1) < 1 else [])))
+                            if 0 < p.get("recompute_fraction", 1) < 1 else []) +
+                           (["--sequence-parallel"] if p.get("sequence_parallel") else [])))
     for kind, k, plan_flags in chosen:
         p = (points if kind == "point" else frontier["dominated_references"])[k]
         tag = f"{name}-{kind[0]}{k}"
@@ -166,6 +167,7 @@ def validate(build, work, name, src, args, flags):
             tables_text(p) + \
             (f", {split} of {len(p['splits'])} split" if p["grid"][0] != "1" else "") + \
             (" (pairing rule)" if p.get("pairing_rule") else "") + \
+            (", sequence-parallel" if p.get("sequence_parallel") else "") + \
             (" (dominated)" if kind == "reference" else "")
         t, m = p["step_seconds"] / seconds, p["memory_bytes"] / max(memory, 1)
         rows.append({kind: k, "strategy": strategy, "ms": seconds * 1e3,
