@@ -66,7 +66,8 @@ resnext_split=stem.weight=whole,fc.weight=whole,blocks.0.expand.weight=out,block
 # synchronized over the batch axis, vocabulary-parallel embeddings, and
 # convolutions split by rows with halo exchanges, attention split by heads
 # with split dropouts, depthwise and grouped convolutions split by channels,
-# a vocabulary of 27 words padded to 28 for 4 model ranks). The
+# a vocabulary of 27 words padded to 28 for 4 model ranks, layer norms
+# on a block of rows with sequence parallelism). The
 # CPU's losses for the same plan are the reference; ref/NAME.np says the
 # number of ranks.
 variants() {
@@ -78,6 +79,7 @@ variants() {
   echo "grid.dlrm.2x2 4 examples/models/dlrm.onnx --grid=2x2"
   echo "grid.lm.2x2 4 examples/models/lm.onnx --grid=2x2"
   echo "grid.nmt.4x1 4 examples/models/nmt.onnx --grid=4x1"
+  echo "grid.lm.sequence.4x1 4 examples/models/lm.onnx --grid=4x1 --sequence-parallel"
   echo "grid.mobile.2x1 2 examples/models/mobile.onnx --grid=2x1"
   echo "grid.mobile.2x2 4 examples/models/mobile.onnx --grid=2x2"
   echo "grid.cnn.domain.2x2 4 examples/models/cnn.onnx --grid=2x2 --conv-split=domain"
