@@ -115,7 +115,7 @@ def auto_grid(build, work, model, src, n, profile):
     p = subprocess.run([str(opt), str(src), "--emit=plan", "-o", str(work / f"{model}-auto.pxplan"),
                         "--np", str(n), "--grid=auto", "--optimizer=adam", "--lr=0.0001",
                         "--profile", str(profile)], capture_output=True, text=True)
-    m = re.search(r"--grid=auto chose (\d+x\d+(?: \((?:domain|mixed)\))?)", p.stderr)
+    m = re.search(r"--grid=auto chose (\d+x\d+(?: \((?:domain|mixed|sequence)\))?)", p.stderr)
     return m.group(1) if m else None
 
 
@@ -188,8 +188,11 @@ def main():
                   f"{mib(r['predicted_bytes'])} | {mib(r['memory'])} | "
                   f"{mib(r['predicted_memory'])} | "
                   f"{r['predicted_memory'] / max(r['memory'], 1):.2f} |")
-        if fastest and chose:
-            picked = next(r for r in ok if r["grid"] == chose)
+        picked = next((r for r in ok if r["grid"] == chose), None)
+        if fastest and chose and not picked:
+            print(f"\n--grid=auto chose {chose}, which this run did not measure "
+                  f"(--sequence-models or --domain-models would)")
+        if fastest and picked:
             least = min(ok, key=lambda r: r["compute_ms"])
             print(f"\n--grid=auto chose {chose}: {picked['ms'] / fastest['ms']:.2f}x the "
                   f"fastest measured grid ({fastest['grid']}); without the data, "

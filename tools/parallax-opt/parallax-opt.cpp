@@ -650,6 +650,11 @@ static std::string convSplitLabel(StringRef split, int64_t pr) {
   return split == "domain" ? " (domain)" : split == "auto" ? " (mixed)" : "";
 }
 
+/// How --grid=auto names a sequence-parallel candidate.
+static std::string sequenceLabel(bool sequence, int64_t pr) {
+  return sequence && pr > 1 ? " (sequence)" : "";
+}
+
 /// --grid=auto: compiles the model for every Pr x Pc grid of the world
 /// whose model groups fit on a machine and keeps the one whose predicted
 /// step (StepPrediction.h) is the shortest. A grid the model cannot be
@@ -679,16 +684,30 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
   std::vector<std::string> splits{convSplit};
   if (!convSplit.getNumOccurrences())
     splits = {"channels", "domain", "auto"};
+  // And, unless --sequence-parallel is given, each model-split candidate
+  // with its layer norms' rows split too, kept where it compiles to
+  // another plan.
+  bool chosenSequence = sequenceParallel;
+  std::vector<bool> sequences{sequenceParallel};
+  if (!sequenceParallel.getNumOccurrences())
+    sequences = {false, true};
   for (const parallax::grid::Grid &g : parallax::grid::gridsOf(worldSize())) {
     if (!machine.holdsModelGroup(g))
       continue;
     chosenModelRanks = g.pr;
     std::vector<double> secondsOfSplits;
-    for (const std::string &split : splits) {
-      if (g.pr == 1 && split != splits.front())
+    double plainSeconds = -1;
+    for (const std::string &split : splits)
+    for (bool sequence : sequences) {
+      if (g.pr == 1 && (split != splits.front() || sequence != sequences.front()))
         continue;
+      if (!sequence)
+        plainSeconds = -1; // until this split's plain candidate is kept
+      else if (sequences.size() > 1 && plainSeconds < 0)
+        continue; // its plain candidate was not: neither is its twin
       convSplit.setValue(split);
-      std::string name = g.str() + convSplitLabel(split, g.pr);
+      sequenceParallel.setValue(sequence);
+      std::string name = g.str() + convSplitLabel(split, g.pr) + sequenceLabel(sequence, g.pr);
       std::string errors;
       std::optional<Built> b;
       {
@@ -720,19 +739,26 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
         continue;
       }
       double seconds = predict(*b->module).seconds();
-      if (split == "auto" && llvm::is_contained(secondsOfSplits, seconds))
+      if (split == "auto" && !sequence && llvm::is_contained(secondsOfSplits, seconds))
         continue; // the mix is one of the others
-      secondsOfSplits.push_back(seconds);
+      if (sequence && sequences.size() > 1 && seconds == plainSeconds)
+        continue; // no layer norm's rows split: the plain candidate
+      if (!sequence) {
+        plainSeconds = seconds;
+        secondsOfSplits.push_back(seconds);
+      }
       tried += llvm::formatv(" {0} {1:F3} ms,", name, seconds * 1e3).str();
       if (!best || seconds < bestSeconds) {
         best = std::move(b);
         bestSeconds = seconds;
         chosen = g;
         chosenSplit = split;
+        chosenSequence = sequence;
       }
     }
   }
   convSplit.setValue(chosenSplit);
+  sequenceParallel.setValue(chosenSequence);
   if (!best) {
     fail(inputFilename + ": --grid=auto: no grid of " + llvm::Twine(worldSize()) +
          " ranks compiles:" + why);
@@ -742,6 +768,7 @@ static std::optional<Built> buildOnCheapestGrid(MLIRContext &context,
   tried.pop_back();
   llvm::errs() << "parallax-opt: --grid=auto chose " << chosen.str()
                << convSplitLabel(chosenSplit, chosen.pr)
+               << sequenceLabel(chosenSequence, chosen.pr)
                << " (predicted step:" << tried << ")\n";
   return best;
 }
