@@ -462,13 +462,14 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     // convolution's filter, its batch norm's scale and bias: partial sums
     // over the blocks of rows) is summed over the whole grid at once, one
     // all-reduce instead of two, in buckets of its own (a bucket is one
-    // group's). Gradients are shares here, so the two sums are one.
+    // group's). Gradients are shares here, so the two sums are one; or
+    // the batch axes hold one rank, whose average is the gradient itself.
     SmallVector<int16_t> allAxes;
     for (int16_t a = 0; a < (int16_t)grid.getShape().size(); ++a)
       allAxes.push_back(a);
     auto modelSum = [&](px::GradientOp g) -> px::AllReduceOp {
       auto ar = g.getGrad().getDefiningOp<px::AllReduceOp>();
-      if (!shares || !ar || !ar->hasOneUse() || ar.getBucket() ||
+      if (!(shares || cluster.dataRanks() == 1) || !ar || !ar->hasOneUse() || ar.getBucket() ||
           ar.getReduction() != shard::ReductionKind::Sum ||
           ar.getGridAttr() != gridRef() || px::getAttr<px::PxDialect::VariablesAttrHelper>(ar))
         return {};
@@ -481,17 +482,21 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       int64_t limit = 0;
       ArrayRef<int16_t> axes;
       int64_t group = 1;
+      shard::ReductionKind reduction = shard::ReductionKind::Sum;
     };
     // The batch axes' buckets and the whole grid's, each twice: the
     // variables whose updates are to be sharded (`sharded-variables`) fill
     // buckets of their own.
     int64_t first = std::min<int64_t>(bucketBytes, kFirstBucketBytes);
-    Pending batch{{}, 0, first, axes, cluster.dataRanks()};
-    Pending whole{{}, 0, first, allAxes, cluster.worldSize};
+    // A whole-grid bucket sums model-axis partial sums: shares, or the
+    // gradient of a batch axis of one rank.
+    shard::ReductionKind batchKind = gradientReduction(), wholeKind = shard::ReductionKind::Sum;
+    Pending batch{{}, 0, first, axes, cluster.dataRanks(), batchKind};
+    Pending whole{{}, 0, first, allAxes, cluster.worldSize, wholeKind};
     // (Their first bucket is no smaller: the small first bucket starts the
     // communication early, which the others' does.)
-    Pending batchApart{{}, 0, bucketBytes, axes, cluster.dataRanks()};
-    Pending wholeApart{{}, 0, bucketBytes, allAxes, cluster.worldSize};
+    Pending batchApart{{}, 0, bucketBytes, axes, cluster.dataRanks(), batchKind};
+    Pending wholeApart{{}, 0, bucketBytes, allAxes, cluster.worldSize, wholeKind};
     int64_t bucket = 0;
     auto flush = [&](Pending &p) {
       if (p.members.empty())
@@ -505,7 +510,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         auto ar = px::AllReduceOp::create(
             b, g.getLoc(), g.getGrad().getType(), gridRef(),
             b.getDenseI16ArrayAttr(p.axes), g.getGrad(),
-            shard::ReductionKindAttr::get(b.getContext(), gradientReduction()),
+            shard::ReductionKindAttr::get(b.getContext(), p.reduction),
             b.getI64IntegerAttr(bucket));
         px::setAttr<px::PxDialect::VariablesAttrHelper>(ar, variables(b, var.getName()));
         g.getGradMutable().assign(ar.getOutput());
