@@ -190,7 +190,7 @@ TEST(CollectiveLayout, AllGatherConcatenatesAlongTheAxis) {
   }
 }
 
-TEST(CollectiveLayout, ReduceScatterKeepsTheRanksSlice) {
+TEST(CollectiveLayout, ReduceScatterKeepsTheRanksSliceAndPacksThemInGroupOrder) {
   std::vector<int64_t> xs{3, 6, 3};
   for (int axis = 0; axis < 3; ++axis) {
     std::vector<int64_t> ys = xs;
@@ -209,29 +209,18 @@ TEST(CollectiveLayout, ReduceScatterKeepsTheRanksSlice) {
         ASSERT_EQ(y[flat(ys, at)], reduced[flat(xs, from)]) << "axis " << axis << " rank " << r;
       });
     }
-  }
-}
-
-// MPI_Reduce_scatter_block hands rank r the r-th contiguous block: the
-// packing puts each rank's slice there, for every scatter axis.
-TEST(CollectiveLayout, ReduceScatterPackingPutsEachSliceInItsBlock) {
-  std::vector<int64_t> xs{3, 6, 3};
-  for (int axis = 0; axis < 3; ++axis) {
-    std::vector<int64_t> ys = xs;
-    ys[axis] /= G;
-    LayoutArgs la("reduce_scatter", {{"scatter_axis", axis}}, xs, ys);
-    KernelArgs args = la.args();
-    AxisSlices slices = reduceScatterSlicesOf(args, G);
-    std::vector<float> x = memberTensor(5, 54), packed(54, -1.f);
-    for (const PitchedCopy &c : reduceScatterPacking(slices, G))
+    // MPI_Reduce_scatter_block hands rank r the r-th contiguous block: the
+    // packing puts each rank's slice there.
+    std::vector<float> packed(54, -1.f);
+    for (const PitchedCopy &c : reduceScatterPacking(reduceScatterSlicesOf(args, G), G))
       copyOnHost(c, reinterpret_cast<char *>(packed.data()),
-                 reinterpret_cast<const char *>(x.data()));
+                 reinterpret_cast<const char *>(reduced.data()));
     for (int r = 0; r < G; ++r)
       forEachCoordinate(ys, [&](const std::vector<int64_t> &at) {
         std::vector<int64_t> from = at;
         from[axis] += r * ys[axis];
-        ASSERT_EQ(packed[r * 18 + flat(ys, at)], x[flat(xs, from)])
-            << "axis " << axis << " rank " << r;
+        ASSERT_EQ(packed[r * 18 + flat(ys, at)], reduced[flat(xs, from)])
+            << "packed, axis " << axis << " rank " << r;
       });
   }
 }
