@@ -17,7 +17,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace parallax {
@@ -91,16 +90,8 @@ struct BucketInPlacePass : parallax::impl::PxBucketInPlaceBase<BucketInPlacePass
         offset += rt::alignToPlan(std::max<int64_t>(bytesOf(ar.getInput()), 1));
       }
     }
-    // Buckets stay numbered in issue order (their first member's place).
-    if (split) {
-      llvm::DenseMap<int64_t, int64_t> renumbered;
-      for (auto ar : body.getOps<px::AllReduceOp>())
-        if (ar.getBucket()) {
-          auto [it, fresh] = renumbered.try_emplace((int64_t)*ar.getBucket(),
-                                                    (int64_t)renumbered.size());
-          ar.setBucketAttr(b.getI64IntegerAttr(it->second));
-        }
-    }
+    if (split)
+      renumberBucketsInIssueOrder(body);
   }
 };
 

@@ -5,6 +5,8 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include <map>
 
 using namespace mlir;
@@ -25,6 +27,15 @@ std::vector<SmallVector<px::AllReduceOp>> bucketsOf(Block &block) {
     buckets[it->second].push_back(ar);
   }
   return buckets;
+}
+
+void renumberBucketsInIssueOrder(Block &block) {
+  llvm::DenseMap<int64_t, int64_t> renumbered;
+  for (auto ar : block.getOps<px::AllReduceOp>())
+    if (auto id = ar.getBucket()) {
+      auto [it, added] = renumbered.try_emplace((int64_t)*id, (int64_t)renumbered.size());
+      ar.setBucket(it->second);
+    }
 }
 
 int64_t bytesOf(RankedTensorType type) {

@@ -22,6 +22,10 @@ namespace parallax {
 /// block order (the order of the fused collective's tensors).
 std::vector<llvm::SmallVector<px::AllReduceOp>> bucketsOf(mlir::Block &block);
 
+/// Numbers `block`'s buckets in the order they are issued (their first
+/// member's place), as the runtime and the layout passes expect.
+void renumberBucketsInIssueOrder(mlir::Block &block);
+
 /// Bytes of a tensor of `type`.
 int64_t bytesOf(mlir::RankedTensorType type);
 inline int64_t bytesOf(mlir::Value v) {

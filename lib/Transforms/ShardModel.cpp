@@ -529,27 +529,19 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
       }
       return values;
     };
-    // Layer norms that normalize less than the whole tensor (axis >= 1).
-    auto hasRows = [](Operation *op) {
-      auto x = cast<RankedTensorType>(op->getOperand(isa<px::LayerNormGradOp>(op) ? 1 : 0).getType());
-      int64_t axis = cast<IntegerAttr>(op->getAttr("axis")).getInt();
-      std::optional<int64_t> a = px::normalizeAxis(axis, x.getRank());
-      return a && *a >= 1;
-    };
     auto isRowOp = [&](Operation *op) {
       if (op->getNumResults() == 0 || op->getParentOp() != func.getOperation())
         return false;
       auto main = dyn_cast<RankedTensorType>(op->getResult(0).getType());
       if (!main || main.getRank() < 2 || main.getDimSize(0) % ranks != 0)
         return false;
+      // Described by its sharding model (a layer norm: with rows).
       auto sharding = dyn_cast<shard::ShardingInterface>(op);
       if (!sharding || sharding.getIndexingMaps().empty())
         return false;
       if (auto d = dyn_cast<px::DropoutOp>(op))
         return !d.getGrid();
-      if (isa<px::LayerNormOp, px::LayerNormGradOp>(op))
-        return hasRows(op);
-      if (isa<px::DropoutGradOp>(op))
+      if (isa<px::LayerNormOp, px::LayerNormGradOp, px::DropoutGradOp>(op))
         return true;
       return op->hasTrait<px::OpTrait::Elementwise>() && op->getNumResults() == 1;
     };
@@ -655,20 +647,14 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
         r.collective = rs.getReduction() == shard::ReductionKind::Sum ? def : nullptr;
       return r;
     };
+    // One collective over one group (its attributes: grid, axes,
+    // reduction, scatter axis) of partial sums of one type.
     auto alike = [](const Reduced &a, const Reduced &b) {
-      if (!a.collective || !b.collective || a.collective == b.collective ||
-          a.collective->getName() != b.collective->getName() ||
-          a.collective->getOperand(0).getType() != b.collective->getOperand(0).getType() ||
-          !a.reshape != !b.reshape)
-        return false;
-      if (auto x = dyn_cast<shard::AllReduceOp>(a.collective)) {
-        auto y = cast<shard::AllReduceOp>(b.collective);
-        return x.getGridAttr() == y.getGridAttr() && x.getGridAxes() == y.getGridAxes();
-      }
-      auto x = cast<px::ReduceScatterOp>(a.collective);
-      auto y = cast<px::ReduceScatterOp>(b.collective);
-      return x.getGridAttr() == y.getGridAttr() && x.getGridAxes() == y.getGridAxes() &&
-             x.getScatterAxis() == y.getScatterAxis();
+      return a.collective && b.collective && a.collective != b.collective &&
+             a.collective->getName() == b.collective->getName() &&
+             a.collective->getAttrDictionary() == b.collective->getAttrDictionary() &&
+             a.collective->getOperand(0).getType() == b.collective->getOperand(0).getType() &&
+             !a.reshape == !b.reshape;
     };
     // A sum of same-typed terms (px.add's whose results only feed the
     // sum): its terms, and the adds that are its inner nodes.

@@ -539,18 +539,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     flush(whole);
     flush(batchApart);
     flush(wholeApart);
-    renumberInIssueOrder(block);
-  }
-
-  /// Buckets are numbered in the order they are issued (the runtime and
-  /// the layout passes rely on it); the two groups' buckets interleave.
-  static void renumberInIssueOrder(Block &block) {
-    llvm::DenseMap<int64_t, int64_t> renumbered;
-    for (auto ar : block.getOps<px::AllReduceOp>())
-      if (auto id = ar.getBucket()) {
-        auto [it, added] = renumbered.try_emplace((int64_t)*id, (int64_t)renumbered.size());
-        ar.setBucket(it->second);
-      }
+    // The two groups' buckets interleave.
+    renumberBucketsInIssueOrder(block);
   }
 
   void runOnOperation() override {
@@ -728,7 +718,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
                return apart.contains(cast<StringAttr>(n).getValue());
              });
     };
-    // Buckets are numbered in issue order (renumberInIssueOrder).
+    // Buckets are numbered in issue order (renumberBucketsInIssueOrder).
     llvm::DenseSet<int64_t> shardedBuckets;
     for (auto ar : block.getOps<px::AllReduceOp>())
       if (ar.getBucket() && holdsSharded(ar))

@@ -48,14 +48,14 @@ struct RowLoops {
   AffineMap row(MLIRContext *ctx) const { return dims(axis, rank, ctx); }
 };
 
-/// The loops of `op` (a layer norm or its gradient) where its scale has
-/// the normalized shape and its statistics the rows' (the importer's
-/// form), or none.
+/// The loops of `op` (a layer norm or its gradient) where it has rows (it
+/// normalizes from an axis >= 1) and its scale has the normalized shape
+/// (the importer's form), or none: then it runs whole.
 std::optional<RowLoops> rowLoopsOf(Operation *op) {
   auto x = cast<RankedTensorType>(op->getOperand(isa<LayerNormGradOp>(op) ? 1 : 0).getType());
   int64_t axisAttr = cast<IntegerAttr>(op->getAttr("axis")).getInt();
   std::optional<int64_t> axis = normalizeAxis(axisAttr, x.getRank());
-  if (!axis || *axis >= x.getRank())
+  if (!axis || *axis < 1 || *axis >= x.getRank())
     return std::nullopt;
   Value scale = op->getOperand(isa<LayerNormGradOp>(op) ? 2 : 1);
   if (cast<RankedTensorType>(scale.getType()).getShape() != x.getShape().drop_front(*axis))
