@@ -313,22 +313,22 @@ static bool readsTrainableTableWithData(Operation *op) {
 
 /// The ranks whose blocks make the whole tensor of an op `block of` a
 /// grid's group (its `grid` and `grid_axes`), 1 for an op on whole tensors.
-static int64_t blockRanks(Operation *op) {
+static int64_t blockRanks(Operation *op, StringRef axesAttr = "grid_axes") {
   auto name = op->getAttrOfType<FlatSymbolRefAttr>("grid");
   auto grid = name ? SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, name)
                    : shard::GridOp();
   if (!grid)
     return 1;
   std::vector<int64_t> shape(grid.getShape().begin(), grid.getShape().end()), axes;
-  if (auto a = op->getAttrOfType<shard::GridAxesAttr>("grid_axes"))
+  if (auto a = op->getAttrOfType<shard::GridAxesAttr>(axesAttr))
     axes.assign(a.asArrayRef().begin(), a.asArrayRef().end());
   return rt::groupSize(shape, axes);
 }
 
-/// The rows of a table px-pad-vocabulary padded that `g` reads: its
-/// initializer's, which are all the ids may name.
-static std::optional<int64_t> realRows(px::GatherOp g) {
-  if (auto var = g.getData().getDefiningOp<px::VariableOp>())
+/// The rows of a table px-pad-vocabulary padded that `table` is (or is a
+/// block of): its initializer's, which are all the ids may name.
+static std::optional<int64_t> realRows(Value table) {
+  if (auto var = table.getDefiningOp<px::VariableOp>())
     if (auto ref = dyn_cast<px::OnnxInitializerAttr>(var.getInit());
         ref && !ref.getStored().empty())
       return ref.getStored()[0];
@@ -338,7 +338,7 @@ static std::optional<int64_t> realRows(px::GatherOp g) {
 /// The rows a gather's ids index: a padded table's real ones, the data's
 /// along its axis, or the whole table's when the data is a row block.
 static int64_t rowsIndexed(px::GatherOp g) {
-  if (std::optional<int64_t> rows = realRows(g))
+  if (std::optional<int64_t> rows = realRows(g.getData()))
     return *rows;
   auto data = g.getData().getType();
   int64_t rows = data.getDimSize(px::normalizeAxis((int64_t)g.getAxis(), data.getRank())
@@ -372,7 +372,9 @@ static void classifyIndexInput(Value input, rt::PlanInput &in) {
         int64_t rows = rowsIndexed(g);
         ids = ids < 0 ? rows : std::min(ids, rows);
       } else if (auto p = dyn_cast<px::PsPullOp>(user); p && n == 1) {
-        int64_t rows = dimOf(p.getTable(), 0);
+        // A pull of a row block (`block of`) reads ids of the whole table.
+        int64_t rows = realRows(p.getTable()).value_or(
+            dimOf(p.getTable(), 0) * (p.getBlockAxes() ? blockRanks(p, "block_axes") : 1));
         ids = ids < 0 ? rows : std::min(ids, rows);
       } else if (auto g = dyn_cast<px::GatherElementsOp>(user); g && n == 1) {
         int64_t rows = dimOf(g.getData(), (int64_t)g.getAxis());
@@ -552,7 +554,7 @@ llvm::Error Emitter::emitKernel(Operation *op) {
     k.attrs["stream"] = dropoutStreams++;
   // A padded vocabulary: ids and labels name its real rows and classes.
   if (auto g = dyn_cast<px::GatherOp>(op))
-    if (std::optional<int64_t> rows = realRows(g))
+    if (std::optional<int64_t> rows = realRows(g.getData()))
       k.attrs["rows"] = *rows;
   if (auto classes = px::getAttr<px::PxDialect::ClassesAttrHelper>(op))
     k.attrs["classes"] = classes.getInt();

@@ -120,11 +120,6 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
         return module.emitError("px-sync: variables (--sync-variable): '")
                << name << "' has a dense gradient: on a grid that splits the model only "
                << "a row-sparse table goes to the parameter servers";
-      if (chosen == "ps" && cluster.modelRanks > 1 &&
-          it->second.getVariable().getDefiningOp<px::VariableOp>().getSplitAxes())
-        return module.emitError("px-sync: variables (--sync-variable): '")
-               << name << "' is split over the model axis (vocabulary-parallel): the "
-               << "parameter servers serve whole tables";
       if (!fixed.try_emplace(name, chosen.str()).second)
         return module.emitError("px-sync: variables (--sync-variable): '")
                << name << "' is named twice";
@@ -292,15 +287,28 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     if (auto sparse = dyn_cast<px::SparseGradType>(grad.getType())) {
       // Reads: every gather of the table becomes a pull of its rows, or
       // gathers share one (see fusePulls).
+      // A table split by rows over the model axis (vocabulary-parallel) is
+      // read as `block of` that axis: its block's rows are served over the
+      // batch axes, the others read as zeros.
       SmallVector<px::GatherOp> gathers;
       for (Operation *user : var.getOutput().getUsers())
         if (auto gather = dyn_cast<px::GatherOp>(user))
           gathers.push_back(gather);
+      shard::GridAxesAttr block;
+      for (px::GatherOp gather : gathers)
+        if (gather.getGrid()) {
+          auto axesOf = gather.getGridAxes();
+          if (!axesOf || axesOf->empty())
+            return gather.emitOpError("px-sync: a block of all the grid's axes leaves no "
+                                      "batch axis to serve '")
+                   << var.getName() << "' over";
+          block = b.getDenseI16ArrayAttr(*axesOf);
+        }
       auto pullOf = [&](Location loc, Type type, Value ids) {
         auto pull = px::PsPullOp::create(
             b, loc, type, gridRef(), b.getDenseI16ArrayAttr(axes),
             b.getI64IntegerAttr(parts), b.getDenseI64ArrayAttr(place),
-            var.getOutput(), ids);
+            var.getOutput(), ids, block);
         common(pull);
         return pull.getRows();
       };
@@ -324,7 +332,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       auto pull = px::PsPullOp::create(
           b, var.getLoc(), type, gridRef(), b.getDenseI16ArrayAttr(axes),
           b.getI64IntegerAttr(parts), b.getDenseI64ArrayAttr(place),
-          var.getOutput(), ids);
+          var.getOutput(), ids, /*block_axes=*/DenseI16ArrayAttr());
       common(pull);
       var.getOutput().replaceAllUsesExcept(pull.getRows(),
                                            SmallPtrSet<Operation *, 2>{pull, g});

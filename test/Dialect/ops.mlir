@@ -580,6 +580,10 @@ func.func @parameter_server(%table: tensor<100x8xf32>, %ids: tensor<4x5xi64>,
   // CHECK: px.ps_pull %{{.*}}[%{{.*}}] on @g grid_axes = [1] partitions = 3 placement = [1, 0, 1] : tensor<100x8xf32>, tensor<7xi32> -> tensor<7x8xf32>
   %1 = px.ps_pull %table[%ids32] on @g grid_axes = [1] partitions = 3 placement = [1, 0, 1]
       : tensor<100x8xf32>, tensor<7xi32> -> tensor<7x8xf32>
+  // A block of rows of a table split over @g's axis 0, served over axis 1.
+  // CHECK: px.ps_pull %{{.*}}[%{{.*}}] on @g grid_axes = [1] partitions = 2 placement = [0, 1] block of block_axes = [0] : tensor<100x8xf32>, tensor<7xi32> -> tensor<7x8xf32>
+  %4 = px.ps_pull %table[%ids32] on @g grid_axes = [1] partitions = 2 placement = [0, 1] block of block_axes = [0]
+      : tensor<100x8xf32>, tensor<7xi32> -> tensor<7x8xf32>
   // CHECK: px.ps_push %{{.*}} on @world partitions = 4 placement = [3, 2, 1, 0] : !px.sparse_grad<6, tensor<100x8xf32>> -> !px.sparse_grad<24, tensor<100x8xf32>>
   %2 = px.ps_push %s on @world partitions = 4 placement = [3, 2, 1, 0]
       : !px.sparse_grad<6, tensor<100x8xf32>> -> !px.sparse_grad<24, tensor<100x8xf32>>

@@ -243,6 +243,16 @@ LogicalResult PsPullOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (failed(verifyPartitioning(*this, getPartitions(), getPlacement(),
                                 table.getDimSize(0), *group)))
     return failure();
+  if (std::optional<ArrayRef<int16_t>> block = getBlockAxes()) {
+    if (block->empty())
+      return emitOpError("block_axes must name the axes the table's rows are split over");
+    if (failed(verifyGroup(*this, getGridAttr(), *block, symbols)))
+      return failure();
+    for (int16_t a : *block)
+      if (llvm::is_contained(getGridAxes(), a))
+        return emitOpError("grid axis ")
+               << a << " both serves the rows and splits them (block_axes)";
+  }
   Shape expected(getIds().getType().getShape());
   llvm::append_range(expected, table.getShape().drop_front());
   if (getRows().getType() !=

@@ -231,13 +231,26 @@ def Px_PsPullOp : Px_ParameterServerOp<"ps_pull", [Pure]> {
     Returns `table[ids]` (as `px.gather` on axis 0) where `table` is the
     variable's value held, partition by partition, by the servers in
     `placement`. Each rank requests each distinct row once.
+
+    With `block of` the axes of `block_axes`, `table` is this rank's block
+    of rows of a table split over those axes (a vocabulary-parallel table,
+    as `px.gather ... block of` reads it): `ids` name rows of the whole
+    table, those in the block are pulled from the block's servers (over
+    `grid_axes`) and the others read as zeros, so that the model axis's
+    all-reduce of the partial lookups completes them.
+
+    ```mlir
+    %rows = px.ps_pull %emb[%ids] on @world grid_axes = [0] partitions = 2 placement = [0, 1] block of block_axes = [1] : tensor<500x16xf32>, tensor<64xi64> -> tensor<64x16xf32>
+    ```
   }];
   let arguments = !con(commonArgs, partitionArgs,
-                       (ins Px_FloatTensor:$table, Px_IndexTensor:$ids));
+                       (ins Px_FloatTensor:$table, Px_IndexTensor:$ids,
+                        OptionalAttr<Shard_GridAxesAttr>:$block_axes));
   let results = (outs Px_FloatTensor:$rows);
   let assemblyFormat = [{
     $table `[` $ids `]` `on` $grid (`grid_axes` `=` $grid_axes^)?
-    `partitions` `=` $partitions `placement` `=` $placement attr-dict
+    `partitions` `=` $partitions `placement` `=` $placement
+    (`block` `of` `block_axes` `=` $block_axes^)? attr-dict
     `:` type($table) `,` type($ids) `->` type($rows)
   }];
 }

@@ -452,7 +452,9 @@ struct Exchange {
 };
 
 /// Pull the rows this rank's ids name from their servers: each distinct
-/// row is requested once.
+/// row is requested once. With "block_axes" the table is this rank's block
+/// of a table split by rows over those axes: ids outside the block read
+/// zeros (the model axis's all-reduce adds the block that holds them).
 KernelFn psPull(KernelArgs &args) {
   const TensorView &table = args.in(0), &ids = args.in(1), &rows = args.out(0);
   if (ids.dtype != DType::I64 && ids.dtype != DType::I32)
@@ -477,25 +479,33 @@ KernelFn psPull(KernelArgs &args) {
   // The ids are copied before the job starts: their buffer may be reused.
   s->wanted.resize(ids.numElements());
   bool nonnegative = args.flag("nonnegative_ids");
+  detail::BlockPlace block;
+  if (args.has("block_axes"))
+    block = detail::blockPlaceOf(args, "ps_pull", "block_axes");
+  int64_t first = block.index * part.rows, tableRows = part.rows * block.count;
   auto prepare = [=] {
     for (int64_t k = 0; k < i.numElements(); ++k) {
       int64_t id = readIndex(i, k);
       if (id < 0 && nonnegative)
-        throw detail::negativeIdError("ps_pull", id, k, part.rows);
+        throw detail::negativeIdError("ps_pull", id, k, tableRows);
       if (id < 0)
-        id += part.rows;
-      if (id < 0 || id >= part.rows)
+        id += tableRows;
+      if (id < 0 || id >= tableRows)
         throw KernelError("id " + std::to_string(readIndex(i, k)) +
                           " at position " + std::to_string(k) +
                           " is out of range for a table of " +
-                          std::to_string(part.rows) + " rows");
-      s->wanted[k] = id;
+                          std::to_string(tableRows) + " rows");
+      id -= first;
+      s->wanted[k] = id >= 0 && id < part.rows ? id : -1; // -1: another block's
     }
   };
   auto job = [=, &group] {
     int n = group.size();
     std::vector<int64_t> &unique = s->unique;
-    unique.assign(s->wanted.begin(), s->wanted.end());
+    unique.clear();
+    for (int64_t row : s->wanted)
+      if (row >= 0)
+        unique.push_back(row);
     std::sort(unique.begin(), unique.end());
     unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
     // Requests, per server, in increasing row order.
@@ -542,6 +552,10 @@ KernelFn psPull(KernelArgs &args) {
     }
     char *dst = static_cast<char *>(out.data);
     for (int64_t k = 0; k < (int64_t)s->wanted.size(); ++k) {
+      if (s->wanted[k] < 0) {
+        std::memset(dst + k * rowBytes, 0, rowBytes);
+        continue;
+      }
       size_t u = std::lower_bound(unique.begin(), unique.end(), s->wanted[k]) -
                  unique.begin();
       std::memcpy(dst + k * rowBytes, s->rowOf[u], rowBytes);

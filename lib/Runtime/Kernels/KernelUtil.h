@@ -39,17 +39,22 @@ private:
 };
 
 /// Which block of a split tensor this rank holds, and of how many: its
-/// place in the group the kernel's grid_shape and grid_axes name (block 0
+/// place in the group the kernel's grid_shape and `axes` (its grid_axes,
+/// or another attribute's: a parameter server's block_axes) name (block 0
 /// of 1 without a grid). A grid the world does not fit fails the kernel,
 /// naming `op`.
 struct BlockPlace {
   int64_t index = 0, count = 1;
 };
-inline BlockPlace blockPlaceOf(const KernelArgs &args, const char *op) {
+inline BlockPlace blockPlaceOf(const KernelArgs &args, const char *op,
+                               const char *axes = "grid_axes") {
   if (!args.has("grid_shape"))
     return {};
   try {
-    KernelGrid grid = kernelGridOf(args.kernel.attrs, args.env.worldSize);
+    nlohmann::json attrs = {{"grid_shape", args.kernel.attrs.at("grid_shape")}};
+    if (args.has(axes))
+      attrs["grid_axes"] = args.kernel.attrs.at(axes);
+    KernelGrid grid = kernelGridOf(attrs, args.env.worldSize);
     GroupPlace place = placeInGroup(args.env.worldSize, args.env.rank, grid.shape, grid.axes);
     return {place.rank, (int64_t)place.members.size()};
   } catch (const CommError &e) {
