@@ -304,7 +304,14 @@ std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g) {
   return splits;
 }
 
-bool tableSchemesOn(const grid::Grid &g, Split s) { return g.pc > 1 && s == Split::Whole; }
+bool tableSchemesOn(const grid::Grid &g, Split s) {
+  return g.pc > 1 && (s == Split::Whole || s == Split::Rows);
+}
+
+bool tableSchemeOn(const grid::Grid &g, Split s, int k) {
+  return tableSchemesOn(g, s) &&
+         (s == Split::Whole || kTableSchemes[k] != std::string_view("allreduce"));
+}
 
 std::vector<std::string> Strategy::syncVariables() const {
   std::vector<std::string> out;
@@ -595,8 +602,8 @@ Space spaceOf(const std::vector<Operator> &ops, const grid::Grid &g, double shar
       std::vector<Cost> more;
       std::vector<Space::Variant> meaning;
       if (op.table) {
-        if (tableSchemesOn(g, s))
-          for (int k = 1; k < (int)std::size(kTableSchemes); ++k) {
+        for (int k = 1; k < (int)std::size(kTableSchemes); ++k)
+          if (tableSchemeOn(g, s, k)) {
             more.push_back(tableCost(op, s, g, m, k));
             meaning.push_back({false, false, k});
           }
@@ -655,7 +662,9 @@ Strategy Space::strategyOf(const Solution &s, const std::vector<Operator> &ops) 
     Variant v;
     if (k > 0)
       v = variants[i][s.configs[i]][k - 1];
-    if (ops[i].table && tableSchemesOn(grid, splits[i][s.configs[i]]))
+    // A split table's all-gatherv is what px-sync does by itself there.
+    Split split = splits[i][s.configs[i]];
+    if (ops[i].table && tableSchemesOn(grid, split) && (split == Split::Whole || v.tableScheme))
       strategy.tableSchemes.push_back({ops[i].layer.name, kTableSchemes[v.tableScheme]});
     if (v.recomputes)
       strategy.recomputed.push_back(ops[i].layer.name);

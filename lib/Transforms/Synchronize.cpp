@@ -139,12 +139,11 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     }
     if (scheme != "hybrid")
       return scheme;
-    // On a model-split grid the rows are all-gathered over the batch axes
-    // (densified, Adam would update every row: not what one rank's lazy
-    // update does), whose bytes are exact; the parameter servers are there
-    // by name (`variables`, the strategy search's choice).
-    if (cluster.modelRanks > 1)
-      return "allgatherv";
+    // On a model-split grid the rows are never densified (Adam would update
+    // every row: not what one rank's lazy update does): they are
+    // all-gathered over the batch axes (whose bytes are exact), or served
+    // by the parameter servers where that is cheaper (from Pc = 3 ranks).
+    bool keepRows = cluster.modelRanks > 1;
     double n = cluster.dataRanks();
     int64_t rows = type.getDimSize(0);
     double rowBytes = (double)bytesOf(type) / std::max<int64_t>(rows, 1);
@@ -157,6 +156,8 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
                   (n - 1) * cluster.latency();
     double tPs = 2 * u * (rowBytes + 8) * (n - 1) / n / cluster.bandwidth() +
                  4 * cluster.latency();
+    if (keepRows)
+      return tPs < tAgv ? "ps" : "allgatherv";
     if (tPs <= tAgv && tPs <= tAr)
       return "ps";
     return tAgv <= tAr ? "allgatherv" : "allreduce";

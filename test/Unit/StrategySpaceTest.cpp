@@ -233,8 +233,9 @@ TEST(StrategySpace, AWholeTableChoosesItsSynchronization) {
   // (1024 per rank on 1 x 4): px-sync's three schemes are variants of its
   // whole split there, in kTableSchemes' order, each at its closed form;
   // on 2 x 2 too for the whole table (each model rank's batch group
-  // serves its replica), not when it is split by vocabulary (all-gatherv);
-  // on 4 x 1 (nothing to synchronize) none.
+  // serves its replica); split by vocabulary, the parameter server of its
+  // block beside its all-gatherv (no densifying all-reduce); on 4 x 1
+  // (nothing to synchronize) none.
   Operator table;
   table.layer.name = "emb";
   table.table = true;
@@ -273,10 +274,18 @@ TEST(StrategySpace, AWholeTableChoosesItsSynchronization) {
   ASSERT_GE(kept, 0);
   ASSERT_GE(rows, 0);
   EXPECT_EQ(grid.graph.nodes[0].variants[kept].size(), 2u);
-  EXPECT_TRUE(grid.graph.nodes[0].variants[rows].empty());
+  ASSERT_EQ(grid.graph.nodes[0].variants[rows].size(), 1u);
   EXPECT_EQ(grid.strategyOf(Solution{{}, {kept}, {1}}, ops).syncVariables(),
             std::vector<std::string>{"emb=ps"});
   EXPECT_TRUE(grid.strategyOf(Solution{{}, {rows}, {0}}, ops).tableSchemes.empty());
+  EXPECT_EQ(grid.strategyOf(Solution{{}, {rows}, {1}}, ops).syncVariables(),
+            std::vector<std::string>{"emb=ps"});
+  // Its block's server costs (2048 lookups a batch rank, 5000 rows here):
+  // (N - 1) / N of its pulled rows each way, against (N - 1) all-gathered.
+  const Cost &rowsAgv = grid.graph.nodes[0].configs[rows],
+             &rowsPs = grid.graph.nodes[0].variants[rows][0];
+  EXPECT_NEAR(rowsAgv.seconds - rowsPs.seconds,
+              (1e-5 + 1e-9 * 2048 * row) - (4 * 1e-5 + 2e-9 * 2048 * row * 0.5), 1e-12);
   EXPECT_TRUE(spaceOf(ops, {4, 1}, 0, 0, m).graph.nodes[0].variants.empty());
   // The search keeps the parameter server, faster and smaller here, and
   // drops the all-gatherv it dominates.

@@ -96,9 +96,13 @@ inline constexpr const char *kTableSchemes[] = {"allgatherv", "ps", "allreduce"}
 /// Whether a table split `s` on `g` chooses its scheme: px-sync offers the
 /// three for a whole table where the batch axis has two ranks or more (on
 /// a model-split grid each model rank's batch group serves its replica);
-/// a table split by vocabulary all-gathers its rows, and on P x 1 nothing
-/// is synchronized.
+/// a table split by vocabulary all-gathers its block's rows or has them
+/// served by its batch group (never densified: see tableSchemeOn), and on
+/// P x 1 nothing is synchronized.
 bool tableSchemesOn(const grid::Grid &g, Split s);
+/// Whether scheme kTableSchemes[k] is among those of a table split `s` on
+/// `g` (tableSchemesOn).
+bool tableSchemeOn(const grid::Grid &g, Split s, int k);
 
 /// One point's strategy: the grid, each named operator's split, how much of
 /// the update is sharded (ZeRO-1) and how much is recomputed.
