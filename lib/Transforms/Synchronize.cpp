@@ -127,6 +127,21 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     return success();
   }
 
+  /// The rows of `var` (of its block, for a table split by vocabulary) a
+  /// step touches: px-sparsity's bound for the whole table, spread evenly
+  /// over the blocks; all of them without one.
+  int64_t rowsPerStep(px::VariableOp var) {
+    int64_t rows = var.getOutput().getType().getDimSize(0);
+    auto r = px::getAttr<px::PxDialect::RowsPerStepAttrHelper>(var);
+    if (!r)
+      return rows;
+    int64_t blocks = 1;
+    if (auto split = var.getSplitAxes(); split && !split->getAxes().empty())
+      for (int16_t a : split->getAxes().front().asArrayRef())
+        blocks *= grid.getShape()[a];
+    return std::min(rows, (r.getInt() + blocks - 1) / blocks);
+  }
+
   std::string choose(px::VariableOp var, Value grad) {
     if (auto it = fixed.find(var.getName()); it != fixed.end())
       return it->second;
@@ -148,9 +163,12 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     int64_t rows = type.getDimSize(0);
     double rowBytes = (double)bytesOf(type) / std::max<int64_t>(rows, 1);
     int64_t capacity = cast<px::SparseGradType>(grad.getType()).getRows();
+    // The servers are priced at px-sparsity's bound, as if every row the
+    // step may touch were in this rank's block: they replace the exact
+    // all-gatherv only where they are cheaper even then.
     int64_t u = rows;
     if (auto r = px::getAttr<px::PxDialect::RowsPerStepAttrHelper>(var))
-      u = r.getInt();
+      u = std::min(rows, r.getInt());
     double tAr = allReduceTime((double)bytesOf(type));
     double tAgv = capacity * (rowBytes + 8) * (n - 1) / cluster.bandwidth() +
                   (n - 1) * cluster.latency();
@@ -362,9 +380,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     // Predicted traffic (an estimate: the rows one rank touches, owned by
     // the others with probability (N-1)/N, pulled and pushed once each).
     double n = cluster.dataRanks();
-    int64_t u = rows;
-    if (auto r = px::getAttr<px::PxDialect::RowsPerStepAttrHelper>(var))
-      u = r.getInt();
+    int64_t u = rowsPerStep(var);
     setBytes(var, (int64_t)std::llround(2 * u * (rowBytes + 8) * (n - 1) / n), false);
     return success();
   }
