@@ -51,6 +51,20 @@ double calibratedCollectiveRate(const Machine &m, std::string_view kind, int64_t
   return it->second.at(sent);
 }
 
+std::optional<double> calibratedServerSeconds(const Machine &m, std::string_view kind, int64_t g,
+                                              bool oneMachine, double sent) {
+  if (!oneMachine || g < 2)
+    return std::nullopt;
+  auto it = m.opRates.find(rt::collectiveRateName(kind, g));
+  if (it == m.opRates.end() || it->second.points.empty())
+    return std::nullopt;
+  const auto &[smallest, rate] = it->second.points.front();
+  if (sent <= smallest)
+    return rate > 0 ? std::optional<double>(smallest / rate) : std::nullopt;
+  double r = it->second.at(sent);
+  return r > 0 ? std::optional<double>(sent / r) : std::nullopt;
+}
+
 double allGatherSeconds(int64_t p, double bytes, const Link &link, const Machine &m) {
   double sent = allGatherBytes(p, bytes);
   double rate = calibratedCollectiveRate(m, "all_gather", p, &link == &m.intra, sent);

@@ -623,6 +623,33 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     return (double)sent / 2 / scatter + (double)sent / 2 / gather;
   };
 
+  // A table on the parameter servers: its pulls (gathers may share one)
+  // and its push, at their calibrated rates where the profile has them.
+  llvm::StringMap<int64_t> pullsOf;
+  for (auto pull : func.getOps<px::PsPullOp>())
+    if (auto names = px::getAttr<px::PxDialect::VariablesAttrHelper>(pull))
+      for (Attribute n : names)
+        if (auto name = dyn_cast<StringAttr>(n))
+          ++pullsOf[name.getValue()];
+  int64_t servers = std::max<int64_t>(1, world / pr);
+  bool serversOnOneMachine = &batchLink == &machine.intra;
+  /// A served table's exchanges, each member sending `sent` bytes a step
+  /// (pulled and pushed alike): its pulls' share and its push.
+  auto calibratedServers = [&](StringRef var, int64_t sent) -> std::optional<double> {
+    int64_t pulls = std::max<int64_t>(1, pullsOf.lookup(var));
+    double half = (double)sent / 2;
+    auto pull = grid::calibratedServerSeconds(machine, "ps_pull", servers, serversOnOneMachine,
+                                        half / (double)pulls);
+    auto push = grid::calibratedServerSeconds(machine, "ps_push", servers, serversOnOneMachine, half);
+    if (!pull || !push)
+      return std::nullopt;
+    p.byKernel["ps_pull"].seconds += (double)pulls * *pull;
+    p.byKernel["ps_push"].seconds += *push;
+    ++p.byKernel["ps_push"].calls;
+    return (double)pulls * *pull + *push;
+  };
+  bool serversCalibrated = false;
+
   llvm::DenseSet<Operation *> forward = forwardOps(func);
   // One layer per trainable variable, in step order.
   llvm::DenseMap<Operation *, size_t> layerOfVar;
@@ -653,6 +680,13 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
         l.syncSeconds += reductionSeconds(l.syncBytes, machine);
       // In the runtime's all_reduce kernels (the buckets).
       p.byKernel["all_reduce"].seconds += l.syncSeconds;
+    } else if (scheme && scheme.getValue() == "ps") {
+      // In the runtime's ps_pull and ps_push kernels, which the profile's
+      // rates time whole (packing and serving included).
+      if (std::optional<double> seconds = calibratedServers(l.name, l.syncBytes)) {
+        l.syncSeconds = *seconds;
+        serversCalibrated = true;
+      }
     } else if (scheme && scheme.getValue() == "allgatherv") {
       // One all-gather of equal blocks (px-sync's row capacity: the bytes
       // each member sends are (G - 1) blocks) at the calibrated all-gather
@@ -702,6 +736,11 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     int64_t g = 1;
     auto c = collectiveOf(&op, gridShape, perMachine, machine, g);
     if (!c) {
+      // A calibrated pull is its table's synchronization, timed whole.
+      if (isa<px::PsPullOp>(op) && serversCalibrated) {
+        ++kernelTime(op).calls;
+        continue;
+      }
       double f = flopsOf(&op);
       if (double seconds = computeSecondsOf(&op, f, gridShape, machine)) {
         PredictedLayer &l = layerFor(&op);

@@ -250,6 +250,23 @@ TEST(GridCost, CollectivesAtTheirCalibratedRateOnOneMachine) {
                    allGatherSeconds(4, 1e6, m.intra));
 }
 
+TEST(GridCost, ParameterServerExchangesAtTheirCalibratedRate) {
+  // ps_pull/4 at 1e6 B/s for 1 KB sent, 2e6 for 100 KB; ps_push none.
+  Machine m;
+  m.opRates["ps_pull/4"].points = {{1000, 1e6}, {100000, 2e6}};
+  // At a probe, between them (the curve's rate), and below the smallest
+  // probe: its time, 1 ms, whatever the bytes.
+  EXPECT_DOUBLE_EQ(*calibratedServerSeconds(m, "ps_pull", 4, true, 100000), 0.05);
+  EXPECT_DOUBLE_EQ(*calibratedServerSeconds(m, "ps_pull", 4, true, 10000),
+                   10000 / m.opRates["ps_pull/4"].at(10000));
+  EXPECT_DOUBLE_EQ(*calibratedServerSeconds(m, "ps_pull", 4, true, 10), 1e-3);
+  // Across machines, for another group size, or a kind without a rate:
+  // none (the links' alpha-beta stay).
+  EXPECT_FALSE(calibratedServerSeconds(m, "ps_pull", 4, false, 1000));
+  EXPECT_FALSE(calibratedServerSeconds(m, "ps_pull", 2, true, 1000));
+  EXPECT_FALSE(calibratedServerSeconds(m, "ps_push", 4, true, 1000));
+}
+
 TEST(GridCost, ProductsRunAtTheRateOfTheirSmallestDimensionAndWeight) {
   Machine m;
   m.flopsPerSecond = 1e9;

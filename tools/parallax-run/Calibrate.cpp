@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <numeric>
 #include <random>
 
 namespace parallax::run {
@@ -352,6 +353,67 @@ void measureCollectives(Comm &comm, nlohmann::json &rates) {
   }
 }
 
+/// Bytes per second each member sends in a parameter-server pull and push
+/// ("ps_pull/G", "ps_push/G"), the kernels themselves on groups of
+/// consecutive ranks of each size that divides a machine's ranks, every
+/// group at once: each rank looks up kPsProbeLookups distinct random rows
+/// of a table partitioned over its group, and pushes their gradient. A
+/// pull is three exchanges (counts, requests, rows) and a push two, each a
+/// synchronization of the group, with the packing and the serving between
+/// them: more than the links' alpha and beta say, on ranks that share
+/// cores above all.
+void measurePsExchanges(Comm &comm, int threads, nlohmann::json &rates) {
+  const int64_t world = comm.size(), perMachine = std::max(1, comm.ranksPerMachine());
+  const int64_t rows = kPsProbeRows, width = kPsProbeWidth, rowBytes = width * 4;
+  std::vector<float> table(rows * width, 0.25f);
+  for (int64_t g = 2; g <= perMachine; ++g) {
+    if (perMachine % g != 0)
+      continue;
+    std::vector<int64_t> place(g);
+    std::iota(place.begin(), place.end(), 0);
+    nlohmann::json attrs = {{"grid_shape", {world / g, g}}, {"grid_axes", {1}},
+                            {"partitions", g}, {"placement", place}};
+    for (int64_t lookups : kPsProbeLookups) {
+      // Distinct rows, spread over every server.
+      std::vector<int64_t> ids(lookups);
+      std::mt19937_64 gen(7 + comm.rank());
+      for (int64_t k = 0; k < lookups; ++k)
+        ids[k] = (k * (rows / lookups) + (int64_t)(gen() % (rows / lookups))) % rows;
+      std::vector<float> pulled(lookups * width), grad(lookups * width, 0.01f),
+          served(g * lookups * width);
+      std::vector<int64_t> servedIds(g * lookups);
+      ExecEnv env;
+      env.threads = threads;
+      env.comm = &comm;
+      env.worldSize = comm.size();
+      env.rank = comm.rank();
+      env.ranksPerMachine = (int)perMachine;
+      PlanKernel pull, push;
+      KernelFn pullFn = kernelOn("ps_pull", attrs,
+                                 {{table.data(), DType::F32, {rows, width}},
+                                  {ids.data(), DType::I64, {lookups}}},
+                                 {{pulled.data(), DType::F32, {lookups, width}}}, env, pull);
+      nlohmann::json pushAttrs = attrs;
+      pushAttrs["table_rows"] = rows;
+      KernelFn pushFn =
+          kernelOn("ps_push", pushAttrs,
+                   {{ids.data(), DType::I64, {lookups}},
+                    {grad.data(), DType::F32, {lookups, width}}},
+                   {{servedIds.data(), DType::I64, {g * lookups}},
+                    {served.data(), DType::F32, {g * lookups, width}}},
+                   env, push);
+      // What a member sends, as px-sync counts it: its rows' ids and rows,
+      // (G - 1) / G of them to other servers, each way.
+      double sent = (double)lookups * (double)(rowBytes + 8) * (double)(g - 1) / (double)g;
+      for (auto [kind, fn] : {std::pair<const char *, KernelFn *>{"ps_pull", &pullFn},
+                              {"ps_push", &pushFn}}) {
+        double t = concurrentSeconds(comm, *fn, /*collective=*/true);
+        rates[collectiveRateName(kind, g)].push_back({sent, sent / std::max(t, 1e-12)});
+      }
+    }
+  }
+}
+
 } // namespace
 
 int calibrate(Comm &comm, const std::string &outPath, int threads) {
@@ -389,6 +451,7 @@ int calibrate(Comm &comm, const std::string &outPath, int threads) {
   profile["op_rates"] = measureRatedKernels(comm, threads);
   profile["op_rates"]["product_flops"] = measureProductFlops(comm, threads);
   measureCollectives(comm, profile["op_rates"]);
+  measurePsExchanges(comm, threads, profile["op_rates"]);
   // The convolutions' generic rate (the grid model's): the large probe's.
   profile["conv_flops_per_second"] = profile["op_rates"]["conv"].back()[1];
   if (comm.rank() == 0) {

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -107,6 +108,14 @@ struct Machine {
 /// which the links' alpha-beta hold).
 double calibratedCollectiveRate(const Machine &m, std::string_view kind, int64_t g,
                                 bool oneMachine, double sent);
+/// Seconds of a parameter-server exchange (`kind` "ps_pull" or "ps_push")
+/// in which each member of a group of `g` on one machine sends `sent`
+/// bytes, at `m`'s calibrated rate for its kind and group ("ps_pull/4",
+/// the kernel timed whole: its exchanges, packing and serving); one smaller
+/// than the smallest probe takes the probe's time (its synchronizations,
+/// not its bytes, bound it). nullopt without a rate.
+std::optional<double> calibratedServerSeconds(const Machine &m, std::string_view kind, int64_t g,
+                                              bool oneMachine, double sent);
 /// allGatherSeconds and allReduceSeconds at `m`'s calibrated rate for
 /// groups of `p` where `link` is its intra-machine link and it has one,
 /// else alpha-beta.

@@ -119,8 +119,13 @@ inline constexpr double kProductCachedWeightBytes = 4.0 * 512 * 512;
 /// holds (every group at once, as a grid's groups run): their rates are
 /// named "all_reduce/4" and so on, per group size, since ranks that share
 /// cores slow each other down more in a larger group.
+/// The parameter server's exchanges (ps_pull, ps_push) are timed as the
+/// kernels run them, over a table of kPsProbeRows rows of kPsProbeWidth
+/// floats, each rank asking for the rows of kPsProbeLookups lookups.
 inline constexpr std::string_view kRatedCollectives[] = {"all_reduce", "reduce_scatter",
-                                                         "all_gather"};
+                                                         "all_gather", "ps_pull", "ps_push"};
+inline constexpr int64_t kPsProbeRows = 1 << 16, kPsProbeWidth = 256;
+inline constexpr int64_t kPsProbeLookups[] = {16, 1024};
 inline std::string collectiveRateName(std::string_view kind, int64_t groupSize) {
   return std::string(kind) + "/" + std::to_string(groupSize);
 }
