@@ -556,6 +556,9 @@ llvm::Error Emitter::emitKernel(Operation *op) {
   if (auto g = dyn_cast<px::GatherOp>(op))
     if (std::optional<int64_t> rows = realRows(g.getData()))
       k.attrs["rows"] = *rows;
+  if (auto pull = dyn_cast<px::PsPullOp>(op))
+    if (std::optional<int64_t> rows = realRows(pull.getTable()))
+      k.attrs["rows"] = *rows;
   if (auto classes = px::getAttr<px::PxDialect::ClassesAttrHelper>(op))
     k.attrs["classes"] = classes.getInt();
   if (!options.allowNegativeIds && readsTrainableTableWithData(op))

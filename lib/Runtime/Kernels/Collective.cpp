@@ -483,6 +483,14 @@ KernelFn psPull(KernelArgs &args) {
   if (args.has("block_axes"))
     block = detail::blockPlaceOf(args, "ps_pull", "block_axes");
   int64_t first = block.index * part.rows, tableRows = part.rows * block.count;
+  // A padded vocabulary (the plan's "rows"): ids name its real rows only.
+  if (args.has("rows")) {
+    int64_t real = args.i64("rows");
+    if (real < 0 || real > tableRows)
+      args.fail("ps_pull: rows " + std::to_string(real) + " of a table of " +
+                std::to_string(tableRows));
+    tableRows = real;
+  }
   auto prepare = [=] {
     for (int64_t k = 0; k < i.numElements(); ++k) {
       int64_t id = readIndex(i, k);
