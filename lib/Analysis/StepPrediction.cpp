@@ -15,6 +15,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Format.h"
 
@@ -648,7 +649,7 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     ++p.byKernel["ps_push"].calls;
     return (double)pulls * *pull + *push;
   };
-  bool serversCalibrated = false;
+  llvm::StringSet<> servedAtRates; // the tables calibratedServers priced
 
   llvm::DenseSet<Operation *> forward = forwardOps(func);
   // One layer per trainable variable, in step order.
@@ -685,7 +686,7 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
       // rates time whole (packing and serving included).
       if (std::optional<double> seconds = calibratedServers(l.name, l.syncBytes)) {
         l.syncSeconds = *seconds;
-        serversCalibrated = true;
+        servedAtRates.insert(l.name);
       }
     } else if (scheme && scheme.getValue() == "allgatherv") {
       // One all-gather of equal blocks (px-sync's row capacity: the bytes
@@ -737,7 +738,11 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     auto c = collectiveOf(&op, gridShape, perMachine, machine, g);
     if (!c) {
       // A calibrated pull is its table's synchronization, timed whole.
-      if (isa<px::PsPullOp>(op) && serversCalibrated) {
+      auto pulled = px::getAttr<px::PxDialect::VariablesAttrHelper>(&op);
+      if (isa<px::PsPullOp>(op) && pulled && llvm::all_of(pulled, [&](Attribute n) {
+            auto name = dyn_cast<StringAttr>(n);
+            return name && servedAtRates.contains(name.getValue());
+          })) {
         ++kernelTime(op).calls;
         continue;
       }

@@ -662,9 +662,7 @@ Strategy Space::strategyOf(const Solution &s, const std::vector<Operator> &ops) 
     Variant v;
     if (k > 0)
       v = variants[i][s.configs[i]][k - 1];
-    // A split table's all-gatherv is what px-sync does by itself there.
-    Split split = splits[i][s.configs[i]];
-    if (ops[i].table && tableSchemesOn(grid, split) && (split == Split::Whole || v.tableScheme))
+    if (ops[i].table && tableSchemesOn(grid, splits[i][s.configs[i]]))
       strategy.tableSchemes.push_back({ops[i].layer.name, kTableSchemes[v.tableScheme]});
     if (v.recomputes)
       strategy.recomputed.push_back(ops[i].layer.name);

@@ -129,14 +129,17 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
 
   /// The rows of `var` (of its block, for a table split by vocabulary) a
   /// step touches: px-sparsity's bound for the whole table, spread evenly
-  /// over the blocks; all of them without one.
+  /// over the blocks (its profile of a block counts a block's rows
+  /// already); all of them without one.
   int64_t rowsPerStep(px::VariableOp var) {
     int64_t rows = var.getOutput().getType().getDimSize(0);
     auto r = px::getAttr<px::PxDialect::RowsPerStepAttrHelper>(var);
     if (!r)
       return rows;
+    auto source = px::getAttr<px::PxDialect::AlphaSourceAttrHelper>(var);
     int64_t blocks = 1;
-    if (auto split = var.getSplitAxes(); split && !split->getAxes().empty())
+    if (auto split = var.getSplitAxes();
+        split && !split->getAxes().empty() && !(source && source.getValue() == "profile"))
       for (int16_t a : split->getAxes().front().asArrayRef())
         blocks *= grid.getShape()[a];
     return std::min(rows, (r.getInt() + blocks - 1) / blocks);
@@ -394,7 +397,9 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
     ModuleOp module = getOperation();
     auto dir = px::getAttr<px::PxDialect::ProfileDataAttrHelper>(module);
     auto steps = px::getAttr<px::PxDialect::ProfileStepsAttrHelper>(module);
-    if (!dir || !steps || cluster.machines() > 1)
+    // The profiler replays one table's ids; a block's pull reads ids of
+    // the whole table (the estimate stays).
+    if (!dir || !steps || cluster.machines() > 1 || var.getSplitAxes())
       return failure();
     // The profile of this variable's reads; px-sync has replaced its gathers
     // by pulls already, so profile the module px-sparsity saw: re-run on a

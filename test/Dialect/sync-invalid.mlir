@@ -333,6 +333,15 @@ func.func @ps_pull_block_serves(%t: tensor<50x8xf32>, %i: tensor<3xi64>) -> tens
 // -----
 
 shard.grid @world(shape = 2x2)
+func.func @ps_pull_block_served_by_all(%t: tensor<50x8xf32>, %i: tensor<3xi64>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{'px.ps_pull' op grid axis 1 both serves the rows and splits them (block_axes)}}
+  %0 = px.ps_pull %t[%i] on @world partitions = 2 placement = [0, 1] block of block_axes = [1] : tensor<50x8xf32>, tensor<3xi64> -> tensor<3x8xf32>
+  return %0 : tensor<3x8xf32>
+}
+
+// -----
+
+shard.grid @world(shape = 2x2)
 func.func @ps_pull_block_empty(%t: tensor<50x8xf32>, %i: tensor<3xi64>) -> tensor<3x8xf32> {
   // expected-error @+1 {{'px.ps_pull' op block_axes must name the axes the table's rows are split over}}
   %0 = px.ps_pull %t[%i] on @world grid_axes = [0] partitions = 2 placement = [0, 1] block of block_axes = [] : tensor<50x8xf32>, tensor<3xi64> -> tensor<3x8xf32>

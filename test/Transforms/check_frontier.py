@@ -47,11 +47,13 @@ def main():
                     s not in ("whole", "out", "in", "rows") for s in p["splits"].values()):
                 print(f"point {p['point']} names other operators or splits: {p['splits']}")
                 return 1
-    # A table's scheme is named only for a whole table (one split by
-    # vocabulary all-gathers its rows), and is one of px-sync's.
+    # A table's scheme is one of px-sync's; one split by vocabulary keeps
+    # its rows (all-gathered or served, never densified).
     for p in points:
         schemes = p.get("sync_variables", {})
-        if any(p["splits"].get(t, "whole") != "whole" for t in schemes) or any(
+        split = {t: p["splits"].get(t, "whole") for t in schemes}
+        if any(split[t] not in ("whole", "rows") or (split[t] == "rows" and s == "allreduce")
+               for t, s in schemes.items()) or any(
                 s not in ("allgatherv", "ps", "allreduce") for s in schemes.values()):
             print(f"point {p['point']} names table schemes it cannot: {schemes}")
             return 1

@@ -248,8 +248,9 @@ LogicalResult PsPullOp::verifySymbolUses(SymbolTableCollection &symbols) {
       return emitOpError("block_axes must name the axes the table's rows are split over");
     if (failed(verifyGroup(*this, getGridAttr(), *block, symbols)))
       return failure();
+    // No grid_axes serve over every axis, the block's too.
     for (int16_t a : *block)
-      if (llvm::is_contained(getGridAxes(), a))
+      if (getGridAxes().empty() || llvm::is_contained(getGridAxes(), a))
         return emitOpError("grid axis ")
                << a << " both serves the rows and splits them (block_axes)";
   }
