@@ -135,6 +135,9 @@ std::string roleOf(px::VariableOp var, int64_t dim, const llvm::DenseSet<Operati
             .Case([&](px::GatherOp g) -> std::string {
               return g.getData() == var.getOutput() && dim == 0 ? "rows" : "";
             })
+            .Case([&](px::PsPullOp p) -> std::string {
+              return p.getTable() == var.getOutput() && dim == 0 ? "rows" : "";
+            })
             .Default([](Operation *) { return std::string(); });
     if (!role.empty())
       return role;
