@@ -61,13 +61,9 @@ struct GatherSharding : public PxShardingModel<GatherSharding, parallax::px::Gat
 
   /// A split v: the gather of this rank's rows (`block of` the axes that
   /// split them), then the sum over those axes.
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    if (failed(partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                             partitionMap, symbolTable, builder)))
-      return failure();
+  LogicalResult finishPartition(Operation *op, ArrayRef<Sharding> operandShardings,
+                                ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                                OpBuilder &builder) const {
     if (getIndexingMaps(op).empty() || !resultShardings[0])
       return success();
     SmallVector<GridAxis> rows = reductionAxes(op, operandShardings, resultShardings);

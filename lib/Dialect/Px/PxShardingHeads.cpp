@@ -90,13 +90,9 @@ struct DropoutSharding : public PxShardingModel<DropoutSharding<Op>, Op> {
     }
     return option;
   }
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    if (failed(partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                             partitionMap, symbolTable, builder)))
-      return failure();
+  LogicalResult finishPartition(Operation *op, ArrayRef<Sharding> operandShardings,
+                                ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                                OpBuilder &builder) const {
     auto dropout = dyn_cast<DropoutOp>(op);
     if (!dropout || !resultShardings[0] || replicated(resultShardings[0]))
       return success();

@@ -247,13 +247,9 @@ struct VariableSharding : public PxShardingModel<VariableSharding, VariableOp> {
     auto t = cast<RankedTensorType>(op->getResult(0).getType());
     return {AffineMap::getMultiDimIdentityMap(t.getRank(), op->getContext())};
   }
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    if (failed(partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                             partitionMap, symbolTable, builder)))
-      return failure();
+  LogicalResult finishPartition(Operation *op, ArrayRef<Sharding> operandShardings,
+                                ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                                OpBuilder &builder) const {
     const Sharding &s = resultShardings[0];
     if (!replicated(s)) {
       auto block = cast<VariableOp>(partitionMap.lookup(op->getResult(0)).getDefiningOp());

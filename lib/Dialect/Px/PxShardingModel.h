@@ -117,13 +117,27 @@ struct PxShardingModel : public ShardingInterface::ExternalModel<Derived, Op> {
     return success();
   }
 
-  /// The op on its local operands (what most models need).
+  /// The op on its local operands (what most models need), then what the
+  /// model adds to it (finishPartition).
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
                           ArrayRef<Sharding> operandShardings,
                           ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                         partitionMap, symbolTable, builder);
+    if (failed(partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                             partitionMap, symbolTable, builder)))
+      return failure();
+    return static_cast<const Derived *>(this)->finishPartition(op, operandShardings,
+                                                               resultShardings, partitionMap,
+                                                               builder);
+  }
+
+  /// After the op is cloned on its local operands (`partitionMap` maps its
+  /// results to the clone's): a model's collectives of partial sums, or the
+  /// attributes that tell a block's kernel where it lies. Nothing here.
+  LogicalResult finishPartition(Operation *op, ArrayRef<Sharding> operandShardings,
+                                ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                                OpBuilder &builder) const {
+    return success();
   }
 };
 

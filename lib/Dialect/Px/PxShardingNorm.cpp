@@ -104,13 +104,9 @@ struct RowNormSharding : public PxShardingModel<RowNormSharding<Op>, Op> {
     return option;
   }
 
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable, OpBuilder &builder) const {
-    if (failed(partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                             partitionMap, symbolTable, builder)))
-      return failure();
+  LogicalResult finishPartition(Operation *op, ArrayRef<Sharding> operandShardings,
+                                ArrayRef<Sharding> resultShardings, IRMapping &partitionMap,
+                                OpBuilder &builder) const {
     auto grad = dyn_cast<LayerNormGradOp>(op);
     std::optional<RowLoops> l = rowLoopsOf(op);
     if (!grad || !l || !resultShardings[0] || !this->described(op))
