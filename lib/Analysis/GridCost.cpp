@@ -40,28 +40,35 @@ double allReduceSeconds(int64_t p, double bytes, const Link &link) {
   return p <= 1 ? 0 : 2 * link.alpha * ceilLog2(p) + link.beta * allReduceBytes(p, bytes);
 }
 
+namespace {
+/// `m`'s calibrated curve of a `kind` collective on groups of `g` ranks on
+/// one machine ("all_reduce/4"), if it has one.
+const rt::RateCurve *collectiveCurve(const Machine &m, std::string_view kind, int64_t g,
+                                     bool oneMachine) {
+  if (!oneMachine || g < 2)
+    return nullptr;
+  auto it = m.opRates.find(rt::collectiveRateName(kind, g));
+  return it == m.opRates.end() || it->second.points.empty() ? nullptr : &it->second;
+}
+} // namespace
+
 double calibratedCollectiveRate(const Machine &m, std::string_view kind, int64_t g,
                                 bool oneMachine, double sent) {
-  if (!oneMachine || g < 2 || sent <= 0)
+  const rt::RateCurve *curve = collectiveCurve(m, kind, g, oneMachine);
+  if (!curve || sent <= 0 || sent < curve->points.front().first)
     return 0;
-  auto it = m.opRates.find(rt::collectiveRateName(kind, g));
-  if (it == m.opRates.end() || it->second.points.empty() ||
-      sent < it->second.points.front().first)
-    return 0;
-  return it->second.at(sent);
+  return curve->at(sent);
 }
 
 std::optional<double> calibratedServerSeconds(const Machine &m, std::string_view kind, int64_t g,
                                               bool oneMachine, double sent) {
-  if (!oneMachine || g < 2)
+  const rt::RateCurve *curve = collectiveCurve(m, kind, g, oneMachine);
+  if (!curve)
     return std::nullopt;
-  auto it = m.opRates.find(rt::collectiveRateName(kind, g));
-  if (it == m.opRates.end() || it->second.points.empty())
-    return std::nullopt;
-  const auto &[smallest, rate] = it->second.points.front();
+  const auto &[smallest, rate] = curve->points.front();
   if (sent <= smallest)
     return rate > 0 ? std::optional<double>(smallest / rate) : std::nullopt;
-  double r = it->second.at(sent);
+  double r = curve->at(sent);
   return r > 0 ? std::optional<double>(sent / r) : std::nullopt;
 }
 

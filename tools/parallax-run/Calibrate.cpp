@@ -317,6 +317,17 @@ nlohmann::json measureRatedKernels(Comm &comm, int threads) {
   return rates;
 }
 
+/// The sizes of the groups of consecutive ranks a collective's rate is
+/// timed on: every size from 2 that divides a machine's ranks.
+std::vector<int64_t> groupSizesOnAMachine(Comm &comm) {
+  const int64_t perMachine = std::max(1, comm.ranksPerMachine());
+  std::vector<int64_t> sizes;
+  for (int64_t g = 2; g <= perMachine; ++g)
+    if (perMachine % g == 0)
+      sizes.push_back(g);
+  return sizes;
+}
+
 /// Bytes per second each member sends in the collectives of
 /// kRatedCollectives (KernelRates.h), on groups of consecutive ranks of
 /// each size that divides a machine's ranks, every group at once: a [sent
@@ -325,10 +336,8 @@ nlohmann::json measureRatedKernels(Comm &comm, int threads) {
 /// library picks for the size, the reduction, and ranks that share cores
 /// waiting for each other at every step of the algorithm.
 void measureCollectives(Comm &comm, nlohmann::json &rates) {
-  const int64_t world = comm.size(), perMachine = std::max(1, comm.ranksPerMachine());
-  for (int64_t g = 2; g <= perMachine; ++g) {
-    if (perMachine % g != 0)
-      continue;
+  const int64_t world = comm.size();
+  for (int64_t g : groupSizesOnAMachine(comm)) {
     Group &group = comm.group({world / g, g}, {1});
     // Up to a 128 MiB bucket (Horovod's fusion buffer is 64): past a core's
     // share of the cache, the rate keeps falling with the size.
@@ -366,9 +375,7 @@ void measurePsExchanges(Comm &comm, int threads, nlohmann::json &rates) {
   const int64_t world = comm.size(), perMachine = std::max(1, comm.ranksPerMachine());
   const int64_t rows = kPsProbeRows, width = kPsProbeWidth, rowBytes = width * 4;
   std::vector<float> table(rows * width, 0.25f);
-  for (int64_t g = 2; g <= perMachine; ++g) {
-    if (perMachine % g != 0)
-      continue;
+  for (int64_t g : groupSizesOnAMachine(comm)) {
     std::vector<int64_t> place(g);
     std::iota(place.begin(), place.end(), 0);
     nlohmann::json attrs = {{"grid_shape", {world / g, g}}, {"grid_axes", {1}},

@@ -28,6 +28,7 @@
 #include "parallax/Runtime/Plan.h"
 
 #include "CollectiveLayout.h"
+#include "IndexingLayout.h"
 #include "KernelUtil.h"
 
 #include <algorithm>
@@ -479,18 +480,12 @@ KernelFn psPull(KernelArgs &args) {
   // The ids are copied before the job starts: their buffer may be reused.
   s->wanted.resize(ids.numElements());
   bool nonnegative = args.flag("nonnegative_ids");
-  detail::BlockPlace block;
+  // A block gather's rows (a padded vocabulary's real ones included), or
+  // the whole table.
+  detail::RowBlock block{0, part.rows, part.rows};
   if (args.has("block_axes"))
-    block = detail::blockPlaceOf(args, "ps_pull", "block_axes");
-  int64_t first = block.index * part.rows, tableRows = part.rows * block.count;
-  // A padded vocabulary (the plan's "rows"): ids name its real rows only.
-  if (args.has("rows")) {
-    int64_t real = args.i64("rows");
-    if (real < 0 || real > tableRows)
-      args.fail("ps_pull: rows " + std::to_string(real) + " of a table of " +
-                std::to_string(tableRows));
-    tableRows = real;
-  }
+    block = detail::rowBlockOf(args, part.rows, "ps_pull", "block_axes");
+  const int64_t tableRows = block.tableRows;
   auto prepare = [=] {
     for (int64_t k = 0; k < i.numElements(); ++k) {
       int64_t id = readIndex(i, k);
@@ -503,8 +498,7 @@ KernelFn psPull(KernelArgs &args) {
                           " at position " + std::to_string(k) +
                           " is out of range for a table of " +
                           std::to_string(tableRows) + " rows");
-      id -= first;
-      s->wanted[k] = id >= 0 && id < part.rows ? id : -1; // -1: another block's
+      s->wanted[k] = block.local(id); // -1: another block's
     }
   };
   auto job = [=, &group] {

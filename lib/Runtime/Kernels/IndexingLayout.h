@@ -67,8 +67,9 @@ struct RowBlock {
   }
 };
 
-inline RowBlock rowBlockOf(const KernelArgs &args, int64_t blockRows, const char *op) {
-  BlockPlace place = blockPlaceOf(args, op);
+inline RowBlock rowBlockOf(const KernelArgs &args, int64_t blockRows, const char *op,
+                           const char *axes = "grid_axes") {
+  BlockPlace place = blockPlaceOf(args, op, axes);
   RowBlock b{place.index * blockRows, blockRows, blockRows * place.count};
   // A padded vocabulary (the plan's "rows"): ids name its real rows only.
   if (args.has("rows")) {
