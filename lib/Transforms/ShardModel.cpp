@@ -28,6 +28,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -64,6 +65,30 @@ Operation *producingLayer(Operation *consumer, const llvm::DenseMap<Operation *,
     chain.push_back(def);
   }
   return nullptr;
+}
+
+/// Whether `consumer` is a head on a global pooling of one of `rowSplit`'s
+/// convolutions: it reads, through ops a channel split passes, a reduction
+/// over their rows (a global average pool), whose [N, C] result every
+/// model rank holds after the partial sums are added. A split of its input
+/// features would be carried back through the pool, and through a residual
+/// addition into both branches, making the row-split layers reshard their
+/// activations by channels. (A head on a flatten instead reshards once, at
+/// the flatten, and keeps its input split.)
+bool headOnPooledRows(Operation *consumer, const llvm::DenseSet<Operation *> &rowSplit) {
+  bool pooled = false;
+  for (Operation *def = consumer->getOperand(0).getDefiningOp(); def;
+       def = splitCarrierOf(def).getDefiningOp()) {
+    if (rowSplit.contains(def))
+      return pooled;
+    if (isa<px::ReduceSumOp, px::ReduceMeanOp, px::ReduceMaxOp, px::ReduceMinOp>(def)) {
+      pooled = true;
+      continue;
+    }
+    if (splittableWeightOf(def) || !followsChannelSplit(def))
+      return false;
+  }
+  return false;
 }
 
 /// reshape(reduce(x, keepdims)) that only drops the kept dimensions: the
@@ -317,15 +342,25 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
   /// each layer's input forward and all-reduce each one's input gradient
   /// backward, half as much again. A dimension the model ranks do not
   /// divide is not split: the other split is taken, or none. With
-  /// conv-split=domain, convolutions split their input rows instead.
+  /// conv-split=domain, convolutions split their input rows instead, and a
+  /// classifier on their global pool does not fall back to its input
+  /// features: it stays whole (headOnPooledRows).
   LogicalResult annotateWeights(func::FuncOp func, shard::GridOp grid) {
     auto modelAxis = (shard::GridAxis)(grid.getShape().size() - 1);
     int64_t ranks = grid.getShape().back();
     llvm::DenseMap<Operation *, Split> layers;
+    llvm::DenseSet<Operation *> rowSplit;
+    // The weights decided so far. A split weight's later readers see its
+    // annotation, but one left whole is still a bare variable to the
+    // backward pass's products (dX = dY W reads it with its dimensions
+    // swapped), which must not decide it again.
+    llvm::DenseSet<Operation *> decided;
     OpBuilder b(func.getContext());
     for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
       SplittableWeight w = splittableWeightOf(&op);
       if (!w.value)
+        continue;
+      if (Operation *var = trainableWeightOf(w.value); var && !decided.insert(var).second)
         continue;
       if (auto conv = dyn_cast<px::ConvOp>(&op); conv && splitsRows(conv)) {
         // Domain parallelism: the input's rows split, the weight whole.
@@ -339,6 +374,7 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
                  << "or halos wider than a block)";
         recordSplit(trainableWeightOf(conv.getW()), rowsSplit(conv, ranks) ? Named::Rows : Named::Whole);
         if (rowsSplit(conv, ranks)) {
+          rowSplit.insert(conv);
           SmallVector<SmallVector<shard::GridAxis>> rowAxes(3);
           rowAxes[2] = {modelAxis};
           b.setInsertionPoint(conv);
@@ -379,7 +415,8 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
                                                                   : Split::OutputFeatures;
       if (type.getDimSize(dimOf(split)) % ranks != 0)
         split = split == Split::OutputFeatures ? Split::InputFeatures : Split::OutputFeatures;
-      if (type.getDimSize(dimOf(split)) % ranks != 0) {
+      if (type.getDimSize(dimOf(split)) % ranks != 0 ||
+          (split == Split::InputFeatures && !from && headOnPooledRows(&op, rowSplit))) {
         recordSplit(var, Named::Whole);
         continue;
       }
