@@ -348,7 +348,8 @@ static int64_t rowsIndexed(px::GatherOp g) {
 
 /// What an integer input is used for, looking through the ops that move
 /// index values around without changing their meaning (PyTorch's
-/// targets.reshape(-1), torch.cat of id lists, ...): "ids" in [0, rows) when
+/// targets.reshape(-1), torch.cat of id lists, a model rank's block of the
+/// labels of a domain-split image, ...): "ids" in [0, rows) when
 /// it reaches a gather's indices (the smallest table if several), "labels"
 /// in [0, classes) when it reaches a loss's labels, else "index" in [0, 1).
 static void classifyIndexInput(Value input, rt::PlanInput &in) {
@@ -388,7 +389,7 @@ static void classifyIndexInput(Value input, rt::PlanInput &in) {
             real ? real.getInt() : dimOf(user->getOperand(0), 1) * blockRanks(user);
         labels = labels < 0 ? classes : std::min(labels, classes);
       } else if (isa<px::ReshapeOp, px::ConcatOp, px::CastOp, px::SliceOp,
-                     px::TransposeOp, px::ExpandOp>(user) ||
+                     px::TransposeOp, px::ExpandOp, px::AllSliceOp, px::AllGatherOp>(user) ||
                  (isa<px::GatherOp>(user) && n == 0)) {
         work.push_back(user->getResult(0));
       }

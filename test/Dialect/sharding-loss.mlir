@@ -35,7 +35,8 @@ func.func @classes(%x: tensor<4x6xf32>, %labels: tensor<4xi64>, %dloss: tensor<f
 
 // -----
 
-// So are classes with class weights, which a block cannot index.
+// Scores split by classes with class weights, which a block cannot index,
+// are gathered.
 // CHECK-LABEL: func.func @weighted(
 // CHECK: shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 1
 // CHECK: px.softmax_cross_entropy_loss %{{.*}}, %{{.*}}, %{{.*}} : tensor<4x6xf32>, tensor<4xi64>, tensor<6xf32>
@@ -44,5 +45,78 @@ func.func @weighted(%x: tensor<4x6xf32>, %labels: tensor<4xi64>, %w: tensor<6xf3
   %s = shard.sharding @g split_axes = [[], [0]] : !shard.sharding
   %xs = shard.shard %x to %s : tensor<4x6xf32>
   %loss, %lp = px.softmax_cross_entropy_loss %xs, %labels, %w : tensor<4x6xf32>, tensor<4xi64>, tensor<6xf32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Scores split by lines (a domain-split image's rows: [N, C, H] scores,
+// [N, H] labels) are taken on the block: the block's sum of losses is
+// all-reduced and divided by the lines every block counts (those whose
+// label is not ignore_index, all-reduced); the gradient is the block's
+// gradient of the sum, its dloss divided by the same count. No scores are
+// gathered.
+// CHECK-LABEL: func.func @lines_mean(
+// CHECK-SAME: %[[X:.*]]: tensor<2x3x4xf32>, %[[L:.*]]: tensor<2x4xi64>, %[[DL:.*]]: tensor<f32>)
+// CHECK-NOT: all_gather
+// CHECK: %[[LOSS:.*]], %[[LP:.*]] = px.softmax_cross_entropy_loss %[[X]], %[[L]] {ignore_index = 0 : i64, reduction = "sum"} : tensor<2x3x4xf32>, tensor<2x4xi64>
+// CHECK-NEXT: %[[SUM:.*]] = shard.all_reduce %[[LOSS]] on @g grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CHECK: %[[IGN:.*]] = px.equal %[[L]], %{{.*}} : tensor<2x4xi64>, tensor<i64>
+// CHECK: %[[ONES:.*]] = px.where %[[IGN]], %{{.*}}, %{{.*}} : tensor<2x4xi1>, tensor<f32>, tensor<f32>
+// CHECK-NEXT: %[[C:.*]] = px.reduce_sum %[[ONES]] {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32>
+// CHECK-NEXT: %[[COUNT:.*]] = shard.all_reduce %[[C]] on @g grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CHECK-NEXT: %[[MEAN:.*]] = px.div %[[SUM]], %[[COUNT]] : tensor<f32>, tensor<f32>
+// CHECK: %[[COUNT2:.*]] = shard.all_reduce %{{.*}} on @g grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CHECK-NEXT: %[[SCALE:.*]] = px.div %[[DL]], %[[COUNT2]] : tensor<f32>, tensor<f32>
+// CHECK-NEXT: %[[D:.*]] = px.softmax_cross_entropy_loss_grad %[[SCALE]], %[[LP]], %[[L]] {ignore_index = 0 : i64, reduction = "sum"} : tensor<f32>, tensor<2x3x4xf32>, tensor<2x4xi64>
+// CHECK-NEXT: return %[[MEAN]], %[[D]] : tensor<f32>, tensor<2x3x4xf32>
+shard.grid @g(shape = 2)
+func.func @lines_mean(%x: tensor<2x3x8xf32>, %labels: tensor<2x8xi64>, %dloss: tensor<f32>)
+    -> (tensor<f32>, tensor<2x3x8xf32>) {
+  %s = shard.sharding @g split_axes = [[], [], [0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<2x3x8xf32>
+  %loss, %lp = px.softmax_cross_entropy_loss %xs, %labels {ignore_index = 0 : i64} : tensor<2x3x8xf32>, tensor<2x8xi64>
+  %d = px.softmax_cross_entropy_loss_grad %dloss, %lp, %labels {ignore_index = 0 : i64} : tensor<f32>, tensor<2x3x8xf32>, tensor<2x8xi64>
+  %ds = shard.shard %d to %s annotate_for_users : tensor<2x3x8xf32>
+  return %loss, %ds : tensor<f32>, tensor<2x3x8xf32>
+}
+
+// -----
+
+// A sum needs no count, and a mean without ignore_index divides by the
+// whole tensor's lines (a constant).
+// CHECK-LABEL: func.func @lines_sum(
+// CHECK-NOT: all_gather
+// CHECK: %[[LOSS:.*]], %{{.*}} = px.softmax_cross_entropy_loss %{{.*}}, %{{.*}} {reduction = "sum"} : tensor<4x3xf32>, tensor<4xi64>
+// CHECK-NEXT: %[[SUM:.*]] = shard.all_reduce %[[LOSS]] on @g grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CHECK: px.softmax_cross_entropy_loss %{{.*}}, %{{.*}} {reduction = "sum"} : tensor<4x3xf32>, tensor<4xi64>
+// CHECK-NEXT: %[[SUM2:.*]] = shard.all_reduce %{{.*}} on @g grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CHECK-NEXT: %[[N:.*]] = px.constant dense<8.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[MEAN:.*]] = px.div %[[SUM2]], %[[N]] : tensor<f32>, tensor<f32>
+// CHECK: return %[[SUM]], %[[MEAN]]
+shard.grid @g(shape = 2)
+func.func @lines_sum(%x: tensor<8x3xf32>, %labels: tensor<8xi64>)
+    -> (tensor<f32>, tensor<f32>, tensor<8x3xf32>, tensor<8x3xf32>) {
+  %s = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x3xf32>
+  %sum, %lp = px.softmax_cross_entropy_loss %xs, %labels {reduction = "sum"} : tensor<8x3xf32>, tensor<8xi64>
+  %mean, %lp2 = px.softmax_cross_entropy_loss %xs, %labels : tensor<8x3xf32>, tensor<8xi64>
+  %lps = shard.shard %lp to %s annotate_for_users : tensor<8x3xf32>
+  %lp2s = shard.shard %lp2 to %s annotate_for_users : tensor<8x3xf32>
+  return %sum, %mean, %lps, %lp2s : tensor<f32>, tensor<f32>, tensor<8x3xf32>, tensor<8x3xf32>
+}
+
+// -----
+
+// A mean with class weights (its denominator a sum of the lines' weights)
+// gathers the lines first.
+// CHECK-LABEL: func.func @lines_weighted(
+// CHECK: shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 0
+// CHECK: px.softmax_cross_entropy_loss %{{.*}}, %{{.*}}, %{{.*}} : tensor<8x3xf32>, tensor<8xi64>, tensor<3xf32>
+shard.grid @g(shape = 2)
+func.func @lines_weighted(%x: tensor<8x3xf32>, %labels: tensor<8xi64>, %w: tensor<3xf32>) -> tensor<f32> {
+  %s = shard.sharding @g split_axes = [[0]] : !shard.sharding
+  %xs = shard.shard %x to %s : tensor<8x3xf32>
+  %loss, %lp = px.softmax_cross_entropy_loss %xs, %labels, %w : tensor<8x3xf32>, tensor<8xi64>, tensor<3xf32>
   return %loss : tensor<f32>
 }

@@ -11,8 +11,15 @@
 //    partial losses;
 //  - px.softmax_cross_entropy_loss_grad is local: the block of the
 //    gradient, whose one-hot is 1 only where the label falls in the block.
-// Only the class dimension is split, evenly, and without class weights;
-// anything else is gathered first.
+// Only the class dimension is split, evenly, and without class weights.
+//
+// Scores split by lines instead (a convolution's rows under domain
+// parallelism: [N, C, H, W] scores of every pixel) are taken on the block
+// too: each rank's lines' losses, their sum all-reduced over the split's
+// axes, and a mean's denominator counted over every block (the lines whose
+// label is not ignore_index, all-reduced); the gradient is the block's,
+// its scale 1 / that count. A mean with class weights (whose denominator
+// is a sum of weights) and anything else is gathered first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +81,54 @@ SmallVector<GridAxis> classAxes(const Sharding &scores) {
   return SmallVector<GridAxis>(axes.begin(), axes.end());
 }
 
+/// The grid axes that split the lines (every dimension but the classes).
+SmallVector<GridAxis> lineAxes(const Sharding &scores) {
+  SmallVector<GridAxis> out;
+  if (!scores)
+    return out;
+  for (auto [d, axes] : llvm::enumerate(scores.getSplitAxes()))
+    if (d != 1)
+      out.append(axes.asArrayRef().begin(), axes.asArrayRef().end());
+  return out;
+}
+
+/// A scalar of `type`'s element type.
+Value scalarLike(OpBuilder &b, Location loc, Type elementType, double v) {
+  auto type = RankedTensorType::get({}, elementType);
+  Attribute value = isa<FloatType>(elementType)
+                        ? Attribute(b.getFloatAttr(elementType, v))
+                        : Attribute(b.getIntegerAttr(elementType, (int64_t)v));
+  return ConstantOp::create(b, loc, DenseElementsAttr::get(type, value)).getResult();
+}
+
+/// The lines of every block whose label counts in a mean (is not
+/// `ignore`), as a scalar of `elementType`: the block's count all-reduced
+/// over `axes`, or the whole tensor's lines where nothing is ignored.
+Value countedLines(OpBuilder &b, Location loc, Value labels, std::optional<int64_t> ignore,
+                   Type elementType, const Sharding &scores, GridAxesAttr axes,
+                   int64_t wholeLines) {
+  if (!ignore)
+    return scalarLike(b, loc, elementType, (double)wholeLines);
+  auto labelType = cast<RankedTensorType>(labels.getType());
+  Value ignored = EqualOp::create(b, loc, labels,
+                                  scalarLike(b, loc, labelType.getElementType(), (double)*ignore))
+                      .getResult();
+  Value counts = WhereOp::create(b, loc, ignored, scalarLike(b, loc, elementType, 0.0),
+                                 scalarLike(b, loc, elementType, 1.0))
+                     .getResult();
+  SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, labelType.getRank()));
+  SmallVector<NamedAttribute> attrs{b.getNamedAttr("axes", b.getDenseI64ArrayAttr(all)),
+                                    b.getNamedAttr("keepdims", b.getBoolAttr(false))};
+  Value count = ReduceSumOp::create(b, loc, ValueRange{counts}, attrs).getResult();
+  return shard::AllReduceOp::create(b, loc, count, scores.getGrid(), axes.asArrayRef(),
+                                    ReductionKind::Sum)
+      .getResult();
+}
+
+int64_t linesOf(Value labels) {
+  return cast<RankedTensorType>(labels.getType()).getNumElements();
+}
+
 template <typename Op>
 struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
   static constexpr bool kGradient = std::is_same_v<Op, SoftmaxCrossEntropyLossGradOp>;
@@ -89,8 +144,9 @@ struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
     return mapsOf(op)(op->getContext(), kGradient);
   }
 
-  /// Only the classes split, evenly and without class weights; the lines
-  /// (samples) stay whole, as the batch axis splits them before.
+  /// The classes split evenly and without class weights, or else the lines
+  /// (the model axis's block of a domain-split image's rows) evenly, a
+  /// mean without class weights; never both.
   FailureOr<ShardingOption> getShardingOption(Operation *op, ArrayRef<Sharding> operands,
                                               ArrayRef<Sharding> results) const {
     FailureOr<ShardingOption> option =
@@ -99,16 +155,22 @@ struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
       return option;
     LossMaps maps = mapsOf(op);
     auto scores = cast<RankedTensorType>(maps.scores.getType());
+    auto divides = [&](size_t d, ArrayRef<GridAxis> axes) {
+      int64_t ranks = ranksOn(op, option->grid, axes);
+      return ranks >= 1 && !ShapedType::isDynamic(scores.getDimSize(d)) &&
+             scores.getDimSize(d) % ranks == 0;
+    };
+    bool classes = false;
     for (auto [d, axes] : llvm::enumerate(option->shardingArray)) {
       if (d != 1 || axes.empty())
         continue;
-      int64_t ranks = ranksOn(op, option->grid, axes);
-      if (maps.weights || ranks < 1 || ShapedType::isDynamic(scores.getDimSize(1)) ||
-          scores.getDimSize(1) % ranks != 0)
+      if (maps.weights || !divides(d, axes))
         axes.clear();
+      classes = !axes.empty();
     }
+    bool weightedMean = maps.weights && reductionOf(op) == "mean";
     for (auto [d, axes] : llvm::enumerate(option->shardingArray))
-      if (d != 1)
+      if (d != 1 && (classes || weightedMean || !divides(d, axes)))
         axes.clear();
     return option;
   }
@@ -119,9 +181,17 @@ struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
                           SymbolTableCollection &symbolTable, OpBuilder &builder) const {
     const Sharding &scores = operandShardings[kGradient ? 1 : 0];
     SmallVector<GridAxis> axes = this->described(op) ? classAxes(scores) : SmallVector<GridAxis>{};
-    if (axes.empty())
-      return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
-                           partitionMap, symbolTable, builder);
+    if (axes.empty()) {
+      SmallVector<GridAxis> lines =
+          this->described(op) ? lineAxes(scores) : SmallVector<GridAxis>{};
+      if (lines.empty() || reductionOf(op) == "none")
+        return partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
+                             partitionMap, symbolTable, builder);
+      return partitionLines(cast<Op>(op), partitionedOperands, operandShardings,
+                            resultShardings, scores,
+                            GridAxesAttr::get(op->getContext(), lines), partitionMap,
+                            symbolTable, builder);
+    }
     auto axesAttr = GridAxesAttr::get(op->getContext(), axes);
     if constexpr (kGradient) {
       if (failed(partitionAsIs(op, partitionedOperands, operandShardings, resultShardings,
@@ -138,6 +208,49 @@ struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
   }
 
 private:
+  static StringRef reductionOf(Operation *op) {
+    return cast<Op>(op).getReduction();
+  }
+
+  /// The loss of a block of lines (reduction sum or mean): forward, the
+  /// block's sum all-reduced over `axes`, divided for a mean by the lines
+  /// every block counts; backward, the block's gradient of that sum scaled
+  /// by 1 / the same count.
+  static LogicalResult partitionLines(Op op, ArrayRef<Value> local,
+                                      ArrayRef<Sharding> operandShardings,
+                                      ArrayRef<Sharding> resultShardings, const Sharding &scores,
+                                      GridAxesAttr axes, IRMapping &partitionMap,
+                                      SymbolTableCollection &symbolTable, OpBuilder &b) {
+    Location loc = op.getLoc();
+    bool mean = op.getReduction() == "mean";
+    Value labels = local[kGradient ? 2 : 1];
+    Type element = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
+    auto count = [&] {
+      return countedLines(b, loc, labels, op.getIgnoreIndex(), element, scores, axes,
+                          linesOf(op.getLabels()));
+    };
+    Value scale; // dloss / count, before the block's gradient
+    if constexpr (kGradient) {
+      if (mean)
+        scale = DivOp::create(b, loc, local[0], count()).getResult();
+    }
+    if (failed(partitionAsIs(op, local, operandShardings, resultShardings, partitionMap,
+                             symbolTable, b)))
+      return failure();
+    auto block = cast<Op>(partitionMap.lookup(op->getResult(0)).getDefiningOp());
+    block.setReduction("sum");
+    if constexpr (kGradient) {
+      if (scale)
+        block.getDlossMutable().assign(scale);
+    } else {
+      Value sum = shard::AllReduceOp::create(b, loc, block.getLoss(), scores.getGrid(),
+                                             axes.asArrayRef(), ReductionKind::Sum)
+                      .getResult();
+      partitionMap.map(op.getLoss(), mean ? DivOp::create(b, loc, sum, count()).getResult() : sum);
+    }
+    return success();
+  }
+
   /// log_prob = x - m - log(sum exp(x - m)) with the maximum m and the sum
   /// all-reduced over the class axes; the loss the sum of the blocks'
   /// px.nll_loss.

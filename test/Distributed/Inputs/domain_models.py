@@ -21,14 +21,19 @@ mode (as make_models.py exports), batch norms kept.
 OUTDIR/avgpool.onnx: 3x3 convolutions with AvgPool2d(3, stride 1,
 padding 1) between them, counting the padding (count_include_pad=True)
 and not (False), then Linear.
+OUTDIR/segment.onnx: two 3x3 convolutions scoring every pixel, the
+cross entropy over [N, C, H, W] scores and [N, H, W] labels, class 0
+ignored (the loss's mean counts the other pixels of every row block).
 """
 
+
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_export import export_classifiers
+from torch_export import export_classifiers, export_models
 
 BATCH, CLASSES = 8, 5
 
@@ -97,6 +102,18 @@ class AvgPools(nn.Module):
         return F.cross_entropy(self.fc(h.flatten(1)), y)
 
 
+class Segment(nn.Module):
+    """A per-pixel classifier: the loss's scores are [N, C, H, W]."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(8, CLASSES, 3, padding=1)
+
+    def forward(self, x, y):  # x: [N, 3, 16, 16], y: [N, 16, 16]
+        return F.cross_entropy(self.c2(F.relu(self.c1(x))), y, ignore_index=0)
+
+
 MODELS = {
     "conv1d": (Conv1dStack, (4, 32)),
     "dilated": (Dilated, (3, 16, 16)),
@@ -109,7 +126,15 @@ TRAINING = {"stem_bn": (Stem, (3, 64, 64))}
 
 
 def main():
-    export_classifiers(MODELS, TRAINING, BATCH, CLASSES)
+    names = sys.argv[2:]
+    if not names or "segment" in names:
+        export_models({"segment": Segment},
+                      lambda _: (torch.randn(BATCH, 3, 16, 16),
+                                 torch.randint(0, CLASSES, (BATCH, 16, 16))),
+                      names=["segment"])
+    if names != ["segment"]:
+        export_classifiers(MODELS, TRAINING, BATCH, CLASSES,
+                           names=[n for n in names if n != "segment"])
 
 
 if __name__ == "__main__":

@@ -14,12 +14,13 @@ import sys
 import torch
 
 
-def export_models(models, example_args, training=()):
+def export_models(models, example_args, training=(), names=None):
     """models: name -> a no-argument constructor; example_args(name): the
-    forward's arguments."""
+    forward's arguments; names: those to export (default: those on the
+    command line, or all)."""
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
-    for name in sys.argv[2:] or list(models):
+    for name in names or sys.argv[2:] or list(models):
         torch.manual_seed(0)
         model = models[name]()
         path = os.path.join(out, name + ".onnx")
@@ -30,11 +31,11 @@ def export_models(models, example_args, training=()):
             torch.onnx.export(model, example_args(name), path)
 
 
-def export_classifiers(models, training, batch, classes):
+def export_classifiers(models, training, batch, classes, names=None):
     """models and training: name -> (constructor, one sample's input shape);
     a batch of normal inputs and labels in [0, classes)."""
     every = {**models, **training}
     export_models({name: build for name, (build, _) in every.items()},
                   lambda name: (torch.randn(batch, *every[name][1]),
                                 torch.randint(0, classes, (batch,))),
-                  training=training)
+                  training=training, names=names)
