@@ -12,6 +12,8 @@ void parallax::addTrainingPipeline(mlir::OpPassManager &pm,
   if (options.distributed) {
     pm.addPass(createPxCluster(options.cluster));
     pm.addPass(createPxPadVocabulary());
+    if (options.globalLossMean)
+      pm.addPass(createPxGlobalLossMean());
   }
   pm.addPass(createPxAutodiff());
   if (options.distributed) {

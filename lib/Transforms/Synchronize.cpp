@@ -587,10 +587,7 @@ struct SyncPass : parallax::impl::PxSyncBase<SyncPass> {
       module.emitError("px-sync: no shard.grid @world: run px-cluster first");
       return signalPassFailure();
     }
-    // The data-parallel group: every axis but a Pr x Pc grid's model axis.
-    int16_t batchAxes = (int16_t)grid.getShape().size() - (cluster.modelRanks > 1 ? 1 : 0);
-    for (int16_t a = 0; a < batchAxes; ++a)
-      axes.push_back(a);
+    axes = cluster.batchAxes((int64_t)grid.getShape().size());
     if (cluster.modelRanks > 1 && scheme == "ps") {
       module.emitError("px-sync: on a grid that splits the model, variables are "
                        "synchronized by all-reduce or all-gather (scheme '")

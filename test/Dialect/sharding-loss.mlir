@@ -108,15 +108,29 @@ func.func @lines_sum(%x: tensor<8x3xf32>, %labels: tensor<8xi64>)
 
 // -----
 
-// A mean with class weights (its denominator a sum of the lines' weights)
-// gathers the lines first.
+// A mean with class weights divides by the lines' weights: each label's
+// class weight (class 0's for an ignored one, then zeroed), summed and
+// all-reduced.
 // CHECK-LABEL: func.func @lines_weighted(
-// CHECK: shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 0
-// CHECK: px.softmax_cross_entropy_loss %{{.*}}, %{{.*}}, %{{.*}} : tensor<8x3xf32>, tensor<8xi64>, tensor<3xf32>
+// CHECK-SAME: %[[X:.*]]: tensor<4x3xf32>, %[[L:.*]]: tensor<4xi64>, %[[W:.*]]: tensor<3xf32>, %[[DL:.*]]: tensor<f32>)
+// CHECK-NOT: all_gather
+// CHECK: %[[LOSS:.*]], %[[LP:.*]] = px.softmax_cross_entropy_loss %[[X]], %[[L]], %[[W]] {ignore_index = -100 : i64, reduction = "sum"} : tensor<4x3xf32>, tensor<4xi64>, tensor<3xf32>
+// CHECK-NEXT: %[[SUM:.*]] = shard.all_reduce %[[LOSS]] on @g grid_axes = [0]
+// CHECK: %[[IGN:.*]] = px.equal %[[L]], %{{.*}} : tensor<4xi64>, tensor<i64>
+// CHECK: %[[CLS:.*]] = px.where %[[IGN]], %{{.*}}, %[[L]] : tensor<4xi1>, tensor<i64>, tensor<4xi64>
+// CHECK-NEXT: %[[WL:.*]] = px.gather %[[W]][%[[CLS]]] : tensor<3xf32>, tensor<4xi64>
+// CHECK: %[[WS:.*]] = px.where %[[IGN]], %{{.*}}, %[[WL]] : tensor<4xi1>, tensor<f32>, tensor<4xf32>
+// CHECK-NEXT: %[[C:.*]] = px.reduce_sum %[[WS]] {axes = array<i64: 0>, keepdims = false} : tensor<4xf32>
+// CHECK-NEXT: %[[COUNT:.*]] = shard.all_reduce %[[C]] on @g grid_axes = [0]
+// CHECK-NEXT: %[[MEAN:.*]] = px.div %[[SUM]], %[[COUNT]]
+// CHECK: px.softmax_cross_entropy_loss_grad %{{.*}}, %[[LP]], %[[L]], %[[W]] {ignore_index = -100 : i64, reduction = "sum"}
 shard.grid @g(shape = 2)
-func.func @lines_weighted(%x: tensor<8x3xf32>, %labels: tensor<8xi64>, %w: tensor<3xf32>) -> tensor<f32> {
+func.func @lines_weighted(%x: tensor<8x3xf32>, %labels: tensor<8xi64>, %w: tensor<3xf32>, %dloss: tensor<f32>)
+    -> (tensor<f32>, tensor<8x3xf32>) {
   %s = shard.sharding @g split_axes = [[0]] : !shard.sharding
   %xs = shard.shard %x to %s : tensor<8x3xf32>
-  %loss, %lp = px.softmax_cross_entropy_loss %xs, %labels, %w : tensor<8x3xf32>, tensor<8xi64>, tensor<3xf32>
-  return %loss : tensor<f32>
+  %loss, %lp = px.softmax_cross_entropy_loss %xs, %labels, %w {ignore_index = -100 : i64} : tensor<8x3xf32>, tensor<8xi64>, tensor<3xf32>
+  %d = px.softmax_cross_entropy_loss_grad %dloss, %lp, %labels, %w {ignore_index = -100 : i64} : tensor<f32>, tensor<8x3xf32>, tensor<8xi64>, tensor<3xf32>
+  %ds = shard.shard %d to %s annotate_for_users : tensor<8x3xf32>
+  return %loss, %ds : tensor<f32>, tensor<8x3xf32>
 }

@@ -141,6 +141,13 @@ static cl::opt<int> forcedPartitions(
     cl::desc("Parameter-server partitions of every sparse variable (default: "
              "the cost model's choice)"),
     cl::init(0), cl::cat(parallaxCategory));
+static cl::opt<bool> globalLossMean(
+    "global-loss-mean",
+    cl::desc("A mean cross entropy whose lines may count unequally over the batch ranks "
+             "(labels equal to ignore_index, such as padding, or class weights) divides "
+             "by the whole batch's count, as one rank does, at one scalar all-reduce a "
+             "step; without it each rank's mean is averaged (PyTorch DDP's behaviour)"),
+    cl::cat(parallaxCategory));
 static cl::opt<bool> localBatchnorm(
     "local-batchnorm",
     cl::desc("Normalise with each rank's own batch statistics (PyTorch DDP's "
@@ -604,6 +611,7 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
     if (!model)
       return error(llvm::toString(model.takeError())), std::nullopt;
     pipeline.cluster.modelRanks = *model;
+    pipeline.globalLossMean = globalLossMean;
     pipeline.shardModel.convSplit = convSplit;
     pipeline.shardModel.sequenceParallel = sequenceParallel;
     pipeline.shardModel.layerSplits.assign(layerSplit.begin(), layerSplit.end());

@@ -10,6 +10,7 @@
 #define PARALLAX_TRANSFORMS_CLUSTER_H
 
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include "parallax/Runtime/KernelRates.h"
 
@@ -54,6 +55,14 @@ struct ClusterModel {
   int64_t machines() const { return worldSize / ranksPerMachine; }
   /// Pc: the ranks the batch is split over (the data-parallel group).
   int64_t dataRanks() const { return worldSize / modelRanks; }
+  /// The data-parallel group's axes of a grid of `gridAxes` axes (@world):
+  /// every axis but a Pr x Pc grid's model axis, the last.
+  llvm::SmallVector<int16_t> batchAxes(int64_t gridAxes) const {
+    llvm::SmallVector<int16_t> axes;
+    for (int16_t a = 0; a < (int16_t)(gridAxes - (modelRanks > 1 ? 1 : 0)); ++a)
+      axes.push_back(a);
+    return axes;
+  }
   /// The link that limits an exchange over the whole world.
   double bandwidth() const;
   double latency() const;

@@ -327,6 +327,33 @@ def PxRecompute : Pass<"px-recompute", "mlir::ModuleOp"> {
   let dependentDialects = ["::parallax::px::PxDialect"];
 }
 
+def PxGlobalLossMean : Pass<"px-global-loss-mean", "mlir::ModuleOp"> {
+  let summary = "Make a mean loss the whole batch's mean over every batch rank";
+  let description = [{
+    On N data-parallel ranks each rank's mean loss divides by its own
+    samples' count, and px-autodiff's 1/N seed averages those means: the
+    global batch's mean where every rank counts the same, as for a
+    classifier whose labels are never ignored. A cross entropy whose lines
+    count unequally (labels equal to `ignore_index`, padding tokens marked
+    -100, or class weights) gives another loss and other gradients than
+    one rank on the whole batch (PyTorch DDP's behaviour). Before
+    px-autodiff, this pass rewrites such a loss
+    (`px.softmax_cross_entropy_loss` or `px.nll_loss` with reduction mean,
+    and `ignore_index` or weights) to N x the rank's sum over the count
+    of the whole batch:
+
+        loss = sum * (N / all_reduce(count))
+
+    the count (`countedLabels`, PxLossCount.h) all-reduced over the
+    batch axes of @world. The seed's 1/N then makes every gradient this
+    rank's share of the whole batch's, and the reported loss (the average
+    of the ranks') is the whole batch's mean. It costs one scalar
+    all-reduce a step, which only labels feed. `parallax-opt
+    --global-loss-mean` runs it after px-cluster.
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect"];
+}
+
 def PxPadVocabulary : Pass<"px-pad-vocabulary", "mlir::ModuleOp"> {
   let summary = "Pad a vocabulary the model ranks do not divide, as Megatron-LM does";
   let description = [{

@@ -35,6 +35,9 @@ struct TrainingPipelineOptions {
   /// run (with the options below) between px-autodiff and px-optimizer.
   bool distributed = false;
   PxClusterOptions cluster;
+  /// px-global-loss-mean after px-cluster: a mean loss over the whole
+  /// batch's count rather than the ranks' means averaged.
+  bool globalLossMean = false;
   PxShardModelOptions shardModel;
   PxSparsityOptions sparsity;
   PxPartitionOptions partition;
@@ -53,7 +56,8 @@ struct TrainingPipelineOptions {
   PlanLayoutOptions layout;
 };
 
-/// Adds canonicalize, [px-cluster], px-autodiff, [px-shard-model,
+/// Adds canonicalize, [px-cluster, px-pad-vocabulary,
+/// [px-global-loss-mean]], px-autodiff, [px-shard-model,
 /// px-sparsity, px-partition, px-sync], px-optimizer, canonicalize, cse
 /// [px-recompute] [and the plan layout passes] to `pm`.
 void addTrainingPipeline(mlir::OpPassManager &pm,

@@ -18,14 +18,16 @@
 // too: each rank's lines' losses, their sum all-reduced over the split's
 // axes, and a mean's denominator counted over every block (the lines whose
 // label is not ignore_index, all-reduced); the gradient is the block's,
-// its scale 1 / that count. A mean with class weights (whose denominator
-// is a sum of weights) and anything else is gathered first.
+// its scale 1 / that count (PxLossCount.h: with class weights, the
+// lines' weights). Anything else is gathered first.
 //
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Dialect/Px/PxDialect.h"
 
 #include "PxShardingModel.h"
+
+#include "parallax/Dialect/Px/PxLossCount.h"
 
 using namespace parallax::px;
 using namespace parallax::px::sharding;
@@ -92,42 +94,6 @@ SmallVector<GridAxis> lineAxes(const Sharding &scores) {
   return out;
 }
 
-/// A scalar of `type`'s element type.
-Value scalarLike(OpBuilder &b, Location loc, Type elementType, double v) {
-  auto type = RankedTensorType::get({}, elementType);
-  Attribute value = isa<FloatType>(elementType)
-                        ? Attribute(b.getFloatAttr(elementType, v))
-                        : Attribute(b.getIntegerAttr(elementType, (int64_t)v));
-  return ConstantOp::create(b, loc, DenseElementsAttr::get(type, value)).getResult();
-}
-
-/// The lines of every block whose label counts in a mean (is not
-/// `ignore`), as a scalar of `elementType`: the block's count all-reduced
-/// over `axes`, or the whole tensor's lines where nothing is ignored.
-Value countedLines(OpBuilder &b, Location loc, Value labels, std::optional<int64_t> ignore,
-                   Type elementType, const Sharding &scores, GridAxesAttr axes,
-                   int64_t wholeLines) {
-  if (!ignore)
-    return scalarLike(b, loc, elementType, (double)wholeLines);
-  auto labelType = cast<RankedTensorType>(labels.getType());
-  Value ignored = EqualOp::create(b, loc, labels,
-                                  scalarLike(b, loc, labelType.getElementType(), (double)*ignore))
-                      .getResult();
-  Value counts = WhereOp::create(b, loc, ignored, scalarLike(b, loc, elementType, 0.0),
-                                 scalarLike(b, loc, elementType, 1.0))
-                     .getResult();
-  SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, labelType.getRank()));
-  SmallVector<NamedAttribute> attrs{b.getNamedAttr("axes", b.getDenseI64ArrayAttr(all)),
-                                    b.getNamedAttr("keepdims", b.getBoolAttr(false))};
-  Value count = ReduceSumOp::create(b, loc, ValueRange{counts}, attrs).getResult();
-  return shard::AllReduceOp::create(b, loc, count, scores.getGrid(), axes.asArrayRef(),
-                                    ReductionKind::Sum)
-      .getResult();
-}
-
-int64_t linesOf(Value labels) {
-  return cast<RankedTensorType>(labels.getType()).getNumElements();
-}
 
 template <typename Op>
 struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
@@ -145,8 +111,8 @@ struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
   }
 
   /// The classes split evenly and without class weights, or else the lines
-  /// (the model axis's block of a domain-split image's rows) evenly, a
-  /// mean without class weights; never both.
+  /// (the model axis's block of a domain-split image's rows) evenly; never
+  /// both.
   FailureOr<ShardingOption> getShardingOption(Operation *op, ArrayRef<Sharding> operands,
                                               ArrayRef<Sharding> results) const {
     FailureOr<ShardingOption> option =
@@ -168,9 +134,8 @@ struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
         axes.clear();
       classes = !axes.empty();
     }
-    bool weightedMean = maps.weights && reductionOf(op) == "mean";
     for (auto [d, axes] : llvm::enumerate(option->shardingArray))
-      if (d != 1 && (classes || weightedMean || !divides(d, axes)))
+      if (d != 1 && (classes || !divides(d, axes)))
         axes.clear();
     return option;
   }
@@ -224,10 +189,19 @@ private:
     Location loc = op.getLoc();
     bool mean = op.getReduction() == "mean";
     Value labels = local[kGradient ? 2 : 1];
+    Value weights = op.getWeights() ? local[kGradient ? 3 : 2] : Value();
     Type element = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
-    auto count = [&] {
-      return countedLines(b, loc, labels, op.getIgnoreIndex(), element, scores, axes,
-                          linesOf(op.getLabels()));
+    // The blocks' counts summed; without ignore_index or weights, a
+    // constant: the whole tensor's lines.
+    auto count = [&]() -> Value {
+      if (!op.getIgnoreIndex() && !weights)
+        return scalarConstant(b, loc, element,
+                              (double)cast<RankedTensorType>(op.getLabels().getType())
+                                  .getNumElements());
+      return shard::AllReduceOp::create(
+                 b, loc, countedLabels(b, loc, labels, op.getIgnoreIndex(), weights, element),
+                 scores.getGrid(), axes.asArrayRef(), ReductionKind::Sum)
+          .getResult();
     };
     Value scale; // dloss / count, before the block's gradient
     if constexpr (kGradient) {
