@@ -673,8 +673,10 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
       if (!roles.empty())
         l.split = llvm::join(roles, ", ");
     }
-    // A convolution split by rows keeps its weight whole (px-shard-model
-    // records the split), halos or not: a 1x1 of stride 2 exchanges none.
+    // A convolution split by rows keeps its weight whole: px-shard-model
+    // records the split (a 1x1 of stride 2 exchanges no halo); a layer
+    // propagation split by rows on its own shows by its halo exchanges
+    // (below).
     auto chosen = px::getAttr<px::PxDialect::LayerSplitAttrHelper>(var);
     if (l.split == "whole" && chosen && chosen.getValue() == "rows")
       l.split = "input rows";
@@ -806,6 +808,11 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     pc.seconds = c->seconds;
     pc.byMember = c->byMember;
     pc.axes = c->axes;
+    if (isa<px::HaloExchangeOp>(op) && !names) {
+      PredictedLayer &l = layerFor(&op);
+      if (&l != &p.other && l.split == "whole")
+        l.split = "input rows";
+    }
     if (pc.bytes == 0 && pc.seconds == 0)
       continue; // a local slice
     (names ? p.other : layerFor(&op)).collectives.push_back(std::move(pc));

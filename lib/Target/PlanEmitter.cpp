@@ -359,7 +359,7 @@ static void classifyIndexInput(Value input, rt::PlanInput &in) {
   };
   in.synthetic = "index";
   in.range = 1;
-  int64_t ids = -1, labels = -1;
+  int64_t ids = -1, labels = -1, bound = -1;
   SmallVector<Value> work{input};
   llvm::DenseSet<Value> seen;
   while (!work.empty()) {
@@ -370,8 +370,12 @@ static void classifyIndexInput(Value input, rt::PlanInput &in) {
       Operation *user = use.getOwner();
       unsigned n = use.getOperandNumber();
       if (auto g = dyn_cast<px::GatherOp>(user); g && n == 1) {
+        // A lookup in a constant (a mean loss's class weights, counted per
+        // label) bounds the indices but names no table's rows: labels that
+        // reach one stay labels.
         int64_t rows = rowsIndexed(g);
-        ids = ids < 0 ? rows : std::min(ids, rows);
+        int64_t &into = g.getData().getDefiningOp<px::ConstantOp>() ? bound : ids;
+        into = into < 0 ? rows : std::min(into, rows);
       } else if (auto p = dyn_cast<px::PsPullOp>(user); p && n == 1) {
         // A pull of a row block (`block of`) reads ids of the whole table.
         int64_t rows = realRows(p.getTable()).value_or(
@@ -395,12 +399,18 @@ static void classifyIndexInput(Value input, rt::PlanInput &in) {
       }
     }
   }
+  auto within = [&](int64_t range, int64_t limit) {
+    return limit > 0 ? std::min(range, limit) : range;
+  };
   if (ids > 0) {
     in.synthetic = "ids";
-    in.range = labels > 0 ? std::min(ids, labels) : ids;
+    in.range = within(within(ids, labels), bound);
   } else if (labels > 0) {
     in.synthetic = "labels";
-    in.range = labels;
+    in.range = within(labels, bound);
+  } else if (bound > 0) {
+    in.synthetic = "ids";
+    in.range = bound;
   }
 }
 

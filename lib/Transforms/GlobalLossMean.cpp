@@ -4,8 +4,11 @@
 // batch's mean only where every rank's lines count the same. A cross
 // entropy with ignored labels (padding) or class weights is rewritten to
 // its sum over the whole batch's count, the count all-reduced over the
-// batch axes before px-autodiff differentiates it (labels only feed the
-// count, so nothing differentiates through the all-reduce).
+// batch axes before px-autodiff differentiates it (only labels and constant
+// class weights feed the count, so nothing differentiates through the
+// all-reduce). Every use of the loss sees the rewritten value: another
+// output computed from it is this rank's share, as the loss is before
+// px-sync averages it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,12 +37,13 @@ namespace {
 template <typename Loss>
 void rewrite(Loss loss, Value labels, Value weights, shard::GridOp grid,
              ArrayRef<int16_t> batchAxes, int64_t ranks) {
-  if (loss.getReduction() != "mean" || (!loss.getIgnoreIndex() && !weights))
+  Value sum = loss.getLoss();
+  auto type = cast<RankedTensorType>(sum.getType());
+  if (loss.getReduction() != "mean" || (!loss.getIgnoreIndex() && !weights) ||
+      !px::countsExactly(type.getElementType()))
     return;
   OpBuilder b(loss);
   Location loc = loss.getLoc();
-  Value sum = loss.getLoss();
-  auto type = cast<RankedTensorType>(sum.getType());
   Value local = px::countedLabels(b, loc, labels, loss.getIgnoreIndex(), weights,
                                   type.getElementType());
   Value count = px::AllReduceOp::create(
@@ -48,8 +52,9 @@ void rewrite(Loss loss, Value labels, Value weights, shard::GridOp grid,
       shard::ReductionKindAttr::get(b.getContext(), shard::ReductionKind::Sum), IntegerAttr());
   loss.setReduction("sum");
   b.setInsertionPointAfter(loss);
-  Value scale = px::DivOp::create(
-      b, loc, px::scalarConstant(b, loc, type.getElementType(), (double)ranks), count);
+  Value scale = px::quotientOrZero(
+      b, loc, splatConstant(b, loc, RankedTensorType::get({}, type.getElementType()), (double)ranks),
+      count);
   auto mean = px::MulOp::create(b, loc, sum, scale);
   sum.replaceAllUsesExcept(mean.getOutput(), mean);
 }

@@ -9,13 +9,7 @@ using namespace mlir;
 namespace parallax {
 
 Value PxBuilder::splat(double value, RankedTensorType type) {
-  Type elem = type.getElementType();
-  Attribute a;
-  if (auto f = dyn_cast<FloatType>(elem))
-    a = b.getFloatAttr(f, value);
-  else
-    a = b.getIntegerAttr(elem, (int64_t)value);
-  return px::ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, a));
+  return splatConstant(b, loc, type, value);
 }
 
 Value PxBuilder::scalar(double value, Type elem) {

@@ -67,21 +67,37 @@ Operation *producingLayer(Operation *consumer, const llvm::DenseMap<Operation *,
   return nullptr;
 }
 
+/// Whether `op` pools its input's rows (dimension 2) away: a reduction over
+/// them, or a pool (AdaptiveAvgPool2d(1), avg_pool2d(x, H)) whose output
+/// keeps one row.
+bool poolsRows(Operation *op) {
+  if (isa<px::ReduceSumOp, px::ReduceMeanOp, px::ReduceMaxOp, px::ReduceMinOp>(op)) {
+    auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes");
+    int64_t rank = cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
+    return axes && llvm::any_of(axes.asArrayRef(), [&](int64_t a) {
+             return px::normalizeAxis(a, rank) == std::optional<int64_t>(2);
+           });
+  }
+  auto out = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  return isa<px::AveragePoolOp, px::MaxPoolOp>(op) && out && out.getRank() > 2 &&
+         out.getDimSize(2) == 1;
+}
+
 /// Whether `consumer` is a head on a global pooling of one of `rowSplit`'s
-/// convolutions: it reads, through ops a channel split passes, a reduction
-/// over their rows (a global average pool), whose [N, C] result every
-/// model rank holds after the partial sums are added. A split of its input
-/// features would be carried back through the pool, and through a residual
-/// addition into both branches, making the row-split layers reshard their
-/// activations by channels. (A head on a flatten instead reshards once, at
-/// the flatten, and keeps its input split.)
+/// convolutions: it reads, through ops a channel split passes, a pool of
+/// their rows (poolsRows), whose [N, C] result every model rank holds after
+/// the partial sums are added. A split of its input features would be
+/// carried back through the pool, and through a residual addition into
+/// both branches, making the row-split layers reshard their activations by
+/// channels. (A head on a flatten instead reshards once, at the flatten,
+/// and keeps its input split.)
 bool headOnPooledRows(Operation *consumer, const llvm::DenseSet<Operation *> &rowSplit) {
   bool pooled = false;
   for (Operation *def = consumer->getOperand(0).getDefiningOp(); def;
        def = splitCarrierOf(def).getDefiningOp()) {
     if (rowSplit.contains(def))
       return pooled;
-    if (isa<px::ReduceSumOp, px::ReduceMeanOp, px::ReduceMaxOp, px::ReduceMinOp>(def)) {
+    if (poolsRows(def)) {
       pooled = true;
       continue;
     }

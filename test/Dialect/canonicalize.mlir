@@ -161,3 +161,22 @@ func.func @matmul_not_gemm(%xi: tensor<3x4xi32>, %wi: tensor<5x4xi32>,
   %2 = px.matmul %xb, %tb : tensor<2x3x4xf32>, tensor<2x4x5xf32>
   return %0, %1, %2 : tensor<3x5xi32>, tensor<5xf32>, tensor<2x3x5xf32>
 }
+
+// -----
+
+// An average pool over the whole unpadded image (avg_pool2d(x, H)) is the
+// spatial mean, as GlobalAveragePool imports; a window smaller than the
+// image, or a padded one, stays a pool.
+// CHECK-LABEL: func.func @whole_image_average_pool
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3x4x5xf32>)
+// CHECK: %[[M:.*]] = px.reduce_mean %[[X]] {axes = array<i64: 2, 3>} : tensor<2x3x4x5xf32>
+// CHECK: %[[P:.*]] = px.avg_pool %[[X]] {kernel_shape = array<i64: 2, 5>
+// CHECK: %[[Q:.*]] = px.avg_pool %[[X]] {count_include_pad, kernel_shape = array<i64: 4, 5>, pads = array<i64: 1, 0, 1, 0>
+// CHECK: return %[[M]], %[[P]], %[[Q]]
+func.func @whole_image_average_pool(%x: tensor<2x3x4x5xf32>)
+    -> (tensor<2x3x1x1xf32>, tensor<2x3x2x1xf32>, tensor<2x3x3x1xf32>) {
+  %0 = px.avg_pool %x {kernel_shape = array<i64: 4, 5>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 4, 5>} : tensor<2x3x4x5xf32>
+  %1 = px.avg_pool %x {kernel_shape = array<i64: 2, 5>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 5>} : tensor<2x3x4x5xf32>
+  %2 = px.avg_pool %x {count_include_pad, kernel_shape = array<i64: 4, 5>, pads = array<i64: 1, 0, 1, 0>, strides = array<i64: 1, 1>} : tensor<2x3x4x5xf32>
+  return %0, %1, %2 : tensor<2x3x1x1xf32>, tensor<2x3x2x1xf32>, tensor<2x3x3x1xf32>
+}

@@ -132,6 +132,22 @@ func.func @whole(%x: tensor<2x4x8x8xf32>, %w: tensor<6x4x3x3xf32>) -> tensor<2x6
 
 // -----
 
+// A pool whose window spans the rows (MaxPool2d(8): one output row, which
+// no block of 2 ranks divides) runs whole, its split input gathered first,
+// rather than as a window taller than the block.
+// CHECK-LABEL: func.func @whole_rows_pool(
+// CHECK: %[[XG:.*]] = shard.all_gather %{{.*}} on @g grid_axes = [0] gather_axis = 2 : tensor<2x4x4x8xf32> -> tensor<2x4x8x8xf32>
+// CHECK: px.max_pool %{{.*}} {{.*}} : tensor<2x4x8x8xf32>
+shard.grid @g(shape = 2)
+func.func @whole_rows_pool(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32> {
+  %rows = shard.sharding @g split_axes = [[], [], [0]] : !shard.sharding
+  %xs = shard.shard %x to %rows : tensor<2x4x8x8xf32>
+  %p = px.max_pool %xs {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 8, 8>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 8, 8>} : tensor<2x4x8x8xf32>
+  return %p : tensor<2x4x1x1xf32>
+}
+
+// -----
+
 // A grouped convolution (ResNeXt's: 2 groups of 4 input and 4 output
 // channels), its input gradient and its filter gradient on a block of
 // channels of 2 ranks: each rank holds one whole group, so the local ops

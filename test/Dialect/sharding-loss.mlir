@@ -54,8 +54,8 @@ func.func @weighted(%x: tensor<4x6xf32>, %labels: tensor<4xi64>, %w: tensor<6xf3
 // [N, H] labels) are taken on the block: the block's sum of losses is
 // all-reduced and divided by the lines every block counts (those whose
 // label is not ignore_index, all-reduced); the gradient is the block's
-// gradient of the sum, its dloss divided by the same count. No scores are
-// gathered.
+// gradient of the sum, its dloss divided by the same count (0 where it is
+// 0, as the kernel's mean gives). No scores are gathered.
 // CHECK-LABEL: func.func @lines_mean(
 // CHECK-SAME: %[[X:.*]]: tensor<2x3x4xf32>, %[[L:.*]]: tensor<2x4xi64>, %[[DL:.*]]: tensor<f32>)
 // CHECK-NOT: all_gather
@@ -67,7 +67,9 @@ func.func @weighted(%x: tensor<4x6xf32>, %labels: tensor<4xi64>, %w: tensor<6xf3
 // CHECK-NEXT: %[[COUNT:.*]] = shard.all_reduce %[[C]] on @g grid_axes = [0] : tensor<f32> -> tensor<f32>
 // CHECK-NEXT: %[[MEAN:.*]] = px.div %[[SUM]], %[[COUNT]] : tensor<f32>, tensor<f32>
 // CHECK: %[[COUNT2:.*]] = shard.all_reduce %{{.*}} on @g grid_axes = [0] : tensor<f32> -> tensor<f32>
-// CHECK-NEXT: %[[SCALE:.*]] = px.div %[[DL]], %[[COUNT2]] : tensor<f32>, tensor<f32>
+// CHECK: %[[NONE:.*]] = px.equal %[[COUNT2]], %[[ZERO:.*]] : tensor<f32>, tensor<f32>
+// CHECK-NEXT: %[[Q:.*]] = px.div %[[DL]], %[[COUNT2]] : tensor<f32>, tensor<f32>
+// CHECK-NEXT: %[[SCALE:.*]] = px.where %[[NONE]], %[[ZERO]], %[[Q]] : tensor<i1>, tensor<f32>, tensor<f32>
 // CHECK-NEXT: %[[D:.*]] = px.softmax_cross_entropy_loss_grad %[[SCALE]], %[[LP]], %[[L]] {ignore_index = 0 : i64, reduction = "sum"} : tensor<f32>, tensor<2x3x4xf32>, tensor<2x4xi64>
 // CHECK-NEXT: return %[[MEAN]], %[[D]] : tensor<f32>, tensor<2x3x4xf32>
 shard.grid @g(shape = 2)

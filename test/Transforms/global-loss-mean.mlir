@@ -1,7 +1,8 @@
 // px-global-loss-mean alone (after px-cluster): on N batch ranks a mean
 // cross entropy with ignore_index or class weights becomes N x its sum
 // over the whole batch's count, the count (labels not ignored, weighted by
-// their class) all-reduced over the batch axes; a loss whose lines always
+// their class) all-reduced over the batch axes (N / count taken as 0 where
+// the count is 0); a loss whose lines always
 // count the same (no ignore_index, no weights) is left as it is, and so is
 // everything on one batch rank.
 // RUN: parallax-opt %s --split-input-file --px-cluster=np=4 --px-global-loss-mean | FileCheck %s
@@ -15,7 +16,8 @@
 // CHECK-NEXT: %[[COUNT:.*]] = px.all_reduce %[[C]] on @world grid_axes = [0] : tensor<f32>
 // CHECK-NEXT: %[[LOSS:.*]], %{{.*}} = px.softmax_cross_entropy_loss %{{.*}}, %[[L]] {ignore_index = -100 : i64, reduction = "sum"} : tensor<8x5xf32>, tensor<8xi64>
 // CHECK-NEXT: %[[N:.*]] = px.constant dense<4.000000e+00> : tensor<f32>
-// CHECK-NEXT: %[[SCALE:.*]] = px.div %[[N]], %[[COUNT]] : tensor<f32>, tensor<f32>
+// CHECK: %[[Q:.*]] = px.div %[[N]], %[[COUNT]] : tensor<f32>, tensor<f32>
+// CHECK-NEXT: %[[SCALE:.*]] = px.where %{{.*}}, %{{.*}}, %[[Q]] : tensor<i1>, tensor<f32>, tensor<f32>
 // CHECK-NEXT: %[[MEAN:.*]] = px.mul %[[LOSS]], %[[SCALE]] : tensor<f32>, tensor<f32>
 // CHECK-NEXT: return %[[MEAN]]
 
@@ -47,7 +49,7 @@ module {
 // CHECK-NEXT: %[[COUNT:.*]] = px.all_reduce %[[C]] on @world grid_axes = [0] : tensor<f32>
 // CHECK-NEXT: %[[LOSS:.*]] = px.nll_loss %{{.*}}, %[[L]], %[[CW]] {reduction = "sum"}
 // CHECK: px.div %{{.*}}, %[[COUNT]]
-// CHECK-NEXT: px.mul %[[LOSS]], %{{.*}} : tensor<f32>, tensor<f32>
+// CHECK: px.mul %[[LOSS]], %{{.*}} : tensor<f32>, tensor<f32>
 module {
   func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
     %x = px.input "x" : tensor<8x5xf32> batched

@@ -345,11 +345,14 @@ def PxGlobalLossMean : Pass<"px-global-loss-mean", "mlir::ModuleOp"> {
         loss = sum * (N / all_reduce(count))
 
     the count (`countedLabels`, PxLossCount.h) all-reduced over the
-    batch axes of @world. The seed's 1/N then makes every gradient this
-    rank's share of the whole batch's, and the reported loss (the average
-    of the ranks') is the whole batch's mean. It costs one scalar
-    all-reduce a step, which only labels feed. `parallax-opt
-    --global-loss-mean` runs it after px-cluster.
+    batch axes of @world (N / count taken as 0 where the whole batch counts
+    nothing, so that no gradient is NaN). The seed's 1/N then makes every
+    gradient this rank's share of the whole batch's, and the reported loss
+    (the average of the ranks') is the whole batch's mean. It costs one
+    scalar all-reduce a step per loss, which only labels and constant
+    class weights feed. Losses in f16 or bf16 are left alone (their sum
+    and count would overflow or round where the kernels' mean does not).
+    `parallax-opt --global-loss-mean` runs it after px-cluster.
   }];
   let dependentDialects = ["::parallax::px::PxDialect"];
 }

@@ -38,6 +38,13 @@ bool parallax::runsOnCommThread(Operation *op) {
              px::HaloReduceOp>(op);
 }
 
+Value parallax::splatConstant(OpBuilder &b, Location loc, RankedTensorType type, double value) {
+  Type elem = type.getElementType();
+  Attribute a = isa<FloatType>(elem) ? Attribute(b.getFloatAttr(elem, value))
+                                     : Attribute(b.getIntegerAttr(elem, (int64_t)value));
+  return px::ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, a)).getResult();
+}
+
 func::FuncOp parallax::getEntryFunction(ModuleOp module) {
   func::FuncOp found;
   module.walk([&](func::FuncOp f) {

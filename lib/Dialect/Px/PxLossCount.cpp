@@ -8,12 +8,22 @@
 
 using namespace mlir;
 
-Value parallax::px::scalarConstant(OpBuilder &b, Location loc, Type elementType, double value) {
-  auto type = RankedTensorType::get({}, elementType);
-  Attribute v = isa<FloatType>(elementType)
-                    ? Attribute(b.getFloatAttr(elementType, value))
-                    : Attribute(b.getIntegerAttr(elementType, (int64_t)value));
-  return ConstantOp::create(b, loc, DenseElementsAttr::get(type, v)).getResult();
+namespace {
+Value scalar(OpBuilder &b, Location loc, Type elementType, double value) {
+  return parallax::splatConstant(b, loc, RankedTensorType::get({}, elementType), value);
+}
+} // namespace
+
+bool parallax::px::countsExactly(Type elementType) {
+  return elementType.isF32() || elementType.isF64();
+}
+
+Value parallax::px::quotientOrZero(OpBuilder &b, Location loc, Value numerator, Value count) {
+  Type elem = cast<RankedTensorType>(count.getType()).getElementType();
+  Value zero = scalar(b, loc, elem, 0.0);
+  Value none = EqualOp::create(b, loc, count, zero).getResult();
+  Value quotient = DivOp::create(b, loc, numerator, count).getResult();
+  return WhereOp::create(b, loc, none, zero, quotient).getResult();
 }
 
 Value parallax::px::countedLabels(OpBuilder &b, Location loc, Value labels,
@@ -21,18 +31,18 @@ Value parallax::px::countedLabels(OpBuilder &b, Location loc, Value labels,
                                   Type elementType) {
   auto labelType = cast<RankedTensorType>(labels.getType());
   if (!ignoreIndex && !weights)
-    return scalarConstant(b, loc, elementType, (double)labelType.getNumElements());
+    return scalar(b, loc, elementType, (double)labelType.getNumElements());
   Value ignored;
   if (ignoreIndex)
     ignored = EqualOp::create(
                   b, loc, labels,
-                  scalarConstant(b, loc, labelType.getElementType(), (double)*ignoreIndex))
+                  scalar(b, loc, labelType.getElementType(), (double)*ignoreIndex))
                   .getResult();
   Value each;
   if (weights) {
     // An ignored label may name no class (-100): look up class 0 instead.
     Value classes = ignored ? WhereOp::create(b, loc, ignored,
-                                              scalarConstant(b, loc, labelType.getElementType(), 0),
+                                              scalar(b, loc, labelType.getElementType(), 0),
                                               labels)
                                   .getResult()
                             : labels;
@@ -40,9 +50,9 @@ Value parallax::px::countedLabels(OpBuilder &b, Location loc, Value labels,
         labelType.getShape(), cast<RankedTensorType>(weights.getType()).getElementType());
     each = GatherOp::create(b, loc, type, weights, classes, b.getI64IntegerAttr(0)).getResult();
   } else {
-    each = scalarConstant(b, loc, elementType, 1.0);
+    each = scalar(b, loc, elementType, 1.0);
   }
-  Value counts = ignored ? WhereOp::create(b, loc, ignored, scalarConstant(b, loc, elementType, 0.0),
+  Value counts = ignored ? WhereOp::create(b, loc, ignored, scalar(b, loc, elementType, 0.0),
                                            each)
                                .getResult()
                          : each;

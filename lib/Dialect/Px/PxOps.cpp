@@ -999,6 +999,32 @@ void MatMulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
   patterns.add<MatMulOfTransposedMatrixToGemm>(context);
 }
 
+namespace {
+/// An average pool whose window is the whole unpadded image: the mean over
+/// the spatial dimensions (keepdims), GlobalAveragePool's import.
+struct WholeImageAveragePoolToReduceMean : OpRewritePattern<AveragePoolOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AveragePoolOp op, PatternRewriter &rewriter) const override {
+    auto x = dyn_cast<RankedTensorType>(op.getX().getType());
+    if (!x || !x.hasStaticShape() || x.getRank() < 3 ||
+        op.getKernelShape().size() != (size_t)x.getRank() - 2 ||
+        llvm::any_of(op.getPads(), [](int64_t p) { return p != 0; }) ||
+        op.getKernelShape() != x.getShape().drop_front(2))
+      return failure();
+    SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(2, x.getRank()));
+    SmallVector<NamedAttribute> attrs{rewriter.getNamedAttr("axes", rewriter.getDenseI64ArrayAttr(axes)),
+                                      rewriter.getNamedAttr("keepdims", rewriter.getBoolAttr(true))};
+    rewriter.replaceOpWithNewOp<ReduceMeanOp>(op, op.getType(), ValueRange{op.getX()}, attrs);
+    return success();
+  }
+};
+} // namespace
+
+void AveragePoolOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                                MLIRContext *context) {
+  patterns.add<WholeImageAveragePoolToReduceMean>(context);
+}
+
 OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   if (getInput().getType() == getOutput().getType())
     return getInput();

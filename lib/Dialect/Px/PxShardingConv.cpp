@@ -254,6 +254,28 @@ bool splitsOnlySplittable(const Nest &n, ArrayRef<Sharding> operandShardings,
   return true;
 }
 
+/// Whether every tensor's rows divide into `ranks` equal blocks, each at
+/// least as tall as the op's halos: a pool over all the rows (a global
+/// average pool as avg_pool2d(x, H)) has one output row, which no block of
+/// ranks divides, so its rows are not split (its input is gathered).
+bool rowsDivide(Operation *op, const Nest &n, int64_t ranks) {
+  Halo halo = domainHalo(op).value_or(Halo()); // batch norm's rows: none
+  if (!n.rows || ranks < 1)
+    return false;
+  for (auto [i, dims] : llvm::enumerate(n.tensors)) {
+    Value v = i < op->getNumOperands() ? op->getOperand(i)
+                                       : op->getResult(i - op->getNumOperands());
+    for (auto [d, loop] : llvm::enumerate(dims)) {
+      if (loop != *n.rows)
+        continue;
+      int64_t rows = cast<RankedTensorType>(v.getType()).getDimSize(d);
+      if (rows % ranks != 0 || halo.lo > rows / ranks || halo.hi > rows / ranks)
+        return false;
+    }
+  }
+  return true;
+}
+
 /// `resultShardings`, where a result has none (an unused one: batch norm's
 /// running statistics before px-optimizer writes them back, a gradient's
 /// dbias nobody reads) with the split the op's loops give it, so that its
@@ -495,6 +517,10 @@ struct ChannelSharding : public PxShardingModel<ChannelSharding<Op>, Op> {
     if (n && splitsOnlySplittable(*n, operandShardings, resultShardings)) {
       FailureOr<ShardingOption> option =
           shard::detail::defaultGetShardingOption(op, operandShardings, resultShardings);
+      // Rows that do not divide stay whole.
+      if (succeeded(option) && n->rows && !option->shardingArray[*n->rows].empty() &&
+          !rowsDivide(op, *n, ranksOn(op, option->grid, option->shardingArray[*n->rows])))
+        option->shardingArray[*n->rows].clear();
       // A split through a group ties the ranks' channels: computed whole.
       if (failed(option) || groupsDivide(op, *option))
         return option;

@@ -94,7 +94,6 @@ SmallVector<GridAxis> lineAxes(const Sharding &scores) {
   return out;
 }
 
-
 template <typename Op>
 struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
   static constexpr bool kGradient = std::is_same_v<Op, SoftmaxCrossEntropyLossGradOp>;
@@ -110,9 +109,9 @@ struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
     return mapsOf(op)(op->getContext(), kGradient);
   }
 
-  /// The classes split evenly and without class weights, or else the lines
-  /// (the model axis's block of a domain-split image's rows) evenly; never
-  /// both.
+  /// The classes split evenly and without class weights, or else any of
+  /// the lines' dimensions evenly (a domain-split image's rows) for a loss
+  /// of f32 or f64 (countsExactly); never both.
   FailureOr<ShardingOption> getShardingOption(Operation *op, ArrayRef<Sharding> operands,
                                               ArrayRef<Sharding> results) const {
     FailureOr<ShardingOption> option =
@@ -134,8 +133,9 @@ struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
         axes.clear();
       classes = !axes.empty();
     }
+    bool lines = countsExactly(scores.getElementType());
     for (auto [d, axes] : llvm::enumerate(option->shardingArray))
-      if (d != 1 && (classes || !divides(d, axes)))
+      if (d != 1 && (classes || !lines || !divides(d, axes)))
         axes.clear();
     return option;
   }
@@ -191,13 +191,11 @@ private:
     Value labels = local[kGradient ? 2 : 1];
     Value weights = op.getWeights() ? local[kGradient ? 3 : 2] : Value();
     Type element = cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
-    // The blocks' counts summed; without ignore_index or weights, a
-    // constant: the whole tensor's lines.
+    // The blocks' counts summed; without ignore_index or weights, the
+    // whole tensor's lines (a constant, no collective).
     auto count = [&]() -> Value {
       if (!op.getIgnoreIndex() && !weights)
-        return scalarConstant(b, loc, element,
-                              (double)cast<RankedTensorType>(op.getLabels().getType())
-                                  .getNumElements());
+        return countedLabels(b, loc, op.getLabels(), std::nullopt, Value(), element);
       return shard::AllReduceOp::create(
                  b, loc, countedLabels(b, loc, labels, op.getIgnoreIndex(), weights, element),
                  scores.getGrid(), axes.asArrayRef(), ReductionKind::Sum)
@@ -206,7 +204,7 @@ private:
     Value scale; // dloss / count, before the block's gradient
     if constexpr (kGradient) {
       if (mean)
-        scale = DivOp::create(b, loc, local[0], count()).getResult();
+        scale = quotientOrZero(b, loc, local[0], count());
     }
     if (failed(partitionAsIs(op, local, operandShardings, resultShardings, partitionMap,
                              symbolTable, b)))

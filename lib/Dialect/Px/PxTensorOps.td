@@ -598,9 +598,17 @@ def Px_MaxPoolOp : Px_PoolOp<"max_pool"> {
 }
 def Px_AveragePoolOp : Px_PoolOp<"avg_pool"> {
   let summary = "Average pooling (ONNX AveragePool)";
+  let description = [{
+    A window over the whole unpadded image (PyTorch's avg_pool2d(x, H) as
+    a CIFAR ResNet's head) canonicalizes to `px.reduce_mean` over the
+    spatial dimensions, as GlobalAveragePool imports: one form for the
+    passes (a reduction's sharding model sums a row-split image's blocks
+    instead of gathering it).
+  }];
   let arguments = (ins Px_FloatTensor:$x, DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        UnitAttr:$ceil_mode, UnitAttr:$count_include_pad);
+  let hasCanonicalizer = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -17,7 +17,8 @@ OUTDIR/stem.onnx: a ResNet stem on 64 x 64: Conv2d 7x7 stride 2 padding 3
 a 3x3 residual block, AdaptiveAvgPool2d(1), Linear; rows divide by 4 at
 every stage. The default (eval) export folds the batch norms into the
 convolutions; OUTDIR/stem_bn.onnx is the same model exported in training
-mode (as make_models.py exports), batch norms kept.
+mode (as make_models.py exports), batch norms kept; OUTDIR/stem_pooled.onnx
+ends in F.avg_pool2d(h, 16) (an AveragePool over the whole image) instead.
 OUTDIR/avgpool.onnx: 3x3 convolutions with AvgPool2d(3, stride 1,
 padding 1) between them, counting the padding (count_include_pad=True)
 and not (False), then Linear.
@@ -85,6 +86,17 @@ class Stem(nn.Module):
         return F.cross_entropy(self.fc(torch.flatten(self.avgpool(h), 1)), y)
 
 
+class StemPooled(Stem):
+    """The stem with a CIFAR-style head: F.avg_pool2d(h, 16), an
+    AveragePool whose window is the whole image, not a GlobalAveragePool."""
+
+    def forward(self, x, y):
+        h = self.pool(F.relu(self.bn(self.conv(x))))
+        r = F.relu(self.bn1(self.conv1(h)))
+        h = F.relu(h + self.bn2(self.conv2(r)))
+        return F.cross_entropy(self.fc(torch.flatten(F.avg_pool2d(h, 16), 1)), y)
+
+
 class AvgPools(nn.Module):
     def __init__(self):
         super().__init__()
@@ -118,6 +130,7 @@ MODELS = {
     "conv1d": (Conv1dStack, (4, 32)),
     "dilated": (Dilated, (3, 16, 16)),
     "stem": (Stem, (3, 64, 64)),
+    "stem_pooled": (StemPooled, (3, 64, 64)),
     "avgpool": (AvgPools, (3, 16, 16)),
 }
 # Exported in training mode (make_models.py's way): an eval-mode export

@@ -88,6 +88,11 @@ namespace parallax {
 /// `@main` in an inference module); null if there is none.
 mlir::func::FuncOp getEntryFunction(mlir::ModuleOp module);
 
+/// A px.constant of `type` with every element `value` (a float type's, or
+/// an integer type's, truncated).
+mlir::Value splatConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::RankedTensorType type,
+                          double value);
+
 /// Whether `op` is a collective the runtime runs on its communication
 /// thread (joined by a `wait` the plan emitter places before the first
 /// reader of its results).

@@ -20,13 +20,21 @@ namespace parallax::px {
 /// The count a mean over `labels` divides by, as a scalar tensor of
 /// `elementType`: the labels that are not `ignoreIndex` (all of them
 /// without one), each counting its class's weight in `weights` (1 without).
+/// With neither, the labels' number, a constant.
 mlir::Value countedLabels(mlir::OpBuilder &b, mlir::Location loc, mlir::Value labels,
                           std::optional<int64_t> ignoreIndex, mlir::Value weights,
                           mlir::Type elementType);
 
-/// A scalar tensor of `elementType` holding `value`.
-mlir::Value scalarConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::Type elementType,
-                           double value);
+/// Whether a loss of `elementType` may become a sum and a count in that
+/// type: f32 and f64. The kernels add a mean's terms in double; an f16
+/// sum or count overflows from 65504 (bf16 counts exactly only to 256).
+bool countsExactly(mlir::Type elementType);
+
+/// `numerator` / `count` where `count` is not 0, else 0: a gradient's
+/// scale, zero where the whole batch has nothing to count, as the kernels'
+/// mean gives (a scale of infinity would make 0 x inf = NaN gradients).
+mlir::Value quotientOrZero(mlir::OpBuilder &b, mlir::Location loc, mlir::Value numerator,
+                             mlir::Value count);
 
 } // namespace parallax::px
 
