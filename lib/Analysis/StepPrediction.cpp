@@ -145,32 +145,6 @@ std::string roleOf(px::VariableOp var, int64_t dim, const llvm::DenseSet<Operati
   return "dimension " + std::to_string(dim);
 }
 
-/// Values the loss is computed from (the forward pass), as ops.
-llvm::DenseSet<Operation *> forwardOps(func::FuncOp func) {
-  llvm::DenseSet<Operation *> forward;
-  auto index = px::getAttr<px::PxDialect::LossAttrHelper>(func);
-  auto ret = dyn_cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  if (!index || !ret || index.getInt() < 0 || index.getInt() >= ret.getNumOperands())
-    return forward;
-  Value loss = ret.getOperand(index.getInt());
-  // The loss's own all-reduce (px-sync's) is the step's, not the forward
-  // pass's.
-  if (auto ar = loss.getDefiningOp<px::AllReduceOp>())
-    loss = ar.getInput();
-  SmallVector<Operation *> work;
-  if (Operation *def = loss.getDefiningOp())
-    work.push_back(def);
-  while (!work.empty()) {
-    Operation *op = work.pop_back_val();
-    if (!forward.insert(op).second)
-      continue;
-    for (Value v : op->getOperands())
-      if (Operation *def = v.getDefiningOp())
-        work.push_back(def);
-  }
-  return forward;
-}
-
 /// The ranks of a group over a px op's `grid_axes` (empty: all) of the
 /// grid.
 int64_t groupSizeOf(ArrayRef<int64_t> gridShape, ArrayRef<int16_t> axes) {

@@ -29,6 +29,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -320,21 +321,90 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
   /// below splitting its channels on this grid (halos and a weight
   /// gradient summed over every rank, against activations gathered and
   /// reduced over the model axis): early layers, whose activations are
-  /// large and weights small, by rows; the rest by channels.
+  /// large and weights small, by rows; the rest by channels. The
+  /// convolutions whose outputs a residual addition joins are split alike
+  /// (joinedConvolutions), each group the way cheaper in sum: a block whose
+  /// branches end split differently reshards one of them at the join.
   void chooseConvSplits(ModuleOp module, const ClusterModel &cluster) {
     grid::Grid g{cluster.modelRanks, cluster.dataRanks()};
     grid::Machine machine = machineOf(cluster);
+    llvm::StringMap<std::pair<double, double>> costs; // by rows, by channels
     for (grid::Layer layer : layersOf(module)) {
       if (layer.kind != grid::Layer::Kind::Conv)
         continue;
       layer.batch *= g.pc; // the module holds one batch rank's samples
       double rows = grid::costOf(layer, g, grid::Split::Domain, machine).seconds();
       double channels = grid::costOf(layer, g, grid::Split::Model, machine).seconds();
+      costs[layer.name] = {rows, channels};
       if (rows < channels)
         byRows.insert(layer.name);
     }
+    for (const SmallVector<px::ConvOp> &group :
+         joinedConvolutions(getEntryFunction(module), cluster.modelRanks)) {
+      double rows = 0, channels = 0;
+      for (px::ConvOp conv : group) {
+        auto it = costs.find(trainableWeightOf(conv.getW()).getName());
+        if (it == costs.end())
+          continue;
+        rows += it->second.first;
+        channels += it->second.second;
+      }
+      for (px::ConvOp conv : group) {
+        StringRef name = trainableWeightOf(conv.getW()).getName();
+        if (rows < channels)
+          byRows.insert(name);
+        else
+          byRows.erase(name);
+      }
+    }
   }
   llvm::StringSet<> byRows;
+
+  /// The groups of forward convolutions (trainable weight, one group, rows
+  /// that split over `ranks`) whose outputs residual additions join,
+  /// through the ops a split passes (batch norm, activations) and the
+  /// additions themselves (an identity shortcut carries the block before's
+  /// sum): a ResNet's stem, every block's last convolution and its
+  /// projection shortcut form one group.
+  static SmallVector<SmallVector<px::ConvOp>> joinedConvolutions(func::FuncOp func,
+                                                                 int64_t ranks) {
+    llvm::DenseSet<Operation *> forward = forwardOps(func);
+    auto isJoin = [&](Operation *op) {
+      auto add = dyn_cast<px::AddOp>(op);
+      return add && forward.contains(add) && add.getLhs().getType() == add.getType() &&
+             add.getRhs().getType() == add.getType();
+    };
+    // The convolution or join a branch ends in, walking up from `v`.
+    auto endOf = [&](Value v) -> Operation * {
+      for (Operation *def = v.getDefiningOp(); def; def = splitCarrierOf(def).getDefiningOp()) {
+        if (isJoin(def))
+          return def;
+        if (auto conv = dyn_cast<px::ConvOp>(def))
+          return splittableWeightOf(conv) && rowsSplit(conv, ranks) ? def : nullptr;
+        if (!followsChannelSplit(def))
+          return nullptr;
+      }
+      return nullptr;
+    };
+    llvm::EquivalenceClasses<Operation *> joined;
+    for (Operation &op : func.getBody().front())
+      if (isJoin(&op))
+        for (Value branch : op.getOperands())
+          if (Operation *end = endOf(branch))
+            joined.unionSets(&op, end);
+    SmallVector<SmallVector<px::ConvOp>> groups;
+    for (auto it = joined.begin(); it != joined.end(); ++it) {
+      if (!(*it)->isLeader())
+        continue;
+      SmallVector<px::ConvOp> group;
+      for (auto m = joined.member_begin(**it); m != joined.member_end(); ++m)
+        if (auto conv = dyn_cast<px::ConvOp>(*m))
+          group.push_back(conv);
+      if (group.size() > 1)
+        groups.push_back(std::move(group));
+    }
+    return groups;
+  }
 
   /// Whether `conv` splits its rows rather than its channels.
   bool splitsRows(px::ConvOp conv) {

@@ -14,13 +14,19 @@
 #include "parallax/Dialect/Px/PxDialect.h"
 #include "parallax/Dialect/Px/PxShardingInterface.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
 #include <vector>
 
 namespace parallax {
+
+/// The ops the loss is computed from (the forward pass), px-sync's
+/// all-reduce of the loss left out.
+llvm::DenseSet<mlir::Operation *> forwardOps(mlir::func::FuncOp func);
 
 /// The trainable variable `v` reads, through reshapes and transposes (a
 /// linear layer's x W^T is a matmul of the transposed weight), or null.
