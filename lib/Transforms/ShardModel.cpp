@@ -323,8 +323,9 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
   /// reduced over the model axis): early layers, whose activations are
   /// large and weights small, by rows; the rest by channels. The
   /// convolutions whose outputs a residual addition joins are split alike
-  /// (joinedConvolutions), each group the way cheaper in sum: a block whose
-  /// branches end split differently reshards one of them at the join.
+  /// (joinedConvolutions), each group the way cheaper in sum (or the way
+  /// --layer-split fixes one of them): a block whose branches end split
+  /// differently reshards one of them at the join.
   void chooseConvSplits(ModuleOp module, const ClusterModel &cluster) {
     grid::Grid g{cluster.modelRanks, cluster.dataRanks()};
     grid::Machine machine = machineOf(cluster);
@@ -341,17 +342,23 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
     }
     for (const SmallVector<px::ConvOp> &group :
          joinedConvolutions(getEntryFunction(module), cluster.modelRanks)) {
+      // A member --layer-split fixes decides; else the closed forms' sums.
       double rows = 0, channels = 0;
+      std::optional<bool> pinned;
       for (px::ConvOp conv : group) {
-        auto it = costs.find(trainableWeightOf(conv.getW()).getName());
-        if (it == costs.end())
-          continue;
-        rows += it->second.first;
-        channels += it->second.second;
+        StringRef name = trainableWeightOf(conv.getW()).getName();
+        if (auto fixed = explicitSplits.find(name); fixed != explicitSplits.end())
+          pinned = fixed->second == Named::Rows;
+        if (auto it = costs.find(name); it != costs.end()) {
+          rows += it->second.first;
+          channels += it->second.second;
+        }
       }
       for (px::ConvOp conv : group) {
         StringRef name = trainableWeightOf(conv.getW()).getName();
-        if (rows < channels)
+        if (!costs.count(name))
+          continue; // not priced (a 3-D convolution): as it was
+        if (pinned.value_or(rows < channels))
           byRows.insert(name);
         else
           byRows.erase(name);

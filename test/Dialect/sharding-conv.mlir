@@ -148,6 +148,23 @@ func.func @whole_rows_pool(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32> {
 
 // -----
 
+// A 5x5 convolution of stride 2 on 8 rows over 4 ranks: its halos (2 rows
+// above, 1 below) fit the input's blocks of 2 rows, though not the
+// output's block of 1, which they need not: its rows stay split.
+// CHECK-LABEL: func.func @strided_rows(
+// CHECK: px.halo_exchange %{{.*}} on @g grid_axes = [0] axis = 2 lo = 2 hi = 1 : tensor<1x2x2x8xf32> -> tensor<1x2x5x8xf32>
+// CHECK: px.conv %{{.*}}, %{{.*}} {{.*}} : tensor<1x2x5x8xf32>, tensor<3x2x5x5xf32>
+shard.grid @g(shape = 4)
+func.func @strided_rows(%x: tensor<1x2x8x8xf32>, %w: tensor<3x2x5x5xf32>) -> tensor<1x3x4x4xf32> {
+  %rows = shard.sharding @g split_axes = [[], [], [0]] : !shard.sharding
+  %xs = shard.shard %x to %rows : tensor<1x2x8x8xf32>
+  %c = px.conv %xs, %w {dilations = array<i64: 1, 1>, pads = array<i64: 2, 2, 2, 2>, strides = array<i64: 2, 2>} : tensor<1x2x8x8xf32>, tensor<3x2x5x5xf32>
+  %cs = shard.shard %c to %rows : tensor<1x3x4x4xf32>
+  return %cs : tensor<1x3x4x4xf32>
+}
+
+// -----
+
 // A grouped convolution (ResNeXt's: 2 groups of 4 input and 4 output
 // channels), its input gradient and its filter gradient on a block of
 // channels of 2 ranks: each rank holds one whole group, so the local ops

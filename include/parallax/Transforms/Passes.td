@@ -346,7 +346,8 @@ def PxGlobalLossMean : Pass<"px-global-loss-mean", "mlir::ModuleOp"> {
 
     the count (`countedLabels`, PxLossCount.h) all-reduced over the
     batch axes of @world (N / count taken as 0 where the whole batch counts
-    nothing, so that no gradient is NaN). The seed's 1/N then makes every
+    nothing, so that no gradient is NaN; the loss then reads 0 where one
+    rank's mean would be NaN). The seed's 1/N then makes every
     gradient this rank's share of the whole batch's, and the reported loss
     (the average of the ranks') is the whole batch's mean. It costs one
     scalar all-reduce a step per loss, which only labels and constant

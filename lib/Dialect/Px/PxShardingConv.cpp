@@ -254,14 +254,16 @@ bool splitsOnlySplittable(const Nest &n, ArrayRef<Sharding> operandShardings,
   return true;
 }
 
-/// Whether every tensor's rows divide into `ranks` equal blocks, each at
-/// least as tall as the op's halos: a pool over all the rows (a global
-/// average pool as avg_pool2d(x, H)) has one output row, which no block of
+/// Whether every tensor's rows divide into `ranks` equal blocks and the
+/// input's block (the tallest tensor's: input rows = stride x output rows)
+/// is at least as tall as the op's halos: a pool over all the rows (a
+/// global max pool, MaxPool2d(H)) has one output row, which no block of
 /// ranks divides, so its rows are not split (its input is gathered).
 bool rowsDivide(Operation *op, const Nest &n, int64_t ranks) {
   Halo halo = domainHalo(op).value_or(Halo()); // batch norm's rows: none
   if (!n.rows || ranks < 1)
     return false;
+  int64_t input = 0;
   for (auto [i, dims] : llvm::enumerate(n.tensors)) {
     Value v = i < op->getNumOperands() ? op->getOperand(i)
                                        : op->getResult(i - op->getNumOperands());
@@ -269,11 +271,12 @@ bool rowsDivide(Operation *op, const Nest &n, int64_t ranks) {
       if (loop != *n.rows)
         continue;
       int64_t rows = cast<RankedTensorType>(v.getType()).getDimSize(d);
-      if (rows % ranks != 0 || halo.lo > rows / ranks || halo.hi > rows / ranks)
+      if (rows % ranks != 0)
         return false;
+      input = std::max(input, rows);
     }
   }
-  return true;
+  return halo.lo <= input / ranks && halo.hi <= input / ranks;
 }
 
 /// `resultShardings`, where a result has none (an unused one: batch norm's

@@ -110,8 +110,8 @@ struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
   }
 
   /// The classes split evenly and without class weights, or else any of
-  /// the lines' dimensions evenly (a domain-split image's rows) for a loss
-  /// of f32 or f64 (countsExactly); never both.
+  /// the lines' dimensions evenly (a domain-split image's rows), a mean in
+  /// f32 or f64 only (countsExactly); never both.
   FailureOr<ShardingOption> getShardingOption(Operation *op, ArrayRef<Sharding> operands,
                                               ArrayRef<Sharding> results) const {
     FailureOr<ShardingOption> option =
@@ -133,7 +133,8 @@ struct ClassBlockSharding : public PxShardingModel<ClassBlockSharding<Op>, Op> {
         axes.clear();
       classes = !axes.empty();
     }
-    bool lines = countsExactly(scores.getElementType());
+    // Only a mean counts its lines (in the loss's type).
+    bool lines = countsExactly(scores.getElementType()) || reductionOf(op) != "mean";
     for (auto [d, axes] : llvm::enumerate(option->shardingArray))
       if (d != 1 && (classes || !lines || !divides(d, axes)))
         axes.clear();
