@@ -240,7 +240,8 @@ static cl::opt<std::string> convSplit(
              "or input channels, paired like the dense layers; the default), "
              "domain (its input rows, with halo exchanges between neighbours; "
              "SPAA'18's domain parallelism), or auto (each convolution the way "
-             "the closed-form grid model prices cheaper)"),
+             "the closed-form grid model prices cheaper, the convolutions a "
+             "residual addition joins alike)"),
     cl::init("channels"), cl::cat(parallaxCategory));
 static cl::opt<bool> sequenceParallel(
     "sequence-parallel",
