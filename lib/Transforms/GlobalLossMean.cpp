@@ -42,7 +42,18 @@ void rewrite(Loss loss, Value labels, Value weights, shard::GridOp grid,
   if (loss.getReduction() != "mean" || (!loss.getIgnoreIndex() && !weights) ||
       !px::countsExactly(type.getElementType()))
     return;
+  // The count as soon as its labels (and weights) are: its all-reduce can
+  // then run while the forward pass does.
   OpBuilder b(loss);
+  Operation *after = nullptr;
+  for (Value v : {labels, weights})
+    if (Operation *def = v ? v.getDefiningOp() : nullptr)
+      if (!after || after->isBeforeInBlock(def))
+        after = def;
+  if (after && after->getBlock() == loss->getBlock())
+    b.setInsertionPointAfter(after);
+  else
+    b.setInsertionPointToStart(loss->getBlock());
   Location loc = loss.getLoc();
   Value local = px::countedLabels(b, loc, labels, loss.getIgnoreIndex(), weights,
                                   type.getElementType());

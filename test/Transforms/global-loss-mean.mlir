@@ -4,17 +4,20 @@
 // their class) all-reduced over the batch axes (N / count taken as 0 where
 // the count is 0); a loss whose lines always
 // count the same (no ignore_index, no weights) is left as it is, and so is
-// everything on one batch rank.
+// everything on one batch rank. The count comes right after the labels,
+// so that its all-reduce can run during the forward pass.
 // RUN: parallax-opt %s --split-input-file --px-cluster=np=4 --px-global-loss-mean | FileCheck %s
 // RUN: parallax-opt %s --split-input-file --px-cluster="np=4 model-ranks=2" --px-global-loss-mean | FileCheck %s --check-prefix=GRID
 // RUN: parallax-opt %s --split-input-file --px-cluster="np=4 model-ranks=4" --px-global-loss-mean | FileCheck %s --check-prefix=ONE
 
 // CHECK-LABEL: func.func @main
-// CHECK: %[[IGN:.*]] = px.equal %[[L:.*]], %{{.*}} : tensor<8xi64>, tensor<i64>
+// CHECK: %[[L:.*]] = px.input "y"
+// CHECK-NEXT: px.constant
+// CHECK-NEXT: %[[IGN:.*]] = px.equal %[[L]], %{{.*}} : tensor<8xi64>, tensor<i64>
 // CHECK: %[[ONES:.*]] = px.where %[[IGN]], %{{.*}}, %{{.*}} : tensor<8xi1>, tensor<f32>, tensor<f32>
 // CHECK-NEXT: %[[C:.*]] = px.reduce_sum %[[ONES]] {axes = array<i64: 0>, keepdims = false} : tensor<8xf32>
 // CHECK-NEXT: %[[COUNT:.*]] = px.all_reduce %[[C]] on @world grid_axes = [0] : tensor<f32>
-// CHECK-NEXT: %[[LOSS:.*]], %{{.*}} = px.softmax_cross_entropy_loss %{{.*}}, %[[L]] {ignore_index = -100 : i64, reduction = "sum"} : tensor<8x5xf32>, tensor<8xi64>
+// CHECK: %[[LOSS:.*]], %{{.*}} = px.softmax_cross_entropy_loss %{{.*}}, %[[L]] {ignore_index = -100 : i64, reduction = "sum"} : tensor<8x5xf32>, tensor<8xi64>
 // CHECK-NEXT: %[[N:.*]] = px.constant dense<4.000000e+00> : tensor<f32>
 // CHECK: %[[Q:.*]] = px.div %[[N]], %[[COUNT]] : tensor<f32>, tensor<f32>
 // CHECK-NEXT: %[[SCALE:.*]] = px.where %{{.*}}, %{{.*}}, %[[Q]] : tensor<i1>, tensor<f32>, tensor<f32>
@@ -47,7 +50,7 @@ module {
 // CHECK: %[[WL:.*]] = px.gather %[[CW:.*]][%[[L:.*]]] : tensor<5xf32>, tensor<8xi64>
 // CHECK-NEXT: %[[C:.*]] = px.reduce_sum %[[WL]] {axes = array<i64: 0>, keepdims = false} : tensor<8xf32>
 // CHECK-NEXT: %[[COUNT:.*]] = px.all_reduce %[[C]] on @world grid_axes = [0] : tensor<f32>
-// CHECK-NEXT: %[[LOSS:.*]] = px.nll_loss %{{.*}}, %[[L]], %[[CW]] {reduction = "sum"}
+// CHECK: %[[LOSS:.*]] = px.nll_loss %{{.*}}, %[[L]], %[[CW]] {reduction = "sum"}
 // CHECK: px.div %{{.*}}, %[[COUNT]]
 // CHECK: px.mul %[[LOSS]], %{{.*}} : tensor<f32>, tensor<f32>
 module {

@@ -351,7 +351,8 @@ def PxGlobalLossMean : Pass<"px-global-loss-mean", "mlir::ModuleOp"> {
     gradient this rank's share of the whole batch's, and the reported loss
     (the average of the ranks') is the whole batch's mean. It costs one
     scalar all-reduce a step per loss, which only labels and constant
-    class weights feed. Losses in f16 or bf16 are left alone (their sum
+    class weights feed: it is placed right after them, so that it can run
+    while the forward pass does. Losses in f16 or bf16 are left alone (their sum
     and count would overflow or round where the kernels' mean does not).
     `parallax-opt --global-loss-mean` runs it after px-cluster.
   }];
