@@ -9,7 +9,9 @@ against its prediction and against pure data parallelism (1 x N), in one run.
 For each model and grid: `parallax-opt MODEL --np N --grid=PrxPc --optimizer=adam
 --profile PROFILE --emit=plan` (PROFILE from `parallax-run --calibrate` on the
 same N ranks, run first), `parallax-run PLAN --np N --synthetic --threads 1
---steps S --metrics`; the median step time over the steps after --warmup
+--steps S --metrics` (S and the warm-up scaled up where the predicted steps
+would span less than --min-seconds); the median step time over the steps
+after the warm-up
 and the part of it spent drawing the next batch's synthetic inputs
 (data_s), every rank's bytes per step and the largest memory_bytes of the
 ranks, beside what the plan predicts (options.predicted: bytes and step
@@ -82,13 +84,21 @@ def run_grid(build, work, model, src, pr, pc, split, args, profile):
     if p.returncode != 0:
         return {"grid": label, "error": p.stderr.strip().splitlines()[-1]}
     metrics = work / f"{tag}.jsonl"
-    pxbench.run([prun, plan, "--np", str(n), "--synthetic", "--threads", "1", "-q",
-                 "--steps", str(args.steps), "--metrics", metrics], f"parallax-run {tag}",
-                timeout=900)
     info = pxbench.print_plan(prun, plan)
+    # A step predicted short runs more steps, so that the timed steps span
+    # --min-seconds: 15 steps of a fifth of a millisecond are mostly noise
+    # and start-up on ranks sharing cores.
+    steps, warmup = args.steps, args.warmup
+    predicted_s = info["options"]["predicted"]["step_seconds"]
+    if predicted_s > 0 and (steps - warmup) * predicted_s < args.min_seconds:
+        scale = min(args.min_seconds / ((steps - warmup) * predicted_s), 250.0)
+        steps, warmup = int(steps * scale), int(warmup * scale)
+    pxbench.run([prun, plan, "--np", str(n), "--synthetic", "--threads", "1", "-q",
+                 "--steps", str(steps), "--metrics", metrics], f"parallax-run {tag}",
+                timeout=900)
     ranks = [pxbench.read_metrics(str(metrics).replace(".jsonl", f".rank{r}.jsonl"))
              for r in range(n)]
-    steady = [line for line in ranks[0] if line["step"] > args.warmup]
+    steady = [line for line in ranks[0] if line["step"] > warmup]
     times = [line["step_time_s"] for line in steady]
     # The plan's step without the next batch's inputs (--synthetic draws
     # them), which the prediction leaves out; on the CPU their filling adds
@@ -97,6 +107,7 @@ def run_grid(build, work, model, src, pr, pc, split, args, profile):
     predicted = info["options"]["predicted"]
     return {
         "grid": label,
+        "steps": steps,
         "ms": pxbench.median(times) * 1e3,
         "data_ms": pxbench.median([line.get("data_s", 0) for line in steady]) * 1e3,
         "compute_ms": pxbench.median(compute) * 1e3,
@@ -152,6 +163,10 @@ def main():
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--min-seconds", type=float, default=1.0,
+                    help="run steps predicted short for longer, the steps and warm-up "
+                         "scaled alike (up to 250x), so that the timed steps span this "
+                         "many seconds")
     ap.add_argument("--build")
     ap.add_argument("--work", default="/tmp/parallax-bench-grid")
     ap.add_argument("--json")
