@@ -61,17 +61,20 @@ def search(build, src, n, flags, out_json, extra=()):
     return json.loads(Path(out_json).read_text()), p.stderr.strip().splitlines()[-1]
 
 
-def train(build, work, plan, n, args, tag):
+def train(build, work, plan, n, args, tag, predicted_seconds=0.0):
     """The median step after --warmup, the median of it without drawing the
     next batch's synthetic inputs (data_s: what the prediction covers), and
-    the ranks' largest memory_bytes."""
+    the ranks' largest memory_bytes. A plan predicted to step fast runs
+    longer (pxbench.timed_steps, --min-seconds)."""
+    steps, warmup = pxbench.timed_steps(args.steps, args.warmup, predicted_seconds,
+                                        args.min_seconds)
     metrics = work / f"{tag}.jsonl"
     pxbench.run([build / "bin" / "parallax-run", plan, "--np", str(n), "--synthetic",
-                 "--threads", "1", "-q", "--steps", str(args.steps), "--metrics", metrics],
+                 "--threads", "1", "-q", "--steps", str(steps), "--metrics", metrics],
                 f"parallax-run {tag}", timeout=1800)
     ranks = [pxbench.read_metrics(str(metrics).replace(".jsonl", f".rank{r}.jsonl"))
              for r in range(n)]
-    steady = [line for line in ranks[0] if line["step"] > args.warmup]
+    steady = [line for line in ranks[0] if line["step"] > warmup]
     return (pxbench.median([line["step_time_s"] for line in steady]),
             # On the CPU the next batch's filling adds to the step.
             pxbench.median([line["step_time_s"] - line.get("data_s", 0) for line in steady]),
@@ -158,8 +161,9 @@ def validate(build, work, name, src, args, flags):
         p = (points if kind == "point" else frontier["dominated_references"])[k]
         tag = f"{name}-{kind[0]}{k}"
         plan = work / f"{tag}.pxplan"
-        compile_plan(build, src, plan, ["--np", str(args.np), *plan_flags, *flags])
-        _, seconds, memory = train(build, work, plan, args.np, args, tag)
+        predicted, _ = compile_plan(build, src, plan,
+                                    ["--np", str(args.np), *plan_flags, *flags])
+        _, seconds, memory = train(build, work, plan, args.np, args, tag, predicted)
         measured.append({kind: k, "step_seconds": seconds, "memory_bytes": memory})
         split = sum(s != "whole" for s in p["splits"].values())
         strategy = p["grid"] + (zero1_text(p) if p["zero1"] else "") + \
@@ -209,8 +213,9 @@ def memory_limited(build, work, name, src, frontier, args, flags):
 
     def run_plan(tag, plan_flags):
         plan = work / f"{name}-{tag}.pxplan"
-        _, peak = compile_plan(build, src, plan, ["--np", str(n), *plan_flags, *flags])
-        seconds, _, measured = train(build, work, plan, n, args, f"{name}-{tag}")
+        predicted, peak = compile_plan(build, src, plan,
+                                       ["--np", str(n), *plan_flags, *flags])
+        seconds, _, measured = train(build, work, plan, n, args, f"{name}-{tag}", predicted)
         return {"ms": seconds * 1e3, "predicted_memory": peak, "memory": measured,
                 "fits": peak <= limit}
 
@@ -321,6 +326,10 @@ def main():
                     help="skip training the frontier points (the comparison only)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--min-seconds", type=float, default=1.0,
+                    help="run plans predicted to step fast longer, the steps and warm-up "
+                         "scaled alike (up to 250x), so that the timed steps span this "
+                         "many seconds")
     ap.add_argument("--svg-dir")
     ap.add_argument("--scale", action="store_true")
     ap.add_argument("--scale-ranks", type=lambda s: [int(x) for x in s.split(",")],

@@ -85,14 +85,9 @@ def run_grid(build, work, model, src, pr, pc, split, args, profile):
         return {"grid": label, "error": p.stderr.strip().splitlines()[-1]}
     metrics = work / f"{tag}.jsonl"
     info = pxbench.print_plan(prun, plan)
-    # A step predicted short runs more steps, so that the timed steps span
-    # --min-seconds: 15 steps of a fifth of a millisecond are mostly noise
-    # and start-up on ranks sharing cores.
-    steps, warmup = args.steps, args.warmup
-    predicted_s = info["options"]["predicted"]["step_seconds"]
-    if predicted_s > 0 and (steps - warmup) * predicted_s < args.min_seconds:
-        scale = min(args.min_seconds / ((steps - warmup) * predicted_s), 250.0)
-        steps, warmup = int(steps * scale), int(warmup * scale)
+    steps, warmup = pxbench.timed_steps(args.steps, args.warmup,
+                                        info["options"]["predicted"]["step_seconds"],
+                                        args.min_seconds)
     pxbench.run([prun, plan, "--np", str(n), "--synthetic", "--threads", "1", "-q",
                  "--steps", str(steps), "--metrics", metrics], f"parallax-run {tag}",
                 timeout=900)

@@ -102,6 +102,18 @@ def print_plan(parallax_run, plan):
     return json.loads(run([parallax_run, plan, "--print-plan"], "parallax-run --print-plan"))
 
 
+def timed_steps(steps, warmup, predicted_seconds, min_seconds):
+    """(steps, warm-up) scaled alike (up to 250x) so that the timed steps of
+    a plan predicted to step in `predicted_seconds` span `min_seconds`: 15
+    steps of a fifth of a millisecond are mostly start-up and noise on
+    ranks that share cores."""
+    timed = (steps - warmup) * predicted_seconds
+    if predicted_seconds <= 0 or timed >= min_seconds:
+        return steps, warmup
+    scale = min(min_seconds / timed, 250.0)
+    return int(steps * scale), int(warmup * scale)
+
+
 def read_metrics(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
