@@ -77,7 +77,7 @@ def train(build, work, plan, n, args, tag, predicted_seconds=0.0):
     steady = [line for line in ranks[0] if line["step"] > warmup]
     return (pxbench.median([line["step_time_s"] for line in steady]),
             # On the CPU the next batch's filling adds to the step.
-            pxbench.median([line["step_time_s"] - line.get("data_s", 0) for line in steady]),
+            pxbench.median(pxbench.steps_less_data(ranks, warmup)),
             max(line.get("memory_bytes", 0) for r in ranks for line in r))
 
 

@@ -17,7 +17,8 @@ and the part of it spent drawing the next batch's synthetic inputs
 ranks, beside what the plan predicts (options.predicted: bytes and step
 time from StepPrediction; memory.peak). The step time is predicted for the
 plan's kernels, without the inputs: pred/meas holds it against the median
-step less its data time. The --domain-models (cnn) run their model-split
+step less its data time (pxbench.steps_less_data: where the ranks share
+the machine's cores, all ranks' drawing spread over the cores). The --domain-models (cnn) run their model-split
 grids again with convolutions split by rows (--conv-split=domain, domain
 parallelism) and each the cheaper way (--conv-split=auto, "mixed"); the
 --sequence-models (lm) run them again with --sequence-parallel (layer
@@ -98,7 +99,7 @@ def run_grid(build, work, model, src, pr, pc, split, args, profile):
     # The plan's step without the next batch's inputs (--synthetic draws
     # them), which the prediction leaves out; on the CPU their filling adds
     # to the step.
-    compute = [line["step_time_s"] - line.get("data_s", 0) for line in steady]
+    compute = pxbench.steps_less_data(ranks, warmup)
     predicted = info["options"]["predicted"]
     return {
         "grid": label,

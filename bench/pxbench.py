@@ -114,6 +114,27 @@ def timed_steps(steps, warmup, predicted_seconds, min_seconds):
     return int(steps * scale), int(warmup * scale)
 
 
+def steps_less_data(ranks, warmup):
+    """Rank 0's step times after `warmup`, each less the time its cores spent
+    drawing the next batch's synthetic inputs (what the prediction leaves
+    out): its own `data_s` where every rank has a core of its own; where the
+    ranks share this machine's cores, the ranks' drawing together spread
+    over the cores, which the others' drawing takes from this rank's step
+    too (4 ranks on 2 cores: an all-reduce after W us of work on each rank
+    takes an iteration of 2 W plus the all-reduce, measured with a bare MPI
+    program)."""
+    cores = os.cpu_count() or 1
+    by_step = [{line["step"]: line.get("data_s", 0) for line in r} for r in ranks]
+    out = []
+    for line in ranks[0]:
+        if line["step"] <= warmup:
+            continue
+        own = line.get("data_s", 0)
+        shared = sum(r.get(line["step"], 0) for r in by_step) / cores
+        out.append(line["step_time_s"] - (max(own, shared) if len(ranks) > cores else own))
+    return out
+
+
 def read_metrics(path):
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
