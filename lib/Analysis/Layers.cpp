@@ -226,11 +226,6 @@ std::optional<int64_t> operandDimOf(Operation *op, Value operand, int64_t dim) {
   return d;
 }
 
-bool rowsSplitInto(int64_t inRows, int64_t outRows, px::Halo halo, int64_t ranks) {
-  return ranks > 0 && inRows % ranks == 0 && outRows % ranks == 0 && halo.lo <= inRows / ranks &&
-         halo.hi <= inRows / ranks;
-}
-
 namespace {
 
 px::VariableOp weightOf(Value v) { return trainableWeightOf(v); }

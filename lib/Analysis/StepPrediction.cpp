@@ -782,6 +782,7 @@ StepPrediction predictStep(ModuleOp module, const grid::Machine &machine) {
     pc.seconds = c->seconds;
     pc.byMember = c->byMember;
     pc.axes = c->axes;
+    // A layer whose convolution exchanges halos splits its input's rows.
     if (isa<px::HaloExchangeOp>(op) && !names) {
       PredictedLayer &l = layerFor(&op);
       if (&l != &p.other && l.split == "whole")

@@ -299,7 +299,7 @@ std::vector<Split> splitsOf(const Operator &op, const grid::Grid &g) {
   if (l.in % pr == 0)
     splits.push_back(Split::In);
   if (l.kind == grid::Layer::Kind::Conv && op.halo &&
-      rowsSplitInto(l.inHeight, l.outHeight, *op.halo, pr))
+      px::rowsSplitInto(l.inHeight, l.outHeight, *op.halo, pr))
     splits.push_back(Split::Rows);
   return splits;
 }

@@ -133,7 +133,7 @@ void dropKeptDims(func::FuncOp func) {
 /// Whether `conv`'s rows split into `ranks` blocks for domain parallelism.
 bool rowsSplit(px::ConvOp conv, int64_t ranks) {
   std::optional<px::Halo> halo = px::domainHalo(conv);
-  return halo && rowsSplitInto(conv.getX().getType().getDimSize(2),
+  return halo && px::rowsSplitInto(conv.getX().getType().getDimSize(2),
                                conv.getY().getType().getDimSize(2), *halo, ranks);
 }
 

@@ -114,10 +114,6 @@ inline bool featuresReach(mlir::Operation *layer, llvm::ArrayRef<mlir::Operation
   return sizes && ranks > 0 && *sizes % ranks == 0;
 }
 
-/// Whether a convolution's rows (`inRows` in, `outRows` out, `halo` rows
-/// from its neighbours) split into `ranks` equal blocks for domain
-/// parallelism: both divide and the halos fit in one block.
-bool rowsSplitInto(int64_t inRows, int64_t outRows, px::Halo halo, int64_t ranks);
 
 /// The layers of `module`'s step function. A weight read through a reshape
 /// or a transpose counts; a product of two computed values (attention scores) has no

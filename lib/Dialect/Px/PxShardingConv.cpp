@@ -254,29 +254,27 @@ bool splitsOnlySplittable(const Nest &n, ArrayRef<Sharding> operandShardings,
   return true;
 }
 
-/// Whether every tensor's rows divide into `ranks` equal blocks and the
-/// input's block (the tallest tensor's: input rows = stride x output rows)
-/// is at least as tall as the op's halos: a pool over all the rows (a
-/// global max pool, MaxPool2d(H)) has one output row, which no block of
-/// ranks divides, so its rows are not split (its input is gathered).
+/// Whether the op's rows split into `ranks` blocks (rowsSplitInto: its
+/// tensors' rows are the input's and the output's): a pool over all the
+/// rows (a global max pool, MaxPool2d(H)) has one output row, which no
+/// block of ranks divides, so its rows are not split (its input is
+/// gathered).
 bool rowsDivide(Operation *op, const Nest &n, int64_t ranks) {
-  Halo halo = domainHalo(op).value_or(Halo()); // batch norm's rows: none
-  if (!n.rows || ranks < 1)
+  if (!n.rows)
     return false;
-  int64_t input = 0;
+  int64_t in = 0, out = std::numeric_limits<int64_t>::max();
   for (auto [i, dims] : llvm::enumerate(n.tensors)) {
     Value v = i < op->getNumOperands() ? op->getOperand(i)
                                        : op->getResult(i - op->getNumOperands());
-    for (auto [d, loop] : llvm::enumerate(dims)) {
-      if (loop != *n.rows)
-        continue;
-      int64_t rows = cast<RankedTensorType>(v.getType()).getDimSize(d);
-      if (rows % ranks != 0)
-        return false;
-      input = std::max(input, rows);
-    }
+    for (auto [d, loop] : llvm::enumerate(dims))
+      if (loop == *n.rows) {
+        int64_t rows = cast<RankedTensorType>(v.getType()).getDimSize(d);
+        in = std::max(in, rows);
+        out = std::min(out, rows);
+      }
   }
-  return halo.lo <= input / ranks && halo.hi <= input / ranks;
+  // Batch norm's rows have no halo.
+  return in > 0 && rowsSplitInto(in, out, domainHalo(op).value_or(Halo()), ranks);
 }
 
 /// `resultShardings`, where a result has none (an unused one: batch norm's
@@ -622,6 +620,11 @@ int64_t rowsOfTensor(Value v) {
 }
 
 } // namespace
+
+bool parallax::px::rowsSplitInto(int64_t inRows, int64_t outRows, Halo halo, int64_t ranks) {
+  return ranks > 0 && inRows % ranks == 0 && outRows % ranks == 0 && halo.lo <= inRows / ranks &&
+         halo.hi <= inRows / ranks;
+}
 
 bool parallax::px::isGroupedConv(Operation *op) {
   auto c = dyn_cast<ConvOp>(op);

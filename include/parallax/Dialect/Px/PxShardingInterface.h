@@ -37,6 +37,11 @@ struct Halo {
 };
 std::optional<Halo> domainHalo(mlir::Operation *op);
 
+/// Whether an op's rows (`inRows` in, `outRows` out, `halo` rows from its
+/// neighbours) split into `ranks` equal blocks for domain parallelism:
+/// both divide and the halos fit in one input block.
+bool rowsSplitInto(int64_t inRows, int64_t outRows, Halo halo, int64_t ranks);
+
 /// Whether `op` is a grouped px.conv (ResNeXt's, or MobileNet's depthwise
 /// one: a group per channel): a split of its channels into whole groups
 /// runs on the rank's block with no collective (a split through a group
