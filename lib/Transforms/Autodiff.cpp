@@ -14,10 +14,14 @@
 // densified: that is what makes their synchronization cost proportional to
 // the rows a step touches (Parallax, EuroSys'19).
 //
+// Collectives in the forward pass get their adjoints over the same group
+// (AutodiffCollectives.h).
+//
 //===----------------------------------------------------------------------===//
 
 #include "parallax/Transforms/Passes.h"
 
+#include "AutodiffCollectives.h"
 #include "PxBuilder.h"
 
 #include "parallax/Analysis/Layers.h"
@@ -623,6 +627,13 @@ LogicalResult Differentiator::visit(Operation *op) {
         return success();
       })
       .Default([&](Operation *other) -> LogicalResult {
+        if (isDifferentiableCollective(other)) {
+          FailureOr<Value> dx = collectiveAdjoint(b, other, dy);
+          if (failed(dx))
+            return failure();
+          contribute(other->getOperand(0), *dx);
+          return success();
+        }
         // Ops without a useful gradient: comparisons and logic (boolean
         // results are never active), integer computations, leaves.
         bool needs = llvm::any_of(other->getOperands(),
