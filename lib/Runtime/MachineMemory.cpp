@@ -80,7 +80,11 @@ int64_t residentBytes() { return meminfo("VmRSS", "/proc/self/status"); }
 
 int64_t peakResidentBytes() { return meminfo("VmHWM", "/proc/self/status"); }
 
-int64_t residentFileBytes() { return meminfo("RssFile", "/proc/self/status"); }
+int64_t sharedResidentBytes() {
+  int64_t files = meminfo("RssFile", "/proc/self/status");
+  int64_t shared = meminfo("RssShmem", "/proc/self/status");
+  return std::max<int64_t>(0, files) + std::max<int64_t>(0, shared);
+}
 
 int64_t heapInUseBytes() {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))

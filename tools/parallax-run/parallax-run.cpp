@@ -460,9 +460,13 @@ int main(int argc, char **argv) {
     // What the session adds to the process (its storage, the kernels'
     // workspace and buffers, what the steps allocate): the memory the plan's
     // prediction is compared with (--metrics' memory_bytes). Not the code
-    // pages the run touches (mapped files, shared by the machine's ranks)
-    // nor the data source's own memory (below).
-    int64_t residentBefore = residentBytes(), filesBefore = residentFileBytes();
+    // pages the run touches nor its shared memory (mapped files and MPI's
+    // shared segments, which the machine's ranks share), nor the data
+    // source's own memory (below).
+    // Memory the process freed before (reading the plan) is handed back
+    // first: the session would reuse it where resident growth cannot see it.
+    releaseLoadingMemory();
+    int64_t residentBefore = residentBytes(), sharedBefore = sharedResidentBytes();
     Session session(plan, options);
     if (device->kind() != DeviceKind::Cpu && !args.count("quiet")) {
       std::string note = device->executionNote();
@@ -596,7 +600,7 @@ int main(int argc, char **argv) {
           line["checkpoint_s"] = checkpointTime;
         if (int64_t peak = peakResidentBytes(); peak > 0 && residentBefore > 0)
           line["memory_bytes"] = peak - residentBefore - dataBytes -
-                                 std::max<int64_t>(0, residentFileBytes() - filesBefore);
+                                 std::max<int64_t>(0, sharedResidentBytes() - sharedBefore);
         if (int64_t peak = device->peakAllocatedBytes(); peak > 0)
           line["device_memory_bytes"] = peak;
         if (world > 1) {

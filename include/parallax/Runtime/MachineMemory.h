@@ -25,9 +25,10 @@ int64_t usableMemoryBytes();
 /// VmRSS and VmHWM); -1 where /proc does not say.
 int64_t residentBytes();
 int64_t peakResidentBytes();
-/// The part of residentBytes() that is mapped files (RssFile): the code of
-/// the program and its libraries, shared by every process that maps them.
-int64_t residentFileBytes();
+/// The part of residentBytes() that other processes map too: files
+/// (RssFile: the code of the program and its libraries) and shared memory
+/// (RssShmem: Open MPI's shared-memory segments, mapped by the machine's ranks).
+int64_t sharedResidentBytes();
 /// Bytes the C library's allocator has handed out and not had back (glibc's
 /// mallinfo2); -1 where it cannot say.
 int64_t heapInUseBytes();
