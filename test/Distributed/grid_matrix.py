@@ -24,7 +24,10 @@ ranks (its first and last included).
 
 and, with --memory-rtol R, that every rank's largest memory_bytes (what its
 session added to the process at its peak) is within R of the plan's
-predicted peak.
+predicted peak; with --memory-slack S as well, a measure up to S bytes
+over the prediction passes too (the heap that library temporaries
+fragment, which the estimate lacks: docs/grid.md), one below it by more
+than R does not.
 
 or the first failure's command and output (exit status 1). parallax-opt and
 parallax-run are found on PATH (lit puts the build's first).
@@ -67,6 +70,9 @@ def main():
     ap.add_argument("--memory-rtol", type=float,
                     help="also hold every rank's measured memory_bytes to the plan's "
                          "predicted peak within this relative tolerance")
+    ap.add_argument("--memory-slack", type=int, default=0,
+                    help="with --memory-rtol: also pass a measure at most this many "
+                         "bytes over the predicted peak")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     name = os.path.splitext(os.path.basename(a.model))[0]
@@ -151,11 +157,14 @@ def main():
                            for line in open(os.path.join(a.out, f"{tag}.rank{r}.jsonl"))
                            if line.strip())
             ratio = measured / peak
-            if abs(ratio - 1) > a.memory_rtol:
+            slack = a.memory_slack and 0 <= measured - peak <= a.memory_slack
+            if abs(ratio - 1) > a.memory_rtol and not slack:
                 print(f"{name} {label}: measured memory {measured} B is {ratio:.3f}x the "
                       f"predicted peak {peak} B")
                 return 1
             memory = f"; memory within {a.memory_rtol:g} of the prediction"
+            if a.memory_slack:
+                memory += f" or {a.memory_slack} B over it"
         how = ("as predicted outside the parameter servers" if "outside the parameter servers"
                in outs[1] else "as predicted")
         print(f"{name} {label}: matches one rank ({a.steps} steps); "
