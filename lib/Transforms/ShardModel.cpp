@@ -68,6 +68,32 @@ Operation *producingLayer(Operation *consumer, const llvm::DenseMap<Operation *,
   return nullptr;
 }
 
+/// Whether product `op`, split by its input features after a layer split by
+/// output features, should rather start a pair of its own: it widens its
+/// activation, and a later product would take its output split by input
+/// features (Megatron-LM's MLP, whose first layer is split by output
+/// features and its second by input features). Paired with the layer
+/// before, it would all-reduce its wide output and the next layer would
+/// start over; on its own it gathers its narrow input and the next layer
+/// all-reduces a narrow output. That is where a feature split reaches it
+/// across a layer norm written out as element-wise ops and reductions
+/// (which keep the split, their sums all-reduced), as torch.onnx.export
+/// writes nn.LayerNorm below opset 17.
+bool widensIntoPair(Operation *op, int64_t ranks) {
+  if (!isa<px::GemmOp, px::MatMulOp>(op))
+    return false;
+  auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto out = cast<RankedTensorType>(op->getResult(0).getType());
+  if (out.getNumElements() <= in.getNumElements())
+    return false;
+  llvm::DenseMap<Operation *, Split> alone{{op, Split::OutputFeatures}};
+  for (Operation *later = op->getNextNode(); later; later = later->getNextNode())
+    if (isa<px::GemmOp, px::MatMulOp>(later) && splittableWeightOf(later) &&
+        producingLayer(later, alone, ranks) == op)
+      return true;
+  return false;
+}
+
 /// Whether `op` pools its input's rows (dimension 2) away: a reduction over
 /// them, or a pool (AdaptiveAvgPool2d(1), avg_pool2d(x, H)) whose output
 /// keeps one row.
@@ -504,8 +530,9 @@ struct ShardModelPass : parallax::impl::PxShardModelBase<ShardModelPass> {
         continue;
       }
       Operation *from = producingLayer(&op, layers, ranks);
-      Split split = from && layers[from] == Split::OutputFeatures ? Split::InputFeatures
-                                                                  : Split::OutputFeatures;
+      Split split = from && layers[from] == Split::OutputFeatures && !widensIntoPair(&op, ranks)
+                        ? Split::InputFeatures
+                        : Split::OutputFeatures;
       if (type.getDimSize(dimOf(split)) % ranks != 0)
         split = split == Split::OutputFeatures ? Split::InputFeatures : Split::OutputFeatures;
       if (type.getDimSize(dimOf(split)) % ranks != 0 ||

@@ -122,3 +122,55 @@ module attributes {px.world_size = 4 : i64, px.ranks_per_machine = 4 : i64, px.m
     return %c : tensor<2x4x4x4xf32>
   }
 }
+
+// -----
+
+// A layer norm written out (element-wise ops and a mean over the features,
+// as torch.onnx.export writes nn.LayerNorm below opset 17) keeps proj's
+// split of output features, its mean all-reduced. fc1 widens the features
+// (8 to 16) and fc2 would take fc1's output split by input features, so
+// fc1 does not pair with proj (which would all-reduce fc1's 16 features
+// and leave fc2 to start over): it splits by output features, its input
+// gathered, and fc2 by input features (Megatron-LM's MLP).
+// CHECK-LABEL: func.func @widening
+// CHECK-DAG: px.variable "proj.weight" {{.*}} px.layer_split = "out"
+// CHECK-DAG: px.variable "fc1.weight" {{.*}} px.layer_split = "out"
+// CHECK-DAG: px.variable "fc2.weight" {{.*}} px.layer_split = "in"
+module attributes {px.world_size = 2 : i64, px.ranks_per_machine = 2 : i64, px.model_ranks = 2 : i64} {
+  shard.grid @world(shape = 1x2)
+  func.func @widening() -> tensor<2x4x8xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<2x4x8xf32> batched
+    %wp = px.variable "proj.weight" trainable = dense<0.1> : tensor<8x8xf32>
+    %w1 = px.variable "fc1.weight" trainable = dense<0.2> : tensor<8x16xf32>
+    %w2 = px.variable "fc2.weight" trainable = dense<0.3> : tensor<16x8xf32>
+    %p = px.matmul %x, %wp : tensor<2x4x8xf32>, tensor<8x8xf32>
+    %s = px.add %p, %x : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+    %m = px.reduce_mean %s {axes = array<i64: 2>} : tensor<2x4x8xf32>
+    %c = px.sub %s, %m : tensor<2x4x8xf32>, tensor<2x4x1xf32>
+    %h = px.matmul %c, %w1 : tensor<2x4x8xf32>, tensor<8x16xf32>
+    %r = px.relu %h : tensor<2x4x16xf32>
+    %y = px.matmul %r, %w2 : tensor<2x4x16xf32>, tensor<16x8xf32>
+    return %y : tensor<2x4x8xf32>
+  }
+}
+
+// -----
+
+// The same without fc2: nothing takes fc1's output split, so fc1 pairs
+// with proj.
+// CHECK-LABEL: func.func @widening_last
+// CHECK-DAG: px.variable "proj.weight" {{.*}} px.layer_split = "out"
+// CHECK-DAG: px.variable "fc1.weight" {{.*}} px.layer_split = "in"
+module attributes {px.world_size = 2 : i64, px.ranks_per_machine = 2 : i64, px.model_ranks = 2 : i64} {
+  shard.grid @world(shape = 1x2)
+  func.func @widening_last() -> tensor<2x4x16xf32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<2x4x8xf32> batched
+    %wp = px.variable "proj.weight" trainable = dense<0.1> : tensor<8x8xf32>
+    %w1 = px.variable "fc1.weight" trainable = dense<0.2> : tensor<8x16xf32>
+    %p = px.matmul %x, %wp : tensor<2x4x8xf32>, tensor<8x8xf32>
+    %m = px.reduce_mean %p {axes = array<i64: 2>} : tensor<2x4x8xf32>
+    %c = px.sub %p, %m : tensor<2x4x8xf32>, tensor<2x4x1xf32>
+    %h = px.matmul %c, %w1 : tensor<2x4x8xf32>, tensor<8x16xf32>
+    return %h : tensor<2x4x16xf32>
+  }
+}
