@@ -95,6 +95,8 @@ json initToJson(const InitialValue &v) {
   case InitialValue::Kind::Onnx:
     if (!v.paddedFrom.empty())
       return {{"onnx", v.onnxName}, {"padded_from", v.paddedFrom}};
+    if (!v.blockOf.empty())
+      return {{"onnx", v.onnxName}, {"block_of", v.blockOf}, {"block_origin", v.blockOrigin}};
     return {{"onnx", v.onnxName}};
   case InitialValue::Kind::Splat: return {{"splat", planDouble(v.splat)}};
   case InitialValue::Kind::Blob:
@@ -144,6 +146,10 @@ struct Reader {
       v.onnxName = get<std::string>(j, "onnx", ctx);
       if (j.contains("padded_from"))
         v.paddedFrom = get<std::vector<int64_t>>(j, "padded_from", ctx);
+      if (j.contains("block_of") || j.contains("block_origin")) {
+        v.blockOf = get<std::vector<int64_t>>(j, "block_of", ctx);
+        v.blockOrigin = get<std::vector<int64_t>>(j, "block_origin", ctx);
+      }
     } else if (j.contains("splat")) {
       v.kind = InitialValue::Kind::Splat;
       auto splat = planDoubleValue(field(j, "splat", ctx));
@@ -207,6 +213,13 @@ void validate(const Plan &p, const Reader &r) {
     if (!from.empty() && !fits)
       r.fail("variable '" + v.name + "': its initial value cannot be padded from " +
              shapeString(from) + " to " + shapeString(value));
+    const std::vector<int64_t> &of = v.init.blockOf, &at = v.init.blockOrigin;
+    bool block = of.size() == value.size() && at.size() == value.size() && from.empty();
+    for (size_t d = 0; block && d < of.size(); ++d)
+      block = at[d] >= 0 && value[d] >= 0 && at[d] + value[d] <= of[d];
+    if ((!of.empty() || !at.empty()) && !block)
+      r.fail("variable '" + v.name + "': its initial value is no block of " + shapeString(of) +
+             " at " + shapeString(at));
   }
   // Variable blocks: every member inside its block, aligned, none overlapping.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> blockRanges(p.variableBlocks.size());
@@ -242,9 +255,9 @@ void validate(const Plan &p, const Reader &r) {
       r.fail("constant " + std::to_string(i) + " is too large");
     checkBlob(c.value, n * (int64_t)sizeOf(c.dtype),
               "constant " + std::to_string(i));
-    if (!c.value.paddedFrom.empty())
+    if (!c.value.paddedFrom.empty() || !c.value.blockOf.empty())
       r.fail("constant " + std::to_string(i) +
-             ": a padded initial value is a variable's (a padded vocabulary)");
+             ": a padded or block initial value is a variable's");
   }
   if (p.arenaBytes < 0)
     r.fail("negative arena size");

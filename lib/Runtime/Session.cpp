@@ -297,6 +297,8 @@ void Session::loadInitialValues() {
     std::vector<char> data;
     std::vector<int64_t> shape;
     TensorView dest;
+    /// A block of the initializer (InitialValue::blockOf): its origin.
+    std::vector<int64_t> blockOrigin;
   };
   std::vector<Padded> padded;
   auto load = [&](const InitialValue &init, const TensorView &dest) {
@@ -320,6 +322,15 @@ void Session::loadInitialValues() {
         int64_t head = (int64_t)bytesOf(dest.dtype, init.paddedFrom);
         std::memset(static_cast<char *>(dest.data) + head, 0,
                     (size_t)(dest.bytes() - head));
+      } else if (!init.blockOf.empty()) {
+        // Read whole, the value's block copied out once read.
+        Padded p;
+        p.data.resize(std::max<size_t>(bytesOf(dest.dtype, init.blockOf), 1));
+        p.shape = init.blockOf;
+        p.dest = dest;
+        p.blockOrigin = init.blockOrigin;
+        into = TensorView{p.data.data(), dest.dtype, init.blockOf};
+        padded.push_back(std::move(p));
       } else if (!init.paddedFrom.empty()) {
         // Read at the initializer's shape, placed into zeros once read.
         fillSplat(dest, 0.0);
@@ -382,8 +393,12 @@ void Session::loadInitialValues() {
   }
   auto finish = [&](const std::string &onnxPath) {
     for (Padded &p : padded)
-      placeBlock(p.data.data(), p.shape, static_cast<char *>(p.dest.data), p.dest.shape,
-                 std::vector<int64_t>(p.dest.shape.size(), 0), sizeOf(p.dest.dtype));
+      if (!p.blockOrigin.empty())
+        copyBlock(p.data.data(), p.shape, static_cast<char *>(p.dest.data), p.dest.shape,
+                  p.blockOrigin, sizeOf(p.dest.dtype));
+      else
+        placeBlock(p.data.data(), p.shape, static_cast<char *>(p.dest.data), p.dest.shape,
+                   std::vector<int64_t>(p.dest.shape.size(), 0), sizeOf(p.dest.dtype));
     for (Whole &w : wholes) {
       const PlanVariable &v = *w.variable;
       copyBlock(w.data.data(), v.wholeShape, static_cast<char *>(w.block.data), v.shape,
@@ -653,6 +668,14 @@ std::vector<char> Session::wholeVariable(size_t i) {
     placeBlock(all.data() + q * blockBytes, v.shape, whole.data(), v.wholeShape,
                blockOriginOf(v, q), sizeOf(v.dtype));
   return whole;
+}
+
+void Session::placeInInitializer(size_t i, const TensorView &value,
+                                 std::vector<char> &initializer) const {
+  const PlanVariable &v = plan_.variables.at(i);
+  initializer.resize(std::max<size_t>(bytesOf(v.dtype, v.init.blockOf), 1));
+  placeBlock(static_cast<const char *>(value.data), value.shape, initializer.data(),
+             v.init.blockOf, v.init.blockOrigin, sizeOf(v.dtype));
 }
 
 std::pair<std::vector<char>, std::vector<int64_t>>

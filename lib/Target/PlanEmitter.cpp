@@ -187,6 +187,8 @@ Emitter::initialValue(Operation *op, Attribute value, rt::DType dtype) {
     init.kind = rt::InitialValue::Kind::Onnx;
     init.onnxName = ref.getName().str();
     init.paddedFrom.assign(ref.getStored().begin(), ref.getStored().end());
+    init.blockOf.assign(ref.getWhole().begin(), ref.getWhole().end());
+    init.blockOrigin.assign(ref.getOrigin().begin(), ref.getOrigin().end());
     return init;
   }
   auto dense = dyn_cast<DenseElementsAttr>(value);

@@ -12,6 +12,7 @@ void parallax::addTrainingPipeline(mlir::OpPassManager &pm,
   if (options.distributed) {
     pm.addPass(createPxCluster(options.cluster));
     pm.addPass(createPxPadVocabulary());
+    addAttentionLayoutPasses(pm);
     if (options.globalLossMean)
       pm.addPass(createPxGlobalLossMean());
   }
@@ -42,4 +43,9 @@ void parallax::addPlanLayoutPasses(mlir::OpPassManager &pm,
     pm.addPass(createPxShardWeightUpdate(options.shard));
     pm.addPass(createPxShardOptimizerState());
   }
+}
+
+void parallax::addAttentionLayoutPasses(mlir::OpPassManager &pm) {
+  pm.addPass(createPxSplitFusedQkv());
+  pm.addPass(createPxUnmergeHeads());
 }

@@ -72,6 +72,22 @@ func.func @initializer_padded_rank() {
 
 // -----
 
+func.func @initializer_block_outside() {
+  // expected-error @+1 {{initializer 'w': 'tensor<4x4xf32>' is no block of it at [0, 10] of [4, 12]}}
+  %0 = px.variable "w" trainable = #px.onnx_initializer<"w", block at [0, 10] of [4, 12]> : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @initializer_block_rank() {
+  // expected-error @+1 {{initializer 'w': 'tensor<4x4xf32>' is no block of it at [0] of [12]}}
+  %0 = px.variable "w" trainable = #px.onnx_initializer<"w", block at [0] of [12]> : tensor<4x4xf32>
+  return
+}
+
+// -----
+
 func.func @variable_not_tensor() {
   // expected-error @+1 {{'px.variable' op result #0 must be statically shaped tensor}}
   %0 = px.variable "w" = #px.onnx_initializer<"w"> : f32

@@ -566,6 +566,13 @@ static std::optional<Built> build(MLIRContext &context, llvm::SourceMgr &sourceM
       if (cacheImports)
         importCache[options->ranks] = {OwningOpRef<ModuleOp>(built.module->clone()), built.batch};
     }
+    if (importOnly) {
+      // The strategy search reads the operators every grid compiles.
+      PassManager layout(&context);
+      parallax::addAttentionLayoutPasses(layout);
+      if (failed(layout.run(*built.module)))
+        return std::nullopt;
+    }
     if (gridCosts || importOnly)
       return built;
   } else {

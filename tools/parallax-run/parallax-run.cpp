@@ -656,16 +656,28 @@ int main(int argc, char **argv) {
         std::vector<TensorView> values;
         // Padded variables' initializer parts (kept alive until written).
         std::list<std::vector<char>> unpadded;
+        // Initializers whose blocks are variables of their own, assembled.
+        std::map<std::string, std::pair<std::vector<char>, const PlanVariable *>> assembled;
         for (size_t i = 0; i < session.plan().variables.size(); ++i) {
           const PlanVariable &v = session.plan().variables[i];
           if (v.role == PlanVariable::Role::OptimizerState ||
               v.init.kind != InitialValue::Kind::Onnx)
             continue;
-          names.push_back(v.init.onnxName);
+          TensorView value = session.variable(i);
           if (auto w = wholes.find(i); w != wholes.end())
-            values.push_back(TensorView{w->second.data(), v.dtype, v.wholeShape});
-          else
-            values.push_back(session.variable(i));
+            value = TensorView{w->second.data(), v.dtype, v.wholeShape};
+          if (!v.init.blockOf.empty()) {
+            std::string bad = describeNonFinite(value.data, v.dtype, value.shape);
+            if (!bad.empty())
+              return failRank(args["save"].as<std::string>() + ": not written: the trained '" +
+                              v.name + "' holds " + bad);
+            auto &[bytes, first] = assembled[v.init.onnxName];
+            session.placeInInitializer(i, value, bytes);
+            first = &v;
+            continue;
+          }
+          names.push_back(v.init.onnxName);
+          values.push_back(value);
           if (!v.init.paddedFrom.empty()) {
             auto [bytes, shape] = session.savedValue(i, values.back());
             unpadded.push_back(std::move(bytes));
@@ -675,6 +687,11 @@ int main(int argc, char **argv) {
           if (!bad.empty())
             return failRank(args["save"].as<std::string>() + ": not written: the trained '" +
                             v.init.onnxName + "' holds " + bad);
+        }
+        for (auto &[name, whole] : assembled) {
+          names.push_back(name);
+          values.push_back(TensorView{whole.first.data(), whole.second->dtype,
+                                      whole.second->init.blockOf});
         }
         std::string source = options.weightsPath.empty() || options.weightsPath == kRandomWeights ? session.plan().sourcePath
                                                          : options.weightsPath;

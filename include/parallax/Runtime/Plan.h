@@ -64,6 +64,11 @@ struct InitialValue {
   /// initializer followed by zeros in every dimension, and --save writes
   /// back the initializer's part. Empty: the value's shape.
   std::vector<int64_t> paddedFrom;
+  /// Onnx: the initializer's shape where the value is a block of it (one of
+  /// a fused projection's query, key and value thirds), and the block's
+  /// origin in it; --save writes each block back into its place. Empty:
+  /// the value is the whole initializer.
+  std::vector<int64_t> blockOf, blockOrigin;
 };
 
 struct PlanVariable {

@@ -396,6 +396,49 @@ def PxPadVocabulary : Pass<"px-pad-vocabulary", "mlir::ModuleOp"> {
   let dependentDialects = ["::parallax::px::PxDialect"];
 }
 
+def PxSplitFusedQkv : Pass<"px-split-fused-qkv", "mlir::ModuleOp"> {
+  let summary = "Split a fused query-key-value projection into its three products";
+  let description = [{
+    nn.MultiheadAttention, as torch.onnx.export writes it, computes the
+    queries, keys and values in one product by a [E, 3E] weight (plus a
+    [3E] bias) and slices the result's last dimension in thirds. A block
+    split of those 3E output features would not give a rank the same heads
+    of all three. In a distributed compile, before px-autodiff (on every
+    grid, so that every grid's plan, and the strategy search, name the
+    same variables), this pass makes the weight (and the bias) three
+    variables, `<name>.q`, `<name>.k` and `<name>.v`, each the block of
+    the ONNX initializer its third is (`#px.onnx_initializer<..., block at
+    [0, kE] of [E, 3E]>`; `--save` writes them back into place), and the
+    product three products, so that px-shard-model splits each by output
+    features, Megatron-LM's way. Only a product whose result is read by
+    exactly the three thirds' slices, by a trainable weight and bias read
+    nowhere else, is split.
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect"];
+}
+
+def PxUnmergeHeads : Pass<"px-unmerge-heads", "mlir::ModuleOp"> {
+  let summary = "Keep attention's batch and heads apart, so that a split of the heads carries";
+  let description = [{
+    nn.MultiheadAttention, as torch.onnx.export writes it, reshapes each
+    [T, B, E] projection to [T, B*H, Dh]: the batch and the heads merged
+    into one dimension, the heads its inner factor, which no block split of
+    that dimension can hold. In a distributed compile, before px-autodiff,
+    this pass gives such a
+    merging reshape's result the dimensions it merged back ([T, B, H, Dh]:
+    the same bytes) and rewrites what attention does with it in that form:
+    transposes, element-wise ops (other operands reshaped alike), batched
+    products of two such values, softmax over another dimension; any
+    other use, and a reshape, reads the value back in its merged form (a
+    reshape of the same bytes). A split of a projection's output features
+    is then a split of the heads, which px-shard-model carries through the
+    attention to the output projection, as it does for attention written
+    with its heads apart. Only merges that reach a batched product are
+    rewritten.
+  }];
+  let dependentDialects = ["::parallax::px::PxDialect"];
+}
+
 def PxShardModel : Pass<"px-shard-model", "mlir::ModuleOp"> {
   let summary = "Split each layer's weight over the grid's model axis and partition the step";
   let description = [{

@@ -56,12 +56,17 @@ struct TrainingPipelineOptions {
   PlanLayoutOptions layout;
 };
 
-/// Adds canonicalize, [px-cluster, px-pad-vocabulary,
-/// [px-global-loss-mean]], px-autodiff, [px-shard-model,
+/// Adds canonicalize, [px-cluster, px-pad-vocabulary, the attention
+/// layout passes, [px-global-loss-mean]], px-autodiff, [px-shard-model,
 /// px-sparsity, px-partition, px-sync], px-optimizer, canonicalize, cse
 /// [px-recompute] [and the plan layout passes] to `pm`.
 void addTrainingPipeline(mlir::OpPassManager &pm,
                          const TrainingPipelineOptions &options);
+
+/// px-split-fused-qkv and px-unmerge-heads: the layout every distributed
+/// compile gives nn.MultiheadAttention, which the strategy search's
+/// operators must see too (they name the variables the passes make).
+void addAttentionLayoutPasses(mlir::OpPassManager &pm);
 
 } // namespace parallax
 

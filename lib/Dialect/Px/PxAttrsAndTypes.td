@@ -27,17 +27,33 @@ def Px_OnnxInitializerAttr : AttrDef<Px_Dialect, "OnnxInitializer",
     do not divide, padded as Megatron-LM pads it): the value is the
     initializer followed by zeros in every dimension, and what a run saves
     back is the initializer's part.
+
+    `block at [o0, o1, ...] of [d0, d1, ...]` makes the value the block of
+    its type at that origin of the initializer, whose shape is [d0, d1,
+    ...] (px-split-fused-qkv: the query, key and value thirds of one
+    projection); a run saves each block back into its place.
   }];
   let parameters = (ins StringRefParameter<"initializer name">:$name,
                         AttributeSelfTypeParameter<"">:$type,
                         OptionalArrayRefParameter<"int64_t",
-                            "the initializer's shape, when padded">:$stored);
+                            "the initializer's shape, when padded">:$stored,
+                        OptionalArrayRefParameter<"int64_t",
+                            "the block's origin in the initializer">:$origin,
+                        OptionalArrayRefParameter<"int64_t",
+                            "the initializer's shape, when a block">:$whole);
   let builders = [
     AttrBuilder<(ins "::llvm::StringRef":$name, "::mlir::Type":$type), [{
-      return $_get($_ctxt, name, type, ::llvm::ArrayRef<int64_t>());
+      return $_get($_ctxt, name, type, ::llvm::ArrayRef<int64_t>(),
+                   ::llvm::ArrayRef<int64_t>(), ::llvm::ArrayRef<int64_t>());
+    }]>,
+    AttrBuilder<(ins "::llvm::StringRef":$name, "::mlir::Type":$type,
+                     "::llvm::ArrayRef<int64_t>":$stored), [{
+      return $_get($_ctxt, name, type, stored, ::llvm::ArrayRef<int64_t>(),
+                   ::llvm::ArrayRef<int64_t>());
     }]>
   ];
-  let assemblyFormat = "`<` $name (`,` `padded` `from` ` ` `[` $stored^ `]`)? `>`";
+  // `<"w">`, `<"w", padded from [d...]>` or `<"w", block at [o...] of [d...]>`.
+  let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
 }
 

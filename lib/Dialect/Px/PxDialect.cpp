@@ -70,8 +70,71 @@ std::string parallax::locationName(Location loc) {
   return "";
 }
 
+Attribute OnnxInitializerAttr::parse(AsmParser &parser, Type type) {
+  std::string name;
+  SmallVector<int64_t> stored, origin, whole;
+  auto dims = [&](SmallVector<int64_t> &out) {
+    return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
+      return parser.parseInteger(out.emplace_back());
+    });
+  };
+  if (parser.parseLess() || parser.parseString(&name))
+    return {};
+  if (succeeded(parser.parseOptionalComma())) {
+    if (succeeded(parser.parseOptionalKeyword("padded"))) {
+      if (parser.parseKeyword("from") || dims(stored))
+        return {};
+    } else if (parser.parseKeyword("block") || parser.parseKeyword("at") || dims(origin) ||
+               parser.parseKeyword("of") || dims(whole)) {
+      return {};
+    }
+  }
+  if (parser.parseGreater())
+    return {};
+  if (!type) {
+    parser.emitError(parser.getCurrentLocation(), "expected the initializer's type");
+    return {};
+  }
+  return parser.getChecked<OnnxInitializerAttr>(parser.getContext(), name, type, stored, origin,
+                                               whole);
+}
+
+void OnnxInitializerAttr::print(AsmPrinter &printer) const {
+  printer << "<";
+  printer.printString(getName());
+  auto dims = [&](ArrayRef<int64_t> d) {
+    printer << "[";
+    llvm::interleaveComma(d, printer);
+    printer << "]";
+  };
+  if (!getStored().empty()) {
+    printer << ", padded from ";
+    dims(getStored());
+  }
+  if (!getOrigin().empty()) {
+    printer << ", block at ";
+    dims(getOrigin());
+    printer << " of ";
+    dims(getWhole());
+  }
+  printer << ">";
+}
+
 LogicalResult OnnxInitializerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                          StringRef name, Type type, ArrayRef<int64_t> stored) {
+                                          StringRef name, Type type, ArrayRef<int64_t> stored,
+                                          ArrayRef<int64_t> origin, ArrayRef<int64_t> whole) {
+  if (!origin.empty() || !whole.empty()) {
+    auto shaped = dyn_cast<RankedTensorType>(type);
+    bool fits = shaped && stored.empty() && origin.size() == whole.size() &&
+                shaped.getRank() == (int64_t)whole.size();
+    for (size_t d = 0; fits && d < whole.size(); ++d)
+      fits = origin[d] >= 0 && origin[d] + shaped.getDimSize(d) <= whole[d];
+    if (!fits)
+      return emitError() << "initializer '" << name << "': " << type
+                         << " is no block of it at [" << llvm::make_range(origin.begin(), origin.end())
+                         << "] of [" << llvm::make_range(whole.begin(), whole.end()) << "]";
+    return success();
+  }
   if (stored.empty())
     return success();
   auto shaped = dyn_cast<RankedTensorType>(type);

@@ -107,7 +107,24 @@ TEST(Plan, KeepsAndChecksAPaddedInitializer) {
               r.constants[0].value = r.variables[0].init;
               r.constants[0].value.paddedFrom = {1};
             }))
-                .find("constant 0: a padded initial value is a variable's"),
+                .find("constant 0: a padded or block initial value is a variable's"),
+            std::string::npos);
+}
+
+TEST(Plan, KeepsAndChecksABlockOfAnInitializer) {
+  // One third of a fused projection's [2, 9] weight: columns 3 to 5.
+  Plan p = smallPlan();
+  p.variables[0].init.blockOf = {2, 9};
+  p.variables[0].init.blockOrigin = {0, 3};
+  Plan q = parsePlan(serializePlan(p), "p.pxplan");
+  EXPECT_EQ(q.variables[0].init.blockOf, (std::vector<int64_t>{2, 9}));
+  EXPECT_EQ(q.variables[0].init.blockOrigin, (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(planToJson(q)["variables"][0]["init"]["block_origin"], nlohmann::json({0, 3}));
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &r) { r.variables[0].init.blockOrigin = {0, 7}; }))
+                .find("variable 'w': its initial value is no block of [2, 9] at [0, 7]"),
+            std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &r) { r.variables[0].init.blockOrigin = {0}; }))
+                .find("is no block of [2, 9] at [0]"),
             std::string::npos);
 }
 
