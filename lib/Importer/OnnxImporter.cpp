@@ -248,7 +248,24 @@ llvm::Error GraphImporter::importInputs() {
   return llvm::Error::success();
 }
 
+/// Whether a parameter is of equal values and read by several nodes: most
+/// likely several of the model's parameters that torch.onnx.export's eval
+/// mode (its default) merged because their initial values are equal (zero
+/// biases, unit layer-norm weights). Trained, they stay one.
+static bool mergedByExport(const onnx::TensorProto &tensor,
+                           const std::vector<std::pair<const onnx::NodeProto *, int>> &readers) {
+  std::set<const onnx::NodeProto *> nodes;
+  for (const auto &use : readers)
+    nodes.insert(use.first);
+  if (nodes.size() < 2)
+    return false;
+  std::optional<ConstTensor> t = readTensor(tensor);
+  return t && t->size() >= 2 &&
+         llvm::all_of(t->values, [&](double v) { return v == t->values.front(); });
+}
+
 llvm::Error GraphImporter::importInitializers() {
+  std::vector<std::string> merged;
   for (const std::string &name : options.freeze)
     if (!initializers.count(name))
       return fileError("--freeze names '" + name +
@@ -296,6 +313,22 @@ llvm::Error GraphImporter::importInitializers() {
         px::OnnxInitializerAttr::get(&ctx, name, type),
         state ? UnitAttr() : b.getUnitAttr());
     values[name] = var;
+    if (!state && mergedByExport(tensor, uses[name]))
+      merged.push_back(name + " (" + std::to_string(uses[name].size()) + " readers)");
+  }
+  if (!merged.empty()) {
+    std::string list;
+    for (size_t i = 0; i < merged.size() && i < 4; ++i)
+      list += (i ? ", '" : "'") + merged[i].substr(0, merged[i].find(" (")) + "'" +
+              merged[i].substr(merged[i].find(" ("));
+    if (merged.size() > 4)
+      list += " and " + std::to_string(merged.size() - 4) + " more";
+    emitWarning(module.getLoc())
+        << merged.size() << " trainable initializer(s) of equal values are each read by several "
+        << "nodes, so each trains as one parameter: " << list
+        << ". torch.onnx.export in eval mode, its default, merges initializers of equal values "
+           "(zero biases, unit norm weights); export with "
+           "training=torch.onnx.TrainingMode.TRAINING to keep them apart";
   }
   return llvm::Error::success();
 }
@@ -659,7 +692,11 @@ Value Composer::gather(Value data, Value indices, int64_t axis) {
 //===----------------------------------------------------------------------===//
 
 llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
-  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) {
+  // Errors become the import's llvm::Error; warnings go on to the caller's
+  // handler.
+  ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &diag) -> LogicalResult {
+    if (diag.getSeverity() == DiagnosticSeverity::Warning)
+      return failure();
     if (diag.getSeverity() == DiagnosticSeverity::Error) {
       lastDiagnostic = diag.str();
       for (const Diagnostic &note : diag.getNotes())
