@@ -17,6 +17,7 @@
 #include <climits>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -221,6 +222,17 @@ void validate(const Plan &p, const Reader &r) {
       r.fail("variable '" + v.name + "': its initial value is no block of " + shapeString(of) +
              " at " + shapeString(at));
   }
+  // An initializer is one variable, or blocks that are variables each:
+  // --save writes it back either way, not both.
+  std::map<std::string, std::pair<bool, bool>> wholeOrBlocks;
+  for (const PlanVariable &v : p.variables)
+    if (v.init.kind == InitialValue::Kind::Onnx) {
+      auto &[whole, blocks] = wholeOrBlocks[v.init.onnxName];
+      (v.init.blockOf.empty() ? whole : blocks) = true;
+      if (whole && blocks)
+        r.fail("initializer '" + v.init.onnxName +
+               "' is both a variable and blocks that are variables");
+    }
   // Variable blocks: every member inside its block, aligned, none overlapping.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> blockRanges(p.variableBlocks.size());
   for (int64_t bytes : p.variableBlocks)

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <numeric>
 #include <set>
@@ -297,10 +298,17 @@ void Session::loadInitialValues() {
     std::vector<char> data;
     std::vector<int64_t> shape;
     TensorView dest;
-    /// A block of the initializer (InitialValue::blockOf): its origin.
-    std::vector<int64_t> blockOrigin;
   };
   std::vector<Padded> padded;
+  // Initializers whose blocks are variables (InitialValue::blockOf): each
+  // read once, whole, and its blocks copied out once read.
+  struct BlockSource {
+    std::vector<char> data;
+    std::vector<int64_t> shape;
+    std::vector<std::pair<TensorView, std::vector<int64_t>>> blocks;
+  };
+  std::deque<BlockSource> blockSources;
+  std::map<std::string, BlockSource *> blockSourceOf;
   auto load = [&](const InitialValue &init, const TensorView &dest) {
     switch (init.kind) {
     case InitialValue::Kind::Splat:
@@ -323,14 +331,16 @@ void Session::loadInitialValues() {
         std::memset(static_cast<char *>(dest.data) + head, 0,
                     (size_t)(dest.bytes() - head));
       } else if (!init.blockOf.empty()) {
-        // Read whole, the value's block copied out once read.
-        Padded p;
-        p.data.resize(std::max<size_t>(bytesOf(dest.dtype, init.blockOf), 1));
-        p.shape = init.blockOf;
-        p.dest = dest;
-        p.blockOrigin = init.blockOrigin;
-        into = TensorView{p.data.data(), dest.dtype, init.blockOf};
-        padded.push_back(std::move(p));
+        BlockSource *&source = blockSourceOf[init.onnxName];
+        if (source) { // already read for another of its blocks
+          source->blocks.push_back({dest, init.blockOrigin});
+          break;
+        }
+        source = &blockSources.emplace_back();
+        source->data.resize(std::max<size_t>(bytesOf(dest.dtype, init.blockOf), 1));
+        source->shape = init.blockOf;
+        source->blocks.push_back({dest, init.blockOrigin});
+        into = TensorView{source->data.data(), dest.dtype, init.blockOf};
       } else if (!init.paddedFrom.empty()) {
         // Read at the initializer's shape, placed into zeros once read.
         fillSplat(dest, 0.0);
@@ -393,12 +403,12 @@ void Session::loadInitialValues() {
   }
   auto finish = [&](const std::string &onnxPath) {
     for (Padded &p : padded)
-      if (!p.blockOrigin.empty())
-        copyBlock(p.data.data(), p.shape, static_cast<char *>(p.dest.data), p.dest.shape,
-                  p.blockOrigin, sizeOf(p.dest.dtype));
-      else
-        placeBlock(p.data.data(), p.shape, static_cast<char *>(p.dest.data), p.dest.shape,
-                   std::vector<int64_t>(p.dest.shape.size(), 0), sizeOf(p.dest.dtype));
+      placeBlock(p.data.data(), p.shape, static_cast<char *>(p.dest.data), p.dest.shape,
+                 std::vector<int64_t>(p.dest.shape.size(), 0), sizeOf(p.dest.dtype));
+    for (BlockSource &source : blockSources)
+      for (auto &[dest, origin] : source.blocks)
+        copyBlock(source.data.data(), source.shape, static_cast<char *>(dest.data), dest.shape,
+                  origin, sizeOf(dest.dtype));
     for (Whole &w : wholes) {
       const PlanVariable &v = *w.variable;
       copyBlock(w.data.data(), v.wholeShape, static_cast<char *>(w.block.data), v.shape,
@@ -673,7 +683,8 @@ std::vector<char> Session::wholeVariable(size_t i) {
 void Session::placeInInitializer(size_t i, const TensorView &value,
                                  std::vector<char> &initializer) const {
   const PlanVariable &v = plan_.variables.at(i);
-  initializer.resize(std::max<size_t>(bytesOf(v.dtype, v.init.blockOf), 1));
+  if ((int64_t)initializer.size() < bytesOf(v.dtype, v.init.blockOf))
+    throw RuntimeError("variable '" + v.name + "': its initializer's buffer is too small");
   placeBlock(static_cast<const char *>(value.data), value.shape, initializer.data(),
              v.init.blockOf, v.init.blockOrigin, sizeOf(v.dtype));
 }

@@ -13,7 +13,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace parallax {
 #define GEN_PASS_DEF_PXSPLITFUSEDQKV
@@ -41,7 +42,7 @@ px::VariableOp wholeInitializer(Value v) {
 std::optional<std::array<px::SliceOp, 3>> thirds(Value y) {
   auto type = cast<RankedTensorType>(y.getType());
   int64_t rank = type.getRank(), third = type.getShape().back() / 3;
-  if (third * 3 != type.getShape().back())
+  if (third == 0 || third * 3 != type.getShape().back())
     return std::nullopt;
   std::array<px::SliceOp, 3> found{};
   for (Operation *user : y.getUsers()) {
@@ -87,22 +88,24 @@ struct Use {
 };
 
 /// The product `user` by `w`, if its result (after a bias add by a whole
-/// initializer) is read only as thirds.
+/// initializer of the same 3N values) is read only as thirds.
 std::optional<Use> useOf(Operation *user, Value w) {
   auto product = dyn_cast<px::MatMulOp>(user);
-  if (!product || product.getRhs() != w || product.getLhs() == w ||
-      !product.getResult().hasOneUse())
+  if (!product || product.getRhs() != w || product.getLhs() == w)
     return std::nullopt;
+  int64_t width = cast<RankedTensorType>(w.getType()).getShape().back();
   Use use{product, nullptr, {}};
   Value y = product.getResult();
-  if (auto add = dyn_cast<px::AddOp>(*y.getUsers().begin())) {
-    Value bias = add.getLhs() == y ? add.getRhs() : add.getLhs();
-    px::VariableOp b = wholeInitializer(bias);
-    if (!b || cast<RankedTensorType>(b.getType()).getRank() != 1 || bias == y)
-      return std::nullopt;
-    use.add = add;
-    y = add.getResult();
-  }
+  if (y.hasOneUse())
+    if (auto add = dyn_cast<px::AddOp>(*y.getUsers().begin())) {
+      Value bias = add.getLhs() == y ? add.getRhs() : add.getLhs();
+      px::VariableOp b = wholeInitializer(bias);
+      auto type = b ? cast<RankedTensorType>(b.getType()) : RankedTensorType();
+      if (!b || bias == y || type.getRank() != 1 || type.getDimSize(0) != width)
+        return std::nullopt;
+      use.add = add;
+      y = add.getResult();
+    }
   auto parts = thirds(y);
   if (!parts)
     return std::nullopt;
@@ -115,44 +118,67 @@ Value biasOf(Use use) {
   return use.add.getLhs() == y ? use.add.getRhs() : use.add.getLhs();
 }
 
-/// Splits `w` (and its products' biases) if every reader of both is one of
-/// the products this pass rewrites.
-void split(px::VariableOp w, llvm::DenseMap<Operation *, std::array<Value, 3>> &biasThirds) {
+/// The products by `w`, if every reader of it is one this pass rewrites,
+/// all with a bias or none.
+std::optional<SmallVector<Use>> usesOf(px::VariableOp w) {
   auto type = cast<RankedTensorType>(w.getType());
-  if (type.getRank() != 2 || type.getShape().back() % 3 != 0 || w.getOutput().use_empty())
-    return;
+  if (type.getRank() != 2 || type.getShape().back() < 3 || type.getShape().back() % 3 != 0 ||
+      w.getOutput().use_empty())
+    return std::nullopt;
   SmallVector<Use> uses;
   for (Operation *user : w.getOutput().getUsers()) {
     std::optional<Use> use = useOf(user, w.getOutput());
     if (!use)
-      return;
+      return std::nullopt;
     uses.push_back(*use);
   }
-  // Biases: all read by these products' adds only, all with a bias or none.
-  llvm::SetVector<Operation *> biases;
-  for (Use &u : uses)
-    if (u.add)
-      biases.insert(biasOf(u).getDefiningOp());
-  if (!biases.empty() && llvm::any_of(uses, [](const Use &u) { return !u.add; }))
-    return;
-  // A bias may be shared with other fused products (torch.onnx.export
-  // merges initializers of equal values, such as zero biases): each of its
-  // readers must be one, split in turn.
-  for (Operation *b : biases)
-    for (Operation *reader : b->getResult(0).getUsers()) {
-      auto add = dyn_cast<px::AddOp>(reader);
-      Value y = add ? (add.getLhs() == b->getResult(0) ? add.getRhs() : add.getLhs()) : Value();
-      auto product = y ? y.getDefiningOp<px::MatMulOp>() : nullptr;
-      if (!product || !wholeInitializer(product.getRhs()) ||
-          !useOf(product, product.getRhs()))
-        return;
-    }
+  if (llvm::any_of(uses, [](const Use &u) { return !u.add; }) &&
+      llvm::any_of(uses, [](const Use &u) { return (bool)u.add; }))
+    return std::nullopt;
+  return uses;
+}
 
+/// The fused weights to split, with their products: those whose biases are
+/// read only by the adds of products that are split too (torch.onnx.export
+/// merges initializers of equal values, so one zero bias may serve several
+/// layers; a bias split for some of its readers and not others would
+/// become two parameters).
+llvm::MapVector<Operation *, SmallVector<Use>> splittable(func::FuncOp func) {
+  llvm::MapVector<Operation *, SmallVector<Use>> chosen;
+  for (px::VariableOp w : func.getOps<px::VariableOp>())
+    if (wholeInitializer(w.getOutput()))
+      if (std::optional<SmallVector<Use>> uses = usesOf(w))
+        chosen[w] = std::move(*uses);
+  for (bool changed = true; changed;) {
+    changed = false;
+    llvm::DenseSet<Operation *> adds;
+    for (auto &[w, uses] : chosen)
+      for (Use &u : uses)
+        if (u.add)
+          adds.insert(u.add);
+    SmallVector<Operation *> dropped;
+    for (auto &[w, uses] : chosen)
+      for (Use &u : uses)
+        if (u.add && llvm::any_of(biasOf(u).getUsers(),
+                                  [&](Operation *reader) { return !adds.contains(reader); }))
+          dropped.push_back(w);
+    for (Operation *w : dropped)
+      changed |= chosen.erase(w);
+  }
+  return chosen;
+}
+
+/// Splits `w` and its products' biases (each bias once, in `biasThirds`).
+void split(px::VariableOp w, MutableArrayRef<Use> uses,
+           llvm::DenseMap<Operation *, std::array<Value, 3>> &biasThirds) {
   OpBuilder b(w);
   std::array<Value, 3> weights;
   for (int64_t k = 0; k < 3; ++k)
     weights[k] = thirdOf(b, w, k);
-  for (Operation *bias : biases) {
+  for (Use &u : uses) {
+    if (!u.add)
+      continue;
+    Operation *bias = biasOf(u).getDefiningOp();
     if (biasThirds.count(bias))
       continue;
     b.setInsertionPoint(bias);
@@ -187,10 +213,10 @@ struct SplitFusedQkvPass : parallax::impl::PxSplitFusedQkvBase<SplitFusedQkvPass
     func::FuncOp func = getEntryFunction(module);
     if (!func || func.getBody().empty())
       return;
-    SmallVector<px::VariableOp> variables(func.getOps<px::VariableOp>());
+    llvm::MapVector<Operation *, SmallVector<Use>> chosen = splittable(func);
     llvm::DenseMap<Operation *, std::array<Value, 3>> biasThirds;
-    for (px::VariableOp v : variables)
-      split(v, biasThirds);
+    for (auto &[w, uses] : chosen)
+      split(cast<px::VariableOp>(w), uses, biasThirds);
     for (auto &[bias, parts] : biasThirds)
       if (bias->use_empty())
         bias->erase();

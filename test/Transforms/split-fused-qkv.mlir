@@ -59,7 +59,7 @@ module attributes {px.model_ranks = 2 : i64} {
 
 // -----
 
-// Left as it is: a product read whole besides its thirds.
+// Left as it is: a product also read whole (returned) besides its thirds.
 // CHECK-LABEL: func.func @read_whole
 // CHECK: px.variable "w" trainable
 // CHECK-COUNT-3: px.slice
@@ -72,5 +72,50 @@ module attributes {px.model_ranks = 2 : i64} {
     %k = px.slice %p starts = [0, 4] steps = [1, 1] : tensor<3x12xf32> -> tensor<3x4xf32>
     %v = px.slice %p starts = [0, 8] steps = [1, 1] : tensor<3x12xf32> -> tensor<3x4xf32>
     return %q, %k, %v, %p : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x12xf32>
+  }
+}
+
+// -----
+
+// Without a bias (nn.MultiheadAttention(bias=False)).
+// CHECK-LABEL: func.func @no_bias
+// CHECK-DAG: px.variable "w.q" trainable = #px.onnx_initializer<"w", block at [0, 0] of [4, 12]>
+// CHECK-DAG: px.variable "w.v" trainable = #px.onnx_initializer<"w", block at [0, 8] of [4, 12]>
+// CHECK-COUNT-3: px.matmul
+// CHECK-NOT: px.slice
+module {
+  func.func @no_bias() -> (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>) attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<3x4xf32>
+    %w = px.variable "w" trainable = #px.onnx_initializer<"w"> : tensor<4x12xf32>
+    %p = px.matmul %x, %w : tensor<3x4xf32>, tensor<4x12xf32>
+    %q = px.slice %p starts = [0, 0] steps = [1, 1] : tensor<3x12xf32> -> tensor<3x4xf32>
+    %k = px.slice %p starts = [0, 4] steps = [1, 1] : tensor<3x12xf32> -> tensor<3x4xf32>
+    %v = px.slice %p starts = [0, 8] steps = [1, 1] : tensor<3x12xf32> -> tensor<3x4xf32>
+    return %q, %k, %v : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>
+  }
+}
+
+// -----
+
+// A bias shared with a product that is not split (w2 is also read whole):
+// splitting w1 would make the bias two parameters, so neither is split.
+// CHECK-LABEL: func.func @bias_shared_with_whole
+// CHECK-DAG: px.variable "w1" trainable
+// CHECK-DAG: px.variable "b" trainable
+// CHECK-NOT: block at
+module {
+  func.func @bias_shared_with_whole() -> (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x12xf32>, tensor<4x12xf32>) attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<3x4xf32>
+    %w1 = px.variable "w1" trainable = #px.onnx_initializer<"w1"> : tensor<4x12xf32>
+    %w2 = px.variable "w2" trainable = #px.onnx_initializer<"w2"> : tensor<4x12xf32>
+    %b = px.variable "b" trainable = #px.onnx_initializer<"b"> : tensor<12xf32>
+    %p1 = px.matmul %x, %w1 : tensor<3x4xf32>, tensor<4x12xf32>
+    %y1 = px.add %p1, %b : tensor<3x12xf32>, tensor<12xf32>
+    %q = px.slice %y1 starts = [0, 0] steps = [1, 1] : tensor<3x12xf32> -> tensor<3x4xf32>
+    %k = px.slice %y1 starts = [0, 4] steps = [1, 1] : tensor<3x12xf32> -> tensor<3x4xf32>
+    %v = px.slice %y1 starts = [0, 8] steps = [1, 1] : tensor<3x12xf32> -> tensor<3x4xf32>
+    %p2 = px.matmul %x, %w2 : tensor<3x4xf32>, tensor<4x12xf32>
+    %y2 = px.add %p2, %b : tensor<3x12xf32>, tensor<12xf32>
+    return %q, %k, %v, %y2, %w2 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x12xf32>, tensor<4x12xf32>
   }
 }

@@ -656,8 +656,28 @@ int main(int argc, char **argv) {
         std::vector<TensorView> values;
         // Padded variables' initializer parts (kept alive until written).
         std::list<std::vector<char>> unpadded;
-        // Initializers whose blocks are variables of their own, assembled.
+        std::string source = options.weightsPath.empty() || options.weightsPath == kRandomWeights
+                                 ? session.plan().sourcePath
+                                 : options.weightsPath;
+        // Initializers whose blocks are variables of their own, assembled
+        // over their source values (a block the plan dropped keeps its own).
         std::map<std::string, std::pair<std::vector<char>, const PlanVariable *>> assembled;
+        {
+          std::vector<std::string> blockNames;
+          std::vector<TensorView> blockDests;
+          for (const PlanVariable &v : session.plan().variables) {
+            if (v.init.kind != InitialValue::Kind::Onnx || v.init.blockOf.empty() ||
+                assembled.count(v.init.onnxName))
+              continue;
+            auto &[bytes, first] = assembled[v.init.onnxName];
+            bytes.resize(std::max<int64_t>(TensorView{nullptr, v.dtype, v.init.blockOf}.bytes(), 1));
+            first = &v;
+            blockNames.push_back(v.init.onnxName);
+            blockDests.push_back(TensorView{bytes.data(), v.dtype, v.init.blockOf});
+          }
+          if (!blockNames.empty())
+            readOnnxInitializers(source, blockNames, blockDests);
+        }
         for (size_t i = 0; i < session.plan().variables.size(); ++i) {
           const PlanVariable &v = session.plan().variables[i];
           if (v.role == PlanVariable::Role::OptimizerState ||
@@ -671,9 +691,7 @@ int main(int argc, char **argv) {
             if (!bad.empty())
               return failRank(args["save"].as<std::string>() + ": not written: the trained '" +
                               v.name + "' holds " + bad);
-            auto &[bytes, first] = assembled[v.init.onnxName];
-            session.placeInInitializer(i, value, bytes);
-            first = &v;
+            session.placeInInitializer(i, value, assembled[v.init.onnxName].first);
             continue;
           }
           names.push_back(v.init.onnxName);
@@ -693,8 +711,6 @@ int main(int argc, char **argv) {
           values.push_back(TensorView{whole.first.data(), whole.second->dtype,
                                       whole.second->init.blockOf});
         }
-        std::string source = options.weightsPath.empty() || options.weightsPath == kRandomWeights ? session.plan().sourcePath
-                                                         : options.weightsPath;
         saveOnnxWithInitializers(source, args["save"].as<std::string>(), names, values);
       }
     }

@@ -127,8 +127,8 @@ public:
   std::pair<std::vector<char>, std::vector<int64_t>> savedValue(size_t i,
                                                                 const TensorView &value) const;
   /// Where variable `i` is a block of its initializer (InitialValue::blockOf):
-  /// its whole value `value` put in its place in `initializer` (sized to the
-  /// initializer on first use), for --save to write once every block is in.
+  /// its whole value `value` put in its place in `initializer` (the
+  /// initializer's bytes), for --save to write once every block is in.
   void placeInInitializer(size_t i, const TensorView &value,
                           std::vector<char> &initializer) const;
 

@@ -126,6 +126,15 @@ TEST(Plan, KeepsAndChecksABlockOfAnInitializer) {
   EXPECT_NE(errorOf(withProgram(p, [](Plan &r) { r.variables[0].init.blockOrigin = {0}; }))
                 .find("is no block of [2, 9] at [0]"),
             std::string::npos);
+  EXPECT_NE(errorOf(withProgram(p, [](Plan &r) {
+              PlanVariable whole = r.variables[0];
+              whole.name = "w.whole";
+              whole.init.blockOf.clear();
+              whole.init.blockOrigin.clear();
+              r.variables.push_back(whole);
+            }))
+                .find("initializer 'w' is both a variable and blocks that are variables"),
+            std::string::npos);
 }
 
 /// smallPlan with a second variable, both in one variable block.
