@@ -1,9 +1,10 @@
 //===- SplitFusedQkv.cpp - a fused q/k/v projection as three products -----===//
 //
-// y = x W + b, W [E, 3E], read only as y[..., 0:E], y[..., E:2E] and
-// y[..., 2E:3E] becomes y_k = x W_k + b_k with W_k, b_k variables of their
-// own, each the block of the ONNX initializer its third is: the same
-// products and sums, column by column, so the step computes what it did.
+// y = x W + b, W [E, nE], read only as its n equal parts y[..., kE:(k+1)E]
+// (n = 3: queries, keys and values; n = 2: a cross-attention's keys and
+// values), becomes y_k = x W_k + b_k with W_k, b_k variables of their own,
+// each the block of the ONNX initializer its part is: the same products
+// and sums, column by column, so the step computes what it did.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,46 +38,53 @@ px::VariableOp wholeInitializer(Value v) {
   return var;
 }
 
-/// The slices of `y`'s last dimension in thirds, in order, if they are its
-/// only users.
-std::optional<std::array<px::SliceOp, 3>> thirds(Value y) {
+/// The slices of `y`'s last dimension in 2 or 3 equal parts (keys and
+/// values, or queries, keys and values), in order, if they are its only
+/// users.
+std::optional<SmallVector<px::SliceOp>> equalParts(Value y) {
   auto type = cast<RankedTensorType>(y.getType());
-  int64_t rank = type.getRank(), third = type.getShape().back() / 3;
-  if (third == 0 || third * 3 != type.getShape().back())
-    return std::nullopt;
-  std::array<px::SliceOp, 3> found{};
+  int64_t rank = type.getRank(), width = type.getShape().back();
+  SmallVector<px::SliceOp> found;
   for (Operation *user : y.getUsers()) {
     auto s = dyn_cast<px::SliceOp>(user);
     if (!s)
       return std::nullopt;
+    found.push_back(s);
+  }
+  int64_t n = found.size();
+  if ((n != 2 && n != 3) || width % n != 0 || width / n == 0)
+    return std::nullopt;
+  int64_t part = width / n;
+  SmallVector<px::SliceOp> ordered(n);
+  for (px::SliceOp s : found) {
     ArrayRef<int64_t> starts = s.getStarts(), steps = s.getSteps();
     auto out = s.getType().getShape();
     bool lastOnly = llvm::all_of(steps, [](int64_t x) { return x == 1; }) &&
-                    out.back() == third && starts.back() % third == 0;
+                    out.back() == part && starts.back() % part == 0;
     for (int64_t d = 0; lastOnly && d + 1 < rank; ++d)
       lastOnly = starts[d] == 0 && out[d] == type.getDimSize(d);
-    if (!lastOnly || found[starts.back() / third])
+    if (!lastOnly || ordered[starts.back() / part])
       return std::nullopt;
-    found[starts.back() / third] = s;
+    ordered[starts.back() / part] = s;
   }
-  if (!found[0] || !found[1] || !found[2])
-    return std::nullopt;
-  return found;
+  return ordered;
 }
 
-/// `var`'s third k along its last dimension, as a variable of its own.
-Value thirdOf(OpBuilder &b, px::VariableOp var, int64_t k) {
+/// `var`'s part k of n along its last dimension, as a variable of its own
+/// (`.q`, `.k`, `.v` of three; `.0`, `.1` of two).
+Value partOf(OpBuilder &b, px::VariableOp var, int64_t k, int64_t n) {
   auto type = cast<RankedTensorType>(var.getType());
   SmallVector<int64_t> shape(type.getShape()), origin(type.getRank(), 0);
-  shape.back() /= 3;
+  shape.back() /= n;
   origin.back() = k * shape.back();
   auto block = RankedTensorType::get(shape, type.getElementType());
   auto ref = cast<px::OnnxInitializerAttr>(var.getInit());
   auto init = px::OnnxInitializerAttr::get(b.getContext(), ref.getName(), block, {}, origin,
                                            type.getShape());
-  static const char *suffix[] = {".q", ".k", ".v"};
+  static const char *qkv[] = {".q", ".k", ".v"};
+  std::string suffix = n == 3 ? qkv[k] : "." + std::to_string(k);
   return px::VariableOp::create(b, var.getLoc(), block,
-                                b.getStringAttr(var.getName() + suffix[k]), init,
+                                b.getStringAttr(var.getName() + suffix), init,
                                 b.getUnitAttr());
 }
 
@@ -84,11 +92,11 @@ Value thirdOf(OpBuilder &b, px::VariableOp var, int64_t k) {
 struct Use {
   px::MatMulOp product;
   px::AddOp add;
-  std::array<px::SliceOp, 3> parts;
+  SmallVector<px::SliceOp> parts;
 };
 
 /// The product `user` by `w`, if its result (after a bias add by a whole
-/// initializer of the same 3N values) is read only as thirds.
+/// initializer of as many values) is read only in equal parts.
 std::optional<Use> useOf(Operation *user, Value w) {
   auto product = dyn_cast<px::MatMulOp>(user);
   if (!product || product.getRhs() != w || product.getLhs() == w)
@@ -106,7 +114,7 @@ std::optional<Use> useOf(Operation *user, Value w) {
       use.add = add;
       y = add.getResult();
     }
-  auto parts = thirds(y);
+  auto parts = equalParts(y);
   if (!parts)
     return std::nullopt;
   use.parts = *parts;
@@ -122,8 +130,7 @@ Value biasOf(Use use) {
 /// all with a bias or none.
 std::optional<SmallVector<Use>> usesOf(px::VariableOp w) {
   auto type = cast<RankedTensorType>(w.getType());
-  if (type.getRank() != 2 || type.getShape().back() < 3 || type.getShape().back() % 3 != 0 ||
-      w.getOutput().use_empty())
+  if (type.getRank() != 2 || w.getOutput().use_empty())
     return std::nullopt;
   SmallVector<Use> uses;
   for (Operation *user : w.getOutput().getUsers()) {
@@ -134,6 +141,8 @@ std::optional<SmallVector<Use>> usesOf(px::VariableOp w) {
   }
   if (llvm::any_of(uses, [](const Use &u) { return !u.add; }) &&
       llvm::any_of(uses, [](const Use &u) { return (bool)u.add; }))
+    return std::nullopt;
+  if (llvm::any_of(uses, [&](const Use &u) { return u.parts.size() != uses[0].parts.size(); }))
     return std::nullopt;
   return uses;
 }
@@ -156,11 +165,18 @@ llvm::MapVector<Operation *, SmallVector<Use>> splittable(func::FuncOp func) {
       for (Use &u : uses)
         if (u.add)
           adds.insert(u.add);
+    // Each bias in as many parts by every weight that reads it.
+    llvm::DenseMap<Operation *, size_t> partsOfBias;
+    for (auto &[w, uses] : chosen)
+      for (Use &u : uses)
+        if (u.add)
+          partsOfBias.try_emplace(biasOf(u).getDefiningOp(), u.parts.size());
     SmallVector<Operation *> dropped;
     for (auto &[w, uses] : chosen)
       for (Use &u : uses)
-        if (u.add && llvm::any_of(biasOf(u).getUsers(),
-                                  [&](Operation *reader) { return !adds.contains(reader); }))
+        if (u.add && (llvm::any_of(biasOf(u).getUsers(),
+                                   [&](Operation *reader) { return !adds.contains(reader); }) ||
+                      partsOfBias[biasOf(u).getDefiningOp()] != u.parts.size()))
           dropped.push_back(w);
     for (Operation *w : dropped)
       changed |= chosen.erase(w);
@@ -168,31 +184,32 @@ llvm::MapVector<Operation *, SmallVector<Use>> splittable(func::FuncOp func) {
   return chosen;
 }
 
-/// Splits `w` and its products' biases (each bias once, in `biasThirds`).
+/// Splits `w` and its products' biases (each bias once, in `biasParts`).
 void split(px::VariableOp w, MutableArrayRef<Use> uses,
-           llvm::DenseMap<Operation *, std::array<Value, 3>> &biasThirds) {
+           llvm::DenseMap<Operation *, SmallVector<Value>> &biasParts) {
   OpBuilder b(w);
-  std::array<Value, 3> weights;
-  for (int64_t k = 0; k < 3; ++k)
-    weights[k] = thirdOf(b, w, k);
+  int64_t n = uses.front().parts.size();
+  SmallVector<Value> weights;
+  for (int64_t k = 0; k < n; ++k)
+    weights.push_back(partOf(b, w, k, n));
   for (Use &u : uses) {
     if (!u.add)
       continue;
     Operation *bias = biasOf(u).getDefiningOp();
-    if (biasThirds.count(bias))
+    if (biasParts.count(bias))
       continue;
     b.setInsertionPoint(bias);
-    for (int64_t k = 0; k < 3; ++k)
-      biasThirds[bias][k] = thirdOf(b, cast<px::VariableOp>(bias), k);
+    for (int64_t k = 0; k < n; ++k)
+      biasParts[bias].push_back(partOf(b, cast<px::VariableOp>(bias), k, n));
   }
   for (Use &u : uses) {
-    for (int64_t k = 0; k < 3; ++k) {
+    for (int64_t k = 0; k < n; ++k) {
       px::SliceOp slice = u.parts[k];
       b.setInsertionPoint(slice);
       Value part =
           px::MatMulOp::create(b, u.product.getLoc(), u.product.getLhs(), weights[k]);
       if (u.add) {
-        Value third = biasThirds[biasOf(u).getDefiningOp()][k];
+        Value third = biasParts[biasOf(u).getDefiningOp()][k];
         part = u.add.getLhs() == u.product.getResult()
                    ? px::AddOp::create(b, u.add.getLoc(), part, third).getResult()
                    : px::AddOp::create(b, u.add.getLoc(), third, part).getResult();
@@ -214,10 +231,10 @@ struct SplitFusedQkvPass : parallax::impl::PxSplitFusedQkvBase<SplitFusedQkvPass
     if (!func || func.getBody().empty())
       return;
     llvm::MapVector<Operation *, SmallVector<Use>> chosen = splittable(func);
-    llvm::DenseMap<Operation *, std::array<Value, 3>> biasThirds;
+    llvm::DenseMap<Operation *, SmallVector<Value>> biasParts;
     for (auto &[w, uses] : chosen)
-      split(cast<px::VariableOp>(w), uses, biasThirds);
-    for (auto &[bias, parts] : biasThirds)
+      split(cast<px::VariableOp>(w), uses, biasParts);
+    for (auto &[bias, parts] : biasParts)
       if (bias->use_empty())
         bias->erase();
   }

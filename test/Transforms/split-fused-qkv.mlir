@@ -1,5 +1,6 @@
-// px-split-fused-qkv: a product by a [E, 3E] weight read as its thirds
-// becomes three products by variables that are blocks of the initializer.
+// px-split-fused-qkv: a product by a [E, 3E] (or [E, 2E]) weight read as
+// its thirds (halves) becomes three (two) products by variables that are
+// blocks of the initializer.
 // RUN: parallax-opt %s --split-input-file --px-split-fused-qkv | FileCheck %s
 
 // CHECK-LABEL: func.func @fused
@@ -117,5 +118,24 @@ module {
     %p2 = px.matmul %x, %w2 : tensor<3x4xf32>, tensor<4x12xf32>
     %y2 = px.add %p2, %b : tensor<3x12xf32>, tensor<12xf32>
     return %q, %k, %v, %y2, %w2 : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x12xf32>, tensor<4x12xf32>
+  }
+}
+
+// -----
+
+// A cross-attention's keys and values: one product read in two halves.
+// CHECK-LABEL: func.func @halves
+// CHECK-DAG: px.variable "kv.0" trainable = #px.onnx_initializer<"kv", block at [0, 0] of [4, 8]> : tensor<4x4xf32>
+// CHECK-DAG: px.variable "kv.1" trainable = #px.onnx_initializer<"kv", block at [0, 4] of [4, 8]> : tensor<4x4xf32>
+// CHECK-COUNT-2: px.matmul
+// CHECK-NOT: px.slice
+module {
+  func.func @halves() -> (tensor<3x4xf32>, tensor<3x4xf32>) attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<3x4xf32>
+    %w = px.variable "kv" trainable = #px.onnx_initializer<"kv"> : tensor<4x8xf32>
+    %p = px.matmul %x, %w : tensor<3x4xf32>, tensor<4x8xf32>
+    %k = px.slice %p starts = [0, 0] steps = [1, 1] : tensor<3x8xf32> -> tensor<3x4xf32>
+    %v = px.slice %p starts = [0, 4] steps = [1, 1] : tensor<3x8xf32> -> tensor<3x4xf32>
+    return %k, %v : tensor<3x4xf32>, tensor<3x4xf32>
   }
 }

@@ -409,7 +409,8 @@ def PxSplitFusedQkv : Pass<"px-split-fused-qkv", "mlir::ModuleOp"> {
     variables, `<name>.q`, `<name>.k` and `<name>.v`, each the block of
     the ONNX initializer its third is (`#px.onnx_initializer<..., block at
     [0, kE] of [E, 3E]>`; `--save` writes them back into place), and the
-    product three products, so that px-shard-model splits each by output
+    product three products (a cross-attention's keys-and-values product,
+    read in halves, two: `<name>.0`, `<name>.1`), so that px-shard-model splits each by output
     features, Megatron-LM's way. Only a product whose result is read by
     exactly the three thirds' slices, by a trainable weight and bias read
     nowhere else, is split.

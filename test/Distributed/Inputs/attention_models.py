@@ -10,6 +10,11 @@ its nn.MultiheadAttention, LayerNorms and GELU MLPs), then cross entropy.
 OUTDIR/tenc.onnx: an nn.Embedding, an nn.TransformerEncoder of 2
 nn.TransformerEncoderLayer(batch_first=True) with a key padding mask (id 0
 is padding), the first position's state, an nn.Linear, cross entropy.
+OUTDIR/tdec.onnx: an nn.Embedding, an nn.TransformerDecoder of 2
+nn.TransformerDecoderLayer(batch_first=True, norm_first=True) with a
+causal mask over the tokens and cross-attention to a [B, 6, 32] memory
+input (whose keys and values one product computes), an nn.Linear over the
+vocabulary, cross entropy per token.
 """
 
 import torch
@@ -47,13 +52,32 @@ class Encoder(nn.Module):
         return self.loss(self.head(h[:, 0]), y)
 
 
-MODELS = {"vit": Vit, "tenc": Encoder}
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCABULARY, 32)
+        layer = nn.TransformerDecoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                           batch_first=True, norm_first=True)
+        self.decoder = nn.TransformerDecoder(layer, num_layers=2)
+        self.out = nn.Linear(32, VOCABULARY)
+        self.loss = nn.CrossEntropyLoss()
+
+    def forward(self, ids, memory, y):
+        causal = nn.Transformer.generate_square_subsequent_mask(ids.shape[1])
+        h = self.decoder(self.embed(ids), memory, tgt_mask=causal)
+        return self.loss(self.out(h).reshape(-1, VOCABULARY), y.reshape(-1))
+
+
+MODELS = {"vit": Vit, "tenc": Encoder, "tdec": Decoder}
 
 
 def example_args(name):
     labels = torch.randint(0, CLASSES, (BATCH,))
     if name == "vit":
         return torch.randn(BATCH, 3, 32, 32), labels
+    if name == "tdec":
+        return (torch.randint(0, VOCABULARY, (BATCH, SEQUENCE)), torch.randn(BATCH, 6, 32),
+                torch.randint(0, VOCABULARY, (BATCH, SEQUENCE)))
     return torch.randint(0, VOCABULARY, (BATCH, SEQUENCE)), labels
 
 
