@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Blocks.h"
 #include "parallax/Runtime/AtomicFile.h"
 #include "parallax/Runtime/Session.h"
 
@@ -158,19 +159,36 @@ void readOnnxInitializers(const std::string &path,
 void saveOnnxWithInitializers(const std::string &sourcePath,
                               const std::string &destPath,
                               const std::vector<std::string> &names,
-                              const std::vector<TensorView> &values) {
+                              const std::vector<TensorView> &values,
+                              const std::vector<std::vector<int64_t>> &origins) {
   onnx::ModelProto model = loadModel(sourcePath);
-  std::map<std::string, size_t> index;
+  std::map<std::string, std::vector<size_t>> index;
   for (size_t i = 0; i < names.size(); ++i)
-    index[names[i]] = i;
+    index[names[i]].push_back(i);
+  auto blockOrigin = [&](size_t i) {
+    return i < origins.size() ? origins[i] : std::vector<int64_t>();
+  };
   size_t replaced = 0;
   for (auto &t : *model.mutable_graph()->mutable_initializer()) {
     auto it = index.find(t.name());
     std::string bytes;
-    if (it != index.end()) {
-      const TensorView &v = values[it->second];
+    if (it != index.end() && it->second.size() == 1 && blockOrigin(it->second.front()).empty()) {
+      const TensorView &v = values[it->second.front()];
       bytes.assign(static_cast<const char *>(v.data), v.bytes());
-      ++replaced;
+      replaced += it->second.size();
+    } else if (it != index.end()) {
+      // Blocks: each in its place over the source's values.
+      std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+      const TensorView &first = values[it->second.front()];
+      bytes = tensorBytes(sourcePath, t, TensorView{nullptr, first.dtype, dims}.bytes());
+      for (size_t i : it->second) {
+        std::vector<int64_t> origin = blockOrigin(i);
+        if (origin.size() != dims.size())
+          fail(sourcePath, "initializer '" + t.name() + "' is to be saved twice, or whole and as blocks");
+        placeBlock(static_cast<const char *>(values[i].data), values[i].shape, bytes.data(), dims,
+                   origin, sizeOf(values[i].dtype));
+      }
+      replaced += it->second.size();
     } else if (t.data_location() == onnx::TensorProto::EXTERNAL) {
       // Embed untouched external initializers too: the saved file must not
       // depend on data files beside the source model.

@@ -1,6 +1,7 @@
 //===- Session.cpp - storage, initial values, kernel binding, steps -------===//
 
 #include "parallax/Runtime/Session.h"
+#include "Blocks.h"
 #include "HostStaged.h"
 #include "parallax/Runtime/Finite.h"
 #include "parallax/Runtime/Grid.h"
@@ -29,51 +30,6 @@ namespace parallax::rt {
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-/// Visits the rows of the block of `blockShape` at element offsets
-/// `origin` of a row-major tensor of `wholeShape`: row(block byte offset,
-/// whole byte offset, bytes).
-template <typename Row>
-void forEachBlockRow(const std::vector<int64_t> &wholeShape,
-                     const std::vector<int64_t> &blockShape,
-                     const std::vector<int64_t> &origin, size_t elementBytes, Row row) {
-  size_t r = blockShape.size();
-  if (r == 0)
-    return row(0, 0, (int64_t)elementBytes);
-  int64_t rowBytes = blockShape[r - 1] * (int64_t)elementBytes;
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < r; ++d)
-    rows *= blockShape[d];
-  std::vector<int64_t> index(r, 0);
-  for (int64_t i = 0; i < rows; ++i) {
-    int64_t offset = 0;
-    for (size_t d = 0; d < r; ++d)
-      offset = offset * wholeShape[d] + origin[d] + index[d];
-    row(i * rowBytes, offset * (int64_t)elementBytes, rowBytes);
-    for (size_t d = r - 1; d-- > 0;) {
-      if (++index[d] < blockShape[d])
-        break;
-      index[d] = 0;
-    }
-  }
-}
-
-/// The block at `origin` of `whole`, into `block`.
-void copyBlock(const char *whole, const std::vector<int64_t> &wholeShape, char *block,
-               const std::vector<int64_t> &blockShape, const std::vector<int64_t> &origin,
-               size_t elementBytes) {
-  forEachBlockRow(wholeShape, blockShape, origin, elementBytes,
-                  [&](int64_t b, int64_t w, int64_t n) { std::memcpy(block + b, whole + w, n); });
-}
-
-/// `block` into its place at `origin` of `whole`.
-void placeBlock(const char *block, const std::vector<int64_t> &blockShape, char *whole,
-                const std::vector<int64_t> &wholeShape, const std::vector<int64_t> &origin,
-                size_t elementBytes) {
-  forEachBlockRow(wholeShape, blockShape, origin, elementBytes,
-                  [&](int64_t b, int64_t w, int64_t n) { std::memcpy(whole + w, block + b, n); });
-}
-
 
 void fillSplat(const TensorView &t, double value) {
   int64_t n = t.numElements();
@@ -678,15 +634,6 @@ std::vector<char> Session::wholeVariable(size_t i) {
     placeBlock(all.data() + q * blockBytes, v.shape, whole.data(), v.wholeShape,
                blockOriginOf(v, q), sizeOf(v.dtype));
   return whole;
-}
-
-void Session::placeInInitializer(size_t i, const TensorView &value,
-                                 std::vector<char> &initializer) const {
-  const PlanVariable &v = plan_.variables.at(i);
-  if ((int64_t)initializer.size() < bytesOf(v.dtype, v.init.blockOf))
-    throw RuntimeError("variable '" + v.name + "': its initializer's buffer is too small");
-  placeBlock(static_cast<const char *>(value.data), value.shape, initializer.data(),
-             v.init.blockOf, v.init.blockOrigin, sizeOf(v.dtype));
 }
 
 std::pair<std::vector<char>, std::vector<int64_t>>

@@ -5,6 +5,7 @@
 #include "PxBuilder.h"
 
 #include "parallax/Dialect/Px/PxDialect.h"
+#include "parallax/Runtime/Grid.h"
 #include "parallax/Transforms/Cluster.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -35,15 +36,13 @@ FailureOr<int64_t> checkedGroupSize(Operation *op, Group g) {
   auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, g.grid);
   if (!grid)
     return op->emitOpError("px-autodiff: no shard.grid @") << g.grid.getValue();
-  ArrayRef<int64_t> shape = grid.getShape();
-  SmallVector<int64_t> axes(g.axes.asArrayRef().begin(), g.axes.asArrayRef().end());
-  if (axes.empty()) // the px convention: the whole grid
-    for (int64_t a = 0; a < (int64_t)shape.size(); ++a)
-      axes.push_back(a);
+  std::vector<int64_t> shape(grid.getShape().begin(), grid.getShape().end());
+  std::vector<int64_t> axes = rt::groupAxes(
+      shape, std::vector<int64_t>(g.axes.asArrayRef().begin(), g.axes.asArrayRef().end()));
   auto module = op->getParentOfType<ModuleOp>();
-  auto model = module ? px::getAttr<px::PxDialect::ModelRanksAttrHelper>(module) : nullptr;
-  if (model && model.getInt() > 1 && g.grid.getValue() == kWorldGrid &&
-      llvm::is_contained(axes, (int64_t)shape.size() - 1))
+  SmallVector<int16_t> batch = ClusterModel::fromModule(module).batchAxes(shape.size());
+  if (g.grid.getValue() == kWorldGrid &&
+      llvm::any_of(axes, [&](int64_t a) { return !llvm::is_contained(batch, a); }))
     return op->emitOpError(
         "px-autodiff: a collective over the model axis cannot be differentiated "
         "(its ranks share one loss): write it over the batch axes, or leave the "

@@ -88,10 +88,12 @@ Value partOf(OpBuilder &b, px::VariableOp var, int64_t k, int64_t n) {
                                 b.getUnitAttr());
 }
 
-/// One product by the fused weight: its bias add, if any, and the slices.
+/// One product by the fused weight: its bias add and bias, if any, and the
+/// slices.
 struct Use {
   px::MatMulOp product;
   px::AddOp add;
+  Value bias;
   SmallVector<px::SliceOp> parts;
 };
 
@@ -102,7 +104,7 @@ std::optional<Use> useOf(Operation *user, Value w) {
   if (!product || product.getRhs() != w || product.getLhs() == w)
     return std::nullopt;
   int64_t width = cast<RankedTensorType>(w.getType()).getShape().back();
-  Use use{product, nullptr, {}};
+  Use use{product, nullptr, nullptr, {}};
   Value y = product.getResult();
   if (y.hasOneUse())
     if (auto add = dyn_cast<px::AddOp>(*y.getUsers().begin())) {
@@ -112,6 +114,7 @@ std::optional<Use> useOf(Operation *user, Value w) {
       if (!b || bias == y || type.getRank() != 1 || type.getDimSize(0) != width)
         return std::nullopt;
       use.add = add;
+      use.bias = bias;
       y = add.getResult();
     }
   auto parts = equalParts(y);
@@ -119,11 +122,6 @@ std::optional<Use> useOf(Operation *user, Value w) {
     return std::nullopt;
   use.parts = *parts;
   return use;
-}
-
-Value biasOf(Use use) {
-  Value y = use.product.getResult();
-  return use.add.getLhs() == y ? use.add.getRhs() : use.add.getLhs();
 }
 
 /// The products by `w`, if every reader of it is one this pass rewrites,
@@ -170,13 +168,13 @@ llvm::MapVector<Operation *, SmallVector<Use>> splittable(func::FuncOp func) {
     for (auto &[w, uses] : chosen)
       for (Use &u : uses)
         if (u.add)
-          partsOfBias.try_emplace(biasOf(u).getDefiningOp(), u.parts.size());
+          partsOfBias.try_emplace(u.bias.getDefiningOp(), u.parts.size());
     SmallVector<Operation *> dropped;
     for (auto &[w, uses] : chosen)
       for (Use &u : uses)
-        if (u.add && (llvm::any_of(biasOf(u).getUsers(),
+        if (u.add && (llvm::any_of(u.bias.getUsers(),
                                    [&](Operation *reader) { return !adds.contains(reader); }) ||
-                      partsOfBias[biasOf(u).getDefiningOp()] != u.parts.size()))
+                      partsOfBias[u.bias.getDefiningOp()] != u.parts.size()))
           dropped.push_back(w);
     for (Operation *w : dropped)
       changed |= chosen.erase(w);
@@ -195,7 +193,7 @@ void split(px::VariableOp w, MutableArrayRef<Use> uses,
   for (Use &u : uses) {
     if (!u.add)
       continue;
-    Operation *bias = biasOf(u).getDefiningOp();
+    Operation *bias = u.bias.getDefiningOp();
     if (biasParts.count(bias))
       continue;
     b.setInsertionPoint(bias);
@@ -209,7 +207,7 @@ void split(px::VariableOp w, MutableArrayRef<Use> uses,
       Value part =
           px::MatMulOp::create(b, u.product.getLoc(), u.product.getLhs(), weights[k]);
       if (u.add) {
-        Value third = biasParts[biasOf(u).getDefiningOp()][k];
+        Value third = biasParts[u.bias.getDefiningOp()][k];
         part = u.add.getLhs() == u.product.getResult()
                    ? px::AddOp::create(b, u.add.getLoc(), part, third).getResult()
                    : px::AddOp::create(b, u.add.getLoc(), third, part).getResult();

@@ -109,35 +109,31 @@ private:
   /// `v` in the unmerged form of `like`'s merged dimension, if its shape
   /// allows (an operand outside the attention: broadcast or merged).
   std::optional<Value> unmergeOperand(Value v, int64_t resultRank, const Unmerged &like);
-  void record(Value merged, Unmerged u);
 
   OpBuilder &b;
   llvm::DenseMap<Value, Unmerged> unmerged;
 };
-
-void Unmerger::record(Value merged, Unmerged u) { unmerged[merged] = u; }
 
 void Unmerger::enter(px::ReshapeOp r) {
   ArrayRef<int64_t> in = typeOf(r.getInput()).getShape(), out = r.getType().getShape();
   auto fine = refinement(in, out);
   if (!fine || fine->first.size() != out.size() + 1)
     return;
-  // One output dimension of two factors, each other of one.
-  int64_t dim = -1, f = 0;
-  for (size_t d = 0; d < out.size(); f += fine->second[d], ++d) {
+  // One output dimension of two factors (the first at `first` of the
+  // refinement), each other of one.
+  int64_t dim = -1, first = 0;
+  for (size_t d = 0, f = 0; d < out.size(); f += fine->second[d], ++d) {
     if (fine->second[d] == 2) {
       if (dim >= 0)
         return;
       dim = d;
+      first = f;
     } else if (fine->second[d] != 1) {
       return;
     }
   }
   if (dim < 0)
     return;
-  int64_t first = 0;
-  for (int64_t d = 0; d < dim; ++d)
-    first += fine->second[d];
   int64_t outer = fine->first[first], inner = fine->first[first + 1];
   if (outer == 1 || inner == 1 || !reachesBatchedProduct(r.getResult()))
     return;
@@ -146,7 +142,7 @@ void Unmerger::enter(px::ReshapeOp r) {
   Value u = r.getInput();
   if (typeOf(u).getShape() != ArrayRef<int64_t>(fine->first))
     u = px::ReshapeOp::create(b, r.getLoc(), type, r.getInput());
-  record(r.getResult(), {u, dim, outer, inner});
+  unmerged[r.getResult()] = Unmerged{u, dim, outer, inner};
 }
 
 std::optional<Value> Unmerger::unmergeOperand(Value v, int64_t resultRank,
@@ -182,17 +178,14 @@ bool Unmerger::rewrite(Operation *op) {
   auto result = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   if (!result)
     return false;
-  std::optional<Unmerged> first;
-  for (Value v : op->getOperands())
-    if (auto it = unmerged.find(v); it != unmerged.end()) {
-      first = it->second;
-      break;
-    }
-  if (!first)
+  // The first operand in unmerged form carries the merged dimension.
+  auto carrier = llvm::find_if(op->getOperands(), [&](Value v) { return unmerged.count(v); });
+  if (carrier == op->getOperands().end())
     return false;
+  const Unmerged first = unmerged.lookup(*carrier);
   int64_t rank = result.getRank();
   // Where the merged dimension lands in the result.
-  Unmerged like = *first;
+  Unmerged like = first;
   b.setInsertionPoint(op);
   Location loc = op->getLoc();
 
@@ -208,7 +201,7 @@ bool Unmerger::rewrite(Operation *op) {
       }
     }
     Value u = px::TransposeOp::create(b, loc, like.value, b.getDenseI64ArrayAttr(perm));
-    record(op->getResult(0), {u, at, like.outer, like.inner});
+    unmerged[op->getResult(0)] = Unmerged{u, at, like.outer, like.inner};
     return true;
   }
 
@@ -217,22 +210,21 @@ bool Unmerger::rewrite(Operation *op) {
     if (!axis || *axis == like.dim)
       return false;
     Value u = px::SoftmaxOp::create(b, loc, like.value, *axis < like.dim ? *axis : *axis + 1);
-    record(op->getResult(0), {u, like.dim, like.outer, like.inner});
+    unmerged[op->getResult(0)] = Unmerged{u, like.dim, like.outer, like.inner};
     return true;
   }
 
   if (auto m = dyn_cast<px::MatMulOp>(op)) {
     // Batched over the merged dimension: both operands of the result's rank.
     if (typeOf(m.getLhs()).getRank() != rank || typeOf(m.getRhs()).getRank() != rank ||
-        first->dim >= rank - 2)
+        first.dim >= rank - 2)
       return false;
   } else if (!op->hasTrait<px::OpTrait::Elementwise>()) {
     return false;
   }
-  // The merged dimension's place in the result, from an unmerged operand
-  // (aligned to the result's trailing dimensions).
-  Value carrier = *llvm::find_if(op->getOperands(), [&](Value v) { return unmerged.count(v); });
-  like.dim = first->dim + rank - typeOf(carrier).getRank();
+  // The merged dimension's place in the result (operands align to its
+  // trailing dimensions).
+  like.dim = first.dim + rank - typeOf(*carrier).getRank();
   SmallVector<Value> operands;
   for (Value v : op->getOperands()) {
     if (!isa<RankedTensorType>(v.getType()))
@@ -248,7 +240,7 @@ bool Unmerger::rewrite(Operation *op) {
   state.addTypes(RankedTensorType::get(
       unmergedShape(result.getShape(), like.dim, like.outer, like.inner), result.getElementType()));
   Operation *made = b.create(state);
-  record(op->getResult(0), {made->getResult(0), like.dim, like.outer, like.inner});
+  unmerged[op->getResult(0)] = Unmerged{made->getResult(0), like.dim, like.outer, like.inner};
   return true;
 }
 
@@ -273,7 +265,7 @@ void Unmerger::visit(Operation *op) {
   Value back = px::ReshapeOp::create(b, op->getLoc(), merged.getType(), u.value);
   merged.replaceAllUsesWith(back);
   unmerged.erase(merged);
-  record(back, u);
+  unmerged[back] = u;
   op->erase();
 }
 

@@ -654,30 +654,10 @@ int main(int argc, char **argv) {
       if (rank == 0) {
         std::vector<std::string> names;
         std::vector<TensorView> values;
+        // Empty, or a block's place in its initializer (InitialValue::blockOf).
+        std::vector<std::vector<int64_t>> origins;
         // Padded variables' initializer parts (kept alive until written).
         std::list<std::vector<char>> unpadded;
-        std::string source = options.weightsPath.empty() || options.weightsPath == kRandomWeights
-                                 ? session.plan().sourcePath
-                                 : options.weightsPath;
-        // Initializers whose blocks are variables of their own, assembled
-        // over their source values (a block the plan dropped keeps its own).
-        std::map<std::string, std::pair<std::vector<char>, const PlanVariable *>> assembled;
-        {
-          std::vector<std::string> blockNames;
-          std::vector<TensorView> blockDests;
-          for (const PlanVariable &v : session.plan().variables) {
-            if (v.init.kind != InitialValue::Kind::Onnx || v.init.blockOf.empty() ||
-                assembled.count(v.init.onnxName))
-              continue;
-            auto &[bytes, first] = assembled[v.init.onnxName];
-            bytes.resize(std::max<int64_t>(TensorView{nullptr, v.dtype, v.init.blockOf}.bytes(), 1));
-            first = &v;
-            blockNames.push_back(v.init.onnxName);
-            blockDests.push_back(TensorView{bytes.data(), v.dtype, v.init.blockOf});
-          }
-          if (!blockNames.empty())
-            readOnnxInitializers(source, blockNames, blockDests);
-        }
         for (size_t i = 0; i < session.plan().variables.size(); ++i) {
           const PlanVariable &v = session.plan().variables[i];
           if (v.role == PlanVariable::Role::OptimizerState ||
@@ -686,16 +666,9 @@ int main(int argc, char **argv) {
           TensorView value = session.variable(i);
           if (auto w = wholes.find(i); w != wholes.end())
             value = TensorView{w->second.data(), v.dtype, v.wholeShape};
-          if (!v.init.blockOf.empty()) {
-            std::string bad = describeNonFinite(value.data, v.dtype, value.shape);
-            if (!bad.empty())
-              return failRank(args["save"].as<std::string>() + ": not written: the trained '" +
-                              v.name + "' holds " + bad);
-            session.placeInInitializer(i, value, assembled[v.init.onnxName].first);
-            continue;
-          }
           names.push_back(v.init.onnxName);
           values.push_back(value);
+          origins.push_back(v.init.blockOrigin);
           if (!v.init.paddedFrom.empty()) {
             auto [bytes, shape] = session.savedValue(i, values.back());
             unpadded.push_back(std::move(bytes));
@@ -704,14 +677,12 @@ int main(int argc, char **argv) {
           std::string bad = describeNonFinite(values.back().data, v.dtype, values.back().shape);
           if (!bad.empty())
             return failRank(args["save"].as<std::string>() + ": not written: the trained '" +
-                            v.init.onnxName + "' holds " + bad);
+                            (v.init.blockOf.empty() ? v.init.onnxName : v.name) + "' holds " + bad);
         }
-        for (auto &[name, whole] : assembled) {
-          names.push_back(name);
-          values.push_back(TensorView{whole.first.data(), whole.second->dtype,
-                                      whole.second->init.blockOf});
-        }
-        saveOnnxWithInitializers(source, args["save"].as<std::string>(), names, values);
+        std::string source = options.weightsPath.empty() || options.weightsPath == kRandomWeights
+                                 ? session.plan().sourcePath
+                                 : options.weightsPath;
+        saveOnnxWithInitializers(source, args["save"].as<std::string>(), names, values, origins);
       }
     }
   } catch (const std::exception &e) {

@@ -126,11 +126,6 @@ public:
   /// Row-major host bytes and their shape.
   std::pair<std::vector<char>, std::vector<int64_t>> savedValue(size_t i,
                                                                 const TensorView &value) const;
-  /// Where variable `i` is a block of its initializer (InitialValue::blockOf):
-  /// its whole value `value` put in its place in `initializer` (the
-  /// initializer's bytes), for --save to write once every block is in.
-  void placeInInitializer(size_t i, const TensorView &value,
-                          std::vector<char> &initializer) const;
 
   /// The rows of variable `i` this rank keeps current, as [begin, end)
   /// ranges of its first dimension: all of them, except for a
@@ -241,12 +236,15 @@ void readOnnxInitializers(const std::string &path,
 
 /// Writes a copy of ONNX model `sourcePath` to `destPath` with the listed
 /// initializers replaced by `values` (all data embedded, external data
-/// references dropped), atomically (AtomicFile.h). Throws RuntimeError on
-/// failure.
+/// references dropped), atomically (AtomicFile.h). Where `origins[i]` is
+/// not empty, `values[i]` is the block at that origin of its initializer
+/// (InitialValue::blockOf), put in place over the source's values; an
+/// initializer may be named once per block. Throws RuntimeError on failure.
 void saveOnnxWithInitializers(const std::string &sourcePath,
                               const std::string &destPath,
                               const std::vector<std::string> &names,
-                              const std::vector<TensorView> &values);
+                              const std::vector<TensorView> &values,
+                              const std::vector<std::vector<int64_t>> &origins = {});
 
 } // namespace parallax::rt
 
