@@ -16,6 +16,9 @@
 #include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cstdlib>
+#include <tuple>
+
 using namespace mlir;
 
 namespace parallax {
@@ -509,6 +512,15 @@ llvm::Error BatchTracer::reduce(Operation *op, ArrayRef<int64_t> axes,
 // reshape keeps that order, so the samples lie along the one result
 // dimension j whose trailing size S_j divides M and whose extent spans a
 // multiple of batch * M elements.
+//
+// A batch of one sample (a dynamic export bound to one sample per rank)
+// does not pin j: every dimension whose extent spans a multiple of M
+// qualifies, the innermost first ([1, 8, 6, 6] -> [1, 288]: j = 1, as if
+// the 288 features were the samples). There the samples are taken where
+// they stay whole, the largest S_j (the smallest inner stride), among
+// dimensions of equal S_j the one spanning the fewest elements, and among
+// dimensions of size 1 the one nearest the input's ([1, D] -> [1, 1, D]:
+// j = 0), which is what a batch of two or more gives.
 llvm::Error BatchTracer::reshape(px::ReshapeOp op) {
   auto p = placementOf(op.getInput());
   if (!p)
@@ -517,16 +529,29 @@ llvm::Error BatchTracer::reshape(px::ReshapeOp op) {
   int64_t m = p->inner;
   for (size_t d = p->axis + 1; d < in.size(); ++d)
     m *= in[d];
+  std::optional<Placement> found;
+  // The preference among candidates of one sample: larger S_j, then fewer
+  // elements spanned, then (dimensions of size 1 alike) nearer the input's.
+  auto rank = [&](int64_t j, int64_t t) {
+    return std::make_tuple(-t, t * out[j], std::abs(j - p->axis));
+  };
+  std::tuple<int64_t, int64_t, int64_t> best;
   int64_t trailing = 1;
   for (int64_t j = (int64_t)out.size() - 1; j >= 0; trailing *= out[j], --j) {
     if (trailing > m)
       break;
-    if (m % trailing == 0 && (trailing * out[j]) % (batch * m) == 0) {
-      place(op.getOutput(), {j, m / trailing});
-      return llvm::Error::success();
+    if (m % trailing == 0 && (trailing * out[j]) % (batch * m) == 0 &&
+        (!found || rank(j, trailing) < best)) {
+      found = Placement{j, m / trailing};
+      best = rank(j, trailing);
+      if (batch > 1)
+        break;
     }
   }
-  return fail(op, "splits the samples' dimension across several dimensions");
+  if (!found)
+    return fail(op, "splits the samples' dimension across several dimensions");
+  place(op.getOutput(), *found);
+  return llvm::Error::success();
 }
 
 llvm::Error BatchTracer::transpose(px::TransposeOp op) {
