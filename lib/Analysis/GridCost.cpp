@@ -104,6 +104,33 @@ double Machine::productFlopsPerSecond(int64_t smallest, double largestBytes) con
   return std::exp((1 - t) * std::log(flopsPerSecond) + t * std::log(streamed));
 }
 
+double Machine::productBytesPerSecond(int64_t smallest, double bytes) const {
+  auto probe = opRates.find("product_bytes");
+  if (probe == opRates.end())
+    return 0;
+  double rate = probe->second.at(bytes);
+  auto one = opRates.find("product_stream");
+  if (one == opRates.end() || smallest >= rt::kProductBytesRows || !(rate > 0))
+    return rate;
+  double streamed = one->second.at(bytes);
+  if (!(streamed > 0))
+    return rate;
+  // The one-row rate's share: all of it at one row and none at the
+  // probe's rows (in log rows), for a product that streams as much as the
+  // large probe; none for one of the small probe's size, which the cache
+  // holds and whose few rows cost what the probe's do (a call's work, not
+  // a stream), and between the two in log bytes. A constant rate (one
+  // point) is taken as streamed.
+  double rows = std::log((double)std::max<int64_t>(smallest, 1)) /
+                std::log((double)rt::kProductBytesRows);
+  const auto &points = one->second.points;
+  double small = points.front().first, large = points.back().first, share = 1;
+  if (large > small && small > 0)
+    share = std::clamp(std::log(std::max(bytes, 1.0) / small) / std::log(large / small), 0.0, 1.0);
+  double w = share * (1 - rows);
+  return std::exp(w * std::log(streamed) + (1 - w) * std::log(rate));
+}
+
 double denseProductFlopsPerSecond(const Machine &m, int64_t rows, int64_t in, int64_t out,
                                   int64_t elementBytes) {
   return m.productFlopsPerSecond(std::min({rows, in, out}),

@@ -285,9 +285,9 @@ double computeSecondsOf(Operation *op, double flops, ArrayRef<int64_t> gridShape
     // A product of a few rows by a large weight streams the weight: the
     // longer of its flops and its bytes (a roofline), where calibrated;
     // the rate is of whole calls, their fixed cost included.
-    auto streamed = m.opRates.find("product_bytes");
-    if (isa<px::GemmOp, px::MatMulOp>(op) && streamed != m.opRates.end())
-      if (double moved = (double)bytesMovedBy(op, gridShape), rate = streamed->second.at(moved);
+    if (isa<px::GemmOp, px::MatMulOp>(op))
+      if (double moved = (double)bytesMovedBy(op, gridShape),
+          rate = m.productBytesPerSecond(shape ? shape->first : rt::kProductBytesRows, moved);
           moved > 0 && rate > 0 && moved / rate > seconds + m.kernelSeconds)
         return moved / rate;
   } else if (int64_t moved = bytesMovedBy(op, gridShape)) {

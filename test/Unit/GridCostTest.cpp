@@ -286,6 +286,32 @@ TEST(GridCost, ProductsRunAtTheRateOfTheirSmallestDimensionAndWeight) {
   // rates (in log rate): sqrt(1e9 * 1e8).
   double half = std::sqrt(parallax::rt::kProductCachedWeightBytes * parallax::rt::kProductStreamedWeightBytes);
   EXPECT_NEAR(m.productFlopsPerSecond(16, half), std::sqrt(1e17), 1e-3);
+  // With a one-row point (--calibrate's since the eleventh session), a
+  // product of 4 rows takes the rate halfway (in log rows) to the 16-row
+  // one, not the 16-row rate.
+  m.opRates["product_flops"].points = {{1, 2e7}, {16, 1e8}, {256, 4e8}};
+  EXPECT_NEAR(m.productFlopsPerSecond(4, parallax::rt::kProductStreamedWeightBytes), 6e7, 1e-3);
+  EXPECT_DOUBLE_EQ(m.productFlopsPerSecond(1, 4 * parallax::rt::kProductStreamedWeightBytes), 2e7);
+}
+
+TEST(GridCost, AProductOfFewRowsStreamsAtARateBetweenTheOneRowAndTheProbes) {
+  Machine m;
+  // Without "product_bytes" there is no roofline.
+  EXPECT_EQ(m.productBytesPerSecond(1, 1e6), 0);
+  m.opRates["product_bytes"].points = {{1e6, 2e9}, {1e8, 1e9}};
+  // Without "product_stream" every product takes the probe's curve.
+  EXPECT_DOUBLE_EQ(m.productBytesPerSecond(1, 1e8), 1e9);
+  m.opRates["product_stream"].points = {{1e6, 8e9}, {1e8, 4e9}};
+  EXPECT_NEAR(m.productBytesPerSecond(1, 1e8), 4e9, 1);
+  // 4 rows: halfway in log rows from 1 to kProductBytesRows (16).
+  EXPECT_NEAR(m.productBytesPerSecond(4, 1e8), 2e9, 1);
+  // The size of the small (in-cache) probe: the probe's rate whatever the
+  // rows; halfway in log bytes, half the one-row share: the curves give
+  // 6e9 and 1.5e9 there, and one row sqrt(6e9 * 1.5e9).
+  EXPECT_NEAR(m.productBytesPerSecond(1, 1e6), 2e9, 1);
+  EXPECT_NEAR(m.productBytesPerSecond(1, 1e7), 3e9, 1);
+  EXPECT_DOUBLE_EQ(m.productBytesPerSecond(parallax::rt::kProductBytesRows, 1e8), 1e9);
+  EXPECT_DOUBLE_EQ(m.productBytesPerSecond(512, 1e8), 1e9);
 }
 
 TEST(GridCost, ASkinnyLayerComputesAtItsProductRate) {

@@ -279,8 +279,12 @@ std::vector<Probe> ratedProbes(bool small) {
           {"add", {}, {{vector}, {vector}}, {{vector}}, 0, "elementwise"},
           {kCostlyPerElementProbe, {}, {{vector}}, {{vector}}, 0, "costly_per_element"},
           // 16 rows by a weight of 1 MiB (in cache) and of 64 MiB (from
-          // memory): a layer's product at a small batch per rank.
-          {"gemm", {}, {{16, rows}, {rows, 4 * rows}}, {{16, 4 * rows}}, 0, "product_bytes"}};
+          // memory): a layer's product at a small batch per rank; and one
+          // row, a product that streams its weight and computes little (one
+          // sample per rank: at the 16-row rate a one-row product of
+          // AlexNet's 144 MiB weight took 166 ms against 25 to 35 measured).
+          {"gemm", {}, {{kProductBytesRows, rows}, {rows, 4 * rows}}, {{kProductBytesRows, 4 * rows}}, 0, "product_bytes"},
+          {"gemm", {}, {{1, rows}, {rows, 4 * rows}}, {{1, 4 * rows}}, 0, "product_stream"}};
 }
 
 /// Work per second of each kernel of kRatedKernels (KernelRates.h), in its

@@ -89,6 +89,13 @@ struct Machine {
   /// calibrated "product_flops" curve for one streamed from memory, and
   /// geometrically between (KernelRates.h); flopsPerSecond without a curve.
   double productFlopsPerSecond(int64_t smallest, double largestBytes) const;
+  /// Bytes per second of a product that moves `bytes` (operands and
+  /// result) when memory bounds it: the "product_bytes" curve, and for a
+  /// product of fewer rows (smallest dimension) than its probe's that
+  /// streams more than the cache holds, a rate between it and
+  /// "product_stream"'s (one row), geometrically in log rows and log
+  /// bytes; 0 without "product_bytes".
+  double productBytesPerSecond(int64_t smallest, double bytes) const;
   /// The link of a group: intra when every group over the axis stays on
   /// one machine.
   const Link &modelLink(const Grid &g) const;

@@ -85,10 +85,14 @@ inline constexpr RatedKernel kRatedKernels[] = {
     {"costly_per_element", KernelWork::Bytes},
     // Not a kernel either: the products' (gemm, matmul) rate when memory
     // bounds them, their operands' and result's bytes per second, timed on
-    // a product of a few rows by a large weight (which a BLAS packs: read,
-    // written and read again). A product takes the longer of its flops at
-    // flops_per_second and its bytes at this rate.
+    // a product of kProductBytesRows rows by a large weight (which a BLAS
+    // packs: read, written and read again). A product takes the longer of
+    // its flops at flops_per_second and its bytes at this rate.
     {"product_bytes", KernelWork::Bytes},
+    // The same timed on one row, a product that streams its weight and
+    // computes little: a product of fewer rows than kProductBytesRows
+    // takes a rate between the two (Machine::productBytesPerSecond).
+    {"product_stream", KernelWork::Bytes},
     // Not a kernel: the products' flops rate when their weight (the largest
     // operand) is too large for a core's cache, against the product's
     // smallest dimension (a small batch's rows, or the rows a weight's
@@ -106,11 +110,15 @@ inline constexpr RatedKernel kRatedKernels[] = {
 inline constexpr const char *kCostlyPerElementProbe = "erf";
 
 /// The products --calibrate times for "product_flops": [d, K] x [K, K]
-/// for each smallest dimension d, K = kProductWeightDim. flops_per_second
+/// for each smallest dimension d, K = kProductWeightDim; d = 1 streams the
+/// weight and little else, so that a product of a few rows takes a rate
+/// between streaming and arithmetic (not the 16-row one). flops_per_second
 /// (a 512 x 512 x 512 product, its weight in cache) is the rate at
 /// kProductCachedWeightBytes; a product whose largest operand lies between
 /// the two takes a rate between them (geometrically, in log bytes).
-inline constexpr int64_t kProductSmallestDims[] = {16, 64, 256};
+inline constexpr int64_t kProductSmallestDims[] = {1, 16, 64, 256};
+/// The rows of the "product_bytes" probe ("product_stream"'s: one).
+inline constexpr int64_t kProductBytesRows = 16;
 inline constexpr int64_t kProductWeightDim = 2048;
 inline constexpr double kProductStreamedWeightBytes = 4.0 * kProductWeightDim * kProductWeightDim;
 inline constexpr double kProductCachedWeightBytes = 4.0 * 512 * 512;
