@@ -684,6 +684,13 @@ MODELS: Dict[str, Model] = {
                              inputs=_classifier_inputs(), doc="torchvision mobilenet_v2"),
     "tv_squeezenet": Model(_torchvision("squeezenet1_1"), batch=2, seed=8, committed=False,
                            inputs=_classifier_inputs(), doc="torchvision squeezenet1_1"),
+    # On demand only (~230 MiB): the network of SPAA'18's worked example
+    # (its fully connected stack, 9216 -> 4096 -> 4096, dominates), at the
+    # 224 x 224 its adaptive pool needs.
+    "tv_alexnet": Model(_torchvision("alexnet"), batch=4, seed=13, committed=False, on_demand=True,
+                        inputs=(Input("x", (BATCH, 3, 224, 224), "float32"),
+                                Input("y", (BATCH,), "int64", 10)),
+                        doc="torchvision alexnet at 224 x 224"),
     # On demand only (~420 MiB, ~15 s to export): a BERT-base-sized graph
     # for timing the strategy search.
     "bert_base": Model(build_bert_base, batch=8, seed=11, committed=False, on_demand=True,

@@ -286,7 +286,7 @@ TEST(GridCost, ProductsRunAtTheRateOfTheirSmallestDimensionAndWeight) {
   // rates (in log rate): sqrt(1e9 * 1e8).
   double half = std::sqrt(parallax::rt::kProductCachedWeightBytes * parallax::rt::kProductStreamedWeightBytes);
   EXPECT_NEAR(m.productFlopsPerSecond(16, half), std::sqrt(1e17), 1e-3);
-  // With a one-row point (--calibrate's since the eleventh session), a
+  // With a one-row point (as --calibrate measures it), a
   // product of 4 rows takes the rate halfway (in log rows) to the 16-row
   // one, not the 16-row rate.
   m.opRates["product_flops"].points = {{1, 2e7}, {16, 1e8}, {256, 4e8}};
