@@ -134,6 +134,22 @@ bool recurrentOnOnednn(const Plan &plan, const PlanKernel &k, int threads) {
 }
 #endif
 
+int64_t onednnBytes() {
+#ifdef PARALLAX_HAVE_DNNL
+  // oneDNN's avx512_core: AVX-512 F, BW, VL and DQ (its cpu_isa_traits).
+  // From the CPU's own flags: this library (shared with the compiler) does
+  // not link oneDNN.
+  static const int64_t bytes =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
+          ? kOnednnBytes
+          : kOnednnAvx2Bytes;
+  return bytes;
+#else
+  return 0;
+#endif
+}
+
 int64_t libraryBytes(const Plan &plan, int threads) {
 #ifdef PARALLAX_HAVE_DNNL
   if (plan.target != "cpu")
@@ -144,7 +160,7 @@ int64_t libraryBytes(const Plan &plan, int threads) {
       continue;
     if (isRecurrent(k.op)) {
       if (recurrentOnOnednn(plan, k, threads))
-        return kOnednnBytes;
+        return onednnBytes();
       continue;
     }
     if ((k.op == "matmul" || k.op == "gemm") && a->shape.size() >= 2 && y->shape.size() >= 2) {
@@ -153,7 +169,7 @@ int64_t libraryBytes(const Plan &plan, int threads) {
       bool transA = k.op == "gemm" && k.attrs.value("trans_a", false);
       int64_t depth = transA ? a->shape[a->shape.size() - 2] : a->shape.back();
       if (onOnednn(y->shape[y->shape.size() - 2], y->shape.back(), depth, threads))
-        return kOnednnBytes;
+        return onednnBytes();
     }
   }
 #endif

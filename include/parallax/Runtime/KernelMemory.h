@@ -24,9 +24,18 @@ constexpr int64_t kOnednnMinWork = 64 * 64 * 64;
 
 /// What oneDNN holds once it has run a product: its generated kernels and
 /// its packing buffers (measured with --metrics' memory_bytes, oneDNN
-/// against OpenBLAS on the same plans: 3.8 MiB for the GRU example, 5.0 for
-/// NMT, 6.8 for the LM with its 10k-word softmax product).
+/// against OpenBLAS on the same plans), which depend on the instructions it
+/// generates them for. With AVX-512: 3.8 MiB for the GRU example, 5.0 for
+/// NMT, 6.8 for the LM with its 10k-word softmax product. With AVX2 only
+/// (an AMD EPYC): 1.4 MiB for NMT, 1.7 for the GRU example on 2x1, 1.8 for
+/// an nn.TransformerDecoder.
 constexpr int64_t kOnednnBytes = int64_t(4) << 20;
+constexpr int64_t kOnednnAvx2Bytes = int64_t(7) << 18; // 1.75 MiB
+
+/// kOnednnBytes or kOnednnAvx2Bytes, by the instructions oneDNN finds on
+/// this machine (the compiler's: a CPU plan is priced for the kind of
+/// machine it is compiled on); 0 without oneDNN.
+int64_t onednnBytes();
 
 /// A recurrent kernel's scratch (lib/Runtime/Kernels/Rnn.cpp), in elements,
 /// in the order it takes it, for `d` directions, `t` steps, `b` sequences

@@ -47,13 +47,18 @@ Plan gruOf(int64_t batch, bool grad) {
   return planOf(grad ? "gru_grad" : "gru", {x, w, r}, {x});
 }
 
-#ifdef PARALLAX_HAVE_DNNL
-constexpr int64_t kOnednn = kOnednnBytes;
-#else
-constexpr int64_t kOnednn = 0; // every product runs on OpenBLAS
-#endif
+// 0 without oneDNN: every product runs on OpenBLAS.
+const int64_t kOnednn = onednnBytes();
 
 } // namespace
+
+TEST(KernelMemory, OneDnnHoldsWhatItsInstructionSetTakes) {
+#ifdef PARALLAX_HAVE_DNNL
+  EXPECT_TRUE(kOnednn == kOnednnBytes || kOnednn == kOnednnAvx2Bytes);
+#else
+  EXPECT_EQ(kOnednn, 0);
+#endif
+}
 
 TEST(KernelMemory, OneDnnFromItsThresholdPerThreadPiece) {
   // 64^3 multiply-adds on one thread reach oneDNN; one row fewer does not.

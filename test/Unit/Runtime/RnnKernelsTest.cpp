@@ -369,8 +369,13 @@ TEST(RnnKernels, BackwardThreadedMatchesOneThread) {
                             g.db.values(), g.dh0.values(), g.dc0.values()};
       }
       const char *names[] = {"y", "dx", "dw", "dr", "db", "dinitial_h", "dinitial_c"};
+      // Threads cut the products into blocks that the BLAS rounds
+      // differently (oneDNN or OpenBLAS by block size, and their kernels by
+      // CPU), and five steps of the recurrence carry it on: f32 rounding
+      // reaches 3e-5 of a bias gradient's value on an AVX2 EPYC. A wrong
+      // block or a lost partial sum is off by the values' own size.
       for (size_t k = 0; k < results[1].size(); ++k)
-        expectNear(results[4][k], results[1][k], 1e-5, 1e-6, names[k]);
+        expectNear(results[4][k], results[1][k], 1e-4, 1e-5, names[k]);
     }
 }
 
