@@ -516,11 +516,12 @@ llvm::Error BatchTracer::reduce(Operation *op, ArrayRef<int64_t> axes,
 // A batch of one sample (a dynamic export bound to one sample per rank)
 // does not pin j: every dimension whose extent spans a multiple of M
 // qualifies, the innermost first ([1, 8, 6, 6] -> [1, 288]: j = 1, as if
-// the 288 features were the samples). There the samples are taken where
-// they stay whole, the largest S_j (the smallest inner stride), among
-// dimensions of equal S_j the one spanning the fewest elements, and among
-// dimensions of size 1 the one nearest the input's ([1, D] -> [1, 1, D]:
-// j = 0), which is what a batch of two or more gives.
+// the 288 features were the samples). There the samples are taken on the
+// dimension spanning the fewest elements (what the innermost match of a
+// batch of two spans: attention's [T, 1, E] -> [T, H, Dh] keeps them on
+// dimension 1, not on the T steps), among those the largest S_j (the size-1
+// dimension of a flatten), and among dimensions of size 1 the one nearest
+// the input's ([1, D] -> [1, 1, D]: j = 0).
 llvm::Error BatchTracer::reshape(px::ReshapeOp op) {
   auto p = placementOf(op.getInput());
   if (!p)
@@ -530,10 +531,11 @@ llvm::Error BatchTracer::reshape(px::ReshapeOp op) {
   for (size_t d = p->axis + 1; d < in.size(); ++d)
     m *= in[d];
   std::optional<Placement> found;
-  // The preference among candidates of one sample: larger S_j, then fewer
-  // elements spanned, then (dimensions of size 1 alike) nearer the input's.
+  // The preference among candidates of one sample: fewer elements
+  // spanned, then larger S_j, then (dimensions of size 1 alike) nearer the
+  // input's.
   auto rank = [&](int64_t j, int64_t t) {
-    return std::make_tuple(-t, t * out[j], std::abs(j - p->axis));
+    return std::make_tuple(t * out[j], -t, std::abs(j - p->axis));
   };
   std::tuple<int64_t, int64_t, int64_t> best;
   int64_t trailing = 1;

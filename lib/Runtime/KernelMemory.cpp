@@ -139,11 +139,15 @@ int64_t onednnBytes() {
   // oneDNN's avx512_core: AVX-512 F, BW, VL and DQ (its cpu_isa_traits).
   // From the CPU's own flags: this library (shared with the compiler) does
   // not link oneDNN.
-  static const int64_t bytes =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
-          ? kOnednnBytes
-          : kOnednnAvx2Bytes;
+  static const int64_t bytes = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init(); // may run before the CPU's flags are read otherwise
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+      return kOnednnBytes;
+#endif
+    return kOnednnAvx2Bytes;
+  }();
   return bytes;
 #else
   return 0;

@@ -1,8 +1,8 @@
 // px-split-batch on a dynamic export bound to one sample per rank (AlexNet
 // at a batch of 4 on 4 ranks, BERT on as many ranks as samples). Where a
 // reshape could place a lone sample along several dimensions, it takes the
-// one a batch of two would: the samples stay whole, span the fewest
-// elements, and a dimension of size 1 nearest the input's wins. The
+// one a batch of two would: the one spanning the fewest elements, then
+// the larger trailing size, then a dimension of size 1 nearest the input's. The
 // dropout masks then number the same elements as one process's, and no
 // note says that the ranks' results can differ.
 // RUN: parallax-opt %s --split-input-file --px-split-batch='ranks=4' 2>/dev/null | FileCheck %s
@@ -68,6 +68,27 @@ module {
     %d:2 = px.dropout %r {ratio = 0.5 : f32} : tensor<5x1x2x4xf32>
     %h = px.reduce_sum %d#0 {axes = array<i64: 2, 3>, keepdims = false} : tensor<5x1x2x4xf32>
     %s = px.reduce_mean %h {axes = array<i64: 0, 1>, keepdims = false} : tensor<5x1xf32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// nn.MultiheadAttention's head split: [5, 1, 8] (sequence first) ->
+// [5, 2, 4], the batch merged with the 2 heads. The sample stays on
+// dimension 1 (with the heads inside it), as with two samples; on
+// dimension 0 the sum over the 5 steps would be a sum over samples.
+// REMARK: remark: batch: 'x' hold 1 samples per rank and step (dimension 0 is the model's dynamic batch dimension){{$}}
+// CHECK-LABEL: func.func @main
+// CHECK: px.dropout %{{.*}} {ratio = 5.000000e-01 : f32, sample_stride = 8 : i64} : tensor<5x2x4xf32>
+module {
+  func.func @main() -> tensor<f32> attributes {px.loss = 0 : i64} {
+    %x = px.input "x" : tensor<1x5x8xf32> batched
+    %t = px.transpose %x {perm = array<i64: 1, 0, 2>} : tensor<1x5x8xf32>
+    %r = px.reshape %t : tensor<5x1x8xf32> -> tensor<5x2x4xf32>
+    %d:2 = px.dropout %r {ratio = 0.5 : f32} : tensor<5x2x4xf32>
+    %h = px.reduce_sum %d#0 {axes = array<i64: 0>, keepdims = false} : tensor<5x2x4xf32>
+    %s = px.reduce_mean %h {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x4xf32>
     return %s : tensor<f32>
   }
 }
